@@ -1,0 +1,311 @@
+/*
+ * 1b-load — open a model, validate it, print its facts as one JSON record.
+ *
+ *   1b-load [--ctx N] [--tensors] [--check] [--template] MODEL
+ *   1b-load --meta KEY MODEL
+ *
+ * MODEL is a GGUF file or an archive holding one (see ob_model_resolve). Exit status as in
+ * 1b(7): 0 ok, 1 --check found non-finite values, 2 usage, 3 bad model file, 5 other failure.
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "1b.h"
+
+#define PROG "1b-load"
+
+enum { OPT_CTX = 256, OPT_TENSORS, OPT_CHECK, OPT_META, OPT_TEMPLATE, OPT_LIST, OPT_VERSION };
+
+static const struct ob_option options[] = {
+    {"ctx", OPT_CTX, "N", "context length for the KV cache estimate (default 4096)"},
+    {"tensors", OPT_TENSORS, NULL, "also print one record per tensor"},
+    {"check", OPT_CHECK, NULL, "read every tensor: sizes, NaN/Inf in floats and block scales, sha256"},
+    {"meta", OPT_META, "KEY", "print the value of one metadata key as JSON and exit"},
+    {"template", OPT_TEMPLATE, NULL, "include the raw chat template string"},
+    {"help", 'h', NULL, "show this help"},
+    {"version", OPT_VERSION, NULL, "show the version"},
+    {"list-options", OPT_LIST, NULL, "list options for shell completion", .hidden = true},
+    {0},
+};
+
+struct opts {
+    uint64_t ctx;
+    bool tensors, check, template;
+    const char *meta;
+    const char *model;
+};
+
+static int fail(int err, const char *what)
+{
+    if (what)
+        fprintf(stderr, PROG ": %s: %s\n", what, ob_errmsg());
+    else
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+    return ob_exit_status(err);
+}
+
+static void add_u64(cJSON *o, const char *k, uint64_t v)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%llu", (unsigned long long)v);
+    cJSON_AddItemToObject(o, k, cJSON_CreateRaw(b));
+}
+
+/* tokenizer.* facts; absent keys are simply left out */
+static cJSON *tokenizer_facts(const struct ob_gguf *g)
+{
+    cJSON *t = cJSON_CreateObject();
+    static const char *const strs[] = {"model", "pre"};
+    for (size_t i = 0; i < 2; i++) {
+        char k[64], *v;
+        snprintf(k, sizeof k, "tokenizer.ggml.%s", strs[i]);
+        if (ob_gguf_get_str(g, k, &v) == 0) {
+            cJSON_AddStringToObject(t, strs[i], v);
+            free(v);
+        }
+    }
+    const struct ob_gguf_value *a = ob_gguf_get(g, "tokenizer.ggml.tokens");
+    if (a && a->type == OB_GGUF_ARRAY)
+        add_u64(t, "n_tokens", a->arr.n);
+    a = ob_gguf_get(g, "tokenizer.ggml.merges");
+    if (a && a->type == OB_GGUF_ARRAY)
+        add_u64(t, "n_merges", a->arr.n);
+    static const char *const ids[] = {"bos", "eos", "unknown", "padding"};
+    for (size_t i = 0; i < 4; i++) {
+        char k[64];
+        uint32_t v;
+        snprintf(k, sizeof k, "tokenizer.ggml.%s_token_id", ids[i]);
+        if (ob_gguf_get_u32(g, k, &v) == 0 && v != UINT32_MAX)
+            add_u64(t, ids[i], v);
+    }
+    bool b;
+    if (ob_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b) == 0)
+        cJSON_AddBoolToObject(t, "add_bos", b);
+    return t;
+}
+
+static cJSON *hparams_facts(const struct ob_hparams *hp)
+{
+    cJSON *h = cJSON_CreateObject();
+    add_u64(h, "n_vocab", hp->n_vocab);
+    add_u64(h, "n_ctx_train", hp->n_ctx_train);
+    add_u64(h, "n_embd", hp->n_embd);
+    add_u64(h, "n_layer", hp->n_layer);
+    add_u64(h, "n_head", hp->n_head);
+    add_u64(h, "n_head_kv", hp->n_head_kv);
+    add_u64(h, "head_dim", hp->head_dim);
+    add_u64(h, "n_ff", hp->n_ff);
+    add_u64(h, "n_rot", hp->n_rot);
+    cJSON_AddItemToObject(h, "rms_eps", ob_json_f32(hp->rms_eps));
+    cJSON_AddItemToObject(h, "rope_base", ob_json_f32(hp->rope_base));
+    cJSON_AddStringToObject(h, "rope_type", ob_rope_name(hp->rope_type));
+    cJSON_AddBoolToObject(h, "qk_norm", hp->qk_norm);
+    cJSON_AddBoolToObject(h, "tied_output", hp->tied_output);
+    cJSON_AddBoolToObject(h, "attn_bias", hp->attn_bias);
+    return h;
+}
+
+static cJSON *shape(const struct ob_gguf_tensor *t)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (uint32_t d = 0; d < t->n_dims; d++) {
+        char b[32];
+        snprintf(b, sizeof b, "%llu", (unsigned long long)t->ne[d]);
+        cJSON_AddItemToArray(a, cJSON_CreateRaw(b));
+    }
+    return a;
+}
+
+static int print_meta(const struct ob_gguf *g, const char *key)
+{
+    const struct ob_gguf_value *v = ob_gguf_get(g, key);
+    if (!v)
+        return ob_seterr(OB_ENOTFOUND, "metadata key '%s' is not in the file", key);
+    cJSON *j = ob_gguf_value_json(v);
+    char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!s)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    puts(s);
+    cJSON_free(s);
+    return 0;
+}
+
+static int run(const struct opts *o, int *status)
+{
+    char *path = NULL;
+    struct ob_gguf *g = NULL;
+    cJSON *rec = NULL;
+    struct ob_check *chk = NULL;
+    int e;
+    if ((e = ob_model_resolve(o->model, &path)) || (e = ob_gguf_open(path, &g)))
+        goto out;
+    if (o->meta) {
+        e = print_meta(g, o->meta);
+        goto out;
+    }
+    struct ob_hparams hp;
+    if ((e = ob_hparams_read(g, &hp)))
+        goto out;
+    if (o->check && (e = ob_check_model(g, path, &chk)))
+        goto out;
+
+    rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "id", o->model);
+    cJSON_AddStringToObject(rec, "format", "gguf");
+    add_u64(rec, "version", ob_gguf_version(g));
+    cJSON_AddStringToObject(rec, "path", path);
+    add_u64(rec, "file_bytes", ob_gguf_file_size(g));
+    char *name;
+    if (ob_gguf_get_str(g, "general.name", &name) == 0) {
+        cJSON_AddStringToObject(rec, "name", name);
+        free(name);
+    }
+    cJSON_AddStringToObject(rec, "architecture", hp.arch);
+    cJSON_AddBoolToObject(rec, "supported", hp.supported);
+    cJSON_AddItemToObject(rec, "hparams", hparams_facts(&hp));
+    cJSON_AddItemToObject(rec, "tokenizer", tokenizer_facts(g));
+
+    char *tmpl = NULL;
+    int te = ob_gguf_get_str(g, "tokenizer.chat_template", &tmpl);
+    cJSON *ct = cJSON_CreateObject();
+    cJSON_AddStringToObject(ct, "name", ob_chat_detect(te == 0 ? tmpl : NULL));
+    if (o->template && tmpl) {
+        const struct ob_gguf_value *v = ob_gguf_get(g, "tokenizer.chat_template");
+        cJSON_AddItemToObject(ct, "raw", ob_gguf_value_json(v));
+    }
+    free(tmpl);
+    cJSON_AddItemToObject(rec, "chat_template", ct);
+
+    /* tensors by type */
+    uint64_t n = ob_gguf_n_tensors(g), params = 0, bytes = 0;
+    uint64_t by_n[OB_TYPE_COUNT] = {0}, by_bytes[OB_TYPE_COUNT] = {0}, by_par[OB_TYPE_COUNT] = {0};
+    for (uint64_t i = 0; i < n; i++) {
+        const struct ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
+        uint64_t nel = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        params += nel;
+        bytes += t->nbytes;
+        by_n[t->type]++;
+        by_bytes[t->type] += t->nbytes;
+        by_par[t->type] += nel;
+    }
+    add_u64(rec, "tensors", n);
+    add_u64(rec, "params", params);
+    cJSON *types = cJSON_CreateObject(), *unsup = cJSON_CreateArray();
+    for (uint32_t t = 0; t < OB_TYPE_COUNT; t++) {
+        if (!by_n[t])
+            continue;
+        cJSON *ty = cJSON_CreateObject();
+        add_u64(ty, "tensors", by_n[t]);
+        add_u64(ty, "params", by_par[t]);
+        add_u64(ty, "bytes", by_bytes[t]);
+        cJSON_AddItemToObject(types, ob_type_name(t), ty);
+        if (!ob_type_supported(t))
+            cJSON_AddItemToArray(unsup, cJSON_CreateString(ob_type_name(t)));
+    }
+    cJSON_AddItemToObject(rec, "types", types);
+    cJSON_AddItemToObject(rec, "unsupported_types", unsup);
+
+    uint64_t ctx = o->ctx, kv = hp.supported ? ob_hparams_kv_bytes(&hp, ctx) : 0;
+    cJSON *mem = cJSON_CreateObject();
+    add_u64(mem, "weights_bytes", bytes);
+    add_u64(mem, "ctx", ctx);
+    if (hp.supported) {
+        add_u64(mem, "kv_bytes", kv);
+        add_u64(mem, "total_bytes", bytes + kv);
+    }
+    cJSON_AddItemToObject(rec, "memory", mem);
+    if (chk)
+        cJSON_AddItemToObject(rec, "check", ob_check_json(chk));
+
+    if ((e = ob_jsonl_write(stdout, rec)))
+        goto out;
+    if (o->tensors) {
+        for (uint64_t i = 0; i < n; i++) {
+            const struct ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
+            cJSON *tr = cJSON_CreateObject();
+            cJSON_AddStringToObject(tr, "id", o->model);
+            cJSON_AddStringToObject(tr, "tensor", t->name);
+            cJSON_AddStringToObject(tr, "type", ob_type_name(t->type));
+            cJSON_AddItemToObject(tr, "shape", shape(t));
+            add_u64(tr, "offset", ob_gguf_data_offset(g) + t->offset);
+            add_u64(tr, "bytes", t->nbytes);
+            if (chk)
+                ob_check_tensor_json(chk, i, tr);
+            e = ob_jsonl_write(stdout, tr);
+            cJSON_Delete(tr);
+            if (e)
+                goto out;
+        }
+    }
+    if (chk && !ob_check_ok(chk))
+        *status = OB_EXIT_NO;
+out:
+    cJSON_Delete(rec);
+    ob_check_free(chk);
+    ob_gguf_close(g);
+    free(path);
+    return e;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = {.ctx = 4096};
+    struct option *longs;
+    char *shorts;
+    if (ob_opt_build(options, &longs, &shorts))
+        return fail(OB_ENOMEM, NULL);
+    int c, bad = 0;
+    int64_t v;
+    opterr = 0;
+    while (!bad && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+        switch (c) {
+        case OPT_CTX:
+            if (ob_parse_i64(optarg, 1, INT64_C(1) << 32, &v)) {
+                fprintf(stderr, PROG ": --ctx: %s\n", ob_errmsg());
+                bad = 1;
+            }
+            o.ctx = (uint64_t)v;
+            break;
+        case OPT_TENSORS: o.tensors = true; break;
+        case OPT_CHECK: o.check = true; break;
+        case OPT_META: o.meta = optarg; break;
+        case OPT_TEMPLATE: o.template = true; break;
+        case 'h':
+            ob_opt_help(stdout, PROG " [options] MODEL",
+                        "Print the facts of a GGUF model (or an archive holding one) as JSON.",
+                        options);
+            return 0;
+        case OPT_VERSION: puts(PROG " " OB_VERSION); return 0;
+        case OPT_LIST: ob_opt_list(stdout, options); return 0;
+        case ':':
+            fprintf(stderr, PROG ": option '%s' needs an argument\n", argv[optind - 1]);
+            bad = 1;
+            break;
+        default:
+            fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+            bad = 1;
+        }
+    }
+    free(longs);
+    free(shorts);
+    if (!bad && optind != argc - 1) {
+        fprintf(stderr, PROG ": %s\n", optind >= argc ? "no MODEL given" : "more than one MODEL given");
+        bad = 1;
+    }
+    if (bad) {
+        fprintf(stderr, "usage: " PROG " [options] MODEL  (see " PROG " --help)\n");
+        return OB_EXIT_USAGE;
+    }
+    o.model = argv[optind];
+    int status = OB_EXIT_OK;
+    int e = run(&o, &status);
+    if (e)
+        return fail(e, NULL);
+    if (fclose(stdout) != 0) {
+        perror(PROG ": stdout");
+        return OB_EXIT_FAILURE;
+    }
+    return status;
+}

@@ -1,0 +1,140 @@
+/*
+ * 1b-synth — write a synthetic model: seeded random weights with the tensor layout, metadata
+ * and tokenizer of a real architecture (qwen3, qwen2, llama). For tests and benchmarks.
+ *
+ *   1b-synth [--preset NAME] [shape options] [--type MIX] [--seed N] [--tokenizer FILE] -o OUT
+ *
+ * Exit status as in 1b(7): 0 ok, 2 usage, 3 bad tokenizer file, 5 other failure.
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "1b.h"
+
+#define PROG "1b-synth"
+
+enum {
+    OPT_PRESET = 256, OPT_ARCH, OPT_VOCAB, OPT_EMBD, OPT_LAYERS, OPT_HEADS, OPT_KV_HEADS,
+    OPT_HEAD_DIM, OPT_FF, OPT_CTX, OPT_TYPE, OPT_SEED, OPT_TOKENIZER, OPT_TIED, OPT_UNTIED,
+    OPT_LIST, OPT_VERSION,
+};
+
+static const struct ob_option options[] = {
+    {"preset", OPT_PRESET, "NAME", "start from a preset: qwen3-tiny (default), qwen3-small, qwen2-tiny, llama-tiny, qwen3-0.6b"},
+    {"arch", OPT_ARCH, "ARCH", "architecture: qwen3, qwen2, llama"},
+    {"vocab", OPT_VOCAB, "N", "vocabulary size (a Qwen vocabulary is cut or padded to N)"},
+    {"embd", OPT_EMBD, "N", "embedding width"},
+    {"layers", OPT_LAYERS, "N", "number of layers"},
+    {"heads", OPT_HEADS, "N", "attention heads"},
+    {"kv-heads", OPT_KV_HEADS, "N", "key/value heads"},
+    {"head-dim", OPT_HEAD_DIM, "N", "dimension of one head"},
+    {"ff", OPT_FF, "N", "feed-forward width"},
+    {"ctx", OPT_CTX, "N", "training context length written to the metadata"},
+    {"type", OPT_TYPE, "MIX", "weight type of the matrices: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k q4_k_m"},
+    {"seed", OPT_SEED, "N", "random seed (default 1)"},
+    {"tokenizer", OPT_TOKENIZER, "FILE", "Qwen tokenizer.json for qwen2/qwen3 (default $OB_QWEN_TOKENIZER)"},
+    {"tied", OPT_TIED, NULL, "output projection shares the token embedding"},
+    {"untied", OPT_UNTIED, NULL, "separate output projection"},
+    {"output", 'o', "FILE", "where to write the model (required)"},
+    {"help", 'h', NULL, "show this help"},
+    {"version", OPT_VERSION, NULL, "show the version"},
+    {"list-options", OPT_LIST, NULL, "list options for shell completion", .hidden = true},
+    {0},
+};
+
+static int u32opt(const char *name, const char *arg, uint32_t *out)
+{
+    int64_t v;
+    if (ob_parse_i64(arg, 1, INT32_MAX, &v)) {
+        fprintf(stderr, PROG ": --%s: %s\n", name, ob_errmsg());
+        return 1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct ob_synth s;
+    const char *out = NULL, *preset = "qwen3-tiny";
+    struct option *longs;
+    char *shorts;
+    if (ob_opt_build(options, &longs, &shorts)) {
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+        return OB_EXIT_FAILURE;
+    }
+    /* the preset is applied first, whatever its position, then every other option over it */
+    opterr = 0;
+    int c, bad = 0;
+    while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1)
+        if (c == OPT_PRESET)
+            preset = optarg;
+    if (ob_synth_preset(preset, &s)) {
+        fprintf(stderr, PROG ": --preset: %s\n", ob_errmsg());
+        return OB_EXIT_USAGE;
+    }
+    s.tokenizer = getenv("OB_QWEN_TOKENIZER");
+    optind = 1;
+    while (!bad && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+        int64_t v;
+        switch (c) {
+        case OPT_PRESET: break;
+        case OPT_ARCH: s.arch = optarg; break;
+        case OPT_VOCAB: bad = u32opt("vocab", optarg, &s.n_vocab); break;
+        case OPT_EMBD: bad = u32opt("embd", optarg, &s.n_embd); break;
+        case OPT_LAYERS: bad = u32opt("layers", optarg, &s.n_layer); break;
+        case OPT_HEADS: bad = u32opt("heads", optarg, &s.n_head); break;
+        case OPT_KV_HEADS: bad = u32opt("kv-heads", optarg, &s.n_head_kv); break;
+        case OPT_HEAD_DIM: bad = u32opt("head-dim", optarg, &s.head_dim); break;
+        case OPT_FF: bad = u32opt("ff", optarg, &s.n_ff); break;
+        case OPT_CTX: bad = u32opt("ctx", optarg, &s.n_ctx); break;
+        case OPT_TYPE: s.mix = optarg; break;
+        case OPT_SEED:
+            if (ob_parse_i64(optarg, 0, INT64_MAX, &v)) {
+                fprintf(stderr, PROG ": --seed: %s\n", ob_errmsg());
+                bad = 1;
+            }
+            s.seed = (uint64_t)v;
+            break;
+        case OPT_TOKENIZER: s.tokenizer = optarg; break;
+        case OPT_TIED: s.tied = true; break;
+        case OPT_UNTIED: s.tied = false; break;
+        case 'o': out = optarg; break;
+        case 'h':
+            ob_opt_help(stdout, PROG " [options] -o FILE",
+                        "Write a synthetic model with seeded random weights and a real "
+                        "architecture's layout and tokenizer.", options);
+            return 0;
+        case OPT_VERSION: puts(PROG " " OB_VERSION); return 0;
+        case OPT_LIST: ob_opt_list(stdout, options); return 0;
+        case ':':
+            fprintf(stderr, PROG ": option '%s' needs an argument\n", argv[optind - 1]);
+            bad = 1;
+            break;
+        default:
+            fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+            bad = 1;
+        }
+    }
+    free(longs);
+    free(shorts);
+    if (!bad && optind < argc) {
+        fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
+        bad = 1;
+    }
+    if (!bad && !out) {
+        fprintf(stderr, PROG ": no output file (-o FILE)\n");
+        bad = 1;
+    }
+    if (bad) {
+        fprintf(stderr, "usage: " PROG " [options] -o FILE  (see " PROG " --help)\n");
+        return OB_EXIT_USAGE;
+    }
+    int e = ob_synth_write(&s, out);
+    if (e) {
+        fprintf(stderr, PROG ": %s: %s\n", out, ob_errmsg());
+        return ob_exit_status(e);
+    }
+    return 0;
+}

@@ -1,0 +1,357 @@
+/*
+ * 1b.h — the public API of lib1b, the library every 1b command is built on.
+ *
+ * Conventions (they hold for every function below unless its comment says otherwise):
+ * - Functions return int: 0 on success, a negative OB_E* code on failure. When they fail they
+ *   leave a one-line, human-readable reason in a thread-local buffer read by ob_errmsg()
+ *   (what went wrong and where: byte offset, key, tensor name, line number).
+ * - Outputs are the last arguments. An object returned through an out-pointer belongs to the
+ *   caller and is freed with the matching _close/_free function; NULL is accepted by every
+ *   _close/_free.
+ * - Pointers returned by accessors (strings, tensor infos, metadata values) point into the
+ *   object they came from and stay valid until that object is closed.
+ * - The library never prints and never exits; commands map OB_E* codes to exit statuses with
+ *   ob_exit_status().
+ * - Objects are not internally locked: one object, one thread at a time, unless a comment says
+ *   otherwise. Distinct objects may be used from distinct threads.
+ */
+#ifndef OB_1B_H
+#define OB_1B_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdbool.h>
+
+#include <cJSON.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OB_VERSION "0.1.0"
+
+/* ---- errors and exit statuses ------------------------------------------------------------ */
+
+enum ob_err {
+    OB_OK       = 0,
+    OB_EUSAGE   = -1,  /* a caller passed an invalid argument or option value */
+    OB_EFORMAT  = -2,  /* input data is malformed: model file, record, archive, request */
+    OB_EIO      = -3,  /* a read, write, open or mmap failed (errno is in the message) */
+    OB_ENOMEM   = -4,  /* an allocation failed or a memory budget was exceeded */
+    OB_EUNSUPP  = -5,  /* well-formed input that this build cannot handle (type, arch) */
+    OB_EDEVICE  = -6,  /* a route or device is not built in or not present */
+    OB_ERANGE   = -7,  /* a value is out of its allowed range (context length, ...) */
+    OB_ENOTFOUND= -8,  /* a key, tensor or file that was asked for does not exist */
+    OB_EINTERNAL= -9,  /* a bug: an invariant of the library failed */
+};
+
+/* Exit statuses shared by every command (documented in 1b(7)). */
+enum ob_exit {
+    OB_EXIT_OK       = 0,  /* success */
+    OB_EXIT_NO       = 1,  /* the answer is "no": a difference was found, a check failed */
+    OB_EXIT_USAGE    = 2,  /* bad command line */
+    OB_EXIT_DATA     = 3,  /* bad input data: model file, record, archive */
+    OB_EXIT_DEVICE   = 4,  /* route or device not built in or not available */
+    OB_EXIT_FAILURE  = 5,  /* any other failure: I/O, memory, internal */
+};
+
+const char *ob_errmsg(void);             /* reason for the last failure on this thread */
+const char *ob_strerror(int err);        /* short name of an OB_E* code */
+int ob_exit_status(int err);             /* OB_E* -> OB_EXIT_* */
+/* Set the thread-local message (printf-style) and return err; used by lib/ and by commands
+ * that produce their own errors in the same shape. */
+int ob_seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prefix the current message with a formatted context ("path: old message"); returns err. */
+int ob_errprefix(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- ggml tensor types -------------------------------------------------------------------- */
+
+/* Type ids as stored in GGUF files (ggml numbering; gaps are ids retired upstream). */
+enum ob_type {
+    OB_F32 = 0, OB_F16 = 1, OB_Q4_0 = 2, OB_Q4_1 = 3, OB_Q5_0 = 6, OB_Q5_1 = 7,
+    OB_Q8_0 = 8, OB_Q8_1 = 9, OB_Q2_K = 10, OB_Q3_K = 11, OB_Q4_K = 12, OB_Q5_K = 13,
+    OB_Q6_K = 14, OB_Q8_K = 15, OB_IQ2_XXS = 16, OB_IQ2_XS = 17, OB_IQ3_XXS = 18,
+    OB_IQ1_S = 19, OB_IQ4_NL = 20, OB_IQ3_S = 21, OB_IQ2_S = 22, OB_IQ4_XS = 23,
+    OB_I8 = 24, OB_I16 = 25, OB_I32 = 26, OB_I64 = 27, OB_F64 = 28, OB_IQ1_M = 29,
+    OB_BF16 = 30, OB_TQ1_0 = 34, OB_TQ2_0 = 35, OB_MXFP4 = 39, OB_NVFP4 = 40, OB_Q1_0 = 41,
+    OB_TYPE_COUNT = 42,
+};
+
+/* Block geometry of a type: `blck` values are stored in `size` bytes. Returns false for an id
+ * that names no type (never assigned or retired). */
+bool ob_type_known(uint32_t type);
+const char *ob_type_name(uint32_t type);        /* "Q4_K"; "type#31" style for unknown ids */
+int ob_type_from_name(const char *name);        /* case-insensitive; -1 if unknown */
+uint32_t ob_type_blck(uint32_t type);           /* 0 for unknown ids */
+uint32_t ob_type_size(uint32_t type);           /* 0 for unknown ids */
+bool ob_type_is_float(uint32_t type);           /* F32, F16, BF16, F64 */
+/* The cpu route has dot-product kernels for this weight type. */
+bool ob_type_supported(uint32_t type);
+/* Bytes of one row of n values; false when n is not a multiple of the block or overflows. */
+bool ob_type_row_bytes(uint32_t type, uint64_t n, uint64_t *out);
+
+/* ---- GGUF files ----------------------------------------------------------------------------- */
+
+/* Metadata value types as stored in GGUF. */
+enum ob_gguf_vtype {
+    OB_GGUF_U8 = 0, OB_GGUF_I8 = 1, OB_GGUF_U16 = 2, OB_GGUF_I16 = 3, OB_GGUF_U32 = 4,
+    OB_GGUF_I32 = 5, OB_GGUF_F32 = 6, OB_GGUF_BOOL = 7, OB_GGUF_STRING = 8,
+    OB_GGUF_ARRAY = 9, OB_GGUF_U64 = 10, OB_GGUF_I64 = 11, OB_GGUF_F64 = 12,
+};
+
+/*
+ * A decoded metadata value. Scalars are widened into u/i/f (the stored width is `type`);
+ * strings are not NUL-terminated (use len). Arrays of scalars point at the raw little-endian
+ * elements in the file (`data`, elem size from ob_gguf_vtype_size); arrays of strings or of
+ * arrays are decoded into `elems`. Everything points into the ob_gguf it came from.
+ */
+struct ob_gguf_value {
+    uint32_t type;                 /* enum ob_gguf_vtype */
+    union {
+        uint64_t u;                /* U8 U16 U32 U64 BOOL */
+        int64_t i;                 /* I8 I16 I32 I64 */
+        double f;                  /* F32 F64 */
+        struct { const char *ptr; uint64_t len; } str;
+        struct {
+            uint32_t elem_type;
+            uint64_t n;
+            const void *data;                  /* scalar elements, packed */
+            const struct ob_gguf_value *elems; /* STRING or ARRAY elements, else NULL */
+        } arr;
+    };
+};
+
+struct ob_gguf_kv {
+    const char *key;               /* NUL-terminated copy */
+    uint64_t offset;               /* byte offset of the key in the file */
+    struct ob_gguf_value val;
+};
+
+struct ob_gguf_tensor {
+    const char *name;              /* NUL-terminated copy */
+    uint32_t n_dims;               /* 1..4 */
+    uint64_t ne[4];                /* ne[0] is the contiguous (row) dimension; unused dims are 1 */
+    uint32_t type;                 /* enum ob_type */
+    uint64_t offset;               /* from the start of the data section */
+    uint64_t nbytes;
+    const void *data;              /* into the mapped file */
+};
+
+struct ob_gguf;
+
+size_t ob_gguf_vtype_size(uint32_t vtype);      /* bytes of a scalar type; 0 for STRING/ARRAY */
+const char *ob_gguf_vtype_name(uint32_t vtype);
+
+/* Open and validate a GGUF file (v2 or v3) and mmap it. Every count, size and offset is checked
+ * against the file before it is used; a bad file fails with OB_EFORMAT and a message naming the
+ * byte offset and the key or tensor. Types without kernels are accepted (reported by name). */
+int ob_gguf_open(const char *path, struct ob_gguf **out);
+/* The same over a caller-owned buffer that must outlive the handle (fuzzing, tests). */
+int ob_gguf_open_mem(const void *data, size_t size, struct ob_gguf **out);
+void ob_gguf_close(struct ob_gguf *g);
+
+uint32_t ob_gguf_version(const struct ob_gguf *g);
+uint64_t ob_gguf_file_size(const struct ob_gguf *g);
+uint64_t ob_gguf_data_offset(const struct ob_gguf *g);   /* start of the tensor data section */
+uint32_t ob_gguf_alignment(const struct ob_gguf *g);
+uint64_t ob_gguf_n_kv(const struct ob_gguf *g);
+const struct ob_gguf_kv *ob_gguf_kv_at(const struct ob_gguf *g, uint64_t i);
+const struct ob_gguf_value *ob_gguf_get(const struct ob_gguf *g, const char *key);
+uint64_t ob_gguf_n_tensors(const struct ob_gguf *g);
+const struct ob_gguf_tensor *ob_gguf_tensor_at(const struct ob_gguf *g, uint64_t i);
+const struct ob_gguf_tensor *ob_gguf_tensor(const struct ob_gguf *g, const char *name);
+
+/* Typed getters: OB_ENOTFOUND if the key is absent, OB_EFORMAT if its type does not fit. Any
+ * integer type converts to the requested one when the value is in range. */
+int ob_gguf_get_u64(const struct ob_gguf *g, const char *key, uint64_t *out);
+int ob_gguf_get_u32(const struct ob_gguf *g, const char *key, uint32_t *out);
+int ob_gguf_get_f32(const struct ob_gguf *g, const char *key, float *out);
+int ob_gguf_get_bool(const struct ob_gguf *g, const char *key, bool *out);
+/* The string is copied NUL-terminated into a malloc'd buffer owned by the caller. */
+int ob_gguf_get_str(const struct ob_gguf *g, const char *key, char **out);
+/* Array of `elem_type` elements (OB_EFORMAT if not an array of that type). */
+int ob_gguf_get_arr(const struct ob_gguf *g, const char *key, uint32_t elem_type,
+                    const struct ob_gguf_value **out);
+
+/* Scalar array element i widened like the scalar fields (caller checks bounds and type). */
+uint64_t ob_gguf_arr_u(const struct ob_gguf_value *arr, uint64_t i);
+int64_t ob_gguf_arr_i(const struct ob_gguf_value *arr, uint64_t i);
+double ob_gguf_arr_f(const struct ob_gguf_value *arr, uint64_t i);
+
+/* Convert a metadata value to JSON (arrays in full; strings as UTF-8 with invalid bytes
+ * escaped as U+FFFD). Returns NULL on allocation failure. */
+cJSON *ob_gguf_value_json(const struct ob_gguf_value *v);
+
+/* ---- GGUF writer ---------------------------------------------------------------------------- */
+
+/*
+ * Builds a GGUF v3 file: metadata in insertion order (setting an existing key replaces its
+ * value in place), tensors in insertion order, each aligned to general.alignment (default 32).
+ * Values and names are copied. Tensor data is either borrowed (must stay valid until
+ * ob_gguf_writer_write returns) or produced by a callback at write time, so that a large model
+ * never has to sit in memory at once. The file is written to a temporary name beside `path`
+ * and renamed into place only when complete.
+ */
+struct ob_gguf_writer;
+typedef int (*ob_gguf_fill_fn)(void *ctx, uint64_t index, void *buf, uint64_t nbytes);
+
+int ob_gguf_writer_new(struct ob_gguf_writer **out);
+void ob_gguf_writer_free(struct ob_gguf_writer *w);
+int ob_gguf_writer_set(struct ob_gguf_writer *w, const char *key, const struct ob_gguf_value *v);
+int ob_gguf_writer_set_u32(struct ob_gguf_writer *w, const char *key, uint32_t v);
+int ob_gguf_writer_set_i32(struct ob_gguf_writer *w, const char *key, int32_t v);
+int ob_gguf_writer_set_u64(struct ob_gguf_writer *w, const char *key, uint64_t v);
+int ob_gguf_writer_set_f32(struct ob_gguf_writer *w, const char *key, float v);
+int ob_gguf_writer_set_bool(struct ob_gguf_writer *w, const char *key, bool v);
+int ob_gguf_writer_set_str(struct ob_gguf_writer *w, const char *key, const char *v);
+/* Array of n scalars of `elem_type`, packed little-endian in `data`. */
+int ob_gguf_writer_set_arr(struct ob_gguf_writer *w, const char *key, uint32_t elem_type,
+                           uint64_t n, const void *data);
+int ob_gguf_writer_set_str_arr(struct ob_gguf_writer *w, const char *key, uint64_t n,
+                               const char *const *strs, const uint64_t *lens);
+/* Copy every metadata pair of an open file (e.g. to re-quantise it). */
+int ob_gguf_writer_copy_meta(struct ob_gguf_writer *w, const struct ob_gguf *g);
+/* ne[] as in struct ob_gguf_tensor; data may be NULL when fill is given. */
+int ob_gguf_writer_add_tensor(struct ob_gguf_writer *w, const char *name, uint32_t type,
+                              uint32_t n_dims, const uint64_t ne[], const void *data,
+                              ob_gguf_fill_fn fill, void *fill_ctx);
+int ob_gguf_writer_write(struct ob_gguf_writer *w, const char *path);
+
+/* ---- model files ------------------------------------------------------------------------------ */
+
+/* Resolve a MODEL argument to a GGUF path that can be mmapped: a GGUF file is returned as is
+ * (strdup'd); an archive holding exactly one .gguf is extracted once into the cache (see
+ * archive.c) and the cached file's path is returned. */
+int ob_model_resolve(const char *path, char **gguf_path);
+
+/* Read every tensor of an open model and count non-finite values in float tensors and in the
+ * scales of quantised blocks; also hash the file (path is the file g was opened from). */
+struct ob_check;
+int ob_check_model(const struct ob_gguf *g, const char *path, struct ob_check **out);
+void ob_check_free(struct ob_check *c);
+bool ob_check_ok(const struct ob_check *c);             /* no NaN, no Inf */
+cJSON *ob_check_json(const struct ob_check *c);
+void ob_check_tensor_json(const struct ob_check *c, uint64_t i, cJSON *rec);
+
+/* ---- chat templates --------------------------------------------------------------------------- */
+
+/* Name the chat template in tokenizer.chat_template by its content (no Jinja engine):
+ * "qwen3" (ChatML with thinking), "chatml", "llama3", "llama2", "gemma", "phi3", "unknown" for
+ * a template we cannot name, "none" when the string is NULL or empty. */
+const char *ob_chat_detect(const char *tmpl);
+
+/* ---- model hyper-parameters ----------------------------------------------------------------- */
+
+enum ob_arch { OB_ARCH_UNKNOWN = 0, OB_ARCH_LLAMA, OB_ARCH_QWEN2, OB_ARCH_QWEN3 };
+enum ob_rope { OB_ROPE_NORM = 0, OB_ROPE_NEOX = 2 };   /* rotate pairs (2i,2i+1) / (i,i+d/2) */
+
+struct ob_hparams {
+    char arch[32];                 /* general.architecture */
+    int arch_id;                   /* enum ob_arch */
+    bool supported;                /* 1b has a forward pass for this architecture */
+    uint32_t n_vocab, n_ctx_train;
+    uint32_t n_embd, n_layer, n_ff;
+    uint32_t n_head, n_head_kv, head_dim, head_dim_v;
+    uint32_t n_rot;                /* rotary dimensions per head (<= head_dim) */
+    float rms_eps, rope_base;
+    int rope_type;                 /* enum ob_rope */
+    bool qk_norm;                  /* per-head RMSNorm of q and k before RoPE (qwen3) */
+    bool tied_output;              /* output projection = token embedding */
+    bool attn_bias;                /* q/k/v biases (qwen2) */
+};
+
+/* Read the hyper-parameters of any architecture; for supported ones, check they are usable. */
+int ob_hparams_read(const struct ob_gguf *g, struct ob_hparams *hp);
+/* Bytes of KV cache for n_ctx positions (f16 keys and values). */
+uint64_t ob_hparams_kv_bytes(const struct ob_hparams *hp, uint64_t n_ctx);
+const char *ob_rope_name(int rope);
+
+/* ---- synthetic models ------------------------------------------------------------------------ */
+
+/* Shape and contents of a synthetic model (see synth.c). */
+struct ob_synth {
+    const char *preset;            /* name it came from, or NULL */
+    const char *arch;              /* "qwen3", "qwen2", "llama" */
+    uint32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
+    float rope_base, rms_eps;
+    bool tied;                     /* output projection = token embedding */
+    const char *mix;               /* weight type of the matrices: "f32", "q8_0", "q4_k_m", ... */
+    uint64_t seed;
+    const char *tokenizer;         /* HF tokenizer.json for qwen2/qwen3 (the Qwen vocabulary) */
+};
+int ob_synth_preset(const char *name, struct ob_synth *out);
+const char *ob_synth_preset_names(void);
+int ob_synth_write(const struct ob_synth *s, const char *path);
+
+/* ---- JSON-lines records --------------------------------------------------------------------- */
+
+/*
+ * Reads one JSON object per line from a stream. Blank lines are skipped. A line that is not a
+ * JSON object gives OB_EFORMAT with "NAME:LINE: reason"; the reader stays usable, so a tool
+ * may skip the line and go on. Lines may be arbitrarily long.
+ */
+struct ob_jsonl;
+int ob_jsonl_open(FILE *f, const char *name, struct ob_jsonl **out);
+void ob_jsonl_close(struct ob_jsonl *r);      /* does not fclose the stream */
+/* 1 and *out = a record (caller frees with cJSON_Delete), 0 at end of input, <0 on error. */
+int ob_jsonl_next(struct ob_jsonl *r, cJSON **out);
+uint64_t ob_jsonl_line(const struct ob_jsonl *r);   /* line number of the last record read */
+const char *ob_jsonl_name(const struct ob_jsonl *r);
+
+/* Write one record as one compact line and flush it. OB_EIO if the stream failed. */
+int ob_jsonl_write(FILE *f, const cJSON *rec);
+
+/*
+ * Float32 in records: the shortest decimal that reads back (strtof) to the same bits, e.g.
+ * "-0.031780876". Non-finite values are written as the strings "NaN", "Infinity",
+ * "-Infinity" — never null. ob_f32_hex gives the bit pattern as 8 lowercase hex digits.
+ */
+#define OB_F32_BUFSZ 32
+const char *ob_f32_str(float v, char buf[OB_F32_BUFSZ]);
+const char *ob_f32_hex(float v, char buf[OB_F32_BUFSZ]);
+/* The same for a double (shortest decimal that strtod reads back exactly). */
+const char *ob_f64_str(double v, char buf[OB_F32_BUFSZ]);
+/* A JSON item for a float32 / float64 as above (a raw number, or a string when non-finite). */
+cJSON *ob_json_f32(float v);
+cJSON *ob_json_f64(double v);
+/* Read a float32 from a JSON number or one of the non-finite strings. *exact is set to false
+ * when the number, read as a double, is not exactly a float32 (a decimal that did not come from
+ * a float32; it is rounded to nearest). */
+int ob_json_get_f32(const cJSON *item, float *out, bool *exact);
+/* Parse 8 hex digits into float bits. */
+int ob_f32_from_hex(const char *s, float *out);
+
+/* ---- command-line options ----------------------------------------------------------------- */
+
+/* One row per option. val is the short option character, or a value >= 256 for long-only
+ * options; arg is the metavariable ("N", "FILE") or NULL for a flag. */
+struct ob_option {
+    const char *name;
+    int val;
+    const char *arg;
+    const char *help;
+    bool arg_optional;
+    bool hidden;                   /* not in --help (still in --list-options) */
+};
+struct option;
+/* getopt_long tables from a NULL-terminated ob_option array (caller frees both). */
+int ob_opt_build(const struct ob_option *opts, struct option **longs, char **shorts);
+void ob_opt_help(FILE *f, const char *synopsis, const char *about, const struct ob_option *opts);
+/* One option per line, "--name" or "--name=ARG", for shell completion. */
+void ob_opt_list(FILE *f, const struct ob_option *opts);
+
+/* ---- small utilities used by commands ------------------------------------------------------- */
+
+/* Strict number parsing for options: whole string, no overflow. */
+int ob_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+int ob_parse_f64(const char *s, double *out);
+/* SHA-256 of a file as 64 lowercase hex digits (OpenSSL). */
+int ob_sha256_file(const char *path, char out[65]);
+/* Directory for cached data: $OB_CACHE_DIR, else $XDG_CACHE_HOME/1b, else ~/.cache/1b. */
+int ob_cache_dir(char **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,259 @@
+/*
+ * jsonl.c — JSON-lines records on top of cJSON, and exact float formatting.
+ *
+ * Records are one compact JSON object per line, written with one fwrite and flushed, so a
+ * consumer in a pipe sees whole records and a crash never leaves half of one. Float32 values
+ * are printed by us (shortest decimal that strtof reads back to the same bits) and inserted as
+ * raw JSON; non-finite values become the strings "NaN", "Infinity", "-Infinity".
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "1b.h"
+
+struct ob_jsonl {
+    FILE *f;
+    char *name;
+    char *line;
+    size_t cap;
+    uint64_t lineno, recline;
+};
+
+int ob_jsonl_open(FILE *f, const char *name, struct ob_jsonl **out)
+{
+    struct ob_jsonl *r = calloc(1, sizeof *r);
+    if (!r || !(r->name = strdup(name ? name : "-"))) {
+        free(r);
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    }
+    r->f = f;
+    *out = r;
+    return 0;
+}
+
+void ob_jsonl_close(struct ob_jsonl *r)
+{
+    if (!r)
+        return;
+    free(r->line);
+    free(r->name);
+    free(r);
+}
+
+uint64_t ob_jsonl_line(const struct ob_jsonl *r) { return r->recline; }
+const char *ob_jsonl_name(const struct ob_jsonl *r) { return r->name; }
+
+int ob_jsonl_next(struct ob_jsonl *r, cJSON **out)
+{
+    *out = NULL;
+    for (;;) {
+        errno = 0;
+        ssize_t n = getline(&r->line, &r->cap, r->f);
+        if (n < 0) {
+            if (ferror(r->f))
+                return ob_seterr(OB_EIO, "%s: read: %s", r->name, strerror(errno ? errno : EIO));
+            return 0;
+        }
+        r->lineno++;
+        r->recline = r->lineno;
+        size_t len = (size_t)n;
+        while (len && (r->line[len - 1] == '\n' || r->line[len - 1] == '\r'))
+            len--;
+        size_t i = 0;
+        while (i < len && (r->line[i] == ' ' || r->line[i] == '\t'))
+            i++;
+        if (i == len)
+            continue;                     /* blank line */
+        if (memchr(r->line, 0, len))
+            return ob_seterr(OB_EFORMAT, "%s:%llu: line contains a NUL byte", r->name,
+                             (unsigned long long)r->lineno);
+        const char *end = NULL;
+        cJSON *j = cJSON_ParseWithLengthOpts(r->line, len, &end, 0);
+        if (!j) {
+            size_t at = end ? (size_t)(end - r->line) : 0;
+            if (at > len)
+                at = len;
+            return ob_seterr(OB_EFORMAT, "%s:%llu: invalid JSON at column %zu", r->name,
+                             (unsigned long long)r->lineno, at + 1);
+        }
+        /* nothing but blanks may follow the value */
+        size_t k = end ? (size_t)(end - r->line) : len;
+        while (k < len && (r->line[k] == ' ' || r->line[k] == '\t'))
+            k++;
+        if (k < len) {
+            cJSON_Delete(j);
+            return ob_seterr(OB_EFORMAT, "%s:%llu: extra data after the JSON value at column %zu",
+                             r->name, (unsigned long long)r->lineno, k + 1);
+        }
+        if (!cJSON_IsObject(j)) {
+            cJSON_Delete(j);
+            return ob_seterr(OB_EFORMAT, "%s:%llu: a record must be a JSON object", r->name,
+                             (unsigned long long)r->lineno);
+        }
+        *out = j;
+        return 1;
+    }
+}
+
+int ob_jsonl_write(FILE *f, const cJSON *rec)
+{
+    char *s = cJSON_PrintUnformatted(rec);
+    if (!s)
+        return ob_seterr(OB_ENOMEM, "out of memory formatting a record");
+    size_t n = strlen(s);
+    s[n] = '\n';                          /* replaces the NUL; we know the length */
+    size_t w = fwrite(s, 1, n + 1, f);
+    cJSON_free(s);
+    if (w != n + 1 || fflush(f) != 0)
+        return ob_seterr(OB_EIO, "write: %s", strerror(errno ? errno : EIO));
+    return 0;
+}
+
+/* ---- exact floats ------------------------------------------------------------------------ */
+
+/* gcc cannot bound "%.*g" and warns that 32 bytes might not hold it; at most 17 significant
+ * digits, a sign, a point and a 4-digit exponent always fit. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+/* The fewest %g digits that read back to the same value. More digits never lose the round
+ * trip, so the property is monotonic in the precision and a binary search finds the least. */
+static bool f32_back(float v, int prec, char *buf)
+{
+    snprintf(buf, OB_F32_BUFSZ, "%.*g", prec, (double)v);
+    float back = strtof(buf, NULL);
+    return memcmp(&back, &v, 4) == 0;
+}
+
+static bool f64_back(double v, int prec, char *buf)
+{
+    snprintf(buf, OB_F32_BUFSZ, "%.*g", prec, v);
+    double back = strtod(buf, NULL);
+    return memcmp(&back, &v, 8) == 0;
+}
+
+#pragma GCC diagnostic pop
+
+const char *ob_f32_str(float v, char buf[OB_F32_BUFSZ])
+{
+    if (isnan(v))
+        return strcpy(buf, "NaN");
+    if (isinf(v))
+        return strcpy(buf, v < 0 ? "-Infinity" : "Infinity");
+    /* integers below 2^24 print as integers ("10000", not "1e+04"); every one of their
+     * digits but trailing zeros is needed, so this is still the shortest form */
+    if (v > -16777216.0f && v < 16777216.0f && v == (float)(int32_t)v) {
+        snprintf(buf, OB_F32_BUFSZ, "%lld", (long long)v);
+        if (v == 0.0f && 1.0f / v < 0.0f)
+            strcpy(buf, "-0");
+        return buf;
+    }
+    int lo = 1, hi = 9;                   /* 9 significant digits always round-trip */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (f32_back(v, mid, buf))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    f32_back(v, lo, buf);
+    return buf;
+}
+
+const char *ob_f64_str(double v, char buf[OB_F32_BUFSZ])
+{
+    if (isnan(v))
+        return strcpy(buf, "NaN");
+    if (isinf(v))
+        return strcpy(buf, v < 0 ? "-Infinity" : "Infinity");
+    if (v > -9007199254740992.0 && v < 9007199254740992.0 && v == (double)(int64_t)v) {
+        snprintf(buf, OB_F32_BUFSZ, "%lld", (long long)v);
+        if (v == 0.0 && 1.0 / v < 0.0)
+            strcpy(buf, "-0");
+        return buf;
+    }
+    int lo = 1, hi = 17;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (f64_back(v, mid, buf))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    f64_back(v, lo, buf);
+    return buf;
+}
+
+const char *ob_f32_hex(float v, char buf[OB_F32_BUFSZ])
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    snprintf(buf, OB_F32_BUFSZ, "%08x", u);
+    return buf;
+}
+
+int ob_f32_from_hex(const char *s, float *out)
+{
+    uint32_t u = 0;
+    int i;
+    for (i = 0; i < 8; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return ob_seterr(OB_EFORMAT, "'%s' is not 8 hex digits", s);
+        u = u << 4 | (uint32_t)d;
+    }
+    if (s[i])
+        return ob_seterr(OB_EFORMAT, "'%s' is not 8 hex digits", s);
+    memcpy(out, &u, 4);
+    return 0;
+}
+
+static cJSON *json_float(double v, const char *txt)
+{
+    if (isfinite(v))
+        return cJSON_CreateRaw(txt);
+    return cJSON_CreateString(txt);
+}
+
+cJSON *ob_json_f32(float v)
+{
+    char b[OB_F32_BUFSZ];
+    return json_float(v, ob_f32_str(v, b));
+}
+
+cJSON *ob_json_f64(double v)
+{
+    char b[OB_F32_BUFSZ];
+    return json_float(v, ob_f64_str(v, b));
+}
+
+int ob_json_get_f32(const cJSON *it, float *out, bool *exact)
+{
+    bool ex = true;
+    if (cJSON_IsString(it)) {
+        const char *s = it->valuestring;
+        if (strcmp(s, "NaN") == 0)
+            *out = NAN;
+        else if (strcmp(s, "Infinity") == 0)
+            *out = INFINITY;
+        else if (strcmp(s, "-Infinity") == 0)
+            *out = -INFINITY;
+        else
+            return ob_seterr(OB_EFORMAT, "'%s' is not a number", s);
+    } else if (cJSON_IsNumber(it)) {
+        double d = it->valuedouble;
+        float f = (float)d;
+        ex = (double)f == d;
+        *out = f;
+    } else {
+        return ob_seterr(OB_EFORMAT, "expected a number");
+    }
+    if (exact)
+        *exact = ex;
+    return 0;
+}

@@ -1,0 +1,739 @@
+/*
+ * quant.c — scalar reference dequantisers and quantisers for the GGUF weight formats
+ * (layouts in quant.h).
+ *
+ * Dequantisers: bit-for-bit equal to gguf-py's (gguf/quants.py, numpy float32). Each value is
+ * computed as that code computes it:
+ *   Q4_0, Q5_0       d * (float)(q - off)
+ *   Q8_0             (float)q * d
+ *   Q4_1, Q5_1       d * (float)q + m
+ *   Q2_K             (d * (float)(sc & 15)) * (float)q - dmin * (float)(sc >> 4)
+ *   Q3_K             (d * (float)(sc - 32)) * (float)q
+ *   Q4_K, Q5_K       (d * (float)sc) * (float)q - dmin * (float)m
+ *   Q6_K             (d * (float)sc) * (float)(q - 32)
+ *   Q8_K             d * (float)q        (float32 d; gguf-py has no Q8_K dequantiser)
+ * with d, m, dmin the exact float32 values of the fp16 fields. Every product above is exact in
+ * float32: an fp16 has 11 significant bits and the integer factors at most 7+5 (Q6_K), so no
+ * product needs more than 23 bits, and none is below 2^-24 unless it is 0. Only the final + or -
+ * (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K) rounds, so each output is the correctly rounded value of the
+ * exact expression, whatever the association order, even when that last step is fused (fmaf),
+ * and even with subnormals flushed (every nonzero result is a multiple of 2^-24, a normal
+ * float32). Q8_K's single product rounds once.
+ *
+ * Quantisers: deterministic, float32/double + - * / and comparisons only, in a fixed order.
+ *   F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: the classic rules (absmax or min/max per block),
+ *     written so that the bytes equal gguf-py's quantisers (which follow ggml's _ref code).
+ *   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: for each sub-block a least-squares fit of its scale (and min)
+ *     over a few candidate grids (fit_asym, fit_sym); the sub-block scales are then quantised
+ *     against one fp16 super-block scale, and every value is finally rounded to the nearest
+ *     point of the grid the dequantiser will actually use.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "1b.h"
+#include "quant.h"
+
+/* ---- dequantisers --------------------------------------------------------------------------- */
+
+static void dq_f16(const uint16_t *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = ob_fp16_to_f32(x[i]);
+}
+
+static void dq_bf16(const uint16_t *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = ob_bf16_to_f32(x[i]);
+}
+
+static void dq_q4_0(const struct ob_block_q4_0 *b, float *y)
+{
+    float d = ob_fp16_to_f32(b->d);
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)((b->qs[j] & 15) - 8);
+        y[j + 16] = d * (float)((b->qs[j] >> 4) - 8);
+    }
+}
+
+static void dq_q4_1(const struct ob_block_q4_1 *b, float *y)
+{
+    float d = ob_fp16_to_f32(b->d), m = ob_fp16_to_f32(b->m);
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)(b->qs[j] & 15) + m;
+        y[j + 16] = d * (float)(b->qs[j] >> 4) + m;
+    }
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void dq_q5_0(const struct ob_block_q5_0 *b, float *y)
+{
+    float d = ob_fp16_to_f32(b->d);
+    uint32_t qh = le32(b->qh);
+    for (int j = 0; j < 16; j++) {
+        int q0 = (b->qs[j] & 15) | (int)((qh >> j) & 1) << 4;
+        int q1 = (b->qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+        y[j] = d * (float)(q0 - 16);
+        y[j + 16] = d * (float)(q1 - 16);
+    }
+}
+
+static void dq_q5_1(const struct ob_block_q5_1 *b, float *y)
+{
+    float d = ob_fp16_to_f32(b->d), m = ob_fp16_to_f32(b->m);
+    uint32_t qh = le32(b->qh);
+    for (int j = 0; j < 16; j++) {
+        int q0 = (b->qs[j] & 15) | (int)((qh >> j) & 1) << 4;
+        int q1 = (b->qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+        y[j] = d * (float)q0 + m;
+        y[j + 16] = d * (float)q1 + m;
+    }
+}
+
+static void dq_q8_0(const struct ob_block_q8_0 *b, float *y)
+{
+    float d = ob_fp16_to_f32(b->d);
+    for (int j = 0; j < 32; j++)
+        y[j] = (float)b->qs[j] * d;
+}
+
+static void dq_q2_k(const struct ob_block_q2_k *b, float *y)
+{
+    float d = ob_fp16_to_f32(b->d), dmin = ob_fp16_to_f32(b->dmin);
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++)
+            for (int l = 0; l < 32; l++) {
+                int f = h * 128 + s * 32 + l;
+                int sc = b->scales[f / 16];
+                float dl = d * (float)(sc & 15), ml = dmin * (float)(sc >> 4);
+                int q = (b->qs[h * 32 + l] >> (2 * s)) & 3;
+                y[f] = dl * (float)q - ml;
+            }
+}
+
+static void dq_q3_k(const struct ob_block_q3_k *b, float *y)
+{
+    float d = ob_fp16_to_f32(b->d);
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++)
+            for (int l = 0; l < 32; l++) {
+                int f = h * 128 + s * 32 + l;
+                float dl = d * (float)ob_q3k_scale(f / 16, b->scales);
+                int q = (b->qs[h * 32 + l] >> (2 * s)) & 3;
+                if (!((b->hmask[l] >> (h * 4 + s)) & 1))
+                    q -= 4;
+                y[f] = dl * (float)q;
+            }
+}
+
+static void dq_q4_k(const struct ob_block_q4_k *b, float *y)
+{
+    float d = ob_fp16_to_f32(b->d), dmin = ob_fp16_to_f32(b->dmin);
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        ob_k4_scale_min(j, b->scales, &sc, &m);
+        float ds = d * (float)sc, dm = dmin * (float)m;
+        const uint8_t *qs = b->qs + (j / 2) * 32;
+        int shift = 4 * (j & 1);
+        for (int l = 0; l < 32; l++)
+            y[j * 32 + l] = ds * (float)((qs[l] >> shift) & 15) - dm;
+    }
+}
+
+static void dq_q5_k(const struct ob_block_q5_k *b, float *y)
+{
+    float d = ob_fp16_to_f32(b->d), dmin = ob_fp16_to_f32(b->dmin);
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        ob_k4_scale_min(j, b->scales, &sc, &m);
+        float ds = d * (float)sc, dm = dmin * (float)m;
+        const uint8_t *qs = b->qs + (j / 2) * 32;
+        int shift = 4 * (j & 1);
+        for (int l = 0; l < 32; l++) {
+            int q = ((qs[l] >> shift) & 15) | ((b->qh[l] >> j) & 1) << 4;
+            y[j * 32 + l] = ds * (float)q - dm;
+        }
+    }
+}
+
+static void dq_q6_k(const struct ob_block_q6_k *b, float *y)
+{
+    float d = ob_fp16_to_f32(b->d);
+    for (int h = 0; h < 2; h++)
+        for (int r = 0; r < 128; r++) {
+            int f = h * 128 + r;
+            int lo = (b->ql[h * 64 + (r & 63)] >> (4 * (r >> 6))) & 15;
+            int hi = (b->qh[h * 32 + (r & 31)] >> (2 * (r >> 5))) & 3;
+            float ds = d * (float)b->scales[f / 16];
+            y[f] = ds * (float)((lo | hi << 4) - 32);
+        }
+}
+
+static void dq_q8_k(const struct ob_block_q8_k *b, float *y)
+{
+    for (int j = 0; j < OB_QK_K; j++)
+        y[j] = b->d * (float)b->qs[j];
+}
+
+bool ob_dequant_supported(uint32_t type)
+{
+    switch (type) {
+    case OB_F32: case OB_F16: case OB_BF16:
+    case OB_Q4_0: case OB_Q4_1: case OB_Q5_0: case OB_Q5_1: case OB_Q8_0:
+    case OB_Q2_K: case OB_Q3_K: case OB_Q4_K: case OB_Q5_K: case OB_Q6_K: case OB_Q8_K:
+        return true;
+    }
+    return false;
+}
+
+static int check_n(const char *what, uint32_t type, int64_t n)
+{
+    uint32_t bl = ob_type_blck(type);
+    if (n < 0 || n % bl)
+        return ob_seterr(OB_EUSAGE, "%s %s: %lld values is not a multiple of the block size %u",
+                         what, ob_type_name(type), (long long)n, bl);
+    return 0;
+}
+
+int ob_dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
+{
+    if (!ob_dequant_supported(type))
+        return ob_seterr(OB_EUNSUPP, "dequantise: type %s is not supported", ob_type_name(type));
+    int err = check_n("dequantise", type, n);
+    if (err)
+        return err;
+    int64_t nb = n / ob_type_blck(type);
+    const uint8_t *p = src;
+    uint32_t bs = ob_type_size(type);
+
+    switch (type) {
+    case OB_F32:
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return 0;
+    case OB_F16:
+        dq_f16(src, dst, n);
+        return 0;
+    case OB_BF16:
+        dq_bf16(src, dst, n);
+        return 0;
+    }
+    for (int64_t i = 0; i < nb; i++, p += bs) {
+        float *y = dst + i * ob_type_blck(type);
+        switch (type) {
+        case OB_Q4_0: dq_q4_0((const void *)p, y); break;
+        case OB_Q4_1: dq_q4_1((const void *)p, y); break;
+        case OB_Q5_0: dq_q5_0((const void *)p, y); break;
+        case OB_Q5_1: dq_q5_1((const void *)p, y); break;
+        case OB_Q8_0: dq_q8_0((const void *)p, y); break;
+        case OB_Q2_K: dq_q2_k((const void *)p, y); break;
+        case OB_Q3_K: dq_q3_k((const void *)p, y); break;
+        case OB_Q4_K: dq_q4_k((const void *)p, y); break;
+        case OB_Q5_K: dq_q5_k((const void *)p, y); break;
+        case OB_Q6_K: dq_q6_k((const void *)p, y); break;
+        case OB_Q8_K: dq_q8_k((const void *)p, y); break;
+        }
+    }
+    return 0;
+}
+
+/* ---- quantiser helpers ------------------------------------------------------------------------ */
+
+/*
+ * Round v to the nearest integer (halves up: floor(v + 0.5)) and clamp to lo..hi; NaN gives lo.
+ * The float is shifted and clamped to 0..hi-lo before the conversion, so (int) truncation is
+ * floor and never sees an out-of-range value (which would be undefined behaviour).
+ */
+static inline int round_clamp(float v, int lo, int hi)
+{
+    float t = v + (0.5f - (float)lo);
+    float top = (float)(hi - lo);
+    t = t > 0.0f ? t : 0.0f;
+    t = t < top ? t : top;
+    return lo + (int)t;
+}
+
+/* Round half away from zero (C's roundf, numpy's np_roundf) for |v| < 2^23. */
+static inline int round_away(float v)
+{
+    float a = fabsf(v);
+    int i = (int)a;
+    i += a - (float)i >= 0.5f;
+    return v < 0.0f ? -i : i;
+}
+
+/* Truncate toward zero and clamp to 0..hi; the numpy code's trunc(...).astype(uint8).clip(). */
+static inline int trunc_clamp(float v, int hi)
+{
+    if (!(v >= 1.0f))
+        return 0;
+    if (v >= (float)hi)
+        return hi;
+    return (int)v;
+}
+
+/* Store a block scale as fp16; OB_ERANGE when it does not fit (|v| >= 65520). */
+static int put_fp16(uint16_t *out, float v, uint32_t type, int64_t blk)
+{
+    uint16_t h = ob_f32_to_fp16(v);
+    if ((h & 0x7c00u) == 0x7c00u)
+        return ob_seterr(OB_ERANGE, "quantise %s: block %lld: scale %g does not fit fp16",
+                         ob_type_name(type), (long long)blk, (double)v);
+    *out = h;
+    return 0;
+}
+
+/* ---- classic 32-value blocks (gguf-py / ggml reference rules) -------------------------------- */
+
+static int q_q8_0(const float *x, struct ob_block_q8_0 *b, int64_t blk)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax)
+            amax = fabsf(x[j]);
+    float d = amax / 127.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; j++)
+        b->qs[j] = (int8_t)round_away(x[j] * id);
+    return put_fp16(&b->d, d, OB_Q8_0, blk);
+}
+
+/* The value of largest magnitude, the first one on ties (numpy's argmax of abs). */
+static float absmax_signed(const float *x, int n)
+{
+    float m = x[0], am = fabsf(x[0]);
+    for (int j = 1; j < n; j++)
+        if (fabsf(x[j]) > am) {
+            am = fabsf(x[j]);
+            m = x[j];
+        }
+    return m;
+}
+
+static int q_q4_0(const float *x, struct ob_block_q4_0 *b, int64_t blk)
+{
+    float d = absmax_signed(x, 32) / -8.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 16; j++) {
+        int q0 = trunc_clamp(x[j] * id + 8.5f, 15);
+        int q1 = trunc_clamp(x[j + 16] * id + 8.5f, 15);
+        b->qs[j] = (uint8_t)(q0 | q1 << 4);
+    }
+    return put_fp16(&b->d, d, OB_Q4_0, blk);
+}
+
+static void minmax(const float *x, int n, float *lo, float *hi)
+{
+    float a = x[0], b = x[0];
+    for (int j = 1; j < n; j++) {
+        if (x[j] < a)
+            a = x[j];
+        if (x[j] > b)
+            b = x[j];
+    }
+    *lo = a;
+    *hi = b;
+}
+
+static int q_q4_1(const float *x, struct ob_block_q4_1 *b, int64_t blk)
+{
+    float lo, hi;
+    minmax(x, 32, &lo, &hi);
+    float d = (hi - lo) / 15.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 16; j++) {
+        int q0 = trunc_clamp((x[j] - lo) * id + 0.5f, 15);
+        int q1 = trunc_clamp((x[j + 16] - lo) * id + 0.5f, 15);
+        b->qs[j] = (uint8_t)(q0 | q1 << 4);
+    }
+    int err = put_fp16(&b->d, d, OB_Q4_1, blk);
+    return err ? err : put_fp16(&b->m, lo, OB_Q4_1, blk);
+}
+
+static void pack_q5(const int *q, uint8_t *qs, uint8_t *qh)
+{
+    uint32_t h = 0;
+    for (int j = 0; j < 16; j++)
+        qs[j] = (uint8_t)((q[j] & 15) | (q[j + 16] & 15) << 4);
+    for (int j = 0; j < 32; j++)
+        h |= (uint32_t)(q[j] >> 4) << j;
+    for (int i = 0; i < 4; i++)
+        qh[i] = (uint8_t)(h >> (8 * i));
+}
+
+static int q_q5_0(const float *x, struct ob_block_q5_0 *b, int64_t blk)
+{
+    float d = absmax_signed(x, 32) / -16.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int q[32];
+    for (int j = 0; j < 32; j++)
+        q[j] = trunc_clamp(x[j] * id + 16.5f, 31);
+    pack_q5(q, b->qs, b->qh);
+    return put_fp16(&b->d, d, OB_Q5_0, blk);
+}
+
+static int q_q5_1(const float *x, struct ob_block_q5_1 *b, int64_t blk)
+{
+    float lo, hi;
+    minmax(x, 32, &lo, &hi);
+    float d = (hi - lo) / 31.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int q[32];
+    for (int j = 0; j < 32; j++)
+        q[j] = trunc_clamp((x[j] - lo) * id + 0.5f, 31);
+    pack_q5(q, b->qs, b->qh);
+    int err = put_fp16(&b->d, d, OB_Q5_1, blk);
+    return err ? err : put_fp16(&b->m, lo, OB_Q5_1, blk);
+}
+
+/* ---- K-quant sub-block fits ---------------------------------------------------------------- */
+
+/*
+ * fit_asym: fit x[0..n) ~ s*q - m with integers q in 0..nmax, s >= 0 and m >= 0 (the stored
+ * mins are unsigned, so the grid always reaches down to 0 or below), minimising the squared
+ * error. Each candidate grid maps [lo, hi] onto 0..nmax+delta; its q are rounded, then (s, m) are
+ * refitted by least squares for those q (closed form, m clamped to >= 0); the candidate with the
+ * smallest error wins (the first one on ties). Sums are in double: integer sums are exact, and
+ * sum(q*x) runs in four interleaved chains added in a fixed order.
+ */
+static const float asym_delta[] = { 0.0f, -0.5f, 0.5f, 1.0f };
+#define N_ASYM ((int)(sizeof asym_delta / sizeof asym_delta[0]))
+
+static void fit_asym(const float *x, int n, int nmax, float *s_out, float *m_out)   /* n: 16 or 32 */
+{
+    float lo, hi;
+    minmax(x, n, &lo, &hi);
+    if (lo > 0.0f)
+        lo = 0.0f;
+    if (!(hi > lo)) {                  /* every value equals lo <= 0 */
+        *s_out = 0.0f;
+        *m_out = -lo;
+        return;
+    }
+    double sx = 0, sxx = 0, xd[32];
+    float xs[32];
+    for (int i = 0; i < n; i++) {
+        xd[i] = x[i];
+        sx += xd[i];
+        sxx += xd[i] * xd[i];
+        xs[i] = x[i] - lo;
+    }
+    double best_err = 0, best_s = (hi - lo) / (float)nmax, best_b = lo;
+    bool have = false;
+    for (int c = 0; c < N_ASYM; c++) {
+        float iscale = ((float)nmax + asym_delta[c]) / (hi - lo);
+        int nq = 0, nqq = 0;
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;   /* four chains, summed in a fixed order */
+        for (int i = 0; i < n; i += 4) {
+            int q0 = round_clamp(xs[i] * iscale, 0, nmax);
+            int q1 = round_clamp(xs[i + 1] * iscale, 0, nmax);
+            int q2 = round_clamp(xs[i + 2] * iscale, 0, nmax);
+            int q3 = round_clamp(xs[i + 3] * iscale, 0, nmax);
+            nq += q0 + q1 + q2 + q3;
+            nqq += q0 * q0 + q1 * q1 + q2 * q2 + q3 * q3;
+            a0 += q0 * xd[i];
+            a1 += q1 * xd[i + 1];
+            a2 += q2 * xd[i + 2];
+            a3 += q3 * xd[i + 3];
+        }
+        double sqx = (a0 + a1) + (a2 + a3);
+        int64_t den = (int64_t)n * nqq - (int64_t)nq * nq;
+        if (den <= 0)
+            continue;
+        double s = ((double)n * sqx - (double)nq * sx) / (double)den;
+        double b = ((double)nqq * sx - (double)nq * sqx) / (double)den;
+        if (b > 0) {
+            b = 0;
+            s = sqx / (double)nqq;
+        }
+        if (!(s > 0))
+            continue;
+        double err = sxx - 2 * s * sqx - 2 * b * sx + s * s * (double)nqq + 2 * s * b * (double)nq
+                     + b * b * n;
+        if (!have || err < best_err) {
+            have = true;
+            best_err = err;
+            best_s = s;
+            best_b = b;
+        }
+    }
+    *s_out = (float)best_s;
+    *m_out = (float)-best_b;
+}
+
+/*
+ * fit_sym: fit x[0..n) ~ s*q with integers q in -nneg..npos (s may be negative), minimising
+ * the squared error. Candidate grids put the value of largest magnitude near -nneg (using the
+ * longer side of the range) or near +npos; for each, the best s for its q is sum(qx)/sum(q^2)
+ * and the error falls as sum(qx)^2/sum(q^2) rises.
+ */
+static const float sym_mult[] = { -1.0f, -0.9375f, -1.0625f, 1.0f };
+#define N_SYM ((int)(sizeof sym_mult / sizeof sym_mult[0]))
+
+static float fit_sym(const float *x, int n, int nneg, int npos)    /* n: 16 */
+{
+    float mx = absmax_signed(x, n);
+    if (mx == 0.0f)
+        return 0.0f;
+    double best_sqx = 0, xd[16];
+    int best_nqq = 0;
+    for (int i = 0; i < n; i++)
+        xd[i] = x[i];
+    for (int c = 0; c < N_SYM; c++) {
+        float iscale = (sym_mult[c] * (float)(sym_mult[c] < 0 ? nneg : npos)) / mx;
+        int nqq = 0;
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;   /* four chains, summed in a fixed order */
+        for (int i = 0; i < n; i += 4) {
+            int q0 = round_clamp(x[i] * iscale, -nneg, npos);
+            int q1 = round_clamp(x[i + 1] * iscale, -nneg, npos);
+            int q2 = round_clamp(x[i + 2] * iscale, -nneg, npos);
+            int q3 = round_clamp(x[i + 3] * iscale, -nneg, npos);
+            nqq += q0 * q0 + q1 * q1 + q2 * q2 + q3 * q3;
+            a0 += q0 * xd[i];
+            a1 += q1 * xd[i + 1];
+            a2 += q2 * xd[i + 2];
+            a3 += q3 * xd[i + 3];
+        }
+        double sqx = (a0 + a1) + (a2 + a3);
+        /* score sqx^2 / nqq, compared by cross-multiplication (nqq > 0) */
+        if (nqq > 0 && (best_nqq == 0 || sqx * sqx * best_nqq > best_sqx * best_sqx * nqq)) {
+            best_sqx = sqx;
+            best_nqq = nqq;
+        }
+    }
+    return best_nqq ? (float)(best_sqx / best_nqq) : 0.0f;
+}
+
+/* Quantise a non-negative sub-block scale against its fp16 super-scale d16 to 0..hi. */
+static inline int quant_scale_u(float s, float d16, int hi)
+{
+    return d16 > 0.0f ? round_clamp(s / d16, 0, hi) : 0;
+}
+
+/* ---- K-quant super-blocks -------------------------------------------------------------------- */
+
+/*
+ * Q4_K and Q5_K (nmax 15 or 31): 8 sub-blocks of 32. The fitted scales s[j] and mins m[j] are
+ * quantised to 6 bits against d = max s / 63 and dmin = max m / 63 (both stored as fp16 and
+ * used as decoded), then each value gets the q nearest to it on the grid (d*sc)*q - dmin*m.
+ */
+static int q_k4(const float *x, int nmax, uint16_t *dp, uint16_t *dminp, uint8_t *scales, uint8_t *q,
+                uint32_t type, int64_t blk)
+{
+    float s[8], m[8], smax = 0, mmax = 0;
+    for (int j = 0; j < 8; j++) {
+        fit_asym(x + 32 * j, 32, nmax, &s[j], &m[j]);
+        if (s[j] > smax)
+            smax = s[j];
+        if (m[j] > mmax)
+            mmax = m[j];
+    }
+    int err = put_fp16(dp, smax / 63.0f, type, blk);
+    if (!err)
+        err = put_fp16(dminp, mmax / 63.0f, type, blk);
+    if (err)
+        return err;
+    float d16 = ob_fp16_to_f32(*dp), dmin16 = ob_fp16_to_f32(*dminp);
+    uint8_t sc[8], mi[8];
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (uint8_t)quant_scale_u(s[j], d16, 63);
+        mi[j] = (uint8_t)quant_scale_u(m[j], dmin16, 63);
+    }
+    ob_k4_pack_scales(sc, mi, scales);
+    for (int j = 0; j < 8; j++) {
+        float ds = d16 * (float)sc[j], dm = dmin16 * (float)mi[j];
+        for (int l = 0; l < 32; l++)
+            q[32 * j + l] = (uint8_t)(ds > 0.0f ? round_clamp((x[32 * j + l] + dm) / ds, 0, nmax) : 0);
+    }
+    return 0;
+}
+
+static int q_q4_k(const float *x, struct ob_block_q4_k *b, int64_t blk)
+{
+    uint8_t q[OB_QK_K];
+    int err = q_k4(x, 15, &b->d, &b->dmin, b->scales, q, OB_Q4_K, blk);
+    if (err)
+        return err;
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++)
+            b->qs[32 * c + l] = (uint8_t)(q[64 * c + l] | q[64 * c + 32 + l] << 4);
+    return 0;
+}
+
+static int q_q5_k(const float *x, struct ob_block_q5_k *b, int64_t blk)
+{
+    uint8_t q[OB_QK_K];
+    int err = q_k4(x, 31, &b->d, &b->dmin, b->scales, q, OB_Q5_K, blk);
+    if (err)
+        return err;
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++)
+            b->qs[32 * c + l] = (uint8_t)((q[64 * c + l] & 15) | (q[64 * c + 32 + l] & 15) << 4);
+    for (int l = 0; l < 32; l++) {
+        uint8_t h = 0;
+        for (int j = 0; j < 8; j++)
+            h |= (uint8_t)((q[32 * j + l] >> 4) << j);
+        b->qh[l] = h;
+    }
+    return 0;
+}
+
+/*
+ * Q2_K: 16 sub-blocks of 16, q in 0..3; scales and mins quantised to 4 bits against
+ * d = max s / 15 and dmin = max m / 15.
+ */
+static int q_q2_k(const float *x, struct ob_block_q2_k *b, int64_t blk)
+{
+    float s[16], m[16], smax = 0, mmax = 0;
+    for (int k = 0; k < 16; k++) {
+        fit_asym(x + 16 * k, 16, 3, &s[k], &m[k]);
+        if (s[k] > smax)
+            smax = s[k];
+        if (m[k] > mmax)
+            mmax = m[k];
+    }
+    int err = put_fp16(&b->d, smax / 15.0f, OB_Q2_K, blk);
+    if (!err)
+        err = put_fp16(&b->dmin, mmax / 15.0f, OB_Q2_K, blk);
+    if (err)
+        return err;
+    float d16 = ob_fp16_to_f32(b->d), dmin16 = ob_fp16_to_f32(b->dmin);
+    uint8_t q[OB_QK_K];
+    for (int k = 0; k < 16; k++) {
+        int sc = quant_scale_u(s[k], d16, 15), mi = quant_scale_u(m[k], dmin16, 15);
+        b->scales[k] = (uint8_t)(sc | mi << 4);
+        float dl = d16 * (float)sc, ml = dmin16 * (float)mi;
+        for (int l = 0; l < 16; l++)
+            q[16 * k + l] = (uint8_t)(dl > 0.0f ? round_clamp((x[16 * k + l] + ml) / dl, 0, 3) : 0);
+    }
+    memset(b->qs, 0, sizeof b->qs);
+    for (int f = 0; f < OB_QK_K; f++)    /* f = h*128 + s*32 + l */
+        b->qs[(f / 128) * 32 + f % 32] |= (uint8_t)(q[f] << (2 * ((f / 32) & 3)));
+    return 0;
+}
+
+/*
+ * Symmetric K-quants, Q3_K (q in -4..3, 6-bit signed scales) and Q6_K (q in -32..31, int8
+ * scales): 16 sub-blocks of 16. The fitted scales are quantised against d = s_max / -smin, where
+ * s_max is the scale of largest magnitude (so it lands on the longer, negative end -smin), then
+ * each value gets q = x / (d*sc) rounded and clamped.
+ */
+static int q_sym_k(const float *x, int nneg, int npos, int smin, int smax, uint16_t *dp,
+                   int8_t *sc, int8_t *q, uint32_t type, int64_t blk)
+{
+    float s[16];
+    for (int k = 0; k < 16; k++)
+        s[k] = fit_sym(x + 16 * k, 16, nneg, npos);
+    float d = absmax_signed(s, 16) / (float)-smin;
+    int err = put_fp16(dp, d != 0.0f ? d : 0.0f, type, blk);     /* +0, not -0, for a zero block */
+    if (err)
+        return err;
+    float d16 = ob_fp16_to_f32(*dp);
+    for (int k = 0; k < 16; k++) {
+        sc[k] = (int8_t)(d16 != 0.0f ? round_clamp(s[k] / d16, -smin, smax) : 0);
+        float ds = d16 * (float)sc[k];
+        for (int l = 0; l < 16; l++)
+            q[16 * k + l] = (int8_t)(ds != 0.0f ? round_clamp(x[16 * k + l] / ds, -nneg, npos) : 0);
+    }
+    return 0;
+}
+
+static int q_q3_k(const float *x, struct ob_block_q3_k *b, int64_t blk)
+{
+    int8_t sc[16], q[OB_QK_K];
+    int err = q_sym_k(x, 4, 3, 32, 31, &b->d, sc, q, OB_Q3_K, blk);
+    if (err)
+        return err;
+    ob_q3k_pack_scales(sc, b->scales);
+    memset(b->qs, 0, sizeof b->qs);
+    memset(b->hmask, 0, sizeof b->hmask);
+    for (int f = 0; f < OB_QK_K; f++) {  /* f = h*128 + s*32 + l; u = q + 4 in 0..7 */
+        int u = q[f] + 4;
+        b->qs[(f / 128) * 32 + f % 32] |= (uint8_t)((u & 3) << (2 * ((f / 32) & 3)));
+        b->hmask[f % 32] |= (uint8_t)((u >> 2) << (f / 32));
+    }
+    return 0;
+}
+
+static int q_q6_k(const float *x, struct ob_block_q6_k *b, int64_t blk)
+{
+    int8_t q[OB_QK_K];
+    int err = q_sym_k(x, 32, 31, 128, 127, &b->d, b->scales, q, OB_Q6_K, blk);
+    if (err)
+        return err;
+    /* value h*128 + 32*s + l: nibble of ql[h*64 + l (+32 for s odd)], bits of qh[h*32 + l] */
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const int8_t *v = q + h * 128 + l;
+            int u0 = v[0] + 32, u1 = v[32] + 32, u2 = v[64] + 32, u3 = v[96] + 32;
+            b->ql[h * 64 + l] = (uint8_t)((u0 & 15) | (u2 & 15) << 4);
+            b->ql[h * 64 + 32 + l] = (uint8_t)((u1 & 15) | (u3 & 15) << 4);
+            b->qh[h * 32 + l] = (uint8_t)((u0 >> 4) | (u1 >> 4) << 2 | (u2 >> 4) << 4 | (u3 >> 4) << 6);
+        }
+    return 0;
+}
+
+/* ---- rows ------------------------------------------------------------------------------------ */
+
+bool ob_quant_supported(uint32_t type)
+{
+    switch (type) {
+    case OB_F32: case OB_F16: case OB_BF16:
+    case OB_Q4_0: case OB_Q4_1: case OB_Q5_0: case OB_Q5_1: case OB_Q8_0:
+    case OB_Q2_K: case OB_Q3_K: case OB_Q4_K: case OB_Q5_K: case OB_Q6_K:
+        return true;
+    }
+    return false;
+}
+
+int ob_quant_row(uint32_t type, const float *src, void *dst, int64_t n)
+{
+    if (!ob_quant_supported(type))
+        return ob_seterr(OB_EUNSUPP, "quantise: type %s is not supported", ob_type_name(type));
+    int err = check_n("quantise", type, n);
+    if (err)
+        return err;
+
+    switch (type) {
+    case OB_F32:
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return 0;
+    case OB_F16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = ob_f32_to_fp16(src[i]);
+        return 0;
+    case OB_BF16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = ob_f32_to_bf16(src[i]);
+        return 0;
+    }
+
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(src[i]))
+            return ob_seterr(OB_ERANGE, "quantise %s: value %lld is %g; only finite values can be "
+                             "quantised", ob_type_name(type), (long long)i, (double)src[i]);
+
+    uint32_t bl = ob_type_blck(type), bs = ob_type_size(type);
+    int64_t nb = n / bl;
+    uint8_t *p = dst;
+    for (int64_t i = 0; i < nb && !err; i++, p += bs) {
+        const float *x = src + i * bl;
+        switch (type) {
+        case OB_Q4_0: err = q_q4_0(x, (void *)p, i); break;
+        case OB_Q4_1: err = q_q4_1(x, (void *)p, i); break;
+        case OB_Q5_0: err = q_q5_0(x, (void *)p, i); break;
+        case OB_Q5_1: err = q_q5_1(x, (void *)p, i); break;
+        case OB_Q8_0: err = q_q8_0(x, (void *)p, i); break;
+        case OB_Q2_K: err = q_q2_k(x, (void *)p, i); break;
+        case OB_Q3_K: err = q_q3_k(x, (void *)p, i); break;
+        case OB_Q4_K: err = q_q4_k(x, (void *)p, i); break;
+        case OB_Q5_K: err = q_q5_k(x, (void *)p, i); break;
+        case OB_Q6_K: err = q_q6_k(x, (void *)p, i); break;
+        }
+    }
+    return err;
+}

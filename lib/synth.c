@@ -1,0 +1,664 @@
+/*
+ * synth.c — synthetic models: seeded random weights in the exact tensor layout, metadata and
+ * tokenizer of a real architecture, so that every loader (1b's, llama.cpp's, the gguf Python
+ * package) accepts them. Speed depends on shapes, not on weight values, so a synthetic model
+ * with real shapes is a fair benchmark subject; tiny ones make fast unit tests.
+ *
+ * Weights are generated row by row at write time (the GGUF writer's fill callback), so even
+ * the Qwen3-0.6B preset never sits in memory at once. Values come from a counter-based
+ * generator keyed by (seed, tensor index, element index) and use only integer arithmetic and
+ * exact float operations, so the same seed writes the same bytes on every machine.
+ *
+ * Vocabularies:
+ *   qwen2/qwen3: the real Qwen3 byte-level BPE vocabulary and merges read from a HF
+ *     tokenizer.json (added tokens become CONTROL or USER_DEFINED; ids up to n_vocab that the
+ *     tokenizer does not define become "[PADn]" UNUSED tokens, as in released Qwen GGUFs). With
+ *     a smaller n_vocab the vocabulary is cut: the first ordinary tokens by id, the merges
+ *     among them, then the added tokens renumbered after them.
+ *   llama: a generated SentencePiece-style vocabulary (<unk> <s> </s>, 256 byte tokens, then
+ *     "▁"-prefixed English words and all their prefixes, scored by rank), enough to tokenise
+ *     any text with byte fallback.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "1b.h"
+#include "quant.h"
+#include "strmap.h"
+
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+/* ---- presets ------------------------------------------------------------------------------ */
+
+static const struct ob_synth presets[] = {
+    {.preset = "qwen3-tiny", .arch = "qwen3", .n_vocab = 151936, .n_embd = 64, .n_layer = 2,
+     .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 128, .n_ctx = 4096,
+     .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = true, .mix = "f32"},
+    {.preset = "qwen3-small", .arch = "qwen3", .n_vocab = 151936, .n_embd = 256, .n_layer = 2,
+     .n_head = 4, .n_head_kv = 2, .head_dim = 64, .n_ff = 512, .n_ctx = 4096,
+     .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = true, .mix = "q8_0"},
+    {.preset = "qwen2-tiny", .arch = "qwen2", .n_vocab = 151936, .n_embd = 64, .n_layer = 2,
+     .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 128, .n_ctx = 4096,
+     .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = false, .mix = "f32"},
+    {.preset = "llama-tiny", .arch = "llama", .n_vocab = 1024, .n_embd = 64, .n_layer = 2,
+     .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 160, .n_ctx = 2048,
+     .rope_base = 10000.0f, .rms_eps = 1e-5f, .tied = false, .mix = "f32"},
+    {.preset = "qwen3-0.6b", .arch = "qwen3", .n_vocab = 151936, .n_embd = 1024, .n_layer = 28,
+     .n_head = 16, .n_head_kv = 8, .head_dim = 128, .n_ff = 3072, .n_ctx = 40960,
+     .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = true, .mix = "q8_0"},
+};
+
+int ob_synth_preset(const char *name, struct ob_synth *out)
+{
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (strcmp(presets[i].preset, name) == 0) {
+            *out = presets[i];
+            out->seed = 1;
+            return 0;
+        }
+    return ob_seterr(OB_EUSAGE, "unknown preset '%s' (%s)", name, ob_synth_preset_names());
+}
+
+const char *ob_synth_preset_names(void)
+{
+    return "qwen3-tiny, qwen3-small, qwen2-tiny, llama-tiny, qwen3-0.6b";
+}
+
+/* ---- deterministic random numbers ---------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Approximately standard normal: the sum of four uniforms on [-1, 1) has variance 4/3; every
+ * step is exact or correctly rounded, so the value is the same on every machine. */
+static float gauss(uint64_t key, uint64_t i)
+{
+    uint64_t r = mix64(key ^ mix64(i));
+    float s = 0.0f;
+    for (int k = 0; k < 4; k++) {
+        int32_t u = (int32_t)((r >> (16 * k)) & 0xffff) - 32768;   /* [-32768, 32767] */
+        s += (float)u * (1.0f / 32768.0f);
+    }
+    return s * 0.8660254f;                                          /* sqrt(3/4) */
+}
+
+/* ---- vocabulary ---------------------------------------------------------------------------- */
+
+struct vocab {
+    uint64_t n;
+    char **tok;
+    int32_t *type;
+    float *score;                  /* llama only */
+    uint64_t n_merges;
+    char **merges;
+    int64_t bos, eos, pad, unk;
+    char *chat_template;
+};
+
+static void vocab_free(struct vocab *v)
+{
+    for (uint64_t i = 0; i < v->n; i++)
+        free(v->tok ? v->tok[i] : NULL);
+    for (uint64_t i = 0; i < v->n_merges; i++)
+        free(v->merges[i]);
+    free(v->tok);
+    free(v->type);
+    free(v->score);
+    free(v->merges);
+    free(v->chat_template);
+    memset(v, 0, sizeof *v);
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        ob_seterr(errno == ENOENT ? OB_ENOTFOUND : OB_EIO, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 20, n = 0;
+    char *b = malloc(cap + 1);
+    for (;;) {
+        if (!b) {
+            fclose(f);
+            ob_seterr(OB_ENOMEM, "out of memory reading %s", path);
+            return NULL;
+        }
+        size_t k = fread(b + n, 1, cap - n, f);
+        n += k;
+        if (n < cap)
+            break;
+        cap *= 2;
+        char *nb = realloc(b, cap + 1);
+        if (!nb)
+            free(b);
+        b = nb;
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(b);
+        ob_seterr(OB_EIO, "%s: read error", path);
+        return NULL;
+    }
+    b[n] = 0;
+    if (len)
+        *len = n;
+    return b;
+}
+
+/* The chat template from tokenizer_config.json beside tokenizer.json, if there is one. */
+static char *sibling_template(const char *tokenizer_json)
+{
+    const char *slash = strrchr(tokenizer_json, '/');
+    char *p = NULL;
+    if (asprintf(&p, "%.*stokenizer_config.json", slash ? (int)(slash - tokenizer_json + 1) : 0,
+                 tokenizer_json) < 0)
+        return NULL;
+    char *txt = read_file(p, NULL);
+    free(p);
+    if (!txt)
+        return NULL;
+    cJSON *j = cJSON_Parse(txt);
+    free(txt);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "chat_template");
+    char *s = cJSON_IsString(t) ? strdup(t->valuestring) : NULL;
+    cJSON_Delete(j);
+    return s;
+}
+
+static int bpe_vocab(const char *path, uint64_t n_vocab, struct vocab *v)
+{
+    size_t len;
+    char *txt = read_file(path, &len);
+    if (!txt)
+        return ob_errprefix(OB_EUSAGE, "tokenizer");
+    cJSON *j = cJSON_ParseWithLength(txt, len);
+    free(txt);
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
+    const cJSON *vj = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *mj = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    const cJSON *aj = cJSON_GetObjectItemCaseSensitive(j, "added_tokens");
+    struct ob_strmap *ids = NULL;
+    int e = 0;
+    if (!cJSON_IsObject(vj) || !cJSON_IsArray(mj)) {
+        e = ob_seterr(OB_EFORMAT, "%s: not a BPE tokenizer.json (model.vocab, model.merges)", path);
+        goto out;
+    }
+    /* ordinary tokens by id */
+    uint64_t n_base = 0, n_added = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, vj) {
+        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= 1e7) {
+            e = ob_seterr(OB_EFORMAT, "%s: bad id for token '%s'", path, it->string);
+            goto out;
+        }
+        if ((uint64_t)it->valuedouble + 1 > n_base)
+            n_base = (uint64_t)it->valuedouble + 1;
+    }
+    cJSON_ArrayForEach(it, aj) n_added++;
+    uint64_t full = n_base;
+    cJSON_ArrayForEach(it, aj) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
+        if (cJSON_IsNumber(id) && (uint64_t)id->valuedouble + 1 > full)
+            full = (uint64_t)id->valuedouble + 1;
+    }
+    bool cut = n_vocab < full;
+    if (cut && n_vocab < 256 + n_added) {
+        e = ob_seterr(OB_EUSAGE, "vocab %llu is too small for a byte-level BPE with %llu added "
+                      "tokens", (unsigned long long)n_vocab, (unsigned long long)n_added);
+        goto out;
+    }
+    uint64_t keep = cut ? n_vocab - n_added : n_base;   /* ordinary ids kept: [0, keep) */
+    v->n = n_vocab;
+    v->tok = calloc(n_vocab, sizeof *v->tok);
+    v->type = calloc(n_vocab, sizeof *v->type);
+    if (!v->tok || !v->type) {
+        e = ob_seterr(OB_ENOMEM, "out of memory");
+        goto out;
+    }
+    cJSON_ArrayForEach(it, vj) {
+        uint64_t id = (uint64_t)it->valuedouble;
+        if (id >= keep)
+            continue;
+        if (v->tok[id]) {
+            e = ob_seterr(OB_EFORMAT, "%s: id %llu used twice", path, (unsigned long long)id);
+            goto out;
+        }
+        v->tok[id] = strdup(it->string);
+        v->type[id] = TT_NORMAL;
+    }
+    /* added tokens: at their own ids, or renumbered after the kept ones when cut */
+    uint64_t next = keep;
+    v->bos = v->eos = v->pad = v->unk = -1;
+    cJSON_ArrayForEach(it, aj) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(it, "content");
+        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(it, "special");
+        if (!cJSON_IsNumber(id) || !cJSON_IsString(c)) {
+            e = ob_seterr(OB_EFORMAT, "%s: bad entry in added_tokens", path);
+            goto out;
+        }
+        uint64_t at = cut ? next++ : (uint64_t)id->valuedouble;
+        if (at >= n_vocab) {
+            e = ob_seterr(OB_EUSAGE, "vocab %llu is smaller than the tokenizer's added token id "
+                          "%llu", (unsigned long long)n_vocab, (unsigned long long)at);
+            goto out;
+        }
+        free(v->tok[at]);
+        v->tok[at] = strdup(c->valuestring);
+        v->type[at] = cJSON_IsTrue(sp) ? TT_CONTROL : TT_USER;
+        if (strcmp(c->valuestring, "<|endoftext|>") == 0)
+            v->bos = v->pad = (int64_t)at;
+        if (strcmp(c->valuestring, "<|im_end|>") == 0)
+            v->eos = (int64_t)at;
+    }
+    for (uint64_t i = 0; i < n_vocab; i++)
+        if (!v->tok[i]) {
+            if (asprintf(&v->tok[i], "[PAD%llu]", (unsigned long long)i) < 0)
+                v->tok[i] = NULL;
+            v->type[i] = TT_UNUSED;
+        }
+    for (uint64_t i = 0; i < n_vocab; i++)
+        if (!v->tok[i]) {
+            e = ob_seterr(OB_ENOMEM, "out of memory");
+            goto out;
+        }
+    if (v->eos < 0)
+        v->eos = v->bos;
+
+    /* merges, as "left right" strings; when cut, only those among kept tokens */
+    uint64_t nm = (uint64_t)cJSON_GetArraySize(mj);
+    if (cut) {
+        if (!(ids = ob_strmap_new(keep))) {
+            e = ob_seterr(OB_ENOMEM, "out of memory");
+            goto out;
+        }
+        for (uint64_t i = 0; i < keep; i++)
+            if (v->type[i] == TT_NORMAL && ob_strmap_put(ids, v->tok[i], strlen(v->tok[i]),
+                                                         (int64_t)i, false) < 0) {
+                e = ob_seterr(OB_ENOMEM, "out of memory");
+                goto out;
+            }
+    }
+    v->merges = calloc(nm ? nm : 1, sizeof *v->merges);
+    if (!v->merges) {
+        e = ob_seterr(OB_ENOMEM, "out of memory");
+        goto out;
+    }
+    cJSON_ArrayForEach(it, mj) {
+        const char *a, *b;
+        char *m = NULL;
+        if (cJSON_IsString(it)) {
+            m = strdup(it->valuestring);
+            char *sp = m ? strchr(m, ' ') : NULL;
+            if (!sp) {
+                free(m);
+                e = ob_seterr(OB_EFORMAT, "%s: merge '%s' has no space", path, it->valuestring);
+                goto out;
+            }
+        } else if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2 &&
+                   cJSON_IsString(cJSON_GetArrayItem(it, 0)) &&
+                   cJSON_IsString(cJSON_GetArrayItem(it, 1))) {
+            a = cJSON_GetArrayItem(it, 0)->valuestring;
+            b = cJSON_GetArrayItem(it, 1)->valuestring;
+            if (asprintf(&m, "%s %s", a, b) < 0)
+                m = NULL;
+        } else {
+            e = ob_seterr(OB_EFORMAT, "%s: merge %llu is neither \"a b\" nor [a, b]", path,
+                          (unsigned long long)v->n_merges);
+            goto out;
+        }
+        if (!m) {
+            e = ob_seterr(OB_ENOMEM, "out of memory");
+            goto out;
+        }
+        if (cut) {
+            /* keep the merge only if both sides and their join are kept tokens */
+            char *sp = strchr(m, ' ');
+            *sp = 0;
+            char *joined = NULL;
+            if (asprintf(&joined, "%s%s", m, sp + 1) < 0)
+                joined = NULL;
+            bool kept = joined && ob_strmap_get(ids, m, strlen(m), NULL) &&
+                        ob_strmap_get(ids, sp + 1, strlen(sp + 1), NULL) &&
+                        ob_strmap_get(ids, joined, strlen(joined), NULL);
+            free(joined);
+            *sp = ' ';
+            if (!kept) {
+                free(m);
+                continue;
+            }
+        }
+        v->merges[v->n_merges++] = m;
+    }
+    v->chat_template = sibling_template(path);
+out:
+    ob_strmap_free(ids);
+    cJSON_Delete(j);
+    return e;
+}
+
+/* A SentencePiece-style vocabulary: words and every prefix of them, best score first. */
+static const char *const words[] = {
+    "the", "and", "was", "to", "a", "he", "she", "they", "it", "of", "in", "that", "with", "his",
+    "her", "said", "day", "one", "time", "once", "upon", "there", "little", "girl", "boy",
+    "named", "lily", "tim", "ben", "mom", "dad", "play", "happy", "saw", "big", "friend", "but",
+    "for", "on", "you", "not", "had", "so", "were", "very", "went", "wanted", "what", "when",
+    "this", "is", "are", "be", "have", "all", "can", "we", "up", "out", "do", "go", "see", "an",
+    "at", "as", "by", "from", "or", "if", "no", "my", "me", "him", "them", "their", "about",
+    "would", "could", "like", "just", "how", "why", "sky", "blue", "sun", "tree", "dog", "cat",
+    "ball", "park", "home", "house", "water", "red", "good", "new", "man", "woman", "world",
+    "look", "come", "make", "know", "think", "take", "help", "every", "some", "story", "end",
+};
+
+static int spm_vocab(uint64_t n_vocab, struct vocab *v)
+{
+    /* gather candidate pieces: single characters, "▁"+char, words and their prefixes */
+    static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                ".,!?'\"-:;()";
+    const char *sp = "\xe2\x96\x81";      /* U+2581 */
+    size_t cap = 4096, n = 0;
+    char **cand = calloc(cap, sizeof *cand);
+    if (!cand)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    cand[n++] = strdup(sp);
+    for (const char *c = chars; *c; c++) {
+        if (asprintf(&cand[n++], "%s%c", sp, *c) < 0 || asprintf(&cand[n++], "%c", *c) < 0)
+            return ob_seterr(OB_ENOMEM, "out of memory");
+    }
+    for (size_t w = 0; w < sizeof words / sizeof words[0] && n + 64 < cap; w++) {
+        size_t L = strlen(words[w]);
+        for (size_t k = 2; k <= L; k++) {
+            if (asprintf(&cand[n++], "%s%.*s", sp, (int)k, words[w]) < 0 ||
+                asprintf(&cand[n++], "%.*s", (int)k, words[w] + L - k) < 0)
+                return ob_seterr(OB_ENOMEM, "out of memory");
+        }
+    }
+    uint64_t base = 3 + 256;
+    if (n_vocab < base)
+        return ob_seterr(OB_EUSAGE, "a llama vocabulary needs at least %llu tokens",
+                         (unsigned long long)base);
+    v->n = n_vocab;
+    v->tok = calloc(n_vocab, sizeof *v->tok);
+    v->type = calloc(n_vocab, sizeof *v->type);
+    v->score = calloc(n_vocab, sizeof *v->score);
+    if (!v->tok || !v->type || !v->score)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    v->tok[0] = strdup("<unk>"), v->type[0] = TT_UNKNOWN;
+    v->tok[1] = strdup("<s>"), v->type[1] = TT_CONTROL;
+    v->tok[2] = strdup("</s>"), v->type[2] = TT_CONTROL;
+    for (int b = 0; b < 256; b++) {
+        if (asprintf(&v->tok[3 + b], "<0x%02X>", b) < 0)
+            return ob_seterr(OB_ENOMEM, "out of memory");
+        v->type[3 + b] = TT_BYTE;
+    }
+    uint64_t id = base;
+    for (size_t i = 0; i < n && id < n_vocab; i++) {
+        bool dup = false;
+        for (uint64_t k = base; k < id && !dup; k++)
+            dup = strcmp(v->tok[k], cand[i]) == 0;
+        if (dup)
+            continue;
+        v->tok[id] = strdup(cand[i]);
+        v->type[id] = TT_NORMAL;
+        v->score[id] = -(float)(id - base);
+        id++;
+    }
+    for (; id < n_vocab; id++) {
+        if (asprintf(&v->tok[id], "<unused%llu>", (unsigned long long)id) < 0)
+            return ob_seterr(OB_ENOMEM, "out of memory");
+        v->type[id] = TT_UNUSED;
+        v->score[id] = -1e9f;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(cand[i]);
+    free(cand);
+    for (uint64_t i = 0; i < n_vocab; i++)
+        if (!v->tok[i])
+            return ob_seterr(OB_ENOMEM, "out of memory");
+    v->unk = 0;
+    v->bos = 1;
+    v->eos = 2;
+    v->pad = -1;
+    return 0;
+}
+
+/* ---- tensors ------------------------------------------------------------------------------- */
+
+struct tgen {
+    uint64_t key;                  /* seed ⊕ tensor index */
+    uint64_t ne0, ne1;
+    uint32_t type;
+    float scale;                   /* standard deviation of the values */
+    float offset;                  /* added to every value (1 for norm weights) */
+};
+
+struct synth_ctx {
+    struct tgen *t;
+    float *row;
+};
+
+static int fill_tensor(void *ctx, uint64_t index, void *buf, uint64_t nbytes)
+{
+    struct synth_ctx *c = ctx;
+    const struct tgen *g = &c->t[index];
+    uint64_t rb;
+    ob_type_row_bytes(g->type, g->ne0, &rb);
+    for (uint64_t r = 0; r < g->ne1; r++) {
+        for (uint64_t i = 0; i < g->ne0; i++)
+            c->row[i] = g->offset + g->scale * gauss(g->key, r * g->ne0 + i);
+        int e = ob_quant_row(g->type, c->row, (uint8_t *)buf + r * rb, (int64_t)g->ne0);
+        if (e)
+            return e;
+    }
+    (void)nbytes;
+    return 0;
+}
+
+/* Weight type for a 2-D matrix under a mix. "q4_k_m" (Q4_K_M): Q6_K for the embedding and
+ * output; Q6_K for attn_v and ffn_down on the first and last eighth of the layers and every
+ * third layer between (the layers whose errors matter most), Q4_K elsewhere. A matrix whose
+ * rows are not a multiple of 256 falls back to Q8_0 (Q5_0 for Q4_K rows). */
+static uint32_t mix_type(const char *mix, const char *role, uint32_t layer, uint32_t n_layer,
+                         uint64_t ne0)
+{
+    if (strcmp(mix, "q4_k_m") == 0) {
+        bool more = strcmp(role, "token_embd") == 0 || strcmp(role, "output") == 0;
+        if (strcmp(role, "attn_v") == 0 || strcmp(role, "ffn_down") == 0)
+            more = layer < n_layer / 8 || layer >= 7 * n_layer / 8 ||
+                   (layer >= n_layer / 8 && (layer - n_layer / 8) % 3 == 2);
+        uint32_t t = more ? OB_Q6_K : OB_Q4_K;
+        if (ne0 % 256)
+            t = more ? OB_Q8_0 : OB_Q5_0;
+        return t;
+    }
+    int t = ob_type_from_name(mix);
+    return (uint32_t)t;
+}
+
+struct spec {
+    char name[64];
+    const char *role;              /* token_embd, attn_q, ..., norm, bias, output */
+    uint32_t layer;
+    uint64_t ne0, ne1;
+};
+
+/* layer < 0: a tensor outside the blocks */
+static void add_spec(struct spec *sp, size_t *n, const char *name, int layer, const char *role,
+                     uint64_t ne0, uint64_t ne1)
+{
+    struct spec *p = &sp[(*n)++];
+    if (layer >= 0)
+        snprintf(p->name, sizeof p->name, "blk.%d.%s", layer, name);
+    else
+        snprintf(p->name, sizeof p->name, "%s", name);
+    p->role = role;
+    p->layer = layer >= 0 ? (uint32_t)layer : 0;
+    p->ne0 = ne0;
+    p->ne1 = ne1;
+}
+
+int ob_synth_write(const struct ob_synth *s, const char *path)
+{
+    int e = 0;
+    bool qwen = strcmp(s->arch, "qwen3") == 0 || strcmp(s->arch, "qwen2") == 0;
+    bool llama = strcmp(s->arch, "llama") == 0;
+    if (!qwen && !llama)
+        return ob_seterr(OB_EUSAGE, "synthetic models exist for qwen3, qwen2 and llama, not '%s'",
+                         s->arch);
+    if (!s->n_vocab || !s->n_embd || !s->n_layer || !s->n_head || !s->n_head_kv ||
+        !s->head_dim || !s->n_ff || s->n_head % s->n_head_kv || s->head_dim % 2)
+        return ob_seterr(OB_EUSAGE, "inconsistent shape (heads %u/%u, head_dim %u)", s->n_head,
+                         s->n_head_kv, s->head_dim);
+    if (strcmp(s->mix, "q4_k_m") != 0) {
+        int t = ob_type_from_name(s->mix);
+        if (t < 0 || !ob_quant_supported((uint32_t)t))
+            return ob_seterr(OB_EUSAGE, "weight type '%s' cannot be written (use f32, f16, bf16, "
+                             "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k or q4_k_m)", s->mix);
+    }
+    if (qwen && !s->tokenizer)
+        return ob_seterr(OB_EUSAGE, "%s needs the Qwen tokenizer.json (--tokenizer FILE)", s->arch);
+
+    struct vocab v = {0};
+    struct ob_gguf_writer *w = NULL;
+    struct synth_ctx ctx = {0};
+    size_t cap_t = 16 + 16 * (size_t)s->n_layer, nt = 0;
+    if ((e = qwen ? bpe_vocab(s->tokenizer, s->n_vocab, &v) : spm_vocab(s->n_vocab, &v)))
+        goto out;
+    ctx.t = calloc(cap_t, sizeof *ctx.t);
+    uint64_t maxrow = s->n_embd > s->n_ff ? s->n_embd : s->n_ff;
+    if ((uint64_t)s->n_head * s->head_dim > maxrow)
+        maxrow = (uint64_t)s->n_head * s->head_dim;
+    ctx.row = malloc(maxrow * sizeof(float));
+    if (!ctx.t || !ctx.row || (e = ob_gguf_writer_new(&w))) {
+        e = e ? e : ob_seterr(OB_ENOMEM, "out of memory");
+        goto out;
+    }
+
+    /* metadata */
+    const char *ar = s->arch;
+    char k[128];
+#define SETU32(key, val) (snprintf(k, sizeof k, "%s." key, ar), ob_gguf_writer_set_u32(w, k, (val)))
+#define SETF32(key, val) (snprintf(k, sizeof k, "%s." key, ar), ob_gguf_writer_set_f32(w, k, (val)))
+    char name[96];
+    snprintf(name, sizeof name, "1b synthetic %s (seed %llu)", s->preset ? s->preset : ar,
+             (unsigned long long)s->seed);
+    if ((e = ob_gguf_writer_set_str(w, "general.architecture", ar)) ||
+        (e = ob_gguf_writer_set_str(w, "general.name", name)) ||
+        (e = ob_gguf_writer_set_str(w, "general.type", "model")) ||
+        (e = ob_gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
+        (e = ob_gguf_writer_set_u32(w, "general.alignment", 32)) ||
+        (e = SETU32("context_length", s->n_ctx)) || (e = SETU32("embedding_length", s->n_embd)) ||
+        (e = SETU32("block_count", s->n_layer)) || (e = SETU32("feed_forward_length", s->n_ff)) ||
+        (e = SETU32("attention.head_count", s->n_head)) ||
+        (e = SETU32("attention.head_count_kv", s->n_head_kv)) ||
+        (e = SETU32("attention.key_length", s->head_dim)) ||
+        (e = SETU32("attention.value_length", s->head_dim)) ||
+        (e = SETU32("rope.dimension_count", s->head_dim)) ||
+        (e = SETU32("vocab_size", s->n_vocab)) ||
+        (e = SETF32("rope.freq_base", s->rope_base)) ||
+        (e = SETF32("attention.layer_norm_rms_epsilon", s->rms_eps)))
+        goto out;
+#undef SETU32
+#undef SETF32
+    if ((e = ob_gguf_writer_set_str(w, "tokenizer.ggml.model", qwen ? "gpt2" : "llama")) ||
+        (qwen && (e = ob_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen2"))) ||
+        (e = ob_gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", v.n,
+                                        (const char *const *)v.tok, NULL)) ||
+        (e = ob_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", OB_GGUF_I32, v.n, v.type)) ||
+        (v.score && (e = ob_gguf_writer_set_arr(w, "tokenizer.ggml.scores", OB_GGUF_F32, v.n,
+                                                v.score))) ||
+        (qwen && (e = ob_gguf_writer_set_str_arr(w, "tokenizer.ggml.merges", v.n_merges,
+                                                 (const char *const *)v.merges, NULL))) ||
+        (v.bos >= 0 && (e = ob_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v.bos))) ||
+        (v.eos >= 0 && (e = ob_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v.eos))) ||
+        (v.pad >= 0 && (e = ob_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v.pad))) ||
+        (v.unk >= 0 && (e = ob_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)v.unk))) ||
+        (e = ob_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", !qwen)) ||
+        (llama && (e = ob_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", true))) ||
+        (v.chat_template &&
+         (e = ob_gguf_writer_set_str(w, "tokenizer.chat_template", v.chat_template))))
+        goto out;
+
+    /* tensors, in the order converters write them */
+    const uint64_t E = s->n_embd, V = s->n_vocab, F = s->n_ff;
+    const uint64_t Q = (uint64_t)s->n_head * s->head_dim, KV = (uint64_t)s->n_head_kv * s->head_dim;
+    struct spec *sp = calloc(cap_t, sizeof *sp);
+    if (!sp) {
+        e = ob_seterr(OB_ENOMEM, "out of memory");
+        goto out;
+    }
+    add_spec(sp, &nt, "token_embd.weight", -1, "token_embd", E, V);
+    for (uint32_t l = 0; l < s->n_layer; l++) {
+        int L = (int)l;
+        add_spec(sp, &nt, "attn_norm.weight", L, "norm", E, 1);
+        add_spec(sp, &nt, "attn_q.weight", L, "attn_q", E, Q);
+        add_spec(sp, &nt, "attn_k.weight", L, "attn_k", E, KV);
+        add_spec(sp, &nt, "attn_v.weight", L, "attn_v", E, KV);
+        if (strcmp(ar, "qwen2") == 0) {
+            add_spec(sp, &nt, "attn_q.bias", L, "bias", Q, 1);
+            add_spec(sp, &nt, "attn_k.bias", L, "bias", KV, 1);
+            add_spec(sp, &nt, "attn_v.bias", L, "bias", KV, 1);
+        }
+        add_spec(sp, &nt, "attn_output.weight", L, "attn_output", Q, E);
+        if (strcmp(ar, "qwen3") == 0) {
+            add_spec(sp, &nt, "attn_q_norm.weight", L, "norm", s->head_dim, 1);
+            add_spec(sp, &nt, "attn_k_norm.weight", L, "norm", s->head_dim, 1);
+        }
+        add_spec(sp, &nt, "ffn_norm.weight", L, "norm", E, 1);
+        add_spec(sp, &nt, "ffn_gate.weight", L, "ffn_gate", E, F);
+        add_spec(sp, &nt, "ffn_up.weight", L, "ffn_up", E, F);
+        add_spec(sp, &nt, "ffn_down.weight", L, "ffn_down", F, E);
+    }
+    add_spec(sp, &nt, "output_norm.weight", -1, "norm", E, 1);
+    if (!s->tied)
+        add_spec(sp, &nt, "output.weight", -1, "output", E, V);
+    for (size_t i = 0; i < nt; i++) {
+        struct tgen *g = &ctx.t[i];
+        bool vec = sp[i].ne1 == 1;
+        g->key = mix64(s->seed * 0x100000001b3ull + i);
+        g->ne0 = sp[i].ne0;
+        g->ne1 = sp[i].ne1;
+        /* vectors (norm weights, biases) stay f32 like in released models */
+        g->type = vec ? OB_F32 : mix_type(s->mix, sp[i].role, sp[i].layer, s->n_layer, g->ne0);
+        /* Standard deviations: matrices 1/sqrt(fan_in), so unit-variance inputs give
+         * unit-variance outputs; norm weights 1 +- 0.1; biases +-0.1. The output projection
+         * (or the tied embedding) gets 2/sqrt(n_embd): after the final RMSNorm the logits then
+         * have a standard deviation near 2, a softmax that is neither flat nor one-hot. */
+        float r = 1.0f;
+        while (r * r < (float)g->ne0)     /* r = ceil(sqrt(ne0)) without libm */
+            r += 1.0f;
+        g->scale = 1.0f / r;
+        g->offset = 0.0f;
+        if (vec) {
+            bool norm = strcmp(sp[i].role, "norm") == 0;
+            g->scale = 0.1f;
+            g->offset = norm ? 1.0f : 0.0f;
+        } else if (strcmp(sp[i].role, "output") == 0 ||
+                   (strcmp(sp[i].role, "token_embd") == 0 && s->tied)) {
+            g->scale = 2.0f / r;
+        } else if (strcmp(sp[i].role, "token_embd") == 0) {
+            g->scale = 1.0f;
+        }
+        uint64_t ne[2] = {g->ne0, g->ne1};
+        if ((e = ob_gguf_writer_add_tensor(w, sp[i].name, g->type, vec ? 1 : 2, ne, NULL,
+                                           fill_tensor, &ctx)))
+            break;
+    }
+    free(sp);
+    if (!e)
+        e = ob_gguf_writer_write(w, path);
+out:
+    ob_gguf_writer_free(w);
+    free(ctx.t);
+    free(ctx.row);
+    vocab_free(&v);
+    return e;
+}

@@ -1,0 +1,94 @@
+/*
+ * util.c — strict option parsing, file hashing, the cache directory.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "1b.h"
+
+int ob_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno == ERANGE)
+        return ob_seterr(OB_EUSAGE, "'%s' is not an integer", s);
+    if (v < min || v > max)
+        return ob_seterr(OB_EUSAGE, "%s is out of range [%lld, %lld]", s, (long long)min,
+                         (long long)max);
+    *out = v;
+    return 0;
+}
+
+int ob_parse_f64(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno == ERANGE)
+        return ob_seterr(OB_EUSAGE, "'%s' is not a number", s);
+    *out = v;
+    return 0;
+}
+
+int ob_sha256_file(const char *path, char out[65])
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ob_seterr(OB_EIO, "%s: %s", path, strerror(errno));
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int e = 0;
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        e = ob_seterr(OB_ENOMEM, "sha256: cannot initialise");
+        goto out;
+    }
+    static _Thread_local unsigned char buf[1 << 20];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            e = ob_seterr(OB_EIO, "%s: read: %s", path, strerror(errno));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        EVP_DigestUpdate(ctx, buf, (size_t)n);
+    }
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    EVP_DigestFinal_ex(ctx, md, &mdlen);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+out:
+    EVP_MD_CTX_free(ctx);
+    close(fd);
+    return e;
+}
+
+int ob_cache_dir(char **out)
+{
+    const char *d = getenv("OB_CACHE_DIR");
+    char *s = NULL;
+    if (d && *d) {
+        s = strdup(d);
+    } else if ((d = getenv("XDG_CACHE_HOME")) && *d == '/') {
+        if (asprintf(&s, "%s/1b", d) < 0)
+            s = NULL;
+    } else if ((d = getenv("HOME")) && *d) {
+        if (asprintf(&s, "%s/.cache/1b", d) < 0)
+            s = NULL;
+    } else {
+        return ob_seterr(OB_EUSAGE, "no cache directory: set OB_CACHE_DIR or HOME");
+    }
+    if (!s)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    *out = s;
+    return 0;
+}

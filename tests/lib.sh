@@ -1,0 +1,70 @@
+# tests/lib.sh — TAP helpers sourced by every tests/tNNNN-*.sh.
+#
+#   plan N                    print the plan
+#   ok COND_STATUS "desc"     use as:  cmd ...; ok $? "what it checks"
+#   check "desc" cmd args...  run a command, ok if it exits 0
+#   check_exit N "desc" cmd   ok if the command exits with status N
+#   check_same "desc" A B     ok if files A and B are byte-identical (prints a diff otherwise)
+#   skip "desc" "reason"      a skipped check (reason "no device" for missing hardware)
+#   need_python MOD...        true if the test python has the modules; else returns 1
+#
+# Paths: $OB_TOP (repo root), $BIN (built commands), $UNIT (unit tests), $T (a scratch dir
+# removed at exit), $SHARED (../shared), $PY (python with the test packages).
+set -u
+OB_TOP=${OB_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+BIN=$OB_TOP/bin
+UNIT=$OB_TOP/bin/unit
+SHARED=${OB_SHARED:-$(cd "$OB_TOP/.." && pwd)/shared}
+if [ -z "${PY:-}" ]; then
+    if [ -x "$OB_TOP/.venv/bin/python" ]; then PY=$OB_TOP/.venv/bin/python; else PY=python3; fi
+fi
+export PATH="$BIN:$PATH" LC_ALL=C OB_CACHE_DIR
+mkdir -p "$OB_TOP/tests/tmp"
+T=$(mktemp -d "$OB_TOP/tests/tmp/$(basename "$0" .sh).XXXXXX")
+OB_CACHE_DIR=$T/cache
+trap 'rm -rf "$T"' EXIT
+_n=0
+
+plan() { echo "1..$1"; }
+
+ok() {
+    _n=$((_n + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $_n - $2"; else echo "not ok $_n - $2"; fi
+    return "$1"
+}
+
+check() {
+    local d=$1; shift
+    local out
+    out=$("$@" 2>&1)
+    local rc=$?
+    ok $rc "$d" || printf '%s\n' "$out" | head -20 | sed 's/^/# /'
+}
+
+check_exit() {
+    local want=$1 d=$2; shift 2
+    local out
+    out=$("$@" 2>&1)
+    local rc=$?
+    [ "$rc" -eq "$want" ]
+    ok $? "$d (exit $rc, want $want)" || printf '%s\n' "$out" | head -20 | sed 's/^/# /'
+}
+
+check_same() {
+    local d=$1 a=$2 b=$3
+    cmp -s "$a" "$b"
+    ok $? "$d" || diff -u "$a" "$b" | head -30 | sed 's/^/# /'
+}
+
+skip() {
+    _n=$((_n + 1))
+    echo "ok $_n - $1 # SKIP $2"
+}
+
+need_python() {
+    local m
+    for m in "$@"; do
+        "$PY" -c "import $m" 2>/dev/null || return 1
+    done
+    return 0
+}

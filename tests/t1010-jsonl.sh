@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Records: exact float32/float64 text round trips over millions of values, non-finite values
+# as strings, the line reader's errors and line numbers.
+. "$(dirname "$0")/lib.sh"
+plan 1
+out=$("$UNIT/jsonl" "$T" 2>&1); rc=$?
+ok $rc "unit: records and exact floats ($(grep -c '^ok' <<<"$out") checks)" || grep -v '^ok' <<<"$out" | head -20 | sed 's/^/# /'
+grep '^#' <<<"$out" || true

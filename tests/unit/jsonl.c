@@ -1,0 +1,250 @@
+/*
+ * jsonl.c — unit tests of records and exact floats (TAP).
+ *
+ *  - float32 -> shortest decimal -> strtof gives the same bits, for millions of random bit
+ *    patterns, every subnormal edge, signed zeros, extremes; non-finite values become strings;
+ *  - the same decimal read back through cJSON (as a double, then rounded to float32) gives the
+ *    same bits too, so records stay exact even for readers that ignore the hex field;
+ *  - float64 shortest round trip;
+ *  - the line reader: blank lines, CRLF, invalid JSON, non-objects, trailing garbage, NUL bytes,
+ *    a 4 MiB line, with line numbers in every error, and the reader usable after each error.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "1b.h"
+
+static int n_test, n_fail;
+
+static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ok(int cond, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s %d - ", cond ? "ok" : "not ok", ++n_test);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    if (!cond)
+        n_fail++;
+}
+
+static uint64_t sm_state = 0x1234567;
+static uint64_t splitmix(void)
+{
+    uint64_t z = (sm_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* one float: text round trip, and (when via_json) the cJSON round trip; 0 on success */
+static int f32_case(uint32_t u, char *why, size_t whylen, bool via_json)
+{
+    float v = from_bits(u), back;
+    char buf[OB_F32_BUFSZ];
+    ob_f32_str(v, buf);
+    if (isnan(v)) {
+        if (strcmp(buf, "NaN") != 0)
+            return snprintf(why, whylen, "%08x printed as %s", u, buf), 1;
+        return 0;
+    }
+    if (isinf(v))
+        return strcmp(buf, v < 0 ? "-Infinity" : "Infinity") != 0;
+    back = strtof(buf, NULL);
+    if (memcmp(&back, &v, 4) != 0)
+        return snprintf(why, whylen, "%08x -> %s -> strtof differs", u, buf), 1;
+    /* shortest: one digit fewer must not round-trip */
+    int digits = 0;
+    for (const char *c = buf; *c && *c != 'e'; c++)
+        digits += *c >= '0' && *c <= '9';
+    for (const char *c = buf; *c == '-' || *c == '0' || *c == '.'; c++)
+        digits -= *c == '0';                  /* leading zeros are not significant */
+    if (!strpbrk(buf, ".e"))                  /* nor the trailing zeros of an integer */
+        for (const char *c = buf + strlen(buf) - 1; c > buf && *c == '0'; c--)
+            digits--;
+    if (digits > 1) {
+        char shorter[512];
+        snprintf(shorter, sizeof shorter, "%.*g", digits - 1, (double)v);
+        float s2 = strtof(shorter, NULL);
+        if (memcmp(&s2, &v, 4) == 0)
+            return snprintf(why, whylen, "%08x -> %s is not the shortest (%.40s)", u, buf, shorter), 1;
+    }
+    if (!via_json)
+        return 0;
+    /* through a JSON document, parsed by cJSON as a double */
+    cJSON *j = ob_json_f32(v);
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON *p = cJSON_Parse(s);
+    bool exact;
+    int e = ob_json_get_f32(p, &back, &exact);
+    int bad = e != 0 || memcmp(&back, &v, 4) != 0;
+    if (bad)
+        snprintf(why, whylen, "%08x -> %s -> cJSON -> differs", u, s);
+    cJSON_free(s);
+    cJSON_Delete(j);
+    cJSON_Delete(p);
+    return bad;
+}
+
+static void floats(void)
+{
+    char why[128] = "";
+    long bad = 0, n = 0;
+    const long N = 2000000;
+    for (long i = 0; i < N; i++, n++)
+        bad += f32_case((uint32_t)splitmix(), why, sizeof why, i % 8 == 0);
+    /* edges: zeros, subnormals, smallest/largest normals, around powers of ten */
+    static const uint32_t edges[] = {0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007fffff,
+                                     0x00800000, 0x7f7fffff, 0xff7fffff, 0x3f800000, 0x3f7fffff,
+                                     0x3f800001, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00001,
+                                     0x7f800001, 0x4b7fffff, 0x4b800000, 0x2edbe6ff};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++, n++)
+        bad += f32_case(edges[i], why, sizeof why, true);
+    for (uint32_t u = 0; u < 0x00800000; u += 97, n++)      /* subnormals, both signs */
+        bad += f32_case(u, why, sizeof why, true) + f32_case(u | 0x80000000u, why, sizeof why, true);
+    ok(bad == 0, "%ld float32 values: shortest decimal round-trips (1 in 8 also through cJSON)%s%s", n,
+       bad ? ": " : "", why);
+
+    char buf[OB_F32_BUFSZ];
+    ok(strcmp(ob_f32_str(0.1f, buf), "0.1") == 0 && strcmp(ob_f32_str(-0.031780876f, buf),
+       "-0.031780876") == 0 && strcmp(ob_f32_str(1e-45f, buf), "1e-45") == 0,
+       "shortest decimals: 0.1, -0.031780876, 1e-45");
+    ok(strcmp(ob_f32_hex(1.0f, buf), "3f800000") == 0, "hex of 1.0 is 3f800000");
+    float f;
+    ok(ob_f32_from_hex("bd022caa", &f) == 0 && strcmp(ob_f32_str(f, buf), "-0.031780876") == 0 &&
+       ob_f32_from_hex("bd022ca", &f) == OB_EFORMAT && ob_f32_from_hex("bd022caag", &f) ==
+       OB_EFORMAT, "hex parsing, and its errors");
+
+    cJSON *j = ob_json_f32(NAN);
+    char *s = cJSON_PrintUnformatted(j);
+    ok(strcmp(s, "\"NaN\"") == 0, "NaN is written as the string \"NaN\", not null");
+    cJSON_free(s);
+    cJSON_Delete(j);
+    j = ob_json_f32(-INFINITY);
+    s = cJSON_PrintUnformatted(j);
+    cJSON *p = cJSON_Parse(s);
+    ok(strcmp(s, "\"-Infinity\"") == 0 && ob_json_get_f32(p, &f, NULL) == 0 && isinf(f) && f < 0,
+       "-Infinity round-trips as a string");
+    cJSON_free(s);
+    cJSON_Delete(j);
+    cJSON_Delete(p);
+
+    /* a wire value that is not a float32 (a float64 log-probability) is flagged */
+    p = cJSON_Parse("-0.1");
+    bool exact = true;
+    ob_json_get_f32(p, &f, &exact);
+    ok(!exact && f == -0.1f, "-0.1 as a double is not exactly a float32: flagged, rounded");
+    cJSON_Delete(p);
+    p = cJSON_Parse("-0.031780876219272614");        /* (double)(float) of the value above */
+    ob_json_get_f32(p, &f, &exact);
+    ok(exact && strcmp(ob_f32_hex(f, buf), "bd022caa") == 0, "a float32 widened to double is exact");
+    cJSON_Delete(p);
+
+    long bad64 = 0;
+    for (long i = 0; i < 1000000; i++) {
+        uint64_t u = splitmix();
+        double d, back;
+        memcpy(&d, &u, 8);
+        if (isnan(d) || isinf(d))
+            continue;
+        char b64[OB_F32_BUFSZ];
+        ob_f64_str(d, b64);
+        back = strtod(b64, NULL);
+        bad64 += memcmp(&back, &d, 8) != 0;
+    }
+    ok(bad64 == 0, "1000000 float64 values round-trip through their shortest decimal");
+}
+
+static void reader(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/in.jsonl", dir);
+    FILE *f = fopen(path, "wb");
+    fputs("{\"id\":\"a\"}\n", f);                         /* 1 */
+    fputs("\n   \n", f);                                  /* 2, 3 blank */
+    fputs("{\"id\":\"b\",\"x\":[1,2]}\r\n", f);           /* 4 CRLF */
+    fputs("{\"id\":\n", f);                               /* 5 truncated JSON */
+    fputs("[1,2,3]\n", f);                                /* 6 not an object */
+    fputs("{\"id\":\"c\"} junk\n", f);                    /* 7 trailing garbage */
+    fputs("{\"id\":\"d\"}   \n", f);                      /* 8 trailing blanks are fine */
+    fwrite("{\"id\":\"e\0\"}\n", 1, 12, f);               /* 9 NUL byte */
+    fputs("{\"id\":\"big\",\"s\":\"", f);                 /* 10: a 4 MiB line */
+    for (int i = 0; i < (4 << 20); i++)
+        fputc('a' + i % 26, f);
+    fputs("\"}\n", f);
+    fputs("{\"id\":\"last\"}", f);                        /* 11, no final newline */
+    fclose(f);
+
+    f = fopen(path, "rb");
+    struct ob_jsonl *r;
+    ob_jsonl_open(f, "in.jsonl", &r);
+    cJSON *rec;
+    struct { int rc; uint64_t line; const char *id; const char *needle; } want[] = {
+        {1, 1, "a", NULL}, {1, 4, "b", NULL}, {OB_EFORMAT, 5, NULL, "in.jsonl:5: invalid JSON"},
+        {OB_EFORMAT, 6, NULL, "in.jsonl:6: a record must be a JSON object"},
+        {OB_EFORMAT, 7, NULL, "in.jsonl:7: extra data"}, {1, 8, "d", NULL},
+        {OB_EFORMAT, 9, NULL, "in.jsonl:9: line contains a NUL byte"}, {1, 10, "big", NULL},
+        {1, 11, "last", NULL}, {0, 11, NULL, NULL},
+    };
+    int good = 1;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int rc = ob_jsonl_next(r, &rec);
+        const cJSON *id = rec ? cJSON_GetObjectItemCaseSensitive(rec, "id") : NULL;
+        int g = rc == want[i].rc && ob_jsonl_line(r) == want[i].line;
+        if (want[i].id)
+            g = g && cJSON_IsString(id) && strcmp(id->valuestring, want[i].id) == 0;
+        if (want[i].needle)
+            g = g && strstr(ob_errmsg(), want[i].needle) != NULL;
+        if (!g) {
+            printf("# step %zu: rc %d line %llu msg %s\n", i, rc,
+                   (unsigned long long)ob_jsonl_line(r), rc < 0 ? ob_errmsg() : "");
+            good = 0;
+        }
+        cJSON_Delete(rec);
+    }
+    ok(good, "reader: records, blank lines, CRLF, errors with line numbers, 4 MiB line, no final newline");
+    ob_jsonl_close(r);
+    fclose(f);
+
+    /* writer: one line per record, unknown fields and raw numbers kept as given */
+    snprintf(path, sizeof path, "%s/out.jsonl", dir);
+    f = fopen(path, "wb");
+    rec = cJSON_Parse("{\"id\":\"x\",\"keep\":{\"nested\":[true,null]}}");
+    cJSON_AddItemToObject(rec, "lp", ob_json_f32(-0.031780876f));
+    int e = ob_jsonl_write(f, rec);
+    cJSON_Delete(rec);
+    fclose(f);
+    f = fopen(path, "rb");
+    char line[256] = "";
+    fgets(line, sizeof line, f);
+    fclose(f);
+    ok(e == 0 && strcmp(line, "{\"id\":\"x\",\"keep\":{\"nested\":[true,null]},\"lp\":-0.031780876}\n") == 0,
+       "writer: compact line, newline, fields kept");
+    f = fopen("/dev/full", "wb");
+    if (f) {
+        rec = cJSON_Parse("{\"id\":\"x\"}");
+        ok(ob_jsonl_write(f, rec) == OB_EIO, "a full disk is reported (OB_EIO)");
+        cJSON_Delete(rec);
+        fclose(f);
+    } else {
+        printf("ok %d - # SKIP no /dev/full\n", ++n_test);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    floats();
+    reader(argc > 1 ? argv[1] : ".");
+    printf("1..%d\n", n_test);
+    return n_fail ? 1 : 0;
+}
