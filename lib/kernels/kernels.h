@@ -1,0 +1,83 @@
+/*
+ * kernels.h — the cpu route's compute kernels, internal to lib/.
+ *
+ * Every kernel has a scalar reference (lib/arith.h, lib/kernels/dot.h) that defines its bits;
+ * SIMD versions (one file per ISA: *-avx2.c, *-avx512.c) must be bitwise equal to it, which
+ * tests/unit/kernels.c checks on random and real inputs. The ISA is chosen once at run time
+ * (CPU detection, or OB_SIMD=scalar|avx2|avx512) and never changes a result bit.
+ *
+ * Thread safety: kernels are pure functions of their arguments; the pool (pool.c) runs them on
+ * disjoint output ranges.
+ */
+#ifndef OB_KERNELS_H
+#define OB_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "1b.h"
+#include "dot.h"
+
+enum ob_isa { OB_ISA_SCALAR = 0, OB_ISA_AVX2 = 1, OB_ISA_AVX512 = 2, OB_ISA_COUNT };
+
+/* Activation formats: what a weight type's dot products take. */
+enum ob_actfmt { OB_ACT_F32 = 0, OB_ACT_Q8K = 1, OB_ACT_A8 = 2 };
+
+#define OB_MAXR 4                  /* activation rows one kernel call takes (weight reuse) */
+
+/*
+ * One weight row w (k values of its type) against nr <= OB_MAXR activation rows starting at a,
+ * a_stride bytes apart, in the weight type's activation format: out[r] = dot(w, a_r).
+ * Results are bitwise equal to the scalar reference whatever nr is.
+ */
+typedef void (*ob_dotrows_fn)(const void *w, const void *a, size_t a_stride, int nr, int k,
+                              float *out);
+/* Quantise n floats (a multiple of the format's block) into the activation format. */
+typedef void (*ob_actq_fn)(const float *x, void *q, int n);
+
+struct ob_kernel_table {
+    ob_dotrows_fn dot[OB_TYPE_COUNT];
+    ob_actq_fn actq[3];
+};
+
+/* the table of one ISA; entries a level does not have are filled from the level below */
+const struct ob_kernel_table *ob_kernels(int isa);
+void ob_kernels_scalar(struct ob_kernel_table *t);
+void ob_kernels_avx2(struct ob_kernel_table *t);
+void ob_kernels_avx512(struct ob_kernel_table *t);
+
+/* ---- instruction-set level (simd.c) ---- */
+const char *ob_isa_name(int isa);
+int ob_isa_best(void);                           /* the best level this CPU runs */
+/* the level to use: best, or OB_SIMD if set (OB_EDEVICE if the CPU lacks it) */
+int ob_isa_select(int *isa);
+
+/* ---- thread pool (pool.c) ---- */
+struct ob_pool;
+int ob_pool_new(int n_threads, struct ob_pool **out);   /* n_threads includes the caller */
+void ob_pool_free(struct ob_pool *p);
+int ob_pool_threads(const struct ob_pool *p);           /* 1 for NULL */
+/* fn(ctx, i) for i < n on the pool's threads (the caller included); returns when all ran */
+void ob_pool_run(struct ob_pool *p, void (*fn)(void *ctx, int i), void *ctx, int n);
+
+/* ---- matrices ---- */
+/* A weight matrix: n rows of k values of `type`, row_bytes apart. */
+struct ob_matrix {
+    uint32_t type;
+    int k, n;
+    size_t row_bytes;
+    const void *data;
+};
+
+/* y[r * ldy + i] = dot(w row i, x row r) for r < nr, i < w->n; x rows are x_stride bytes apart
+ * in w's activation format (ob_act_quantize). */
+int ob_matmul(struct ob_pool *pool, int isa, const struct ob_matrix *w, const void *x,
+              size_t x_stride, int nr, float *y, size_t ldy);
+/* Quantise one row of k floats into the activation format of weight type wtype. */
+int ob_act_quantize(int isa, uint32_t wtype, const float *x, int k, void *q);
+
+int ob_type_actfmt(uint32_t wtype);
+size_t ob_act_row_bytes(int fmt, int k);         /* bytes of k values in the format */
+int ob_act_align(int fmt);                       /* k must be a multiple of this */
+
+#endif

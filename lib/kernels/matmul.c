@@ -1,0 +1,194 @@
+/*
+ * matmul.c — matrix times many rows on the cpu route: the scalar kernels (thin loops over the
+ * references in dot.h and arith.h), the per-ISA kernel tables, and the threaded driver.
+ *
+ * Y[r][n] = dot(W row n, X row r) for a weight matrix W (N rows of K values, any supported
+ * type) and R activation rows X quantised into W's activation format. The driver splits the
+ * N output rows into chunks that the pool's threads take in any order; a thread computes
+ * whole dot products, never part of one, so no result depends on the thread count. Within a
+ * chunk the activation rows are walked in groups of OB_MAXR against one weight row at a time
+ * (weights reused from registers and cache); every group computes exactly the one-row bits.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+/* ---- scalar kernels ------------------------------------------------------------------------ */
+
+#define SCALAR_ROWS(name, wtype, atype, blk)                                            \
+    static void rows_##name(const void *w, const void *a, size_t as, int nr, int k,     \
+                            float *out)                                                 \
+    {                                                                                   \
+        for (int r = 0; r < nr; r++)                                                    \
+            out[r] = ob_dot_##name((const wtype *)w,                                    \
+                                   (const atype *)((const char *)a + r * as), k / blk); \
+    }
+
+SCALAR_ROWS(q4_0, struct ob_block_q4_0, struct ob_act_a8, 32)
+SCALAR_ROWS(q4_1, struct ob_block_q4_1, struct ob_act_a8, 32)
+SCALAR_ROWS(q5_0, struct ob_block_q5_0, struct ob_act_a8, 32)
+SCALAR_ROWS(q5_1, struct ob_block_q5_1, struct ob_act_a8, 32)
+SCALAR_ROWS(q8_0, struct ob_block_q8_0, struct ob_act_a8, 32)
+SCALAR_ROWS(q2_k, struct ob_block_q2_k, struct ob_block_q8_k, 256)
+SCALAR_ROWS(q3_k, struct ob_block_q3_k, struct ob_block_q8_k, 256)
+SCALAR_ROWS(q4_k, struct ob_block_q4_k, struct ob_block_q8_k, 256)
+SCALAR_ROWS(q5_k, struct ob_block_q5_k, struct ob_block_q8_k, 256)
+SCALAR_ROWS(q6_k, struct ob_block_q6_k, struct ob_block_q8_k, 256)
+SCALAR_ROWS(f32, float, float, 1)
+SCALAR_ROWS(f16, uint16_t, float, 1)
+SCALAR_ROWS(bf16, uint16_t, float, 1)
+#undef SCALAR_ROWS
+
+static void actq_f32(const float *x, void *q, int n)
+{
+    memcpy(q, x, (size_t)n * sizeof(float));
+}
+
+static void actq_q8k(const float *x, void *q, int n)
+{
+    ob_quantize_q8k(x, q, n);
+}
+
+static void actq_a8(const float *x, void *q, int n)
+{
+    ob_quantize_a8(x, q, n);
+}
+
+void ob_kernels_scalar(struct ob_kernel_table *t)
+{
+    t->dot[OB_Q4_0] = rows_q4_0;
+    t->dot[OB_Q4_1] = rows_q4_1;
+    t->dot[OB_Q5_0] = rows_q5_0;
+    t->dot[OB_Q5_1] = rows_q5_1;
+    t->dot[OB_Q8_0] = rows_q8_0;
+    t->dot[OB_Q2_K] = rows_q2_k;
+    t->dot[OB_Q3_K] = rows_q3_k;
+    t->dot[OB_Q4_K] = rows_q4_k;
+    t->dot[OB_Q5_K] = rows_q5_k;
+    t->dot[OB_Q6_K] = rows_q6_k;
+    t->dot[OB_F32] = rows_f32;
+    t->dot[OB_F16] = rows_f16;
+    t->dot[OB_BF16] = rows_bf16;
+    t->actq[OB_ACT_F32] = actq_f32;
+    t->actq[OB_ACT_Q8K] = actq_q8k;
+    t->actq[OB_ACT_A8] = actq_a8;
+}
+
+#if !defined(__x86_64__)
+void ob_kernels_avx2(struct ob_kernel_table *t) { (void)t; }
+void ob_kernels_avx512(struct ob_kernel_table *t) { (void)t; }
+#endif
+
+/* ---- tables -------------------------------------------------------------------------------- */
+
+static struct ob_kernel_table tables[OB_ISA_COUNT];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static void tables_init(void)
+{
+    ob_kernels_scalar(&tables[OB_ISA_SCALAR]);
+    tables[OB_ISA_AVX2] = tables[OB_ISA_SCALAR];
+    ob_kernels_avx2(&tables[OB_ISA_AVX2]);
+    tables[OB_ISA_AVX512] = tables[OB_ISA_AVX2];
+    ob_kernels_avx512(&tables[OB_ISA_AVX512]);
+}
+
+const struct ob_kernel_table *ob_kernels(int isa)
+{
+    pthread_once(&tables_once, tables_init);
+    return &tables[isa < 0 || isa >= OB_ISA_COUNT ? OB_ISA_SCALAR : isa];
+}
+
+int ob_type_actfmt(uint32_t t)
+{
+    switch (t) {
+    case OB_Q2_K: case OB_Q3_K: case OB_Q4_K: case OB_Q5_K: case OB_Q6_K:
+        return OB_ACT_Q8K;
+    case OB_Q4_0: case OB_Q4_1: case OB_Q5_0: case OB_Q5_1: case OB_Q8_0:
+        return OB_ACT_A8;
+    }
+    return OB_ACT_F32;
+}
+
+int ob_act_align(int fmt)
+{
+    return fmt == OB_ACT_Q8K ? 256 : fmt == OB_ACT_A8 ? 32 : 1;
+}
+
+size_t ob_act_row_bytes(int fmt, int k)
+{
+    if (fmt == OB_ACT_Q8K)
+        return (size_t)(k / 256) * sizeof(struct ob_block_q8_k);
+    if (fmt == OB_ACT_A8)
+        return (size_t)(k / 32) * sizeof(struct ob_act_a8);
+    return (size_t)k * sizeof(float);
+}
+
+bool ob_type_supported(uint32_t t)
+{
+    return t < OB_TYPE_COUNT && ob_kernels(OB_ISA_SCALAR)->dot[t] != NULL;
+}
+
+/* ---- the threaded driver --------------------------------------------------------------------- */
+
+struct mm_job {
+    const struct ob_kernel_table *kt;
+    const struct ob_matrix *w;
+    const void *x;
+    size_t x_stride;
+    int nr;
+    float *y;
+    size_t ldy;
+    int chunk;                     /* weight rows per task */
+};
+
+#define RTILE 64                   /* activation rows kept hot in cache while weights stream */
+
+static void mm_task(void *ctx, int task)
+{
+    const struct mm_job *j = ctx;
+    const struct ob_matrix *w = j->w;
+    ob_dotrows_fn dot = j->kt->dot[w->type];
+    int n0 = task * j->chunk, n1 = n0 + j->chunk < w->n ? n0 + j->chunk : w->n;
+    float out[OB_MAXR];
+    for (int r0 = 0; r0 < j->nr; r0 += RTILE) {
+        int r1 = r0 + RTILE < j->nr ? r0 + RTILE : j->nr;
+        for (int n = n0; n < n1; n++) {
+            const char *wr = (const char *)w->data + (size_t)n * w->row_bytes;
+            for (int r = r0; r < r1; r += OB_MAXR) {
+                int m = r1 - r < OB_MAXR ? r1 - r : OB_MAXR;
+                dot(wr, (const char *)j->x + (size_t)r * j->x_stride, j->x_stride, m, w->k, out);
+                for (int i = 0; i < m; i++)
+                    j->y[(size_t)(r + i) * j->ldy + n] = out[i];
+            }
+        }
+    }
+}
+
+int ob_matmul(struct ob_pool *pool, int isa, const struct ob_matrix *w, const void *x,
+              size_t x_stride, int nr, float *y, size_t ldy)
+{
+    const struct ob_kernel_table *kt = ob_kernels(isa);
+    if (!kt->dot[w->type])
+        return ob_seterr(OB_EUNSUPP, "no kernel for %s weights", ob_type_name(w->type));
+    int threads = ob_pool_threads(pool);
+    /* enough tasks for load balance, each a whole number of weight rows */
+    int chunk = w->n / (threads * 8);
+    if (chunk < 4)
+        chunk = 4;
+    struct mm_job j = {kt, w, x, x_stride, nr, y, ldy, chunk};
+    ob_pool_run(pool, mm_task, &j, (w->n + chunk - 1) / chunk);
+    return 0;
+}
+
+int ob_act_quantize(int isa, uint32_t wtype, const float *x, int k, void *q)
+{
+    int fmt = ob_type_actfmt(wtype);
+    if (k % ob_act_align(fmt))
+        return ob_seterr(OB_EUSAGE, "row of %d values is not a multiple of %d", k,
+                         ob_act_align(fmt));
+    ob_kernels(isa)->actq[fmt](x, q, k);
+    return 0;
+}

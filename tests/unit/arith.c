@@ -1,0 +1,235 @@
+/*
+ * arith.c — unit tests of the canonical scalar arithmetic (lib/arith.h), TAP.
+ *
+ *  - ob_expf and ob_logf against float64 libm over dense sweeps of every float bit pattern
+ *    (a fixed stride) in their domains: the maximum error in ulps is printed and must be at
+ *    most 2; special values (NaN, +-Inf, 0, subnormals, overflow and underflow edges);
+ *  - ob_rint ties to even; the reduction shapes (32-partial butterfly, 8-partial block fold)
+ *    against an independent spelled-out evaluation; rmsnorm, logsumexp, rope on known values;
+ *  - activation quantisation: ranges, bsums, sums, reconstruction error within d/2.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arith.h"
+
+static int n_test, n_fail;
+
+static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ok(int cond, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s %d - ", cond ? "ok" : "not ok", ++n_test);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    if (!cond)
+        n_fail++;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next(void)
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float frand(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((next() >> 40) * (1.0 / 16777216.0));
+}
+
+/* error of f against the exact value e (double), in units of the float ulp at e */
+static double ulps(float f, double e)
+{
+    if (isinf(e) || isinf(f))
+        return (isinf(e) && isinf(f) && (e > 0) == (f > 0)) ? 0 : 1e9;
+    double a = fabs(e);
+    int ex;
+    frexp(a < 1.1754943508222875e-38 ? 1.1754943508222875e-38 : a, &ex);
+    double ulp = ldexp(1.0, ex - 24);
+    return fabs((double)f - e) / ulp;
+}
+
+static void exp_log(void)
+{
+    double worst = 0;
+    float at = 0;
+    long n = 0;
+    /* every 16th float in [-104, 89] */
+    for (uint32_t u = 0; u < 0x80000000u; u += 16) {
+        float x = ob_f32_from_bits(u);
+        for (int sgn = 0; sgn < 2; sgn++, x = -x) {
+            if (!(x > -104.0f && x < 89.0f))
+                continue;
+            double e = exp((double)x);
+            if (e > 3.4028234663852886e38)
+                e = INFINITY;
+            double d = ulps(ob_expf(x), e);
+            n++;
+            if (d > worst) {
+                worst = d;
+                at = x;
+            }
+        }
+    }
+    printf("# ob_expf: %ld values, max error %.3f ulp at %.9g\n", n, worst, (double)at);
+    ok(worst <= 2.0, "ob_expf within 2 ulp of float64 exp over [-104, 89] (%.3f)", worst);
+
+    worst = 0;
+    n = 0;
+    for (uint32_t u = 1; u < 0x7f800000u; u += 16) {
+        float x = ob_f32_from_bits(u);
+        double d = ulps(ob_logf(x), log((double)x));
+        n++;
+        if (d > worst) {
+            worst = d;
+            at = x;
+        }
+    }
+    printf("# ob_logf: %ld values, max error %.3f ulp at %.9g\n", n, worst, (double)at);
+    ok(worst <= 2.0, "ob_logf within 2 ulp of float64 log over all positive floats (%.3f)", worst);
+
+    ok(isnan(ob_expf(NAN)) && ob_expf(INFINITY) == INFINITY && ob_expf(-INFINITY) == 0.0f &&
+       ob_expf(0.0f) == 1.0f && ob_expf(89.0f) == INFINITY && ob_expf(-104.0f) == 0.0f &&
+       ob_expf(-103.0f) > 0.0f && ob_expf(88.72f) < INFINITY,
+       "ob_expf special values and edges");
+    ok(isnan(ob_logf(NAN)) && isnan(ob_logf(-1.0f)) && ob_logf(0.0f) == -INFINITY &&
+       ob_logf(INFINITY) == INFINITY && ob_logf(1.0f) == 0.0f &&
+       fabs(ob_logf(1e-45f) - log((double)1e-45f)) < 1e-5,
+       "ob_logf special values, subnormal input");
+    ok(ob_silu(0.0f) == 0.0f && ob_silu(-200.0f) == -0.0f && ob_silu(200.0f) == 200.0f &&
+       fabsf(ob_silu(1.0f) - 0.7310586f) < 1e-6f, "ob_silu values");
+}
+
+static void rounding_and_reductions(void)
+{
+    ok(ob_rint(0.5f) == 0.0f && ob_rint(1.5f) == 2.0f && ob_rint(2.5f) == 2.0f &&
+       ob_rint(-0.5f) == -0.0f && ob_rint(-1.5f) == -2.0f && ob_rint(126.5f) == 126.0f &&
+       ob_rint(127.49f) == 127.0f && ob_rint(3.7f) == 4.0f, "ob_rint: nearest, ties to even");
+
+    /* the 32-partial dot, spelled out independently */
+    int bad = 0;
+    for (int t = 0; t < 2000; t++) {
+        int n = 1 + (int)(next() % 700);
+        float a[700], b[700];
+        for (int i = 0; i < n; i++) {
+            a[i] = frand(-2, 2);
+            b[i] = frand(-2, 2);
+        }
+        float p[32];
+        for (int j = 0; j < 32; j++) {
+            p[j] = 0.0f;
+            for (int i = j; i < n; i += 32)
+                p[j] = fmaf(a[i], b[i], p[j]);
+        }
+        float q[16], r[8], s[4], u[2];
+        for (int j = 0; j < 16; j++) q[j] = p[j] + p[j + 16];
+        for (int j = 0; j < 8; j++) r[j] = q[j] + q[j + 8];
+        for (int j = 0; j < 4; j++) s[j] = r[j] + r[j + 4];
+        for (int j = 0; j < 2; j++) u[j] = s[j] + s[j + 2];
+        float want = u[0] + u[1];
+        float got = ob_dot_f32(a, b, n);
+        bad += memcmp(&got, &want, 4) != 0;
+    }
+    ok(bad == 0, "ob_dot_f32 is the 32-partial fmaf sum folded 16,8,4,2,1 (%d mismatches)", bad);
+
+    float ints[1000];
+    double exact = 0;
+    for (int i = 0; i < 1000; i++) {
+        ints[i] = (float)((int)(next() % 2001) - 1000);
+        exact += ints[i];
+    }
+    ok(ob_sum_f32(ints, 1000) == (float)exact, "ob_sum_f32 of integers is exact");
+
+    float p8[8] = {1e8f, 1.0f, -1e8f, 1.0f, 0.5f, 0.25f, 0.125f, 2.0f};
+    /* ((p0+p4)+(p2+p6)) + ((p1+p5)+(p3+p7)) */
+    float want8 = ((1e8f + 0.5f) + (-1e8f + 0.125f)) + ((1.0f + 0.25f) + (1.0f + 2.0f));
+    ok(ob_fold8(p8) == want8, "ob_fold8 folds by 4, 2, 1");
+}
+
+static void norms_and_softmax(void)
+{
+    float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f}, y[4];
+    ob_rmsnorm(x, w, y, 4, 0.0f);
+    double r = 1.0 / sqrt(30.0 / 4);
+    ok(fabs(y[0] - r) < 1e-6 && fabs(y[2] - 6 * r) < 1e-6 && fabs(y[3] - 2 * r) < 1e-6,
+       "ob_rmsnorm on (1,2,3,4)");
+
+    float z[5] = {1.0f, 2.0f, 3.0f, 3.0f, -50.0f}, m, ll;
+    ob_logsumexp(z, 5, &m, &ll);
+    double lse = log(exp(1.0) + exp(2.0) + 2 * exp(3.0) + exp(-50.0));
+    ok(m == 3.0f && fabs((m + ll) - lse) < 1e-6, "ob_logsumexp (%.7f vs %.7f)", (double)(m + ll), lse);
+    double tot = 0;
+    for (int i = 0; i < 5; i++)
+        tot += exp(ob_logprob(z[i], m, ll));
+    ok(fabs(tot - 1.0) < 1e-6, "log-probabilities sum to 1 (%.9f)", tot);
+
+    float v[8] = {1, 2, 3, 4, 5, 6, 7, 8}, cs[2] = {0.0f, 1.0f}, sn[2] = {1.0f, 0.0f};
+    float neox[8], norm[8];
+    memcpy(neox, v, sizeof v);
+    memcpy(norm, v, sizeof v);
+    ob_rope(neox, cs, sn, 4, 1);     /* pairs (0,2) rotated by 90 degrees, (1,3) by 0 */
+    ob_rope(norm, cs, sn, 4, 0);     /* pairs (0,1) by 90 degrees, (2,3) by 0 */
+    ok(neox[0] == -3 && neox[2] == 1 && neox[1] == 2 && neox[3] == 4 && neox[4] == 5 &&
+       norm[0] == -2 && norm[1] == 1 && norm[2] == 3 && norm[3] == 4 && norm[7] == 8,
+       "ob_rope: NEOX and NORM pairing, dimensions past n_rot untouched");
+}
+
+static void act_quant(void)
+{
+    static float x[4096];
+    static struct ob_block_q8_k q[16];
+    static struct ob_act_a8 a[128];
+    int bad = 0;
+    for (int t = 0; t < 200; t++) {
+        float scale = t % 5 == 0 ? 1e-30f : t % 5 == 1 ? 1e20f : 1.0f;
+        for (int i = 0; i < 4096; i++)
+            x[i] = frand(-3, 3) * scale * (i % 97 == 0 ? 10.0f : 1.0f);
+        if (t == 7)
+            memset(x, 0, 256 * sizeof(float));                 /* an all-zero block */
+        ob_quantize_q8k(x, q, 4096);
+        ob_quantize_a8(x, a, 4096);
+        for (int b = 0; b < 16; b++) {
+            for (int j = 0; j < 16; j++) {
+                int s = 0;
+                for (int i = 0; i < 16; i++)
+                    s += q[b].qs[16 * j + i];
+                bad += s != q[b].bsums[j];
+            }
+            for (int i = 0; i < 256; i++) {
+                float xi = x[256 * b + i];
+                bad += q[b].qs[i] < -127;
+                bad += fabsf(q[b].d * (float)q[b].qs[i] - xi) > 0.5001f * q[b].d + 1e-37f;
+            }
+        }
+        for (int b = 0; b < 128; b++) {
+            int s = 0;
+            for (int i = 0; i < 32; i++) {
+                s += a[b].qs[i];
+                bad += a[b].qs[i] < -127;
+                bad += fabsf(a[b].d * (float)a[b].qs[i] - x[32 * b + i]) > 0.5001f * a[b].d + 1e-37f;
+            }
+            bad += s != a[b].sum;
+        }
+        if (t == 7)
+            bad += q[0].d != 0.0f || q[0].bsums[0] != 0;
+    }
+    ok(bad == 0, "activation quantisation: q in [-127,127], sums exact, error within d/2 (%d bad)", bad);
+}
+
+int main(void)
+{
+    exp_log();
+    rounding_and_reductions();
+    norms_and_softmax();
+    act_quant();
+    printf("1..%d\n", n_test);
+    return n_fail ? 1 : 0;
+}
