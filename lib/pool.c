@@ -1,9 +1,10 @@
 /*
  * pool.c — a fixed set of worker threads, created once and reused for every parallel loop.
  *
- * ob_pool_run(pool, fn, ctx, n) calls fn(ctx, i) for every task i < n, handing tasks out
- * through an atomic counter; the calling thread works too, and the call returns when all n
- * are done. Which thread runs which task is not fixed, so a task must compute the same bits
+ * ob_pool_run(pool, fn, ctx, n) calls fn(ctx, i, t) for every task i < n, handing tasks out
+ * through an atomic counter, t being the index (0 = the caller) of the thread that runs it, for
+ * per-thread scratch space; the calling thread works too, and the call returns when all n are
+ * done. Which thread runs which task is not fixed, so a task must compute the same bits
  * whoever runs it: every kernel writes a disjoint output range with no shared accumulation.
  */
 #include <pthread.h>
@@ -22,25 +23,32 @@ struct ob_pool {
     int busy;                      /* workers still in the current run */
     bool quit;
     /* the current run */
-    void (*fn)(void *, int);
+    void (*fn)(void *, int, int);
     void *ctx;
     int n;
     atomic_int next;
 };
 
-static void work(struct ob_pool *p)
+static void work(struct ob_pool *p, int t)
 {
     for (;;) {
         int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
         if (i >= p->n)
             return;
-        p->fn(p->ctx, i);
+        p->fn(p->ctx, i, t);
     }
 }
 
+struct worker_arg {
+    struct ob_pool *p;
+    int t;
+};
+
 static void *worker(void *arg)
 {
-    struct ob_pool *p = arg;
+    struct worker_arg wa = *(struct worker_arg *)arg;
+    free(arg);
+    struct ob_pool *p = wa.p;
     uint64_t seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -50,7 +58,7 @@ static void *worker(void *arg)
             break;
         seen = p->generation;
         pthread_mutex_unlock(&p->mu);
-        work(p);
+        work(p, wa.t);
         pthread_mutex_lock(&p->mu);
         if (--p->busy == 0)
             pthread_cond_signal(&p->done);
@@ -75,12 +83,17 @@ int ob_pool_new(int n_threads, struct ob_pool **out)
         free(p);
         return ob_seterr(OB_ENOMEM, "out of memory");
     }
-    for (int i = 1; i < n_threads; i++)
-        if (pthread_create(&p->th[i], NULL, worker, p) != 0) {
+    for (int i = 1; i < n_threads; i++) {
+        struct worker_arg *wa = malloc(sizeof *wa);
+        if (wa)
+            *wa = (struct worker_arg){p, i};
+        if (!wa || pthread_create(&p->th[i], NULL, worker, wa) != 0) {
+            free(wa);
             p->n_threads = i;
             ob_pool_free(p);
             return ob_seterr(OB_ENOMEM, "cannot start thread %d", i);
         }
+    }
     *out = p;
     return 0;
 }
@@ -107,11 +120,11 @@ int ob_pool_threads(const struct ob_pool *p)
     return p ? p->n_threads : 1;
 }
 
-void ob_pool_run(struct ob_pool *p, void (*fn)(void *ctx, int i), void *ctx, int n)
+void ob_pool_run(struct ob_pool *p, void (*fn)(void *ctx, int i, int t), void *ctx, int n)
 {
     if (!p || p->n_threads == 1 || n <= 1) {
         for (int i = 0; i < n; i++)
-            fn(ctx, i);
+            fn(ctx, i, 0);
         return;
     }
     pthread_mutex_lock(&p->mu);
@@ -123,7 +136,7 @@ void ob_pool_run(struct ob_pool *p, void (*fn)(void *ctx, int i), void *ctx, int
     p->generation++;
     pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->mu);
-    work(p);
+    work(p, 0);
     pthread_mutex_lock(&p->mu);
     while (p->busy)
         pthread_cond_wait(&p->done, &p->mu);

@@ -57,8 +57,9 @@ struct ob_pool;
 int ob_pool_new(int n_threads, struct ob_pool **out);   /* n_threads includes the caller */
 void ob_pool_free(struct ob_pool *p);
 int ob_pool_threads(const struct ob_pool *p);           /* 1 for NULL */
-/* fn(ctx, i) for i < n on the pool's threads (the caller included); returns when all ran */
-void ob_pool_run(struct ob_pool *p, void (*fn)(void *ctx, int i), void *ctx, int n);
+/* fn(ctx, i, t) for i < n on the pool's threads (t: 0 = the caller .. n_threads - 1, for
+ * per-thread scratch); returns when all ran */
+void ob_pool_run(struct ob_pool *p, void (*fn)(void *ctx, int i, int t), void *ctx, int n);
 
 /* ---- matrices ---- */
 /* A weight matrix: n rows of k values of `type`, row_bytes apart. */

@@ -146,7 +146,7 @@ struct mm_job {
 
 #define RTILE 64                   /* activation rows kept hot in cache while weights stream */
 
-static void mm_task(void *ctx, int task)
+static void mm_task(void *ctx, int task, int thread)
 {
     const struct mm_job *j = ctx;
     const struct ob_matrix *w = j->w;
