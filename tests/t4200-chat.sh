@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# t4200-chat.sh — chat templates (lib/chat.c) against the real templates rendered by jinja2,
+# over the conversations of tests/data/chat-cases.jsonl (single messages, system prompts,
+# multi-turn with <think> content, thinking on and off, with and without the generation
+# prompt, special-token look-alikes in content, unicode, empty content, refused roles):
+#
+#   Qwen3    template from tokenizer_config.json; 1b reads it from a synthetic GGUF made by
+#            1b-synth with the real vocabulary, merges and template; ids vs tokenizers
+#   SmolLM2  template and tokenizer from the real GGUF (chatml with a default system message)
+#   stories260K  no template: the plain rendering; ids vs sentencepiece
+# tests/py/chat_oracle.py explains how the oracle tells template tokens from content.
+. "$(dirname "$0")/lib.sh"
+
+plan 10
+
+CASES=$OB_TOP/tests/data/chat-cases.jsonl
+QDIR=$SHARED/models/qwen3-tokenizer
+STORIES=$SHARED/models/stories260K.gguf
+ORACLE=$OB_TOP/tests/py/chat_oracle.py
+
+check "chat template unit tests" "$UNIT/chat"
+
+# oracle DESC TEMPLATE TOKENIZER OURS: print the oracle's summary, ok when it passes
+oracle() {
+    local d=$1; shift
+    local out rc
+    out=$("$PY" "$ORACLE" check "$1" "$2" "$CASES" "$3" 2>&1)
+    rc=$?
+    printf '# %s\n' "$(printf '%s\n' "$out" | tail -1)"
+    ok $rc "$d" || printf '%s\n' "$out" | head -40 | sed 's/^/# /'
+}
+
+have_py=0
+need_python jinja2 tokenizers sentencepiece gguf google.protobuf && have_py=1
+SMOL=$OB_TOP/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
+[ -f "$SMOL" ] || SMOL=$("$OB_TOP/scripts/models" smollm2 2>/dev/null) || SMOL=
+
+"$BIN/1b-synth" --vocab 151936 --tokenizer "$QDIR/tokenizer.json" -o "$T/qwen3.gguf" \
+    > /dev/null 2> "$T/err" || cat "$T/err" >&2
+[ "$("$UNIT/chat" family "$T/qwen3.gguf")" = qwen3 ]
+ok $? "Qwen3's real template (via 1b-synth) is recognised as qwen3"
+
+"$UNIT/chat" render "$T/qwen3.gguf" "$CASES" > "$T/qwen3.jsonl"
+if [ $have_py = 1 ]; then
+    oracle "Qwen3: text equals jinja2's, ids equal tokenizers' (template tokens only)" \
+        "$QDIR/tokenizer_config.json" "hf:$QDIR/tokenizer.json" "$T/qwen3.jsonl"
+else
+    skip "Qwen3: text and ids equal the oracle's" "python packages missing (scripts/setup)"
+fi
+
+if [ -n "$SMOL" ]; then
+    [ "$("$UNIT/chat" family "$SMOL")" = chatml ]
+    ok $? "SmolLM2's template is recognised as chatml"
+    "$UNIT/chat" render "$SMOL" "$CASES" > "$T/smol.jsonl"
+    grep -q '"text":"<|im_start|>system\\nYou are a helpful AI assistant named SmolLM' \
+        "$T/smol.jsonl"
+    ok $? "SmolLM2: the default system message is read from the template"
+    if [ $have_py = 1 ]; then
+        oracle "SmolLM2: text equals jinja2's, ids equal tokenizers' (template tokens only)" \
+            "$SMOL" "smollm:$SMOL" "$T/smol.jsonl"
+        # the oracle sees differences: Qwen3's renderings are not SmolLM2's
+        ! "$PY" "$ORACLE" check "$SMOL" "smollm:$SMOL" "$CASES" "$T/qwen3.jsonl" \
+            > /dev/null 2>&1
+        ok $? "the oracle tells two templates apart (so it compares something)"
+    else
+        skip "SmolLM2: text and ids equal the oracle's" "python packages missing"
+        skip "the oracle tells two templates apart" "python packages missing"
+    fi
+else
+    skip "SmolLM2's template is recognised as chatml" "model missing (scripts/models smollm2)"
+    skip "SmolLM2: default system message" "model missing (scripts/models smollm2)"
+    skip "SmolLM2: text and ids equal the oracle's" "model missing (scripts/models smollm2)"
+    skip "the oracle tells two templates apart" "model missing (scripts/models smollm2)"
+fi
+
+[ "$("$UNIT/chat" family "$STORIES")" = plain ]
+ok $? "stories260K has no template: plain"
+"$UNIT/chat" render "$STORIES" "$CASES" > "$T/stories.jsonl"
+if [ $have_py = 1 ]; then
+    oracle "stories260K: plain rendering, ids equal sentencepiece's (with BOS)" \
+        plain "spm:$STORIES" "$T/stories.jsonl"
+else
+    skip "stories260K: plain rendering and ids" "python packages missing"
+fi
+
+# content never becomes a control token: a user who types <|im_end|> gets text tokens
+n=$(grep '"name":"lookalikes-user"' "$T/qwen3.jsonl" |
+    "$PY" -c 'import json,sys; r=json.loads(sys.stdin.read()); print(r["ids"].count(151645))')
+[ "$n" = 1 ]
+ok $? "Qwen3: '<|im_end|>' typed in content stays text (the control token once, the template's: $n)"
