@@ -29,6 +29,8 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CPPFLAGS += $(PKG_CFLAGS)
 LDLIBS  += $(PKG_LIBS) -lm -lpthread
+# only link the libraries a program uses (1b-load needs no OpenBLAS, whose threads start at load)
+LDFLAGS += -Wl,--as-needed
 
 ifeq ($(strip $(PKG_LIBS)),)
 $(warning pkg-config found none of: $(PKGS) -- run scripts/setup first)

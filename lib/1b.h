@@ -267,6 +267,71 @@ int ob_hparams_read(const struct ob_gguf *g, struct ob_hparams *hp);
 uint64_t ob_hparams_kv_bytes(const struct ob_hparams *hp, uint64_t n_ctx);
 const char *ob_rope_name(int rope);
 
+/* ---- models and inference contexts ----------------------------------------------------------- */
+
+/*
+ * A model open for inference: the GGUF mapped, hyper-parameters, tokenizer and every tensor
+ * checked. Immutable and shareable between threads and contexts.
+ */
+struct ob_model;
+struct ob_tok;
+int ob_model_open(const char *path, struct ob_model **out);
+void ob_model_close(struct ob_model *m);
+const struct ob_hparams *ob_model_hparams(const struct ob_model *m);
+const struct ob_tok *ob_model_tok(const struct ob_model *m);
+const char *ob_model_chat_template(const struct ob_model *m);   /* NULL if none */
+const char *ob_model_path(const struct ob_model *m);
+const char *ob_model_name(const struct ob_model *m);
+const struct ob_gguf *ob_model_gguf(const struct ob_model *m);
+/* sha256 of the model file (computed once, then remembered) */
+int ob_model_sha256(struct ob_model *m, const char **hex);
+
+/*
+ * An inference context: one route's backend with the KV cache of n_slots sequences of n_ctx
+ * positions each. Not thread-safe: one caller at a time (it runs its own thread pool).
+ */
+struct ob_ctx_params {
+    const char *route;             /* "cpu" (default when NULL), "ref" */
+    int n_threads;
+    int n_slots;
+    int n_ctx;
+    int max_batch;                 /* token rows per backend pass (larger batches are split) */
+};
+struct ob_ctx;
+int ob_ctx_new(struct ob_model *m, const struct ob_ctx_params *p, struct ob_ctx **out);
+void ob_ctx_free(struct ob_ctx *c);
+const char *ob_ctx_route(const struct ob_ctx *c);
+const char *ob_ctx_isa(const struct ob_ctx *c);               /* SIMD level of the cpu route */
+struct ob_model *ob_ctx_model(const struct ob_ctx *c);
+const struct ob_ctx_params *ob_ctx_params(const struct ob_ctx *c);
+/* bytes of KV cache for n_slots x n_ctx */
+uint64_t ob_ctx_kv_bytes(const struct ob_model *m, int n_slots, int n_ctx);
+/*
+ * Run n token rows: row i is token tok[i] of slot seq[i] at position pos[i]; its K and V are
+ * stored in the slot's cache before attention, so rows of one slot must come in increasing
+ * position. The logits of rows want[0..n_want) (increasing) go to out32[j * n_vocab ..] (and,
+ * on routes that compute in float64, out64). A row's logits depend only on its own tokens and
+ * positions, never on the rest of the batch.
+ */
+int ob_ctx_forward(struct ob_ctx *c, int n, const int32_t *tok, const int32_t *pos,
+                   const int32_t *seq, const int32_t *want, int n_want, float *out32,
+                   double *out64);
+/* copy the cache of positions [0, n_pos) from slot src to slot dst (prompt cache) */
+int ob_ctx_kv_copy(struct ob_ctx *c, int dst, int src, int n_pos);
+
+/*
+ * OpenBLAS (the ref route) picks its kernels when it loads, before main(), and 0.3.21
+ * misdetects newer EPYC CPUs (~5x slower). Call this first thing in main(), before getopt
+ * reorders argv: when OPENBLAS_CORETYPE is unset it sets it ("Haswell" on x86-64 with AVX2 and
+ * FMA) and re-executes /proc/self/exe with the same argv; when it is set, or no choice applies,
+ * it returns 0 at once. It returns only on those paths or when the re-exec failed (OB_EIO; the
+ * program may go on with OpenBLAS's own choice). ob_blas_info reports the kernel set in use
+ * ("Haswell") and OpenBLAS's own thread count (pinned to 1 by the ref route, whose n_threads
+ * run whole weight panels: see lib/backend-ref.c).
+ */
+int ob_blas_env(int argc, char **argv);
+void ob_blas_info(const char **coretype, int *n_threads);
+
 /* ---- synthetic models ------------------------------------------------------------------------ */
 
 /* Shape and contents of a synthetic model (see synth.c). */
@@ -348,6 +413,9 @@ int ob_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 int ob_parse_f64(const char *s, double *out);
 /* SHA-256 of a file as 64 lowercase hex digits (OpenSSL). */
 int ob_sha256_file(const char *path, char out[65]);
+/* A NUL-terminated copy of len bytes in which every ill-formed UTF-8 sequence (and NUL) is
+ * replaced by U+FFFD, for JSON strings; NULL when out of memory. */
+char *ob_utf8_sanitize(const char *s, size_t len);
 /* Directory for cached data: $OB_CACHE_DIR, else $XDG_CACHE_HOME/1b, else ~/.cache/1b. */
 int ob_cache_dir(char **out);
 

@@ -249,6 +249,57 @@ OB_INLINE void ob_rope(float *x, const float *cs, const float *sn, int n_rot, in
     }
 }
 
+/* ---- attention ------------------------------------------------------------------------------ */
+
+#define OB_ATT_CHUNK 64                   /* keys per chunk, aligned to absolute positions */
+
+/*
+ * One query head attending to keys and values at positions 0..n-1 (n = the query's position
+ * + 1), stored as fp16 rows kv_stride halfs apart:
+ *   s_t = ob_dot_f32(q, k_t) * scale            (k_t converted exactly to float)
+ *   m   = max s_t;  e_t = ob_expf(s_t - m)
+ *   per chunk c of OB_ATT_CHUNK positions starting at a multiple of OB_ATT_CHUNK:
+ *       l_c = sum of e_t in increasing t;  o_c[d] = fmaf(e_t, v_t[d], o_c[d]) in increasing t
+ *   l = sum of l_c in increasing c;  o[d] likewise;  out[d] = o[d] / l
+ * Chunks are fixed by absolute position, so the result for a position is the same whether it
+ * was decoded alone, prefilled in a chunk of any size, or its prefix came from a cache — and a
+ * GPU may give each chunk to its own thread group. s (scratch) holds n floats, oc 2 * hd.
+ */
+OB_INLINE void ob_attn_head(const float *q, const uint16_t *k, const uint16_t *v,
+                            long kv_stride, int n, int hd, float scale, float *s, float *oc,
+                            float *out)
+{
+    float kt[256];
+    for (int t = 0; t < n; t++) {
+        const uint16_t *kr = k + (long)t * kv_stride;
+        for (int d = 0; d < hd; d++)
+            kt[d] = ob_fp16_to_f32(kr[d]);
+        s[t] = ob_dot_f32(q, kt, hd) * scale;
+    }
+    float m = ob_max_f32(s, n);
+    float l = 0.0f, *o = oc + hd;
+    for (int d = 0; d < hd; d++)
+        o[d] = 0.0f;
+    for (int c0 = 0; c0 < n; c0 += OB_ATT_CHUNK) {
+        int c1 = c0 + OB_ATT_CHUNK < n ? c0 + OB_ATT_CHUNK : n;
+        float lc = 0.0f;
+        for (int d = 0; d < hd; d++)
+            oc[d] = 0.0f;
+        for (int t = c0; t < c1; t++) {
+            float e = ob_expf(s[t] - m);
+            const uint16_t *vr = v + (long)t * kv_stride;
+            lc = lc + e;
+            for (int d = 0; d < hd; d++)
+                oc[d] = fmaf(e, ob_fp16_to_f32(vr[d]), oc[d]);
+        }
+        l = l + lc;
+        for (int d = 0; d < hd; d++)
+            o[d] = o[d] + oc[d];
+    }
+    for (int d = 0; d < hd; d++)
+        out[d] = o[d] / l;
+}
+
 /* ---- activation quantisation ---------------------------------------------------------------- */
 
 /*

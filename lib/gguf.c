@@ -734,44 +734,6 @@ double ob_gguf_arr_f(const struct ob_gguf_value *a, uint64_t i)
 
 /* ---- JSON view -------------------------------------------------------------------------- */
 
-/* Copy bytes as valid UTF-8, replacing ill-formed sequences with U+FFFD. */
-static char *utf8_sanitize(const char *s, uint64_t len)
-{
-    char *o = malloc(len * 3 + 1), *q = o;
-    if (!o)
-        return NULL;
-    const unsigned char *p = (const unsigned char *)s, *end = p + len;
-    while (p < end) {
-        unsigned c = *p;
-        int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        bool ok = n > 0 && end - p >= n;
-        if (ok && n > 1) {
-            uint32_t cp = c & (0x7f >> n);
-            for (int k = 1; k < n; k++) {
-                if ((p[k] & 0xc0) != 0x80) { ok = false; break; }
-                cp = cp << 6 | (p[k] & 0x3f);
-            }
-            if (ok && ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
-                       (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-                       (cp >= 0xd800 && cp <= 0xdfff)))
-                ok = false;
-        }
-        if (ok && n == 1 && c == 0)
-            ok = false;                  /* cJSON strings are NUL-terminated */
-        if (!ok) {
-            memcpy(q, "\xef\xbf\xbd", 3);
-            q += 3;
-            p++;
-            continue;
-        }
-        memcpy(q, p, n);
-        q += n;
-        p += n;
-    }
-    *q = 0;
-    return o;
-}
-
 cJSON *ob_gguf_value_json(const struct ob_gguf_value *v)
 {
     switch (v->type) {
@@ -789,7 +751,7 @@ cJSON *ob_gguf_value_json(const struct ob_gguf_value *v)
     case OB_GGUF_F64: return ob_json_f64(v->f);
     case OB_GGUF_BOOL: return cJSON_CreateBool(v->u != 0);
     case OB_GGUF_STRING: {
-        char *s = utf8_sanitize(v->str.ptr, v->str.len);
+        char *s = ob_utf8_sanitize(v->str.ptr, v->str.len);
         cJSON *j = s ? cJSON_CreateString(s) : NULL;
         free(s);
         return j;

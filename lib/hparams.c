@@ -110,6 +110,8 @@ int ob_hparams_read(const struct ob_gguf *g, struct ob_hparams *hp)
     if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
         return ob_seterr(OB_EFORMAT, "%s: rope dimension %u must be even and at most head_dim %u",
                          ar, hp->n_rot, hp->head_dim);
+    if (hp->head_dim > 256)
+        return ob_seterr(OB_EUNSUPP, "%s: head dimension %u is above 256", ar, hp->head_dim);
     if (hp->head_dim_v != hp->head_dim)
         return ob_seterr(OB_EUNSUPP, "%s: key length %u differs from value length %u", ar,
                          hp->head_dim, hp->head_dim_v);

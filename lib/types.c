@@ -71,13 +71,3 @@ bool ob_type_row_bytes(uint32_t t, uint64_t n, uint64_t *out)
     uint64_t blocks = n / types[t].blck;
     return !__builtin_mul_overflow(blocks, (uint64_t)types[t].size, out);
 }
-
-bool ob_type_supported(uint32_t t)
-{
-    /* weight types with kernels on the cpu route (lib/kernels/); extended as kernels land */
-    switch (t) {
-    case OB_F32:
-        return true;
-    }
-    return false;
-}

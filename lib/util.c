@@ -92,3 +92,40 @@ int ob_cache_dir(char **out)
     *out = s;
     return 0;
 }
+
+char *ob_utf8_sanitize(const char *s, size_t len)
+{
+    char *o = malloc(len * 3 + 1), *q = o;
+    if (!o)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    while (p < end) {
+        unsigned c = *p;
+        int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = n > 0 && end - p >= n;
+        if (ok && n > 1) {
+            uint32_t cp = c & (0x7f >> n);
+            for (int k = 1; k < n; k++) {
+                if ((p[k] & 0xc0) != 0x80) { ok = false; break; }
+                cp = cp << 6 | (p[k] & 0x3f);
+            }
+            if (ok && ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
+                       (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+                       (cp >= 0xd800 && cp <= 0xdfff)))
+                ok = false;
+        }
+        if (ok && n == 1 && c == 0)
+            ok = false;                  /* cJSON strings are NUL-terminated */
+        if (!ok) {
+            memcpy(q, "\xef\xbf\xbd", 3);
+            q += 3;
+            p++;
+            continue;
+        }
+        memcpy(q, p, n);
+        q += n;
+        p += n;
+    }
+    *q = 0;
+    return o;
+}

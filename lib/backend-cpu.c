@@ -1,0 +1,357 @@
+/*
+ * backend-cpu.c — the cpu route: canonical kernels (lib/kernels/) on host memory.
+ *
+ * Buffers are row-major float arrays [max_rows][width]. A matmul quantises its input rows into
+ * the weight type's activation format once and keeps them while the buffer is unchanged (q, k
+ * and v share one quantised copy of XN). The KV cache holds fp16 keys and values:
+ * kc[layer][slot][pos][n_head_kv * hd]. Matmuls and attention run on the thread pool, split
+ * by output rows and by (row, head); every task computes whole results, so the bits do not
+ * depend on the number of threads.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+struct ob_be {
+    const struct ob_model *m;
+    struct ob_be_params p;
+    const struct ob_kernel_table *kt;
+    struct ob_pool *pool;
+    int width[OB_BCOUNT];
+    float *buf[OB_BCOUNT];
+    uint64_t version[OB_BCOUNT];   /* bumped whenever a buffer is written */
+    /* the quantised copy of one buffer's rows */
+    void *xq;
+    int xq_buf, xq_fmt, xq_rows;
+    uint64_t xq_version;
+    size_t xq_stride;
+    /* kv cache */
+    int kvw;                       /* n_head_kv * hd */
+    uint16_t **kc, **vc;           /* [n_layer] -> [n_slots * n_ctx * kvw] */
+    float *rope_cs, *rope_sn;      /* [n_ctx][n_rot / 2] */
+    float *scratch;                /* attention: per thread-task scratch, see attention() */
+    size_t scratch_per_task;
+    float *logit_x;                /* [max_rows][n_embd] normed rows for the output matmul */
+    void *logit_q;
+};
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+static void cpu_close(struct ob_be *be)
+{
+    if (!be)
+        return;
+    for (int i = 0; i < OB_BCOUNT; i++)
+        free(be->buf[i]);
+    if (be->kc)
+        for (uint32_t l = 0; l < be->m->hp.n_layer; l++) {
+            free(be->kc[l]);
+            free(be->vc[l]);
+        }
+    free(be->kc);
+    free(be->vc);
+    free(be->xq);
+    free(be->rope_cs);
+    free(be->rope_sn);
+    free(be->scratch);
+    free(be->logit_x);
+    free(be->logit_q);
+    ob_pool_free(be->pool);
+    free(be);
+}
+
+static int cpu_open(const struct ob_model *m, const struct ob_be_params *p, struct ob_be **out)
+{
+    const struct ob_hparams *hp = &m->hp;
+    struct ob_be *be = calloc(1, sizeof *be);
+    if (!be)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    be->m = m;
+    be->p = *p;
+    be->kt = ob_kernels(p->isa);
+    int e = ob_pool_new(p->n_threads, &be->pool);
+    if (e) {
+        free(be);
+        return e;
+    }
+    int hd = (int)hp->head_dim, E = (int)hp->n_embd;
+    be->width[OB_BX] = be->width[OB_BXN] = be->width[OB_BOUT] = E;
+    be->width[OB_BQ] = be->width[OB_BATT] = (int)hp->n_head * hd;
+    be->width[OB_BK] = be->width[OB_BV] = (int)hp->n_head_kv * hd;
+    be->width[OB_BGATE] = be->width[OB_BUP] = (int)hp->n_ff;
+    size_t R = (size_t)p->max_rows, maxw = 0;
+    for (int i = 0; i < OB_BCOUNT; i++) {
+        maxw = max_sz(maxw, (size_t)be->width[i]);
+        if (!(be->buf[i] = calloc(R * (size_t)be->width[i], sizeof(float))))
+            goto oom;
+    }
+    /* a quantised row takes at most 4 bytes a value (float32; Q8_K and A8 take less) */
+    be->xq = malloc(R * maxw * sizeof(float));
+    be->xq_buf = -1;
+    be->kvw = (int)hp->n_head_kv * hd;
+    size_t per_layer = (size_t)p->n_slots * (size_t)p->n_ctx * (size_t)be->kvw;
+    be->kc = calloc(hp->n_layer, sizeof *be->kc);
+    be->vc = calloc(hp->n_layer, sizeof *be->vc);
+    if (!be->xq || !be->kc || !be->vc)
+        goto oom;
+    for (uint32_t l = 0; l < hp->n_layer; l++)
+        if (!(be->kc[l] = malloc(per_layer * 2)) || !(be->vc[l] = malloc(per_layer * 2)))
+            goto oom;
+    if ((e = ob_rope_tables(hp, p->n_ctx, &be->rope_cs, &be->rope_sn)))
+        goto fail;
+    /* attention scratch per (row, head) task: scores for n_ctx keys + 2 * hd chunk sums */
+    be->scratch_per_task = (size_t)p->n_ctx + 2 * (size_t)hd + 16;
+    be->scratch = malloc(be->scratch_per_task * (size_t)p->n_threads * sizeof(float));
+    be->logit_x = malloc(R * (size_t)E * sizeof(float));
+    be->logit_q = malloc(R * (size_t)E * sizeof(float));
+    if (!be->scratch || !be->logit_x || !be->logit_q)
+        goto oom;
+    *out = be;
+    return 0;
+oom:
+    e = ob_seterr(OB_ENOMEM, "cpu route: out of memory for %d slots x %d positions", p->n_slots,
+                  p->n_ctx);
+fail:
+    cpu_close(be);
+    return e;
+}
+
+static const struct ob_matrix *weight(const struct ob_be *be, int l, int role)
+{
+    const struct ob_layer *L = &be->m->layers[l];
+    switch (role) {
+    case OB_W_Q: return &L->wq;
+    case OB_W_K: return &L->wk;
+    case OB_W_V: return &L->wv;
+    case OB_W_O: return &L->wo;
+    case OB_W_GATE: return &L->w_gate;
+    case OB_W_UP: return &L->w_up;
+    case OB_W_DOWN: return &L->w_down;
+    }
+    return NULL;
+}
+
+static const float *bias(const struct ob_be *be, int l, int role)
+{
+    const struct ob_layer *L = &be->m->layers[l];
+    return role == OB_W_Q ? L->bq : role == OB_W_K ? L->bk : role == OB_W_V ? L->bv : NULL;
+}
+
+static int cpu_embed(struct ob_be *be, const int32_t *tok, int n)
+{
+    const struct ob_matrix *w = &be->m->tok_embd;
+    float *x = be->buf[OB_BX];
+    for (int i = 0; i < n; i++) {
+        if (tok[i] < 0 || tok[i] >= w->n)
+            return ob_seterr(OB_ERANGE, "token id %d is outside the vocabulary of %d", tok[i], w->n);
+        int e = ob_dequant_row(w->type, (const char *)w->data + (size_t)tok[i] * w->row_bytes,
+                               x + (size_t)i * w->k, w->k);
+        if (e)
+            return e;
+    }
+    be->version[OB_BX]++;
+    return 0;
+}
+
+/* y = (x * r) * w with r from the canonical sum of squares (the F32 dot kernel) */
+static void rms_row(const struct ob_be *be, const float *x, const float *w, float *y, int n,
+                    float eps)
+{
+    float ss;
+    be->kt->dot[OB_F32](x, x, 0, 1, n, &ss);
+    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++)
+        y[i] = (x[i] * r) * w[i];
+}
+
+static int cpu_rmsnorm(struct ob_be *be, int l, int role, int src, int dst, int n)
+{
+    const struct ob_layer *L = &be->m->layers[l];
+    const float *w = role == OB_W_ATTN_NORM ? L->attn_norm : L->ffn_norm;
+    int E = be->width[src];
+    for (int i = 0; i < n; i++)
+        rms_row(be, be->buf[src] + (size_t)i * E, w, be->buf[dst] + (size_t)i * E, E,
+                be->m->hp.rms_eps);
+    be->version[dst]++;
+    return 0;
+}
+
+/* quantised copy of rows [0, n) of buffer src in format fmt, reused while unchanged */
+static int quantised(struct ob_be *be, int src, uint32_t wtype, int k, int n)
+{
+    int fmt = ob_type_actfmt(wtype);
+    if (be->xq_buf == src && be->xq_fmt == fmt && be->xq_version == be->version[src] &&
+        be->xq_rows >= n)
+        return 0;
+    be->xq_stride = ob_act_row_bytes(fmt, k);
+    for (int i = 0; i < n; i++)
+        be->kt->actq[fmt](be->buf[src] + (size_t)i * k, (char *)be->xq + i * be->xq_stride, k);
+    be->xq_buf = src;
+    be->xq_fmt = fmt;
+    be->xq_rows = n;
+    be->xq_version = be->version[src];
+    return 0;
+}
+
+static int cpu_matmul(struct ob_be *be, int l, int role, int src, int dst, int n)
+{
+    const struct ob_matrix *w = weight(be, l, role);
+    quantised(be, src, w->type, w->k, n);
+    int e = ob_matmul(be->pool, be->p.isa, w, be->xq, be->xq_stride, n, be->buf[dst],
+                      (size_t)be->width[dst]);
+    if (e)
+        return e;
+    const float *b = bias(be, l, role);
+    if (b)
+        for (int i = 0; i < n; i++) {
+            float *y = be->buf[dst] + (size_t)i * w->n;
+            for (int j = 0; j < w->n; j++)
+                y[j] = y[j] + b[j];
+        }
+    be->version[dst]++;
+    return 0;
+}
+
+static int cpu_qk_rope(struct ob_be *be, int l, const int32_t *pos, int n)
+{
+    const struct ob_hparams *hp = &be->m->hp;
+    const struct ob_layer *L = &be->m->layers[l];
+    int hd = (int)hp->head_dim, half = (int)hp->n_rot / 2, neox = hp->rope_type == OB_ROPE_NEOX;
+    for (int i = 0; i < n; i++) {
+        const float *cs = be->rope_cs + (size_t)pos[i] * half, *sn = be->rope_sn + (size_t)pos[i] * half;
+        for (uint32_t h = 0; h < hp->n_head; h++) {
+            float *q = be->buf[OB_BQ] + (size_t)i * be->width[OB_BQ] + h * hd;
+            if (L->q_norm)
+                rms_row(be, q, L->q_norm, q, hd, hp->rms_eps);
+            ob_rope(q, cs, sn, (int)hp->n_rot, neox);
+        }
+        for (uint32_t h = 0; h < hp->n_head_kv; h++) {
+            float *k = be->buf[OB_BK] + (size_t)i * be->width[OB_BK] + h * hd;
+            if (L->k_norm)
+                rms_row(be, k, L->k_norm, k, hd, hp->rms_eps);
+            ob_rope(k, cs, sn, (int)hp->n_rot, neox);
+        }
+    }
+    be->version[OB_BQ]++;
+    be->version[OB_BK]++;
+    return 0;
+}
+
+static size_t kv_at(const struct ob_be *be, int seq, int pos)
+{
+    return ((size_t)seq * (size_t)be->p.n_ctx + (size_t)pos) * (size_t)be->kvw;
+}
+
+static int cpu_kv_store(struct ob_be *be, int l, const int32_t *seq, const int32_t *pos, int n)
+{
+    for (int i = 0; i < n; i++) {
+        uint16_t *kd = be->kc[l] + kv_at(be, seq[i], pos[i]);
+        uint16_t *vd = be->vc[l] + kv_at(be, seq[i], pos[i]);
+        const float *k = be->buf[OB_BK] + (size_t)i * be->kvw;
+        const float *v = be->buf[OB_BV] + (size_t)i * be->kvw;
+        for (int j = 0; j < be->kvw; j++) {
+            kd[j] = ob_f32_to_fp16(k[j]);
+            vd[j] = ob_f32_to_fp16(v[j]);
+        }
+    }
+    return 0;
+}
+
+struct att_job {
+    struct ob_be *be;
+    int l;
+    const int32_t *seq, *pos;
+    float scale;
+};
+
+static void att_task(void *ctx, int task, int thread)
+{
+    const struct att_job *j = ctx;
+    struct ob_be *be = j->be;
+    const struct ob_hparams *hp = &be->m->hp;
+    int hd = (int)hp->head_dim, nh = (int)hp->n_head;
+    int i = task / nh, h = task % nh, g = h / (int)(hp->n_head / hp->n_head_kv);
+    float *s = be->scratch + (size_t)thread * be->scratch_per_task;
+    const uint16_t *k = be->kc[j->l] + kv_at(be, j->seq[i], 0) + (size_t)g * hd;
+    const uint16_t *v = be->vc[j->l] + kv_at(be, j->seq[i], 0) + (size_t)g * hd;
+    const float *q = be->buf[OB_BQ] + (size_t)i * be->width[OB_BQ] + (size_t)h * hd;
+    float *out = be->buf[OB_BATT] + (size_t)i * be->width[OB_BATT] + (size_t)h * hd;
+    int nk = j->pos[i] + 1;
+    ob_attn_head(q, k, v, be->kvw, nk, hd, j->scale, s, s + be->p.n_ctx, out);
+}
+
+static int cpu_attention(struct ob_be *be, int l, const int32_t *seq, const int32_t *pos, int n)
+{
+    const struct ob_hparams *hp = &be->m->hp;
+    struct att_job j = {be, l, seq, pos, 1.0f / sqrtf((float)hp->head_dim)};
+    ob_pool_run(be->pool, att_task, &j, n * (int)hp->n_head);
+    be->version[OB_BATT]++;
+    return 0;
+}
+
+static int cpu_swiglu(struct ob_be *be, int n)
+{
+    float *g = be->buf[OB_BGATE], *u = be->buf[OB_BUP];
+    size_t len = (size_t)n * (size_t)be->width[OB_BGATE];
+    for (size_t i = 0; i < len; i++)
+        g[i] = ob_silu(g[i]) * u[i];
+    be->version[OB_BGATE]++;
+    return 0;
+}
+
+static int cpu_add(struct ob_be *be, int dst, int src, int n)
+{
+    float *d = be->buf[dst];
+    const float *s = be->buf[src];
+    size_t len = (size_t)n * (size_t)be->width[dst];
+    for (size_t i = 0; i < len; i++)
+        d[i] = d[i] + s[i];
+    be->version[dst]++;
+    return 0;
+}
+
+static int cpu_logits(struct ob_be *be, const int32_t *rows, int nrows, float *out32, double *out64)
+{
+    const struct ob_matrix *w = &be->m->output;
+    int E = (int)be->m->hp.n_embd;
+    int fmt = ob_type_actfmt(w->type);
+    size_t stride = ob_act_row_bytes(fmt, E);
+    for (int j = 0; j < nrows; j++) {
+        float *x = be->logit_x + (size_t)j * E;
+        rms_row(be, be->buf[OB_BX] + (size_t)rows[j] * E, be->m->output_norm, x, E,
+                be->m->hp.rms_eps);
+        be->kt->actq[fmt](x, (char *)be->logit_q + j * stride, E);
+    }
+    int e = ob_matmul(be->pool, be->p.isa, w, be->logit_q, stride, nrows, out32, (size_t)w->n);
+    if (!e && out64)
+        for (size_t i = 0; i < (size_t)nrows * (size_t)w->n; i++)
+            out64[i] = out32[i];
+    return e;
+}
+
+static int cpu_kv_copy(struct ob_be *be, int dst, int src, int n_pos)
+{
+    size_t bytes = (size_t)n_pos * (size_t)be->kvw * sizeof(uint16_t);
+    for (uint32_t l = 0; l < be->m->hp.n_layer; l++) {
+        memmove(be->kc[l] + kv_at(be, dst, 0), be->kc[l] + kv_at(be, src, 0), bytes);
+        memmove(be->vc[l] + kv_at(be, dst, 0), be->vc[l] + kv_at(be, src, 0), bytes);
+    }
+    return 0;
+}
+
+const struct ob_be_ops ob_be_cpu = {
+    .name = "cpu",
+    .open = cpu_open,
+    .close = cpu_close,
+    .embed = cpu_embed,
+    .rmsnorm = cpu_rmsnorm,
+    .matmul = cpu_matmul,
+    .qk_rope = cpu_qk_rope,
+    .kv_store = cpu_kv_store,
+    .attention = cpu_attention,
+    .swiglu = cpu_swiglu,
+    .add = cpu_add,
+    .logits = cpu_logits,
+    .kv_copy = cpu_kv_copy,
+};

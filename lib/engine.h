@@ -1,0 +1,77 @@
+/*
+ * engine.h — continuous batching (engine.c): requests in, tokens and finishes out through
+ * callbacks. Used by 1b-gen (in process) and 1b-serve.
+ *
+ * Ownership: ob_engine_submit copies everything it needs from the request; the caller's
+ * `user` pointer is handed back to the callbacks untouched. Threads: one driver thread calls
+ * ob_engine_step/ob_engine_run (callbacks run there); submit, cancel, stats and wake are safe
+ * from any thread.
+ */
+#ifndef OB_ENGINE_H
+#define OB_ENGINE_H
+
+#include "1b.h"
+#include "sample.h"
+
+enum ob_finish_reason {
+    OB_FINISH_STOP,                /* a stop token (end of turn, end of text) */
+    OB_FINISH_STOP_STRING,         /* a stop string appeared in the text */
+    OB_FINISH_LENGTH,              /* max_tokens generated */
+    OB_FINISH_CONTEXT,             /* the context is full */
+    OB_FINISH_CANCELLED,
+    OB_FINISH_ERROR,
+};
+
+struct ob_finish {
+    int reason;                    /* enum ob_finish_reason */
+    int n_prompt, n_cached, n_gen; /* prompt tokens, of them reused from the cache, generated */
+    size_t text_len;               /* bytes of generated text to keep (cut before a stop string) */
+    double prefill_s, decode_s;    /* submit -> first token, first -> last token */
+    const char *error;             /* OB_FINISH_ERROR: why */
+};
+
+typedef void (*ob_on_token)(void *user, uint64_t handle, const struct ob_token_info *t);
+typedef void (*ob_on_finish)(void *user, uint64_t handle, const struct ob_finish *f);
+
+struct ob_request {
+    const int32_t *prompt;         /* token ids, template and BOS already applied */
+    int n_prompt;
+    struct ob_sampling sampling;
+    int max_tokens;
+    int top_logprobs;              /* 0..OB_MAX_TOP */
+    bool cache_prompt;             /* may reuse a cached prefix */
+    char **stop;                   /* stop strings */
+    int n_stop;
+    const int32_t *stop_ids;       /* tokens that end generation (not reported) */
+    int n_stop_ids;
+    ob_on_token on_token;
+    ob_on_finish on_finish;
+    void *user;
+};
+
+struct ob_engine_params {
+    int parallel;                  /* live sequences at most (<= the context's slots) */
+    int chunk;                     /* prompt tokens per step in all; <= 0: whole prompts */
+};
+
+struct ob_engine_stats {
+    uint64_t steps, rows, finished, tokens_generated, tokens_prompt, tokens_cached;
+    int queued, live;
+};
+
+struct ob_engine;
+int ob_engine_new(struct ob_ctx *ctx, const struct ob_engine_params *p, struct ob_engine **out);
+void ob_engine_free(struct ob_engine *e);
+int ob_engine_submit(struct ob_engine *e, const struct ob_request *r, uint64_t *handle);
+void ob_engine_cancel(struct ob_engine *e, uint64_t handle);
+/* one scheduling step; returns the rows computed (0 when nothing is live) or an error */
+int ob_engine_step(struct ob_engine *e);
+/* steps until every submitted request has finished */
+int ob_engine_run(struct ob_engine *e);
+bool ob_engine_idle(struct ob_engine *e);
+/* sleep up to `seconds` unless work is waiting; ob_engine_wake ends the wait */
+void ob_engine_wait(struct ob_engine *e, double seconds);
+void ob_engine_wake(struct ob_engine *e);
+void ob_engine_stats(struct ob_engine *e, struct ob_engine_stats *s);
+
+#endif

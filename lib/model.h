@@ -1,0 +1,50 @@
+/*
+ * model.h — a loaded model, as the forward pass and the backends see it (internal to lib/).
+ *
+ * The weights stay in the mmapped GGUF file: matrices point into it; only small vectors that
+ * are not float32 in the file (norm weights, biases) are converted once into owned float32
+ * arrays. Shapes are checked at open so that no kernel ever sees an inconsistent tensor.
+ *
+ * A model is immutable after ob_model_open and may be shared by any number of contexts and
+ * threads.
+ */
+#ifndef OB_MODEL_H
+#define OB_MODEL_H
+
+#include <pthread.h>
+
+#include "1b.h"
+#include "kernels/kernels.h"
+#include "tok.h"
+
+/* weights of one transformer block; vectors are float32 [width], NULL when absent */
+struct ob_layer {
+    const float *attn_norm;        /* [n_embd] */
+    const float *ffn_norm;         /* [n_embd] */
+    const float *q_norm, *k_norm;  /* [head_dim] (qwen3) */
+    const float *bq, *bk, *bv;     /* [n_head*head_dim], [n_head_kv*head_dim] x2 (qwen2) */
+    struct ob_matrix wq;           /* k = n_embd, n = n_head * head_dim */
+    struct ob_matrix wk, wv;       /* k = n_embd, n = n_head_kv * head_dim */
+    struct ob_matrix wo;           /* k = n_head * head_dim, n = n_embd */
+    struct ob_matrix w_gate, w_up; /* k = n_embd, n = n_ff */
+    struct ob_matrix w_down;       /* k = n_ff, n = n_embd */
+};
+
+struct ob_model {
+    char *path;                    /* the GGUF actually mapped (after archive extraction) */
+    char *arg;                     /* the name the caller gave */
+    struct ob_gguf *g;
+    struct ob_hparams hp;
+    struct ob_tok *tok;
+    char *chat_template;           /* NULL when the file has none */
+    struct ob_matrix tok_embd;     /* k = n_embd, n = n_vocab: rows are looked up */
+    struct ob_matrix output;       /* = tok_embd when tied */
+    const float *output_norm;      /* [n_embd] */
+    struct ob_layer *layers;       /* [n_layer] */
+    float **owned;                 /* converted vectors, freed on close */
+    size_t n_owned;
+    char sha256[65];               /* "" until ob_model_sha256 computed it */
+    pthread_mutex_t sha_mu;
+};
+
+#endif

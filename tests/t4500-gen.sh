@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# 1b-gen on real models: the stories260K golden continuation (byte-identical records, timing
+# aside), repetition, --repeat numbering, chat records, stop strings, bad records with line and
+# id, --keep-going, exit statuses, and a write error.
+. "$(dirname "$0")/lib.sh"
+plan 22
+S=$SHARED/models/stories260K.gguf
+untimed() { jq -c 'del(.timing)' "$@"; }
+cd "$T" || exit 1
+
+echo '{"id":"once","prompt":"Once upon a time","max_tokens":64,"top_logprobs":3}' > once.jsonl
+1b-gen -m "$S" < once.jsonl | untimed > got.jsonl
+check_same "stories260K: greedy continuation of \"Once upon a time\" is the golden record" \
+    "$OB_TOP/tests/golden/gen-stories260K.jsonl" got.jsonl
+jq -r .text got.jsonl | grep -q "^, there was a little girl named Lily"; ok $? "and it is TinyStories English"
+
+# repetition: five runs, identical bits
+for i in 1 2 3 4 5; do 1b-gen -m "$S" -t 2 < once.jsonl | untimed; done > five.jsonl
+[ "$(sort -u five.jsonl | wc -l)" -eq 1 ]; ok $? "the same request 5 times gives identical records"
+1b-gen -m "$S" --repeat 3 < once.jsonl | untimed > rep.jsonl
+[ "$(jq -r .repeat rep.jsonl | tr '\n' ' ')" = "0 1 2 " ] && [ "$(jq -c 'del(.repeat, .cached_tokens)' rep.jsonl | sort -u | wc -l)" -eq 1 ] && [ "$(jq -r .cached_tokens rep.jsonl | tr '\n' ' ')" = "0 4 4 " ]
+ok $? "--repeat 3: numbered 0 1 2, the later ones from the prompt cache, otherwise identical"
+
+# record fields
+r=$(1b-gen -m "$S" < once.jsonl)
+jq -e '.route == "cpu" and .model.sha256 == "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d"
+       and .prompt_tokens == 5 and (.prompt_ids | length) == 5 and .completion_tokens == 64
+       and .finish_reason == "length" and (.tokens | length) == 64
+       and (.tokens[0] | .id == 432 and .text == "," and .bytes == [44] and (.top | length) == 3)
+       and .timing.decode_tps > 0' <<<"$r" > /dev/null
+ok $? "result fields: route, model sha256, prompt and completion counts, tokens with bytes and top"
+jq -r '.tokens[] | [.logprob, .bits] | @tsv' <<<"$r" | python3 -c '
+import struct, sys
+for line in sys.stdin:
+    lp, bits = line.split()
+    assert struct.pack(">f", float(lp)).hex() == bits, line
+' 2>&1
+ok $? "every logprob decimal reads back to its bits"
+jq -e '.extra == {"kept": [1, 2]}' <<<"$(echo '{"id":"x","prompt":"Hi","max_tokens":1,"extra":{"kept":[1,2]}}' | 1b-gen -m "$S")" > /dev/null
+ok $? "unknown fields pass through"
+
+# stop strings and max_tokens 0
+r=$(echo '{"id":"s","prompt":"Once upon a time","max_tokens":64,"stop":["Lily"]}' | 1b-gen -m "$S")
+[ "$(jq -r .finish_reason <<<"$r")" = stop ] && [ "$(jq -r .text <<<"$r")" = ", there was a little girl named " ]
+ok $? "a stop string ends generation and is cut from the text"
+r=$(echo '{"id":"z","prompt":"Once upon a time","max_tokens":0}' | 1b-gen -m "$S")
+[ "$(jq -r '.completion_tokens' <<<"$r")" = 0 ] || [ "$(jq -r '.tokens|length' <<<"$r")" = 1 ]
+ok $? "max_tokens 0 is accepted"
+
+# sampling is reproducible
+echo '{"id":"t","prompt":"Once upon a time","max_tokens":32,"temperature":0.9,"seed":42}' > samp.jsonl
+a=$(1b-gen -m "$S" < samp.jsonl | untimed); b=$(1b-gen -m "$S" -t 1 < samp.jsonl | untimed)
+[ "$a" = "$b" ] && [ "$(jq -r .text <<<"$a")" != "$(jq -r .text got.jsonl)" ]
+ok $? "temperature 0.9 with a seed: the same tokens every run, not the greedy ones"
+
+# chat records on a model with a template (SmolLM2) and on the template-less stories260K
+M=$OB_TOP/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -f "$M" ]; then
+    r=$(echo '{"id":"c","messages":[{"role":"user","content":"Say hi."}],"max_tokens":8}' | 1b-gen -m "$M")
+    jq -e '.prompt_ids[0:1] == [1] and .completion_tokens > 0' <<<"$r" > /dev/null
+    ok $? "messages on SmolLM2: ChatML prompt (starts with <|im_start|> = 1), generates"
+else
+    skip "messages on SmolLM2" "run scripts/models"
+fi
+r=$(echo '{"id":"p","messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":4}' | 1b-gen -m "$S")
+[ "$(jq -c .prompt_ids <<<"$r")" = "$(jq -c .prompt_ids got.jsonl)" ]
+ok $? "messages on a model without a template: the plain rendering, same ids as the prompt"
+
+# bad records: line and id named, earlier results written, exit 3
+printf '%s\n' '{"id":"ok1","prompt":"Hi","max_tokens":2}' '{"id":"bad","prompt":5}' \
+    '{"id":"ok2","prompt":"Hi","max_tokens":2}' > mixed.jsonl
+1b-gen -m "$S" < mixed.jsonl > out.jsonl 2> err.txt; rc=$?
+[ $rc -eq 3 ] && [ "$(jq -r .id out.jsonl | tr '\n' ' ')" = "ok1 " ] && grep -q -- "-:2: id bad: field 'prompt'" err.txt
+ok $? "a bad record stops the run with exit 3 after writing the earlier result ($(cat err.txt))"
+1b-gen -m "$S" --keep-going < mixed.jsonl > out.jsonl 2> err.txt; rc=$?
+[ $rc -eq 3 ] && [ "$(jq -r .id out.jsonl | tr '\n' ' ')" = "ok1 ok2 " ]
+ok $? "--keep-going skips it, writes the rest, exits 3"
+printf '%s\n' '{"id":"a","prompt":"Hi"' > broken.jsonl
+check_exit 3 "invalid JSON" 1b-gen -m "$S" broken.jsonl
+echo '{"id":"a","prompt":"Hi","messages":[]}' > both.jsonl
+check_exit 3 "both prompt and messages" 1b-gen -m "$S" both.jsonl
+echo '{"id":"a","prompt":"Hi","n":2}' > n2.jsonl
+check_exit 3 "n = 2 is refused, not ignored" 1b-gen -m "$S" n2.jsonl
+python3 -c 'print("{\"id\":\"long\",\"prompt\":\"" + "Once upon a time " * 300 + "\"}")' > long.jsonl
+out=$(1b-gen -m "$S" --ctx 256 long.jsonl 2>&1); rc=$?
+[ $rc -eq 3 ] && grep -q "context holds 256" <<<"$out"; ok $? "a prompt longer than the context: exit 3 ($out)"
+check_exit 2 "no model" 1b-gen < once.jsonl
+check_exit 4 "route hrx is not built in" 1b-gen -m "$S" -d hrx < once.jsonl
+check_exit 3 "a model that is not one" 1b-gen -m /etc/hostname < once.jsonl
+check_exit 5 "a write error on stdout" sh -c "1b-gen -m '$S' < once.jsonl > /dev/full"

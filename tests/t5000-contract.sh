@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The contract (DESIGN.md, man/1b.7): for a fixed set of requests, the fingerprint of every
+# result (token ids and the float32 bits of every logprob and top logprob) is identical across
+# repetition, --parallel 1..16 with the requests arriving in different orders (so every
+# sequence is decoded at many batch widths and positions in the batch), prefill chunk sizes,
+# a cold, warm and partially matching prompt cache, thread counts, and SIMD levels. Greedy and
+# sampled requests alike. Any difference prints the first differing token.
+. "$(dirname "$0")/lib.sh"
+TOK=$SHARED/models/qwen3-tokenizer/tokenizer.json
+REQ=$OB_TOP/tests/data/contract-requests.jsonl
+SHUF=$OB_TOP/tests/data/contract-requests-shuffled.jsonl
+cd "$T" || exit 1
+
+1b-synth --preset qwen3-small --vocab 8000 --tokenizer "$TOK" -o qwen3-q8_0.gguf
+1b-synth --preset qwen3-small --vocab 8000 --type q4_k_m --tokenizer "$TOK" -o qwen3-q4_k_m.gguf
+1b-synth --preset llama-tiny -o llama.gguf
+cp "$SHARED/models/stories260K.gguf" stories.gguf
+models=(qwen3-q8_0 qwen3-q4_k_m llama stories)
+
+isas=(scalar)
+best=$("$UNIT/kernels" --best-isa)
+[ "$best" = avx2 ] || [ "$best" = avx512 ] && isas+=(avx2)
+[ "$best" = avx512 ] && isas+=(avx512)
+
+# name: extra arguments (and environment) of one configuration
+configs=(
+    "rep1:"           "rep2:"          "rep3:"          "rep4:"         "rep5:"
+    "par2:--parallel 2"   "par3:--parallel 3"   "par4:--parallel 4"
+    "par8:--parallel 8"   "par16:--parallel 16"
+    "par4shuf:--parallel 4 @shuffled"   "par16shuf:--parallel 16 @shuffled"
+    "par3unord:--parallel 3 --unordered"
+    "chunk1:--chunk 1"    "chunk7:--chunk 7 --parallel 4"   "chunk64:--chunk 64 --parallel 2"
+    "chunk512:--chunk 512"   "chunkwhole:--chunk 0 --parallel 8"
+    "cache4:--cache-slots 4"   "cache8par4:--cache-slots 8 --parallel 4 @shuffled"
+    "t1:-t 1"   "t2:-t 2"   "t3:-t 3 --parallel 4"
+)
+for isa in "${isas[@]}"; do configs+=("simd-$isa:%OB_SIMD=$isa --parallel 3"); done
+
+plan $(( ${#models[@]} * (${#configs[@]} + 2) ))
+for m in "${models[@]}"; do
+    1b-gen -m "$m.gguf" -t 2 < "$REQ" > "$m.base.jsonl" 2> err.txt
+    n=$(wc -l < "$m.base.jsonl")
+    [ "$n" -eq 15 ]; ok $? "$m: baseline run wrote 15 results ($(head -c 200 err.txt))"
+    for c in "${configs[@]}"; do
+        name=${c%%:*}; args=${c#*:}
+        input=$REQ; envs=()
+        [[ $args == *@shuffled* ]] && input=$SHUF && args=${args/@shuffled/}
+        if [[ $args == %* ]]; then envs=("${args%% *}"); envs=("${envs[0]#%}"); args=${args#* }; fi
+        # shellcheck disable=SC2086
+        env "${envs[@]}" 1b-gen -m "$m.gguf" -t 2 $args < "$input" > "$m.$name.jsonl" 2> err.txt
+        diff=$("$PY" "$OB_TOP/tests/py/fingerprint.py" --diff "$m.base.jsonl" "$m.$name.jsonl" 2>&1)
+        ok $? "$m: $name ${envs[*]} $args: every fingerprint identical${diff:+ ($diff)}"
+    done
+    # the warm runs did use the cache
+    hits=$(jq -s '[.[] | .cached_tokens] | add' "$m.cache4.jsonl")
+    [ "$hits" -gt 0 ]; ok $? "$m: the cache runs reused $hits prompt tokens"
+done
