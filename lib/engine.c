@@ -44,7 +44,7 @@ struct slot {
 
 struct job {
     struct ob_request r;           /* a copy whose arrays point to the owned ones below */
-    int32_t *prompt, *stop_ids;
+    int32_t *prompt, *stop_ids, *forced;
     char **stop;
     uint64_t handle;
     int slot;
@@ -144,6 +144,7 @@ static void job_free(struct job *j)
         free(j->stop[i]);
     free(j->stop);
     free(j->stop_ids);
+    free(j->forced);
     free(j->text);
     free(j);
 }
@@ -199,17 +200,33 @@ int ob_engine_submit(struct ob_engine *e, const struct ob_request *r, uint64_t *
     j->prompt = malloc((size_t)r->n_prompt * sizeof(int32_t));
     j->stop = r->n_stop ? calloc((size_t)r->n_stop, sizeof(char *)) : NULL;
     j->stop_ids = r->n_stop_ids ? malloc((size_t)r->n_stop_ids * sizeof(int32_t)) : NULL;
-    bool oom = !j->prompt || (r->n_stop && !j->stop) || (r->n_stop_ids && !j->stop_ids);
+    j->forced = r->n_forced > 0 ? malloc((size_t)r->n_forced * sizeof(int32_t)) : NULL;
+    bool oom = !j->prompt || (r->n_stop && !j->stop) || (r->n_stop_ids && !j->stop_ids) ||
+               (r->n_forced > 0 && !j->forced);
     if (!oom) {
         memcpy(j->prompt, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
         if (r->n_stop_ids)
             memcpy(j->stop_ids, r->stop_ids, (size_t)r->n_stop_ids * sizeof(int32_t));
         for (int i = 0; i < r->n_stop && !oom; i++)
             oom = !(j->stop[i] = strdup(r->stop[i]));
+        if (r->n_forced > 0)
+            memcpy(j->forced, r->forced, (size_t)r->n_forced * sizeof(int32_t));
     }
     j->r.prompt = j->prompt;
     j->r.stop = j->stop;
     j->r.stop_ids = j->stop_ids;
+    j->r.forced = j->forced;
+    if (r->n_forced > 0) {
+        for (int i = 0; i < r->n_forced; i++)
+            if (r->forced[i] < 0 || r->forced[i] >= e->n_vocab) {
+                job_free(j);
+                return ob_seterr(OB_ERANGE, "forced token %d is outside the vocabulary of %d",
+                                 r->forced[i], e->n_vocab);
+            }
+        j->r.max_tokens = r->n_forced;
+        j->r.n_stop = 0;
+        j->r.n_stop_ids = 0;
+    }
     if (oom) {
         job_free(j);
         return ob_seterr(OB_ENOMEM, "out of memory");
@@ -450,10 +467,18 @@ static void emit(struct ob_engine *e, struct job *j, const float *logits, double
 {
     struct slot *s = &e->slots[j->slot];
     int position = s->n_tokens;                  /* where the sampled token will sit */
+    if (j->r.max_tokens == 0) {                  /* prefill only */
+        finish(e, j, OB_FINISH_LENGTH, NULL);
+        return;
+    }
     struct ob_token_info ti;
     memset(&ti, 0, sizeof ti);
-    if (ob_sample_token(e->ss, logits, (uint32_t)e->n_vocab, &j->r.sampling, (uint64_t)position,
-                        j->r.top_logprobs, &ti)) {
+    int err = j->r.n_forced > 0
+                  ? ob_score_token(logits, (uint32_t)e->n_vocab, j->r.forced[j->n_gen],
+                                   j->r.top_logprobs, &ti)
+                  : ob_sample_token(e->ss, logits, (uint32_t)e->n_vocab, &j->r.sampling,
+                                    (uint64_t)position, j->r.top_logprobs, &ti);
+    if (err) {
         finish(e, j, OB_FINISH_ERROR, ob_errmsg());
         return;
     }

@@ -44,6 +44,11 @@ struct ob_request {
     int n_stop;
     const int32_t *stop_ids;       /* tokens that end generation (not reported) */
     int n_stop_ids;
+    /* teacher forcing: when n_forced > 0 these tokens are taken in turn instead of sampled
+     * (and reported with their logprobs); stop tokens and strings are not applied, and the
+     * request ends after the last one (OB_FINISH_LENGTH), whatever max_tokens says */
+    const int32_t *forced;
+    int n_forced;
     ob_on_token on_token;
     ob_on_finish on_finish;
     void *user;
@@ -73,5 +78,16 @@ bool ob_engine_idle(struct ob_engine *e);
 void ob_engine_wait(struct ob_engine *e, double seconds);
 void ob_engine_wake(struct ob_engine *e);
 void ob_engine_stats(struct ob_engine *e, struct ob_engine_stats *s);
+
+/*
+ * The barrier (barrier.c): `rounds` times, submit `width` identical copies of r at once (so
+ * that with parallel >= width they are admitted into the same step), run them to the end and
+ * call fn for each copy with its tokens. r's callbacks and user pointer are not used. The
+ * engine must be idle when called and is driven by this function.
+ */
+typedef void (*ob_barrier_fn)(void *user, int round, int copy, const struct ob_finish *f,
+                              const struct ob_token_info *toks, int n);
+int ob_barrier_run(struct ob_engine *e, const struct ob_request *r, int width, int rounds,
+                   ob_barrier_fn fn, void *user);
 
 #endif

@@ -657,3 +657,22 @@ int ob_sample_token(struct ob_sample_scratch *ss, const float *z, uint32_t n,
     out->n_top = top_logprobs;
     return 0;
 }
+
+int ob_score_token(const float *z, uint32_t n, int32_t id, int top_logprobs,
+                   struct ob_token_info *out)
+{
+    out->id = -1;
+    out->n_top = 0;
+    if (id < 0 || (uint32_t)id >= n)
+        return ob_seterr(OB_ERANGE, "token id %d is outside the vocabulary of %u", id, n);
+    if (top_logprobs < 0 || top_logprobs > OB_MAX_TOP || (uint32_t)top_logprobs > n)
+        return ob_seterr(OB_EUSAGE, "top_logprobs %d is outside [0, %d]", top_logprobs,
+                         OB_MAX_TOP);
+    int e = ob_logits_lse(z, n, &out->m, &out->logl);
+    if (e || (e = ob_top_logprobs(z, n, out->m, out->logl, (uint32_t)top_logprobs, out->top)))
+        return e;
+    out->id = id;
+    out->logprob = ob_logprob(z[id], out->m, out->logl);
+    out->n_top = top_logprobs;
+    return 0;
+}

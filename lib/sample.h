@@ -139,6 +139,13 @@ int ob_sample_token(struct ob_sample_scratch *ss, const float *z, uint32_t n,
                     const struct ob_sampling *p, uint64_t position, int top_logprobs,
                     struct ob_token_info *out);
 
+/*
+ * Teacher forcing: the same report for a given token instead of a sampled one (its canonical
+ * logprob, the row's statistics and top list), for scoring a known continuation.
+ */
+int ob_score_token(const float *z, uint32_t n, int32_t id, int top_logprobs,
+                   struct ob_token_info *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,260 @@
+/*
+ * gen.c — end-to-end speed of the cpu route: prefill and decode tokens per second through the
+ * batching engine, and aggregate decode speed of several sequences decoded together.
+ *
+ *   bin/bench/gen -m MODEL [-t 1,2] [--prompt 512] [--gen 64] [--widths 1,2,4,8,16]
+ *                 [--reps 3] [--llama-bench PATH] [--json]
+ *
+ * For each thread count:
+ *   prefill    one request with a --prompt-token prompt (ids spread over the vocabulary),
+ *              max_tokens 0, whole prompt in one step: prompt tokens / seconds;
+ *   decode W   W requests with short distinct prompts decoding --gen tokens together (with
+ *              --parallel W): tokens generated after the last of them started, divided by the
+ *              time from then to the end; the speed-up over W = 1 says how much of a step's
+ *              cost the weights (read once per step for all rows) make.
+ * Each figure is the best of --reps runs (the least disturbed by other load on the machine).
+ * With --llama-bench PATH, llama.cpp's llama-bench runs on the same file in the same run
+ * (-p PROMPT -n GEN -t T) and the ratio 1b / llama.cpp is printed (a model llama.cpp cannot
+ * load gives its error instead). Build llama.cpp by hand; never commit it.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+struct seqtime {
+    double first;                  /* time of the first token */
+    int n;                         /* tokens */
+    int n_after;                   /* tokens after the barrier time */
+};
+
+struct dec {
+    struct seqtime *s;
+    int w;
+    double barrier;                /* when every sequence had its first token */
+    int started;
+};
+
+static void d_token(void *user, uint64_t h, const struct ob_token_info *t)
+{
+    struct seqtime *s = user;
+    double x = now();
+    if (s->n++ == 0)
+        s->first = x;
+}
+
+static void d_finish(void *user, uint64_t h, const struct ob_finish *f)
+{
+}
+
+static int parse_list(const char *s, int *out, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1)
+            return -1;
+        out[n++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
+/* prefill seconds of one prompt */
+static double prefill_once(struct ob_engine *e, const int32_t *prompt, int n)
+{
+    struct seqtime st = {0};
+    struct ob_request r = {.prompt = prompt, .n_prompt = n, .sampling = OB_SAMPLING_GREEDY,
+                           .max_tokens = 0, .cache_prompt = false, .on_token = d_token,
+                           .on_finish = d_finish, .user = &st};
+    double t0 = now();
+    if (ob_engine_submit(e, &r, NULL) || ob_engine_run(e))
+        return -1;
+    return now() - t0;
+}
+
+/* aggregate decode tokens per second of w sequences */
+static double decode_once(struct ob_engine *e, int w, int gen, int n_vocab)
+{
+    struct seqtime *st = calloc((size_t)w, sizeof *st);
+    int32_t prompt[8];
+    for (int k = 0; k < w; k++) {
+        for (int i = 0; i < 8; i++)
+            prompt[i] = (int32_t)((k * 131 + i * 7919 + 17) % n_vocab);
+        struct ob_request r = {.prompt = prompt, .n_prompt = 8, .sampling = OB_SAMPLING_GREEDY,
+                               .max_tokens = gen, .cache_prompt = false, .on_token = d_token,
+                               .on_finish = d_finish, .user = &st[k]};
+        if (ob_engine_submit(e, &r, NULL)) {
+            free(st);
+            return -1;
+        }
+    }
+    /* step until every sequence has its first token, then count the rest */
+    double barrier = 0;
+    int base = 0;
+    while (!ob_engine_idle(e)) {
+        if (ob_engine_step(e) < 0) {
+            free(st);
+            return -1;
+        }
+        if (barrier == 0) {
+            int all = 1;
+            for (int k = 0; k < w; k++)
+                all &= st[k].n > 0;
+            if (all) {
+                barrier = now();
+                for (int k = 0; k < w; k++)
+                    base += st[k].n;
+            }
+        }
+    }
+    double t = now() - barrier;
+    int total = 0;
+    for (int k = 0; k < w; k++)
+        total += st[k].n;
+    free(st);
+    return t > 0 ? (total - base) / t : -1;
+}
+
+/* llama-bench's average tokens/s for a prompt (p) or generation (n) test; -1 if it failed */
+static void llama_bench(const char *exe, const char *model, int threads, int p, int n, int reps,
+                        double *pp, double *tg)
+{
+    char cmd[4096];
+    *pp = *tg = -1;
+    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -p %d -n %d -t %d -r %d -o jsonl 2>/dev/null", exe,
+             model, p, n, threads, reps);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return;
+    char line[16384];
+    while (fgets(line, sizeof line, f)) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *np = cJSON_GetObjectItemCaseSensitive(j, "n_prompt");
+        const cJSON *ng = cJSON_GetObjectItemCaseSensitive(j, "n_gen");
+        const cJSON *ts = cJSON_GetObjectItemCaseSensitive(j, "avg_ts");
+        if (cJSON_IsNumber(np) && cJSON_IsNumber(ng) && cJSON_IsNumber(ts)) {
+            if (np->valueint > 0 && ng->valueint == 0)
+                *pp = ts->valuedouble;
+            if (ng->valueint > 0 && np->valueint == 0)
+                *tg = ts->valuedouble;
+        }
+        cJSON_Delete(j);
+    }
+    pclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    const char *model = NULL, *lb = NULL;
+    int threads[8] = {1, 2}, nt = 2, widths[16] = {1, 2, 4, 8, 16}, nw = 5;
+    int plen = 512, gen = 64, reps = 3;
+    bool json = false;
+    static const struct option lo[] = {
+        {"model", 1, 0, 'm'}, {"threads", 1, 0, 't'}, {"prompt", 1, 0, 'p'}, {"gen", 1, 0, 'n'},
+        {"widths", 1, 0, 'w'}, {"reps", 1, 0, 'r'}, {"llama-bench", 1, 0, 'L'},
+        {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "m:t:p:n:w:r:L:jh", lo, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 't': nt = parse_list(optarg, threads, 8); break;
+        case 'w': nw = parse_list(optarg, widths, 16); break;
+        case 'p': plen = atoi(optarg); break;
+        case 'n': gen = atoi(optarg); break;
+        case 'r': reps = atoi(optarg); break;
+        case 'L': lb = optarg; break;
+        case 'j': json = true; break;
+        default:
+            fprintf(stderr, "usage: gen -m MODEL [-t 1,2] [--prompt N] [--gen N] [--widths 1,2,4] "
+                            "[--reps N] [--llama-bench PATH] [--json]\n");
+            return c == 'h' ? 0 : 2;
+        }
+    }
+    if (!model || nt < 1 || nw < 1 || plen < 1 || gen < 2 || reps < 1) {
+        fprintf(stderr, "gen: give -m MODEL and valid lists (see --help)\n");
+        return 2;
+    }
+    struct ob_model *m;
+    if (ob_model_open(model, &m)) {
+        fprintf(stderr, "gen: %s\n", ob_errmsg());
+        return 3;
+    }
+    int n_vocab = (int)ob_model_hparams(m)->n_vocab, maxw = 1;
+    for (int i = 0; i < nw; i++)
+        maxw = widths[i] > maxw ? widths[i] : maxw;
+    int32_t *prompt = malloc((size_t)plen * sizeof *prompt);
+    for (int i = 0; i < plen; i++)
+        prompt[i] = (int32_t)((i * 7919 + 13) % n_vocab);
+    if (!json)
+        printf("model %s\n%-8s %10s %10s  %s\n", model, "threads", "prefill", "decode",
+               "aggregate decode tok/s at widths (speed-up over width 1)");
+    for (int ti = 0; ti < nt; ti++) {
+        struct ob_ctx *ctx;
+        struct ob_engine *e;
+        struct ob_ctx_params cp = {"cpu", threads[ti], maxw, plen + gen + 16, 512};
+        struct ob_engine_params ep = {1, 0};
+        if (ob_ctx_new(m, &cp, &ctx) || ob_engine_new(ctx, &ep, &e)) {
+            fprintf(stderr, "gen: %s\n", ob_errmsg());
+            return 5;
+        }
+        double pre = 0, dec[16] = {0};
+        for (int r = 0; r < reps; r++) {
+            double t = prefill_once(e, prompt, plen);
+            if (t > 0 && (pre == 0 || plen / t > pre))
+                pre = plen / t;
+        }
+        ob_engine_free(e);
+        for (int wi = 0; wi < nw; wi++) {
+            struct ob_engine_params ew = {widths[wi], 0};
+            if (ob_engine_new(ctx, &ew, &e))
+                return 5;
+            for (int r = 0; r < reps; r++) {
+                double v = decode_once(e, widths[wi], gen, n_vocab);
+                if (v > dec[wi])
+                    dec[wi] = v;
+            }
+            ob_engine_free(e);
+        }
+        double lpp = -1, ltg = -1;
+        if (lb)
+            llama_bench(lb, model, threads[ti], plen, gen, reps, &lpp, &ltg);
+        if (json) {
+            printf("{\"model\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"prefill_tps\":%.2f", model,
+                   threads[ti], ob_ctx_isa(ctx), pre);
+            for (int wi = 0; wi < nw; wi++)
+                printf(",\"decode_tps_w%d\":%.2f", widths[wi], dec[wi]);
+            if (lb)
+                printf(",\"llama_prefill_tps\":%.2f,\"llama_decode_tps\":%.2f", lpp, ltg);
+            printf("}\n");
+        } else {
+            printf("%-8d %10.1f %10.1f ", threads[ti], pre, dec[0]);
+            for (int wi = 0; wi < nw; wi++)
+                printf(" w%d %.1f (x%.2f)", widths[wi], dec[wi], dec[0] > 0 ? dec[wi] / dec[0] : 0);
+            printf("\n");
+            if (lb) {
+                if (lpp > 0 && ltg > 0)
+                    printf("%-8s %10.1f %10.1f   llama-bench (this file); 1b/llama.cpp: prefill "
+                           "x%.2f, decode x%.2f\n", "llama", lpp, ltg, pre / lpp, dec[0] / ltg);
+                else
+                    printf("%-8s llama-bench could not run on this file\n", "llama");
+            }
+        }
+        fflush(stdout);
+        ob_ctx_free(ctx);
+    }
+    free(prompt);
+    ob_model_close(m);
+    return 0;
+}

@@ -1,0 +1,221 @@
+/*
+ * engine.c — unit tests of the batching engine (TAP):   engine MODEL
+ *
+ *  - the barrier: N identical copies released into the same steps, R rounds, at widths 1, 2,
+ *    4 and 8: every copy's fingerprint (token ids + logprob bits) is printed and must equal
+ *    the solo run's;
+ *  - teacher forcing: scoring the greedy continuation reproduces its logprobs bit for bit;
+ *  - cancellation of waiting and running requests; max_tokens 0; a prompt that does not fit.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "tok.h"
+
+static int n_test, n_fail;
+
+static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ok(int cond, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s %d - ", cond ? "ok" : "not ok", ++n_test);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    if (!cond)
+        n_fail++;
+}
+
+/* FNV-1a over token ids and logprob bits */
+static uint64_t fingerprint(const struct ob_token_info *t, int n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) {
+        uint32_t v[2];
+        v[0] = (uint32_t)t[i].id;
+        memcpy(&v[1], &t[i].logprob, 4);
+        const unsigned char *p = (const unsigned char *)v;
+        for (int k = 0; k < 8; k++)
+            h = (h ^ p[k]) * 1099511628211ull;
+        for (int k = 0; k < t[i].n_top; k++) {
+            uint32_t w[2] = {(uint32_t)t[i].top[k].id, 0};
+            memcpy(&w[1], &t[i].top[k].logprob, 4);
+            p = (const unsigned char *)w;
+            for (int q = 0; q < 8; q++)
+                h = (h ^ p[q]) * 1099511628211ull;
+        }
+    }
+    return h;
+}
+
+struct collect {
+    uint64_t solo;
+    int copies, same, rounds_seen;
+    struct ob_token_info toks[256];
+    int n;
+};
+
+static void on_copy(void *user, int round, int copy, const struct ob_finish *f,
+                    const struct ob_token_info *toks, int n)
+{
+    struct collect *c = user;
+    uint64_t fp = fingerprint(toks, n);
+    printf("#   round %d copy %d: %d tokens, fingerprint %016llx\n", round, copy, n,
+           (unsigned long long)fp);
+    if (!c->solo) {
+        c->solo = fp;
+        c->n = n < 256 ? n : 256;
+        memcpy(c->toks, toks, (size_t)c->n * sizeof *toks);
+    }
+    c->copies++;
+    c->same += fp == c->solo;
+}
+
+struct result {
+    int reason, n_gen;
+    struct ob_token_info toks[256];
+    int n;
+};
+
+static void r_token(void *u, uint64_t h, const struct ob_token_info *t)
+{
+    struct result *r = u;
+    if (r->n < 256)
+        r->toks[r->n++] = *t;
+}
+
+static void r_finish(void *u, uint64_t h, const struct ob_finish *f)
+{
+    struct result *r = u;
+    r->reason = f->reason;
+    r->n_gen = f->n_gen;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: engine MODEL\n");
+        return 2;
+    }
+    struct ob_model *m;
+    struct ob_ctx *ctx;
+    struct ob_engine *e;
+    if (ob_model_open(argv[1], &m)) {
+        printf("not ok 1 - open: %s\n1..1\n", ob_errmsg());
+        return 1;
+    }
+    struct ob_ctx_params cp = {"cpu", 2, 9, 512, 256};
+    struct ob_engine_params ep = {8, 64};
+    if (ob_ctx_new(m, &cp, &ctx) || ob_engine_new(ctx, &ep, &e)) {
+        printf("not ok 1 - context: %s\n1..1\n", ob_errmsg());
+        return 1;
+    }
+    const struct ob_tok *tok = ob_model_tok(m);
+    int32_t *ids, prompt[64];
+    size_t n;
+    ob_tok_encode(tok, "Once upon a time", 16, false, &ids, &n);
+    int np = 0;
+    if (ob_tok_add_bos(tok))
+        prompt[np++] = ob_tok_bos(tok);
+    for (size_t i = 0; i < n; i++)
+        prompt[np++] = ids[i];
+    free(ids);
+    struct ob_request r = {.prompt = prompt, .n_prompt = np, .sampling = OB_SAMPLING_GREEDY,
+                           .max_tokens = 32, .top_logprobs = 3, .cache_prompt = false};
+    struct ob_request rs = r;                    /* a sampled one */
+    rs.sampling.temperature = 0.9f;
+    rs.sampling.seed = 11;
+
+    static const int widths[] = {1, 2, 4, 8};
+    for (int s = 0; s < 2; s++) {
+        struct collect c = {0};
+        for (size_t w = 0; w < 4; w++) {
+            printf("# %s, width %d, 3 rounds\n", s ? "sampled" : "greedy", widths[w]);
+            if (ob_barrier_run(e, s ? &rs : &r, widths[w], 3, on_copy, &c))
+                printf("# barrier: %s\n", ob_errmsg());
+        }
+        ok(c.copies == 3 * (1 + 2 + 4 + 8) && c.same == c.copies,
+           "%s: %d of %d copies over widths 1, 2, 4, 8 x 3 rounds have the solo fingerprint",
+           s ? "sampled" : "greedy", c.same, c.copies);
+        if (s == 0) {
+            /* teacher forcing reproduces the greedy tokens' logprobs */
+            int32_t forced[256];
+            for (int i = 0; i < c.n; i++)
+                forced[i] = c.toks[i].id;
+            struct result res = {0};
+            struct ob_request q = r;
+            q.forced = forced;
+            q.n_forced = c.n;
+            q.on_token = r_token;
+            q.on_finish = r_finish;
+            q.user = &res;
+            q.cache_prompt = true;
+            ob_engine_submit(e, &q, NULL);
+            ob_engine_run(e);
+            int same = res.n == c.n;
+            for (int i = 0; same && i < c.n; i++)
+                same = res.toks[i].id == c.toks[i].id &&
+                       memcmp(&res.toks[i].logprob, &c.toks[i].logprob, 4) == 0 &&
+                       res.toks[i].n_top == c.toks[i].n_top &&
+                       memcmp(res.toks[i].top, c.toks[i].top, sizeof c.toks[i].top[0] * 3) == 0;
+            ok(same, "scoring the greedy continuation reproduces its %d logprobs and top lists",
+               c.n);
+            /* forcing other tokens: the sampled continuation scored greedily-decoded context */
+            struct result res2 = {0};
+            q.user = &res2;
+            for (int i = 0; i < c.n; i++)
+                forced[i] = (c.toks[i].id + 1) % (int32_t)ob_model_hparams(m)->n_vocab;
+            ob_engine_submit(e, &q, NULL);
+            ob_engine_run(e);
+            int diff = res2.n == c.n && res2.toks[0].id == forced[0];
+            ok(diff && res2.reason == OB_FINISH_LENGTH, "forced tokens are taken as given");
+        }
+    }
+
+    /* cancellation: one waiting, one running */
+    struct result a = {0}, b = {0};
+    struct ob_request qa = r, qb = r;
+    qa.max_tokens = qb.max_tokens = 200;
+    qa.on_token = qb.on_token = r_token;
+    qa.on_finish = qb.on_finish = r_finish;
+    qa.user = &a;
+    qb.user = &b;
+    uint64_t ha, hb;
+    ob_engine_submit(e, &qa, &ha);
+    ob_engine_step(e);
+    ob_engine_step(e);
+    ob_engine_submit(e, &qb, &hb);
+    ob_engine_cancel(e, hb);
+    ob_engine_cancel(e, ha);
+    ob_engine_run(e);
+    ok(a.reason == OB_FINISH_CANCELLED && a.n_gen > 0 && a.n_gen < 200 &&
+       b.reason == OB_FINISH_CANCELLED && b.n_gen == 0,
+       "cancelling a running and a waiting request (%d and %d tokens)", a.n_gen, b.n_gen);
+
+    struct result z = {0};
+    struct ob_request qz = r;
+    qz.max_tokens = 0;
+    qz.on_token = r_token;
+    qz.on_finish = r_finish;
+    qz.user = &z;
+    ob_engine_submit(e, &qz, NULL);
+    ob_engine_run(e);
+    ok(z.reason == OB_FINISH_LENGTH && z.n == 0, "max_tokens 0 prefills and stops");
+
+    static int32_t big[600];
+    struct ob_request qbig = r;
+    qbig.prompt = big;
+    qbig.n_prompt = 600;
+    ok(ob_engine_submit(e, &qbig, NULL) == OB_ERANGE,
+       "a prompt longer than the context is refused (%s)", ob_errmsg());
+
+    ob_engine_free(e);
+    ob_ctx_free(ctx);
+    ob_model_close(m);
+    printf("1..%d\n", n_test);
+    return n_fail ? 1 : 0;
+}
