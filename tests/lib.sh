@@ -5,7 +5,8 @@
 #   check "desc" cmd args...  run a command, ok if it exits 0
 #   check_exit N "desc" cmd   ok if the command exits with status N
 #   check_same "desc" A B     ok if files A and B are byte-identical (prints a diff otherwise)
-#   skip "desc" "reason"      a skipped check (reason "no device" for missing hardware)
+#   skip "desc" "reason"      a skipped check; scripts/check fails every skip except those
+#                             whose reason starts "no device" or "optional toolchain"
 #   need_python MOD...        true if the test python has the modules; else returns 1
 #
 # Paths: $OB_TOP (repo root), $BIN (built commands), $UNIT (unit tests), $T (a scratch dir
