@@ -12,11 +12,13 @@
 #include <string.h>
 
 #include "backend.h"
+#include "kernels/ops.h"
 
 struct ob_be {
     const struct ob_model *m;
     struct ob_be_params p;
     const struct ob_kernel_table *kt;
+    const struct ob_ops *ops;
     struct ob_pool *pool;
     int width[OB_BCOUNT];
     float *buf[OB_BCOUNT];
@@ -70,6 +72,7 @@ static int cpu_open(const struct ob_model *m, const struct ob_be_params *p, stru
     be->m = m;
     be->p = *p;
     be->kt = ob_kernels(p->isa);
+    be->ops = ob_ops(p->isa);
     int e = ob_pool_new(p->n_threads, &be->pool);
     if (e) {
         free(be);
@@ -278,7 +281,7 @@ static void att_task(void *ctx, int task, int thread)
     const float *q = be->buf[OB_BQ] + (size_t)i * be->width[OB_BQ] + (size_t)h * hd;
     float *out = be->buf[OB_BATT] + (size_t)i * be->width[OB_BATT] + (size_t)h * hd;
     int nk = j->pos[i] + 1;
-    ob_attn_head(q, k, v, be->kvw, nk, hd, j->scale, s, s + be->p.n_ctx, out);
+    be->ops->attn_head(q, k, v, be->kvw, nk, hd, j->scale, s, s + be->p.n_ctx, out);
 }
 
 static int cpu_attention(struct ob_be *be, int l, const int32_t *seq, const int32_t *pos, int n)
@@ -292,10 +295,7 @@ static int cpu_attention(struct ob_be *be, int l, const int32_t *seq, const int3
 
 static int cpu_swiglu(struct ob_be *be, int n)
 {
-    float *g = be->buf[OB_BGATE], *u = be->buf[OB_BUP];
-    size_t len = (size_t)n * (size_t)be->width[OB_BGATE];
-    for (size_t i = 0; i < len; i++)
-        g[i] = ob_silu(g[i]) * u[i];
+    be->ops->swiglu(be->buf[OB_BGATE], be->buf[OB_BUP], (size_t)n * (size_t)be->width[OB_BGATE]);
     be->version[OB_BGATE]++;
     return 0;
 }

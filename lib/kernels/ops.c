@@ -1,0 +1,42 @@
+/*
+ * ops.c — scalar versions of the elementwise and attention kernels (thin loops over arith.h)
+ * and the per-ISA tables.
+ */
+#include <pthread.h>
+
+#include "arith.h"
+#include "kernels.h"
+#include "ops.h"
+
+static void exp_ref(const float *x, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = ob_expf(x[i]);
+}
+
+static void swiglu_ref(float *g, const float *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        g[i] = ob_silu(g[i]) * u[i];
+}
+
+static struct ob_ops tables[OB_ISA_COUNT];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+#if !defined(__x86_64__)
+void ob_ops_avx2(struct ob_ops *t) { (void)t; }
+#endif
+
+static void init(void)
+{
+    tables[OB_ISA_SCALAR] = (struct ob_ops){exp_ref, swiglu_ref, ob_attn_head};
+    tables[OB_ISA_AVX2] = tables[OB_ISA_SCALAR];
+    ob_ops_avx2(&tables[OB_ISA_AVX2]);
+    tables[OB_ISA_AVX512] = tables[OB_ISA_AVX2];
+}
+
+const struct ob_ops *ob_ops(int isa)
+{
+    pthread_once(&once, init);
+    return &tables[isa < 0 || isa >= OB_ISA_COUNT ? OB_ISA_SCALAR : isa];
+}

@@ -1,0 +1,26 @@
+/*
+ * ops.h — the cpu route's elementwise and attention kernels (not matmuls), with their ISA
+ * dispatch. References: ob_expf, ob_silu and ob_attn_head in lib/arith.h; every version here
+ * must equal them bit for bit (tests/unit/ops.c).
+ */
+#ifndef OB_OPS_H
+#define OB_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ob_ops {
+    /* y[i] = ob_expf(x[i]) (y may alias x) */
+    void (*exp)(const float *x, float *y, size_t n);
+    /* g[i] = ob_silu(g[i]) * u[i] */
+    void (*swiglu)(float *g, const float *u, size_t n);
+    /* ob_attn_head */
+    void (*attn_head)(const float *q, const uint16_t *k, const uint16_t *v, long kv_stride, int n,
+                      int hd, float scale, float *s, float *oc, float *out);
+};
+
+/* the table of an ISA level (enum ob_isa); levels without their own fall back to the one below */
+const struct ob_ops *ob_ops(int isa);
+void ob_ops_avx2(struct ob_ops *t);
+
+#endif

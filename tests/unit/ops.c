@@ -1,0 +1,134 @@
+/*
+ * ops.c — the elementwise and attention kernels (lib/kernels/ops*.c) against their references
+ * in lib/arith.h, bit for bit, at every ISA level this CPU has (TAP):
+ *  - exp over a dense sweep of float bit patterns in [-110, 95] plus NaN, +-Inf, the overflow
+ *    and underflow thresholds and their neighbours, and results that are subnormal;
+ *  - swiglu on random and extreme inputs;
+ *  - the attention head for head dimensions 32, 64, 96, 128 (and 16, which takes the
+ *    reference) over 1..700 keys, fp16 caches with a stride.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/ops.h"
+
+static int n_test, n_fail;
+
+static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ok(int cond, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s %d - ", cond ? "ok" : "not ok", ++n_test);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    if (!cond)
+        n_fail++;
+}
+
+static uint64_t rng = 99;
+static uint64_t next(void)
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float frand(float s)
+{
+    return (float)((int64_t)(next() >> 40) - (1 << 23)) / (float)(1 << 23) * s;
+}
+
+int main(void)
+{
+    int n_isa = ob_isa_best() + 1;
+    const struct ob_ops *ref = ob_ops(OB_ISA_SCALAR);
+    enum { N = 1 << 20 };
+    static float x[N], y0[N], y1[N];
+    for (int isa = 1; isa < n_isa; isa++) {
+        const struct ob_ops *o = ob_ops(isa);
+        long bad = 0, total = 0;
+        /* every 64th float in [-110, 95], in batches */
+        size_t n = 0;
+        for (uint32_t u = 0;; u += 64) {
+            float f = ob_f32_from_bits(u);
+            for (int sg = 0; sg < 2; sg++, f = -f)
+                if (f > -110.0f && f < 95.0f)
+                    x[n++] = f;
+            if (n > N - 4 || u >= 0x80000000u - 64) {
+                ref->exp(x, y0, n);
+                o->exp(x, y1, n);
+                for (size_t i = 0; i < n; i++)
+                    bad += memcmp(&y0[i], &y1[i], 4) != 0;
+                total += (long)n;
+                n = 0;
+                if (u >= 0x80000000u - 64)
+                    break;
+            }
+        }
+        static const float edges[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f,
+                                      88.72283935546875f, 88.7228317f, 88.7228394f, 88.0f, 89.0f,
+                                      -103.972084045410f, -103.972076f, -103.97209f, -87.3f,
+                                      -100.0f, -126.0f, -149.0f, 1e-30f, -1e-30f};
+        size_t ne = sizeof edges / sizeof edges[0];
+        memcpy(x, edges, sizeof edges);
+        ref->exp(x, y0, ne);
+        o->exp(x, y1, ne);
+        for (size_t i = 0; i < ne; i++)
+            bad += memcmp(&y0[i], &y1[i], 4) != 0;
+        total += (long)ne;
+        ok(bad == 0, "%s exp: %ld values (dense sweep, specials, thresholds) equal ob_expf",
+           ob_isa_name(isa), total);
+
+        bad = 0;
+        for (int it = 0; it < 50; it++) {
+            size_t m = 1 + next() % 5000;
+            static float u[8192];
+            for (size_t i = 0; i < m; i++) {
+                x[i] = it % 5 == 0 ? frand(200.0f) : frand(8.0f);
+                u[i] = frand(4.0f);
+                y0[i] = y1[i] = x[i];
+            }
+            if (it == 3) {
+                y0[0] = y1[0] = NAN;
+                y0[1] = y1[1] = INFINITY;
+                y0[2] = y1[2] = -INFINITY;
+            }
+            ref->swiglu(y0, u, m);
+            o->swiglu(y1, u, m);
+            bad += memcmp(y0, y1, m * sizeof(float)) != 0;
+        }
+        ok(bad == 0, "%s swiglu: 50 rows equal ob_silu(g) * u", ob_isa_name(isa));
+
+        bad = 0;
+        static const int hds[] = {16, 32, 64, 96, 128};
+        static uint16_t kc[700 * 4 * 128], vc[700 * 4 * 128];
+        static float q[128], s[700 + 300], oc[512], out0[128], out1[128];
+        for (int it = 0; it < 60; it++) {
+            int hd = hds[it % 5], nk = 1 + (int)(next() % 700);
+            long stride = (long)hd * (1 + it % 4);
+            for (long i = 0; i < (long)nk * stride; i++) {
+                kc[i] = ob_f32_to_fp16(frand(it % 7 == 0 ? 40.0f : 2.0f));
+                vc[i] = ob_f32_to_fp16(frand(3.0f));
+            }
+            for (int d = 0; d < hd; d++)
+                q[d] = frand(2.0f);
+            float scale = 1.0f / sqrtf((float)hd);
+            ref->attn_head(q, kc, vc, stride, nk, hd, scale, s, oc, out0);
+            o->attn_head(q, kc, vc, stride, nk, hd, scale, s, oc, out1);
+            bad += memcmp(out0, out1, (size_t)hd * sizeof(float)) != 0;
+        }
+        ok(bad == 0, "%s attention head: 60 cases, head dims 16-128, 1-700 keys, strided caches",
+           ob_isa_name(isa));
+    }
+    if (n_isa == 1)
+        printf("ok 1 - # SKIP no device: this CPU has no SIMD level beyond scalar\n"), n_test++;
+    printf("1..%d\n", n_test);
+    return n_fail ? 1 : 0;
+}
