@@ -18,6 +18,7 @@
  * same bits as one pass would.
  */
 #include <math.h>
+#include <sys/sysinfo.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,18 @@ int ob_ctx_new(struct ob_model *m, const struct ob_ctx_params *p, struct ob_ctx 
     if (m->hp.n_ctx_train && (uint32_t)p->n_ctx > m->hp.n_ctx_train)
         return ob_seterr(OB_ERANGE, "context of %d positions exceeds the model's %u",
                          p->n_ctx, m->hp.n_ctx_train);
+    /* the KV cache is budgeted up front: all slots at full length must fit in memory (the
+     * cpu route keeps fp16 keys and values, the ref route float64) */
+    uint64_t kv = ob_ctx_kv_bytes(m, p->n_slots, p->n_ctx) * (ops == &ob_be_ref ? 4 : 1);
+    struct sysinfo si;
+    if (sysinfo(&si) == 0) {
+        uint64_t ram = (uint64_t)si.totalram * si.mem_unit;
+        if (kv > ram / 10 * 8)
+            return ob_seterr(OB_ENOMEM, "a KV cache for %d slots of %d positions needs %.1f GiB, "
+                             "more than 80%% of the %.1f GiB of memory: lower the context or the "
+                             "slots", p->n_slots, p->n_ctx, (double)kv / (1 << 30),
+                             (double)ram / (1 << 30));
+    }
     struct ob_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return ob_seterr(OB_ENOMEM, "out of memory");
