@@ -120,27 +120,6 @@ fail:
     return e;
 }
 
-static const struct ob_matrix *weight(const struct ob_be *be, int l, int role)
-{
-    const struct ob_layer *L = &be->m->layers[l];
-    switch (role) {
-    case OB_W_Q: return &L->wq;
-    case OB_W_K: return &L->wk;
-    case OB_W_V: return &L->wv;
-    case OB_W_O: return &L->wo;
-    case OB_W_GATE: return &L->w_gate;
-    case OB_W_UP: return &L->w_up;
-    case OB_W_DOWN: return &L->w_down;
-    }
-    return NULL;
-}
-
-static const float *bias(const struct ob_be *be, int l, int role)
-{
-    const struct ob_layer *L = &be->m->layers[l];
-    return role == OB_W_Q ? L->bq : role == OB_W_K ? L->bk : role == OB_W_V ? L->bv : NULL;
-}
-
 static int cpu_embed(struct ob_be *be, const int32_t *tok, int n)
 {
     const struct ob_matrix *w = &be->m->tok_embd;
@@ -199,13 +178,13 @@ static int quantised(struct ob_be *be, int src, uint32_t wtype, int k, int n)
 
 static int cpu_matmul(struct ob_be *be, int l, int role, int src, int dst, int n)
 {
-    const struct ob_matrix *w = weight(be, l, role);
+    const struct ob_matrix *w = ob_layer_matrix(be->m, l, role);
     quantised(be, src, w->type, w->k, n);
     int e = ob_matmul(be->pool, be->p.isa, w, be->xq, be->xq_stride, n, be->buf[dst],
                       (size_t)be->width[dst]);
     if (e)
         return e;
-    const float *b = bias(be, l, role);
+    const float *b = ob_layer_bias(be->m, l, role);
     if (b)
         for (int i = 0; i < n; i++) {
             float *y = be->buf[dst] + (size_t)i * w->n;

@@ -173,27 +173,6 @@ oom:
     return e;
 }
 
-static const struct ob_matrix *weight(const struct ob_be *be, int l, int role)
-{
-    const struct ob_layer *L = &be->m->layers[l];
-    switch (role) {
-    case OB_W_Q: return &L->wq;
-    case OB_W_K: return &L->wk;
-    case OB_W_V: return &L->wv;
-    case OB_W_O: return &L->wo;
-    case OB_W_GATE: return &L->w_gate;
-    case OB_W_UP: return &L->w_up;
-    case OB_W_DOWN: return &L->w_down;
-    }
-    return NULL;
-}
-
-static const float *bias(const struct ob_be *be, int l, int role)
-{
-    const struct ob_layer *L = &be->m->layers[l];
-    return role == OB_W_Q ? L->bq : role == OB_W_K ? L->bk : role == OB_W_V ? L->bv : NULL;
-}
-
 /* ---- matmul ---------------------------------------------------------------------------------- */
 
 struct gemm_job {
@@ -277,13 +256,13 @@ static int gemm(struct ob_be *be, const struct ob_matrix *w, double *x, int M,
 
 static int ref_matmul(struct ob_be *be, int l, int role, int src, int dst, int n)
 {
-    const struct ob_matrix *w = weight(be, l, role);
+    const struct ob_matrix *w = ob_layer_matrix(be->m, l, role);
     if (!w || w->k != be->width[src] || w->n != be->width[dst])
         return ob_seterr(OB_EINTERNAL, "ref route: matmul role %d does not fit its buffers", role);
     int e = gemm(be, w, be->buf[src], n, be->buf[dst], (size_t)be->width[dst], NULL, 0);
     if (e)
         return e;
-    const float *b = bias(be, l, role);
+    const float *b = ob_layer_bias(be->m, l, role);
     if (b)
         for (int i = 0; i < n; i++) {
             double *y = be->buf[dst] + (size_t)i * (size_t)w->n;

@@ -70,6 +70,28 @@ struct ob_be_ops {
     int (*kv_copy)(struct ob_be *be, int dst, int src, int n_pos);
 };
 
+/* the matrix of a role in layer l, and its bias (NULL when the model has none) */
+static inline const struct ob_matrix *ob_layer_matrix(const struct ob_model *m, int l, int role)
+{
+    const struct ob_layer *L = &m->layers[l];
+    switch (role) {
+    case OB_W_Q: return &L->wq;
+    case OB_W_K: return &L->wk;
+    case OB_W_V: return &L->wv;
+    case OB_W_O: return &L->wo;
+    case OB_W_GATE: return &L->w_gate;
+    case OB_W_UP: return &L->w_up;
+    case OB_W_DOWN: return &L->w_down;
+    }
+    return NULL;
+}
+
+static inline const float *ob_layer_bias(const struct ob_model *m, int l, int role)
+{
+    const struct ob_layer *L = &m->layers[l];
+    return role == OB_W_Q ? L->bq : role == OB_W_K ? L->bk : role == OB_W_V ? L->bv : NULL;
+}
+
 extern const struct ob_be_ops ob_be_cpu;
 extern const struct ob_be_ops ob_be_ref;
 
