@@ -104,7 +104,9 @@ static int cpu_open(const struct ob_model *m, const struct ob_be_params *p, stru
     if ((e = ob_rope_tables(hp, p->n_ctx, &be->rope_cs, &be->rope_sn)))
         goto fail;
     /* attention scratch per (row, head) task: scores for n_ctx keys + 2 * hd chunk sums */
-    be->scratch_per_task = (size_t)p->n_ctx + 2 * (size_t)hd + 16;
+    /* attention scratch per thread: scores of a group's heads for n_ctx keys, 2 hd sums each */
+    size_t group = hp->n_head / hp->n_head_kv;
+    be->scratch_per_task = group * ((size_t)p->n_ctx + 2 * (size_t)hd) + 16;
     be->scratch = malloc(be->scratch_per_task * (size_t)p->n_threads * sizeof(float));
     be->logit_x = malloc(R * (size_t)E * sizeof(float));
     be->logit_q = malloc(R * (size_t)E * sizeof(float));
@@ -247,27 +249,29 @@ struct att_job {
     float scale;
 };
 
+/* one task: the query heads of row i that share kv head g */
 static void att_task(void *ctx, int task, int thread)
 {
     const struct att_job *j = ctx;
     struct ob_be *be = j->be;
     const struct ob_hparams *hp = &be->m->hp;
-    int hd = (int)hp->head_dim, nh = (int)hp->n_head;
-    int i = task / nh, h = task % nh, g = h / (int)(hp->n_head / hp->n_head_kv);
+    int hd = (int)hp->head_dim, nkv = (int)hp->n_head_kv, group = (int)(hp->n_head / hp->n_head_kv);
+    int i = task / nkv, g = task % nkv;
+    int nk = j->pos[i] + 1;
     float *s = be->scratch + (size_t)thread * be->scratch_per_task;
     const uint16_t *k = be->kc[j->l] + kv_at(be, j->seq[i], 0) + (size_t)g * hd;
     const uint16_t *v = be->vc[j->l] + kv_at(be, j->seq[i], 0) + (size_t)g * hd;
-    const float *q = be->buf[OB_BQ] + (size_t)i * be->width[OB_BQ] + (size_t)h * hd;
-    float *out = be->buf[OB_BATT] + (size_t)i * be->width[OB_BATT] + (size_t)h * hd;
-    int nk = j->pos[i] + 1;
-    be->ops->attn_head(q, k, v, be->kvw, nk, hd, j->scale, s, s + be->p.n_ctx, out);
+    const float *q = be->buf[OB_BQ] + (size_t)i * be->width[OB_BQ] + (size_t)g * group * hd;
+    float *out = be->buf[OB_BATT] + (size_t)i * be->width[OB_BATT] + (size_t)g * group * hd;
+    be->ops->attn_group(q, group, k, v, be->kvw, nk, hd, j->scale, s, s + (size_t)group * nk,
+                        out);
 }
 
 static int cpu_attention(struct ob_be *be, int l, const int32_t *seq, const int32_t *pos, int n)
 {
     const struct ob_hparams *hp = &be->m->hp;
     struct att_job j = {be, l, seq, pos, 1.0f / sqrtf((float)hp->head_dim)};
-    ob_pool_run(be->pool, att_task, &j, n * (int)hp->n_head);
+    ob_pool_run(be->pool, att_task, &j, n * (int)hp->n_head_kv);
     be->version[OB_BATT]++;
     return 0;
 }

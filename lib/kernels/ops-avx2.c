@@ -10,13 +10,16 @@
  * rounds once to the same RN(p * 2^k). NaN, overflow and underflow are blended in as the
  * reference returns them.
  *
- * attention: scores are the reference's 32-partial fmaf dot (four registers of 8 partials)
- * for head dimensions that are multiples of 32 (others take the reference); the value sums
- * run lane-wise over the head dimension with fmadd in increasing key order, exactly the
- * reference's per-dimension fmaf chain; chunk and final sums are scalar in its order.
+ * attention: two query heads of a group share every key and value load. Scores are the
+ * reference's 32-partial fmaf dot (four registers of 8 partials), folded for 8 keys at once
+ * after a transpose, for head dimensions that are multiples of 32 (others take the
+ * reference); the value sums run lane-wise over the head dimension with fmadd in increasing
+ * key order, exactly the reference's per-dimension fmaf chain; chunk and final sums are
+ * scalar in its order.
  */
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
 
 #include "arith.h"
 #include "ops.h"
@@ -75,73 +78,169 @@ static inline __m256 load_h(const uint16_t *p)
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-/* ob_fold32 of four registers: s = 16, 8, then 4, 2, 1 within one */
-static inline float fold32(__m256 p0, __m256 p1, __m256 p2, __m256 p3)
+/* 8x8 transpose: lane j of out[l] = lane l of in[j] */
+static inline void transpose8(const __m256 in[8], __m256 out[8])
 {
-    __m256 q = _mm256_add_ps(_mm256_add_ps(p0, p2), _mm256_add_ps(p1, p3));
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(q), _mm256_extractf128_ps(q, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+    __m256 t0 = _mm256_unpacklo_ps(in[0], in[1]), t1 = _mm256_unpackhi_ps(in[0], in[1]);
+    __m256 t2 = _mm256_unpacklo_ps(in[2], in[3]), t3 = _mm256_unpackhi_ps(in[2], in[3]);
+    __m256 t4 = _mm256_unpacklo_ps(in[4], in[5]), t5 = _mm256_unpackhi_ps(in[4], in[5]);
+    __m256 t6 = _mm256_unpacklo_ps(in[6], in[7]), t7 = _mm256_unpackhi_ps(in[6], in[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+    __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    out[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    out[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    out[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    out[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    out[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    out[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    out[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    out[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-static void attn_head_avx2(const float *q, const uint16_t *k, const uint16_t *v, long kv_stride,
-                           int n, int hd, float scale, float *s, float *oc, float *out)
+/*
+ * Scores of up to two heads against keys [t0, t0 + m), m <= 8. For each key the four
+ * registers of 32 partials fold by s = 16, 8 into one register (lane l: partials l and l + 8,
+ * l + 16, l + 24 in ob_fold32's order); the registers of 8 keys are transposed so that the
+ * remaining steps (4, 2, 1) run lane-wise, key j in lane j, in the reference's order.
+ */
+static inline void scores8(const float *qa, const float *qb, const uint16_t *k, long kv_stride,
+                           int t0, int m, int hd, float scale, float *sa, float *sb)
 {
-    if (hd % 32 || hd > 256) {
-        ob_attn_head(q, k, v, kv_stride, n, hd, scale, s, oc, out);
-        return;
-    }
-    /* fp16 keys convert exactly, so F16C loads equal ob_fp16_to_f32 on the finite values a
-     * cache holds; a NaN key gives NaN scores either way */
-    for (int t = 0; t < n; t++) {
-        const uint16_t *kr = k + (long)t * kv_stride;
-        __m256 p0 = _mm256_setzero_ps(), p1 = p0, p2 = p0, p3 = p0;
-        for (int i = 0; i < hd; i += 32) {
-            p0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_h(kr + i), p0);
-            p1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load_h(kr + i + 8), p1);
-            p2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 16), load_h(kr + i + 16), p2);
-            p3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 24), load_h(kr + i + 24), p3);
+    __m256 fa[8], fb[8], ta[8], tb[8];
+    for (int j = 0; j < 8; j++) {
+        if (j >= m) {
+            fa[j] = fb[j] = _mm256_setzero_ps();
+            continue;
         }
-        s[t] = fold32(p0, p1, p2, p3) * scale;
+        const uint16_t *kr = k + (long)(t0 + j) * kv_stride;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        for (int i = 0; i < hd; i += 32) {
+            __m256 k0 = load_h(kr + i), k1 = load_h(kr + i + 8);
+            __m256 k2 = load_h(kr + i + 16), k3 = load_h(kr + i + 24);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qa + i), k0, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qa + i + 8), k1, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(qa + i + 16), k2, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(qa + i + 24), k3, a3);
+            if (qb) {
+                b0 = _mm256_fmadd_ps(_mm256_loadu_ps(qb + i), k0, b0);
+                b1 = _mm256_fmadd_ps(_mm256_loadu_ps(qb + i + 8), k1, b1);
+                b2 = _mm256_fmadd_ps(_mm256_loadu_ps(qb + i + 16), k2, b2);
+                b3 = _mm256_fmadd_ps(_mm256_loadu_ps(qb + i + 24), k3, b3);
+            }
+        }
+        fa[j] = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+        fb[j] = _mm256_add_ps(_mm256_add_ps(b0, b2), _mm256_add_ps(b1, b3));
     }
-    float m = ob_max_f32(s, n);
-    for (int t = 0; t < n; t++)
-        s[t] = s[t] - m;
-    exp_avx2(s, s, (size_t)n);
-    float l = 0.0f, *o = oc + hd;
+    const __m256 sc = _mm256_set1_ps(scale);
+    float tmp[8];
+    for (int h = 0; h < (qb ? 2 : 1); h++) {
+        transpose8(h ? fb : fa, h ? tb : ta);
+        __m256 *T = h ? tb : ta;
+        __m256 e = _mm256_add_ps(_mm256_add_ps(T[0], T[4]), _mm256_add_ps(T[2], T[6]));
+        __m256 o = _mm256_add_ps(_mm256_add_ps(T[1], T[5]), _mm256_add_ps(T[3], T[7]));
+        _mm256_storeu_ps(tmp, _mm256_mul_ps(_mm256_add_ps(e, o), sc));
+        float *dst = (h ? sb : sa) + t0;
+        for (int j = 0; j < m; j++)
+            dst[j] = tmp[j];
+    }
+}
+
+/*
+ * Up to two heads sharing each key and value load. The reference per head: scores, max,
+ * e = exp(s - max), per chunk of OB_ATT_CHUNK keys the sum of e and the fmaf chains
+ * o_c[d] += e_t v_t[d] in key order, then l and o summed over chunks in order, out = o / l.
+ */
+static void attn_pair(const float *qa, const float *qb, const uint16_t *k, const uint16_t *v,
+                      long kv_stride, int n, int hd, float scale, float *sa, float *sb,
+                      float *oa, float *ob, float *outa, float *outb)
+{
+    for (int t0 = 0; t0 < n; t0 += 8)
+        scores8(qa, qb, k, kv_stride, t0, n - t0 < 8 ? n - t0 : 8, hd, scale, sa, sb);
+    float la = 0.0f, lb = 0.0f;
+    for (int h = 0; h < (qb ? 2 : 1); h++) {
+        float *s = h ? sb : sa, m = ob_max_f32(s, n);
+        for (int t = 0; t < n; t++)
+            s[t] = s[t] - m;
+        exp_avx2(s, s, (size_t)n);
+    }
     for (int d = 0; d < hd; d++)
-        o[d] = 0.0f;
+        oa[d] = ob[d] = 0.0f;
     for (int c0 = 0; c0 < n; c0 += OB_ATT_CHUNK) {
         int c1 = c0 + OB_ATT_CHUNK < n ? c0 + OB_ATT_CHUNK : n;
-        float lc = 0.0f;
-        for (int t = c0; t < c1; t++)
-            lc = lc + s[t];
-        l = l + lc;
-        /* o_c[d] = fmaf(e_t, v_t[d], o_c[d]) over t, 64 dimensions at a time */
-        for (int d0 = 0; d0 < hd; d0 += 64) {
-            int nd = hd - d0 < 64 ? (hd - d0) / 8 : 8;
-            __m256 acc[8];
-            for (int j = 0; j < nd; j++)
-                acc[j] = _mm256_setzero_ps();
+        float lca = 0.0f, lcb = 0.0f;
+        for (int t = c0; t < c1; t++) {
+            lca = lca + sa[t];
+            if (qb)
+                lcb = lcb + sb[t];
+        }
+        la = la + lca;
+        lb = lb + lcb;
+        for (int d0 = 0; d0 < hd; d0 += 32) {
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
             for (int t = c0; t < c1; t++) {
-                __m256 e = _mm256_set1_ps(s[t]);
                 const uint16_t *vr = v + (long)t * kv_stride + d0;
-                for (int j = 0; j < nd; j++)
-                    acc[j] = _mm256_fmadd_ps(e, load_h(vr + 8 * j), acc[j]);
+                __m256 v0 = load_h(vr), v1 = load_h(vr + 8), v2 = load_h(vr + 16), v3 = load_h(vr + 24);
+                __m256 ea = _mm256_set1_ps(sa[t]);
+                a0 = _mm256_fmadd_ps(ea, v0, a0);
+                a1 = _mm256_fmadd_ps(ea, v1, a1);
+                a2 = _mm256_fmadd_ps(ea, v2, a2);
+                a3 = _mm256_fmadd_ps(ea, v3, a3);
+                if (qb) {
+                    __m256 eb = _mm256_set1_ps(sb[t]);
+                    b0 = _mm256_fmadd_ps(eb, v0, b0);
+                    b1 = _mm256_fmadd_ps(eb, v1, b1);
+                    b2 = _mm256_fmadd_ps(eb, v2, b2);
+                    b3 = _mm256_fmadd_ps(eb, v3, b3);
+                }
             }
-            for (int j = 0; j < nd; j++)
-                _mm256_storeu_ps(o + d0 + 8 * j,
-                                 _mm256_add_ps(_mm256_loadu_ps(o + d0 + 8 * j), acc[j]));
+            _mm256_storeu_ps(oa + d0, _mm256_add_ps(_mm256_loadu_ps(oa + d0), a0));
+            _mm256_storeu_ps(oa + d0 + 8, _mm256_add_ps(_mm256_loadu_ps(oa + d0 + 8), a1));
+            _mm256_storeu_ps(oa + d0 + 16, _mm256_add_ps(_mm256_loadu_ps(oa + d0 + 16), a2));
+            _mm256_storeu_ps(oa + d0 + 24, _mm256_add_ps(_mm256_loadu_ps(oa + d0 + 24), a3));
+            if (qb) {
+                _mm256_storeu_ps(ob + d0, _mm256_add_ps(_mm256_loadu_ps(ob + d0), b0));
+                _mm256_storeu_ps(ob + d0 + 8, _mm256_add_ps(_mm256_loadu_ps(ob + d0 + 8), b1));
+                _mm256_storeu_ps(ob + d0 + 16, _mm256_add_ps(_mm256_loadu_ps(ob + d0 + 16), b2));
+                _mm256_storeu_ps(ob + d0 + 24, _mm256_add_ps(_mm256_loadu_ps(ob + d0 + 24), b3));
+            }
         }
     }
     for (int d = 0; d < hd; d++)
-        out[d] = o[d] / l;
+        outa[d] = oa[d] / la;
+    if (qb)
+        for (int d = 0; d < hd; d++)
+            outb[d] = ob[d] / lb;
+}
+
+static void attn_group_avx2(const float *q, int nq, const uint16_t *k, const uint16_t *v,
+                            long kv_stride, int n, int hd, float scale, float *s, float *oc,
+                            float *out)
+{
+    if (hd % 32 || hd > 256) {
+        for (int h = 0; h < nq; h++)
+            ob_attn_head(q + (size_t)h * hd, k, v, kv_stride, n, hd, scale, s + (size_t)h * n,
+                         oc, out + (size_t)h * hd);
+        return;
+    }
+    for (int h = 0; h < nq; h += 2) {
+        bool two = h + 1 < nq;
+        attn_pair(q + (size_t)h * hd, two ? q + (size_t)(h + 1) * hd : NULL, k, v, kv_stride, n,
+                  hd, scale, s + (size_t)h * n, two ? s + (size_t)(h + 1) * n : NULL, oc,
+                  oc + hd, out + (size_t)h * hd, two ? out + (size_t)(h + 1) * hd : NULL);
+    }
 }
 
 void ob_ops_avx2(struct ob_ops *t)
 {
     t->exp = exp_avx2;
     t->swiglu = swiglu_avx2;
-    t->attn_head = attn_head_avx2;
+    t->attn_group = attn_group_avx2;
 }

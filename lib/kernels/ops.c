@@ -20,6 +20,15 @@ static void swiglu_ref(float *g, const float *u, size_t n)
         g[i] = ob_silu(g[i]) * u[i];
 }
 
+static void attn_group_ref(const float *q, int nq, const uint16_t *k, const uint16_t *v,
+                           long kv_stride, int n, int hd, float scale, float *s, float *oc,
+                           float *out)
+{
+    for (int h = 0; h < nq; h++)
+        ob_attn_head(q + (size_t)h * hd, k, v, kv_stride, n, hd, scale, s + (size_t)h * n, oc,
+                     out + (size_t)h * hd);
+}
+
 static struct ob_ops tables[OB_ISA_COUNT];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -29,7 +38,7 @@ void ob_ops_avx2(struct ob_ops *t) { (void)t; }
 
 static void init(void)
 {
-    tables[OB_ISA_SCALAR] = (struct ob_ops){exp_ref, swiglu_ref, ob_attn_head};
+    tables[OB_ISA_SCALAR] = (struct ob_ops){exp_ref, swiglu_ref, attn_group_ref};
     tables[OB_ISA_AVX2] = tables[OB_ISA_SCALAR];
     ob_ops_avx2(&tables[OB_ISA_AVX2]);
     tables[OB_ISA_AVX512] = tables[OB_ISA_AVX2];

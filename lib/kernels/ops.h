@@ -14,9 +14,12 @@ struct ob_ops {
     void (*exp)(const float *x, float *y, size_t n);
     /* g[i] = ob_silu(g[i]) * u[i] */
     void (*swiglu)(float *g, const float *u, size_t n);
-    /* ob_attn_head */
-    void (*attn_head)(const float *q, const uint16_t *k, const uint16_t *v, long kv_stride, int n,
-                      int hd, float scale, float *s, float *oc, float *out);
+    /* ob_attn_head for nq query heads that share one key/value head (grouped-query
+     * attention): q and out hold nq heads of hd floats one after the other; s is scratch of
+     * nq * n floats, oc of 2 * nq * hd */
+    void (*attn_group)(const float *q, int nq, const uint16_t *k, const uint16_t *v,
+                       long kv_stride, int n, int hd, float scale, float *s, float *oc,
+                       float *out);
 };
 
 /* the table of an ISA level (enum ob_isa); levels without their own fall back to the one below */

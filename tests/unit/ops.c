@@ -109,23 +109,28 @@ int main(void)
         bad = 0;
         static const int hds[] = {16, 32, 64, 96, 128};
         static uint16_t kc[700 * 4 * 128], vc[700 * 4 * 128];
-        static float q[128], s[700 + 300], oc[512], out0[128], out1[128];
-        for (int it = 0; it < 60; it++) {
-            int hd = hds[it % 5], nk = 1 + (int)(next() % 700);
+        static float q[4 * 128], s[4 * 700 + 64], oc[8 * 128], out0[4 * 128], out1[4 * 128];
+        for (int it = 0; it < 80; it++) {
+            int hd = hds[it % 5], nk = 1 + (int)(next() % 700), nq = 1 + it % 4;
             long stride = (long)hd * (1 + it % 4);
             for (long i = 0; i < (long)nk * stride; i++) {
                 kc[i] = ob_f32_to_fp16(frand(it % 7 == 0 ? 40.0f : 2.0f));
                 vc[i] = ob_f32_to_fp16(frand(3.0f));
             }
-            for (int d = 0; d < hd; d++)
+            for (int d = 0; d < nq * hd; d++)
                 q[d] = frand(2.0f);
             float scale = 1.0f / sqrtf((float)hd);
-            ref->attn_head(q, kc, vc, stride, nk, hd, scale, s, oc, out0);
-            o->attn_head(q, kc, vc, stride, nk, hd, scale, s, oc, out1);
-            bad += memcmp(out0, out1, (size_t)hd * sizeof(float)) != 0;
+            ref->attn_group(q, nq, kc, vc, stride, nk, hd, scale, s, oc, out0);
+            o->attn_group(q, nq, kc, vc, stride, nk, hd, scale, s, oc, out1);
+            bad += memcmp(out0, out1, (size_t)(nq * hd) * sizeof(float)) != 0;
+            /* and each head alone is the reference's ob_attn_head */
+            for (int h = 0; h < nq; h++) {
+                ob_attn_head(q + h * hd, kc, vc, stride, nk, hd, scale, s, oc, out0);
+                bad += memcmp(out0, out1 + h * hd, (size_t)hd * sizeof(float)) != 0;
+            }
         }
-        ok(bad == 0, "%s attention head: 60 cases, head dims 16-128, 1-700 keys, strided caches",
-           ob_isa_name(isa));
+        ok(bad == 0, "%s attention: 80 groups of 1-4 heads, head dims 16-128, 1-700 keys, "
+           "strided caches, each head equal to ob_attn_head", ob_isa_name(isa));
     }
     if (n_isa == 1)
         printf("ok 1 - # SKIP no device: this CPU has no SIMD level beyond scalar\n"), n_test++;
