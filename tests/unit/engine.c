@@ -14,21 +14,8 @@
 
 #include "engine.h"
 #include "tok.h"
+#include "tap.h"
 
-static int n_test, n_fail;
-
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ok(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %d - ", cond ? "ok" : "not ok", ++n_test);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (!cond)
-        n_fail++;
-}
 
 /* FNV-1a over token ids and logprob bits */
 static uint64_t fingerprint(const struct ob_token_info *t, int n)
@@ -216,6 +203,5 @@ int main(int argc, char **argv)
     ob_engine_free(e);
     ob_ctx_free(ctx);
     ob_model_close(m);
-    printf("1..%d\n", n_test);
-    return n_fail ? 1 : 0;
+    return tap_done();
 }

@@ -14,21 +14,8 @@
 #include <unistd.h>
 
 #include "1b.h"
+#include "tap.h"
 
-static int n_test, n_fail;
-
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ok(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %d - ", cond ? "ok" : "not ok", ++n_test);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (!cond)
-        n_fail++;
-}
 
 /* ---- a byte builder for hand-made files ------------------------------------------------- */
 
@@ -397,6 +384,5 @@ int main(int argc, char **argv)
     const char *dir = argc > 1 ? argv[1] : ".";
     hostile();
     roundtrip(dir);
-    printf("1..%d\n", n_test);
-    return n_fail ? 1 : 0;
+    return tap_done();
 }

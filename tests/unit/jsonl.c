@@ -15,30 +15,9 @@
 #include <string.h>
 
 #include "1b.h"
+#include "tap.h"
 
-static int n_test, n_fail;
 
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ok(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %d - ", cond ? "ok" : "not ok", ++n_test);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (!cond)
-        n_fail++;
-}
-
-static uint64_t sm_state = 0x1234567;
-static uint64_t splitmix(void)
-{
-    uint64_t z = (sm_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static float from_bits(uint32_t u)
 {
@@ -102,7 +81,7 @@ static void floats(void)
     long bad = 0, n = 0;
     const long N = 2000000;
     for (long i = 0; i < N; i++, n++)
-        bad += f32_case((uint32_t)splitmix(), why, sizeof why, i % 8 == 0);
+        bad += f32_case((uint32_t)tap_rand(), why, sizeof why, i % 8 == 0);
     /* edges: zeros, subnormals, smallest/largest normals, around powers of ten */
     static const uint32_t edges[] = {0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007fffff,
                                      0x00800000, 0x7f7fffff, 0xff7fffff, 0x3f800000, 0x3f7fffff,
@@ -152,7 +131,7 @@ static void floats(void)
 
     long bad64 = 0;
     for (long i = 0; i < 1000000; i++) {
-        uint64_t u = splitmix();
+        uint64_t u = tap_rand();
         double d, back;
         memcpy(&d, &u, 8);
         if (isnan(d) || isinf(d))
@@ -243,8 +222,8 @@ static void reader(const char *dir)
 
 int main(int argc, char **argv)
 {
+    tap_seed(0x1234567);
     floats();
     reader(argc > 1 ? argv[1] : ".");
-    printf("1..%d\n", n_test);
-    return n_fail ? 1 : 0;
+    return tap_done();
 }

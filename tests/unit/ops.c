@@ -15,38 +15,18 @@
 
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
+#include "tap.h"
 
-static int n_test, n_fail;
 
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ok(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %d - ", cond ? "ok" : "not ok", ++n_test);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (!cond)
-        n_fail++;
-}
-
-static uint64_t rng = 99;
-static uint64_t next(void)
-{
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static float frand(float s)
 {
-    return (float)((int64_t)(next() >> 40) - (1 << 23)) / (float)(1 << 23) * s;
+    return (float)((int64_t)(tap_rand() >> 40) - (1 << 23)) / (float)(1 << 23) * s;
 }
 
 int main(void)
 {
+    tap_seed(99);
     int n_isa = ob_isa_best() + 1;
     const struct ob_ops *ref = ob_ops(OB_ISA_SCALAR);
     enum { N = 1 << 20 };
@@ -88,7 +68,7 @@ int main(void)
 
         bad = 0;
         for (int it = 0; it < 50; it++) {
-            size_t m = 1 + next() % 5000;
+            size_t m = 1 + tap_rand() % 5000;
             static float u[8192];
             for (size_t i = 0; i < m; i++) {
                 x[i] = it % 5 == 0 ? frand(200.0f) : frand(8.0f);
@@ -111,7 +91,7 @@ int main(void)
         static uint16_t kc[700 * 4 * 128], vc[700 * 4 * 128];
         static float q[4 * 128], s[4 * 700 + 64], oc[8 * 128], out0[4 * 128], out1[4 * 128];
         for (int it = 0; it < 80; it++) {
-            int hd = hds[it % 5], nk = 1 + (int)(next() % 700), nq = 1 + it % 4;
+            int hd = hds[it % 5], nk = 1 + (int)(tap_rand() % 700), nq = 1 + it % 4;
             long stride = (long)hd * (1 + it % 4);
             for (long i = 0; i < (long)nk * stride; i++) {
                 kc[i] = ob_f32_to_fp16(frand(it % 7 == 0 ? 40.0f : 2.0f));
@@ -134,6 +114,5 @@ int main(void)
     }
     if (n_isa == 1)
         printf("ok 1 - # SKIP no device: this CPU has no SIMD level beyond scalar\n"), n_test++;
-    printf("1..%d\n", n_test);
-    return n_fail ? 1 : 0;
+    return tap_done();
 }

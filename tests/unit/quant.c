@@ -18,22 +18,8 @@
 
 #include "1b.h"
 #include "quant.h"
+#include "tap.h"
 
-static int n_test, n_fail;
-
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ok(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    n_test++;
-    if (!cond)
-        n_fail++;
-    printf("%sok %d - ", cond ? "" : "not ", n_test);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-}
 
 /* splitmix64: a seeded generator that is the same everywhere */
 static uint64_t rng_state;
@@ -514,6 +500,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: quant [rmse]\n");
         return 2;
     }
-    printf("1..%d\n", n_test);
-    return n_fail ? 1 : 0;
+    return tap_done();
 }

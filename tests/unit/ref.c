@@ -27,22 +27,8 @@
 
 #include "1b.h"
 #include "arith.h"
+#include "tap.h"
 
-static int n_test, n_fail;
-
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ok(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %d - ", cond ? "ok" : "not ok", ++n_test);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (!cond)
-        n_fail++;
-    fflush(stdout);
-}
 
 static void die(const char *what, int e)
 {
@@ -226,8 +212,7 @@ static int check(struct ob_model *m, const int32_t *tok, int n, const char *outp
     free(o32);
     free(o64);
     free(base);
-    printf("1..%d\n", n_test);
-    return n_fail ? 1 : 0;
+    return tap_done();
 }
 
 static int compare(struct ob_model *m, const int32_t *tok, int n)

@@ -23,21 +23,8 @@
 #include "1b.h"
 #include "arith.h"
 #include "sample.h"
+#include "tap.h"
 
-static int n_test, n_fail;
-
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ok(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %d - ", cond ? "ok" : "not ok", ++n_test);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (!cond)
-        n_fail++;
-}
 
 static double now(void)
 {
@@ -653,6 +640,5 @@ int main(int argc, char **argv)
     test_distribution();
     test_paths();
     test_speed();
-    printf("1..%d\n", n_test);
-    return n_fail ? 1 : 0;
+    return tap_done();
 }

@@ -26,21 +26,8 @@
 
 #include "1b.h"
 #include "tok.h"
+#include "tap.h"
 
-static int n_test, n_fail;
-
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ok(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %d - ", cond ? "ok" : "not ok", ++n_test);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (!cond)
-        n_fail++;
-}
 
 static double now(void)
 {
