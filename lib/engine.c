@@ -190,6 +190,9 @@ int ob_engine_submit(struct ob_engine *e, const struct ob_request *r, uint64_t *
         if (r->prompt[i] < 0 || r->prompt[i] >= e->n_vocab)
             return ob_seterr(OB_ERANGE, "prompt token %d is outside the vocabulary of %d",
                              r->prompt[i], e->n_vocab);
+    if (r->n_forced > 0 && (int64_t)r->n_prompt + r->n_forced > e->n_ctx)
+        return ob_seterr(OB_ERANGE, "%d prompt and %d forced tokens do not fit the context of %d",
+                         r->n_prompt, r->n_forced, e->n_ctx);
     if (r->top_logprobs < 0 || r->top_logprobs > OB_MAX_TOP)
         return ob_seterr(OB_ERANGE, "top_logprobs %d is outside [0, %d]", r->top_logprobs,
                          OB_MAX_TOP);
