@@ -4,8 +4,8 @@
  *
  * Ownership: ob_engine_submit copies everything it needs from the request; the caller's
  * `user` pointer is handed back to the callbacks untouched. Threads: one driver thread calls
- * ob_engine_step/ob_engine_run (callbacks run there); submit, cancel, stats and wake are safe
- * from any thread.
+ * ob_engine_step/ob_engine_run (callbacks run there, with no lock held: a callback may submit
+ * new requests); submit, cancel, stats and wake are safe from any thread.
  */
 #ifndef OB_ENGINE_H
 #define OB_ENGINE_H
@@ -53,6 +53,9 @@ struct ob_request {
     ob_on_finish on_finish;
     void *user;
 };
+
+/* rows of forced tokens scored per step, beyond one row per live sequence */
+#define OB_FORCED_ROWS 32
 
 struct ob_engine_params {
     int parallel;                  /* live sequences at most (<= the context's slots) */

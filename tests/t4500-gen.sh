@@ -3,7 +3,7 @@
 # aside), repetition, --repeat numbering, chat records, stop strings, bad records with line and
 # id, --keep-going, exit statuses, and a write error.
 . "$(dirname "$0")/lib.sh"
-plan 22
+plan 23
 S=$SHARED/models/stories260K.gguf
 untimed() { jq -c 'del(.timing)' "$@"; }
 cd "$T" || exit 1
@@ -43,6 +43,10 @@ ok $? "unknown fields pass through"
 r=$(echo '{"id":"s","prompt":"Once upon a time","max_tokens":64,"stop":["Lily"]}' | 1b-gen -m "$S")
 [ "$(jq -r .finish_reason <<<"$r")" = stop ] && [ "$(jq -r .text <<<"$r")" = ", there was a little girl named " ]
 ok $? "a stop string ends generation and is cut from the text"
+# the token " there" completes both: "t" starts first, though listed second
+r=$(echo '{"id":"s2","prompt":"Once upon a time","max_tokens":64,"stop":["re","t"]}' | 1b-gen -m "$S")
+[ "$(jq -r .text <<<"$r")" = ", " ]
+ok $? "with several stop strings the one that starts earliest in the text ends it ($(jq -c .text <<<"$r"))"
 r=$(echo '{"id":"z","prompt":"Once upon a time","max_tokens":0}' | 1b-gen -m "$S")
 [ "$(jq -r '.completion_tokens' <<<"$r")" = 0 ] || [ "$(jq -r '.tokens|length' <<<"$r")" = 1 ]
 ok $? "max_tokens 0 is accepted"

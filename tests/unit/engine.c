@@ -112,7 +112,7 @@ int main(int argc, char **argv)
         prompt[np++] = ids[i];
     free(ids);
     struct ob_request r = {.prompt = prompt, .n_prompt = np, .sampling = OB_SAMPLING_GREEDY,
-                           .max_tokens = 32, .top_logprobs = 3, .cache_prompt = false};
+                           .max_tokens = 80, .top_logprobs = 3, .cache_prompt = false};
     struct ob_request rs = r;                    /* a sampled one */
     rs.sampling.temperature = 0.9f;
     rs.sampling.seed = 11;
