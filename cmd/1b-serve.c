@@ -1,0 +1,394 @@
+/*
+ * 1b-serve — an OpenAI-compatible HTTP server over the continuous-batching engine.
+ *
+ *   1b-serve -m MODEL [-d ROUTE] [--host ADDR] [--port N] [--parallel N] [options]
+ *
+ * It listens first (so that /health can say "loading"), then loads the model, builds the
+ * context and the engine exactly as 1b-gen does, and serves until SIGTERM or SIGINT: then it
+ * stops accepting connections, lets running requests finish for --grace seconds, cancels the
+ * rest and exits 0. Everything about HTTP is in lib/serve.c; the numbers are the engine's, so
+ * an answer's bits do not depend on what else the server is doing.
+ *
+ * Logs go to standard error, one JSON object per line: startup and shutdown events and one
+ * line per request.
+ *
+ * Exit status (1b(7)): 0 stopped by a signal, 2 usage, 3 bad model, 4 route unavailable,
+ * 5 other failure (the address is in use, ...).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "1b.h"
+#include "engine.h"
+#include "serve.h"
+
+#define PROG "1b-serve"
+
+enum {
+    OPT_PARALLEL = 256, OPT_CHUNK, OPT_CTX, OPT_CACHE_SLOTS, OPT_HOST, OPT_PORT, OPT_HTTP_THREADS,
+    OPT_QUEUE, OPT_MAX_BODY, OPT_MAX_TOKENS_CAP, OPT_TIMEOUT, OPT_IDLE_TIMEOUT, OPT_GRACE,
+    OPT_API_KEY, OPT_API_KEY_FILE, OPT_ALIAS, OPT_TEMPERATURE, OPT_SEED, OPT_LIST, OPT_VERSION,
+};
+
+static const struct ob_option options[] = {
+    {"model", 'm', "MODEL", "the model (GGUF, or an archive holding one)"},
+    {"device", 'd', "ROUTE", "route: cpu (default), ref"},
+    {"threads", 't', "N", "threads of the route (default: the CPUs available)"},
+    {"parallel", OPT_PARALLEL, "N", "requests decoded together: the slots (default 4)"},
+    {"chunk", OPT_CHUNK, "N", "prompt tokens prefilled per step; 0 = whole prompts (default 512)"},
+    {"ctx", OPT_CTX, "N", "context length per sequence (default 4096, or the model's if less)"},
+    {"cache-slots", OPT_CACHE_SLOTS, "N", "extra KV slots kept as prompt cache (default 0)"},
+    {"host", OPT_HOST, "ADDR", "address to listen on (default 127.0.0.1)"},
+    {"port", OPT_PORT, "N", "port to listen on; 0 = any free one (default 8080)"},
+    {"http-threads", OPT_HTTP_THREADS, "N", "HTTP threads (default 4)"},
+    {"queue", OPT_QUEUE, "N", "requests that may wait for a slot; more get 503 (default 64)"},
+    {"max-body", OPT_MAX_BODY, "BYTES", "largest request body, K or M suffix allowed (default 4M)"},
+    {"max-tokens-cap", OPT_MAX_TOKENS_CAP, "N", "largest max_tokens a request may ask (default 4096)"},
+    {"timeout", OPT_TIMEOUT, "SECONDS", "time limit of a generation request; 0 = none (default 600)"},
+    {"idle-timeout", OPT_IDLE_TIMEOUT, "SECONDS", "close connections silent this long (default 60)"},
+    {"grace", OPT_GRACE, "SECONDS", "on SIGTERM, time running requests get to finish (default 30)"},
+    {"api-key", OPT_API_KEY, "KEY", "require 'Authorization: Bearer KEY' (not on /health, /livez)"},
+    {"api-key-file", OPT_API_KEY_FILE, "FILE", "the same, the key read from the first line of FILE"},
+    {"alias", OPT_ALIAS, "NAME", "the model id in answers and /v1/models (default: the file name)"},
+    {"temperature", OPT_TEMPERATURE, "T", "temperature of requests that set none (default 1)"},
+    {"seed", OPT_SEED, "N", "seed of requests that set none (default 0)"},
+    {"help", 'h', NULL, "show this help"},
+    {"version", OPT_VERSION, NULL, "show the version"},
+    {"list-options", OPT_LIST, NULL, "list options for shell completion", .hidden = true},
+    {0},
+};
+
+/* one line per call, written with one write(2) so that lines never interleave */
+static void log_line(void *user, const char *line)
+{
+    size_t n = strlen(line);
+    char *b = malloc(n + 1);
+    if (!b)
+        return;
+    memcpy(b, line, n);
+    b[n] = '\n';
+    ssize_t w = write(2, b, n + 1);
+    (void)w;
+    free(b);
+}
+
+static void event(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void event(const char *name, const char *fmt, ...)
+{
+    char body[1024], line[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof line, "{\"event\":\"%s\"%s%s}", name, *body ? "," : "", body);
+    log_line(NULL, line);
+}
+
+/* a string as a JSON literal, for the few events that carry one */
+static const char *jstr(const char *s, char *buf, size_t cap)
+{
+    char *t = ob_utf8_sanitize(s, strlen(s));
+    cJSON *j = cJSON_CreateString(t ? t : "");
+    free(t);
+    char *p = j ? cJSON_PrintUnformatted(j) : NULL;
+    snprintf(buf, cap, "%s", p ? p : "\"\"");
+    free(p);
+    cJSON_Delete(j);
+    return buf;
+}
+
+static int usage_error(const char *msg)
+{
+    fprintf(stderr, PROG ": %s\nusage: " PROG " -m MODEL [options]  (see " PROG " --help)\n", msg);
+    return OB_EXIT_USAGE;
+}
+
+static int int_opt(const char *name, const char *arg, int64_t lo, int64_t hi, int *out)
+{
+    int64_t v;
+    if (ob_parse_i64(arg, lo, hi, &v)) {
+        fprintf(stderr, PROG ": --%s: %s\n", name, ob_errmsg());
+        return 1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int seconds_opt(const char *name, const char *arg, double *out)
+{
+    if (ob_parse_f64(arg, out) || !(*out >= 0 && *out <= 1e7)) {
+        fprintf(stderr, PROG ": --%s: '%s' is not a number of seconds\n", name, arg);
+        return 1;
+    }
+    return 0;
+}
+
+/* BYTES with an optional K or M suffix (powers of 1024) */
+static int bytes_opt(const char *arg, size_t *out)
+{
+    char num[32];
+    size_t n = strlen(arg), mul = 1;
+    if (n && n < sizeof num && strchr("kKmM", arg[n - 1])) {
+        mul = arg[n - 1] == 'k' || arg[n - 1] == 'K' ? 1024 : 1024 * 1024;
+        n--;
+    }
+    int64_t v;
+    if (n >= sizeof num) {
+        fprintf(stderr, PROG ": --max-body: '%s' is not a size\n", arg);
+        return 1;
+    }
+    memcpy(num, arg, n);
+    num[n] = 0;
+    if (ob_parse_i64(num, 1, (int64_t)1 << 34, &v) || (uint64_t)v * mul > ((uint64_t)1 << 34)) {
+        fprintf(stderr, PROG ": --max-body: '%s' is not a size between 1 and 16G\n", arg);
+        return 1;
+    }
+    *out = (size_t)v * mul;
+    return 0;
+}
+
+static int read_key_file(const char *path, char **out)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return ob_seterr(OB_EIO, "%s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, f);
+    fclose(f);
+    if (n < 0) {
+        free(line);
+        return ob_seterr(OB_EFORMAT, "%s: empty", path);
+    }
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ' ||
+                     line[n - 1] == '\t'))
+        line[--n] = 0;
+    if (n == 0) {
+        free(line);
+        return ob_seterr(OB_EFORMAT, "%s: the first line is empty", path);
+    }
+    *out = line;
+    return 0;
+}
+
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char c = (unsigned char)sig;
+    ssize_t w = write(sig_pipe[1], &c, 1);    /* async-signal-safe */
+    (void)w;
+    errno = saved;
+}
+
+/* the next signal caught, or 0 after ms milliseconds (-1: no limit) */
+static int wait_signal(int ms)
+{
+    struct pollfd p = {.fd = sig_pipe[0], .events = POLLIN};
+    if (poll(&p, 1, ms) <= 0)
+        return 0;
+    unsigned char c;
+    return read(sig_pipe[0], &c, 1) == 1 ? c : 0;
+}
+
+static double mono(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+    ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *model = NULL, *route = "cpu", *key_file = NULL;
+    int threads = cpus > 0 ? (int)cpus : 1, parallel = 4, chunk = 512, ctx_len = 0, cache_slots = 0;
+    double grace = 30;
+    struct ob_serve_params sp = {
+        .host = "127.0.0.1", .port = 8080, .http_threads = 4, .queue = 64,
+        .max_body = 4 << 20, .max_tokens_cap = 4096, .timeout = 600, .idle_timeout = 60,
+        .temperature = 1.0f, .seed = 0, .log = log_line,
+    };
+    struct option *longs;
+    char *shorts;
+    if (ob_opt_build(options, &longs, &shorts))
+        return OB_EXIT_FAILURE;
+    int c, bad = 0;
+    double dv;
+    int64_t lv;
+    opterr = 0;
+    while (!bad && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'd': route = optarg; break;
+        case 't': bad = int_opt("threads", optarg, 1, 1024, &threads); break;
+        case OPT_PARALLEL: bad = int_opt("parallel", optarg, 1, 256, &parallel); break;
+        case OPT_CHUNK: bad = int_opt("chunk", optarg, 0, 1 << 20, &chunk); break;
+        case OPT_CTX: bad = int_opt("ctx", optarg, 2, 1 << 24, &ctx_len); break;
+        case OPT_CACHE_SLOTS: bad = int_opt("cache-slots", optarg, 0, 256, &cache_slots); break;
+        case OPT_HOST: sp.host = optarg; break;
+        case OPT_PORT: bad = int_opt("port", optarg, 0, 65535, &sp.port); break;
+        case OPT_HTTP_THREADS: bad = int_opt("http-threads", optarg, 2, 256, &sp.http_threads); break;
+        case OPT_QUEUE: bad = int_opt("queue", optarg, 0, 1 << 20, &sp.queue); break;
+        case OPT_MAX_BODY: bad = bytes_opt(optarg, &sp.max_body); break;
+        case OPT_MAX_TOKENS_CAP:
+            bad = int_opt("max-tokens-cap", optarg, 1, 1 << 24, &sp.max_tokens_cap);
+            break;
+        case OPT_TIMEOUT: bad = seconds_opt("timeout", optarg, &sp.timeout); break;
+        case OPT_IDLE_TIMEOUT: bad = int_opt("idle-timeout", optarg, 0, 1 << 24, &sp.idle_timeout); break;
+        case OPT_GRACE: bad = seconds_opt("grace", optarg, &grace); break;
+        case OPT_API_KEY: sp.api_key = optarg; break;
+        case OPT_API_KEY_FILE: key_file = optarg; break;
+        case OPT_ALIAS: sp.alias = optarg; break;
+        case OPT_TEMPERATURE:
+            if (ob_parse_f64(optarg, &dv) || !(dv >= 0 && dv <= 100)) {
+                fprintf(stderr, PROG ": --temperature: '%s' is not a number in [0, 100]\n", optarg);
+                bad = 1;
+            }
+            sp.temperature = (float)dv;
+            break;
+        case OPT_SEED:
+            if (ob_parse_i64(optarg, 0, (int64_t)1 << 53, &lv)) {
+                fprintf(stderr, PROG ": --seed: %s\n", ob_errmsg());
+                bad = 1;
+            }
+            sp.seed = (uint64_t)lv;
+            break;
+        case 'h':
+            ob_opt_help(stdout, PROG " -m MODEL [options]",
+                        "Serve a model over HTTP with an OpenAI-compatible API.", options);
+            return 0;
+        case OPT_VERSION: puts(PROG " " OB_VERSION); return 0;
+        case OPT_LIST: ob_opt_list(stdout, options); return 0;
+        case ':':
+            fprintf(stderr, PROG ": option '%s' needs an argument\n", argv[optind - 1]);
+            bad = 1;
+            break;
+        default:
+            fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+            bad = 1;
+        }
+    }
+    free(longs);
+    free(shorts);
+    if (bad)
+        return usage_error("invalid command line");
+    if (optind < argc)
+        return usage_error("unexpected argument (the model goes with -m)");
+    if (!model)
+        return usage_error("no model (-m MODEL)");
+    if (sp.api_key && key_file)
+        return usage_error("--api-key and --api-key-file exclude each other");
+    if (sp.api_key && !*sp.api_key)
+        return usage_error("--api-key: the key is empty");
+    char *file_key = NULL;
+    if (key_file) {
+        int e = read_key_file(key_file, &file_key);
+        if (e) {
+            fprintf(stderr, PROG ": --api-key-file: %s\n", ob_errmsg());
+            return OB_EXIT_DATA;
+        }
+        sp.api_key = file_key;
+    }
+
+    /* Signals: a handler that writes the signal's number to a pipe, read by this thread
+     * below. Whichever thread the kernel picks (libraries may start threads of their own
+     * before main, with the signals unblocked), the signal ends up here. Writes to a closed
+     * socket give EPIPE, not a signal. */
+    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK)) {
+        perror(PROG ": pipe");
+        free(file_key);
+        return OB_EXIT_FAILURE;
+    }
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct ob_serve *srv = NULL;
+    int e = ob_serve_new(&sp, &srv);
+    if (e) {
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+        free(file_key);
+        return e == OB_EUSAGE ? OB_EXIT_USAGE : OB_EXIT_FAILURE;
+    }
+    char js[600], jm[600];
+    event("listening", "\"host\":%s,\"port\":%d,\"pid\":%d", jstr(sp.host, js, sizeof js),
+          ob_serve_port(srv), (int)getpid());
+    event("loading", "\"model\":%s", jstr(model, jm, sizeof jm));
+
+    double t_load = mono();
+    struct ob_model *m = NULL;
+    struct ob_ctx *ctx = NULL;
+    struct ob_engine *eng = NULL;
+    e = ob_model_open(model, &m);
+    if (!e) {
+        const struct ob_hparams *hp = ob_model_hparams(m);
+        if (!ctx_len)
+            ctx_len = hp->n_ctx_train && hp->n_ctx_train < 4096 ? (int)hp->n_ctx_train : 4096;
+        struct ob_ctx_params cp = {.route = route, .n_threads = threads,
+                                   .n_slots = parallel + cache_slots, .n_ctx = ctx_len,
+                                   .max_batch = 512};
+        e = ob_ctx_new(m, &cp, &ctx);
+    }
+    struct ob_engine_params ep = {.parallel = parallel, .chunk = chunk};
+    if (!e)
+        e = ob_engine_new(ctx, &ep, &eng);
+    if (!e)
+        e = ob_serve_attach(srv, m, ctx, eng, parallel);
+    if (e) {
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+        ob_serve_free(srv, 0);
+        ob_engine_free(eng);
+        ob_ctx_free(ctx);
+        ob_model_close(m);
+        free(file_key);
+        return ob_exit_status(e);
+    }
+    const char *sha = NULL;
+    ob_model_sha256(m, &sha);
+    event("ready", "\"model\":%s,\"name\":%s,\"sha256\":\"%s\",\"route\":\"%s\",\"isa\":\"%s\","
+                   "\"parallel\":%d,\"ctx\":%d,\"threads\":%d,\"load_s\":%.3f",
+          jstr(model, jm, sizeof jm), jstr(ob_model_name(m), js, sizeof js), sha ? sha : "",
+          ob_ctx_route(ctx), ob_ctx_isa(ctx) ? ob_ctx_isa(ctx) : "", parallel, ctx_len, threads,
+          mono() - t_load);
+
+    /* serve until a signal; then drain */
+    int sig;
+    while (!(sig = wait_signal(-1)))
+        ;
+    event("draining", "\"signal\":\"%s\",\"in_flight\":%d,\"grace_s\":%g",
+          sig == SIGTERM ? "SIGTERM" : "SIGINT", ob_serve_in_flight(srv), grace);
+    ob_serve_quiesce(srv);
+    double until = mono() + grace;
+    bool again = false;
+    while (ob_serve_in_flight(srv) > 0 && mono() < until) {
+        if (wait_signal(20)) {
+            again = true;              /* a second signal: do not wait any longer */
+            break;
+        }
+    }
+    int left = ob_serve_in_flight(srv);
+    if (left)
+        event("cancelling", "\"in_flight\":%d,\"reason\":\"%s\"", left,
+              again ? "second signal" : "grace period over");
+    ob_serve_cancel_all(srv);
+    ob_serve_free(srv, 5);
+    ob_engine_free(eng);
+    ob_ctx_free(ctx);
+    ob_model_close(m);
+    free(file_key);
+    event("stopped", "\"cancelled\":%d", left);
+    return OB_EXIT_OK;
+}

@@ -1,0 +1,1184 @@
+/*
+ * openai.c — request bodies to requests, results to response bodies, for 1b-serve (see
+ * openai.h for the contract and man/1b-serve.1 for the shapes on the wire).
+ *
+ * Why the request side is written here and not on top of ob_req_parse (record.c): the OpenAI
+ * fields differ from 1b's records (logprobs is a bool for chat and a count for legacy
+ * completions, thinking is chat_template_kwargs.enable_thinking, echo is allowed, message
+ * content may be an array of parts, defaults follow OpenAI), and every error must name its
+ * field for the client. The prompt ids are made with the same calls as record.c, so that a
+ * request gives the same tokens here and in 1b-gen.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "1b.h"
+#include "chat.h"
+#include "openai.h"
+#include "tok.h"
+
+/* ---- buffer ---------------------------------------------------------------------------------- */
+
+static bool buf_grow(struct ob_sb *b, size_t n)
+{
+    if (b->oom)
+        return false;
+    if (b->len + n + 1 <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + n + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+void ob_sb_add(struct ob_sb *b, const void *s, size_t n)
+{
+    if (!buf_grow(b, n))
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+void ob_sb_str(struct ob_sb *b, const char *s)
+{
+    ob_sb_add(b, s, strlen(s));
+}
+
+void ob_sb_fmt(struct ob_sb *b, const char *fmt, ...)
+{
+    char small[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof small) {
+        ob_sb_add(b, small, (size_t)n);
+        return;
+    }
+    if (!buf_grow(b, (size_t)n))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* Length of the well-formed UTF-8 sequence at p (1-4), or 0 when the byte at p does not start
+ * one. The same decision, byte for byte, as ob_utf8_sanitize, so that text sent in pieces
+ * (ob_api_stream_safe) reads the same as text sent whole. NUL counts as ill-formed. */
+static int utf8_len(const unsigned char *p, const unsigned char *end)
+{
+    unsigned c = *p;
+    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || end - p < n || (n == 1 && c == 0))
+        return 0;
+    if (n == 1)
+        return 1;
+    uint32_t cp = c & (0x7f >> n);
+    for (int k = 1; k < n; k++) {
+        if ((p[k] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[k] & 0x3f);
+    }
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
+        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+bool ob_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        if (*p == 0) {                   /* NUL is valid UTF-8 (JSON rejects it raw anyway) */
+            p++;
+            continue;
+        }
+        int k = utf8_len(p, end);
+        if (!k)
+            return false;
+        p += k;
+    }
+    return true;
+}
+
+void ob_sb_json(struct ob_sb *b, const char *s, size_t n)
+{
+    /* worst case 6 bytes out per byte in (\u00XX) */
+    if (!buf_grow(b, 6 * n + 2))
+        return;
+    char *q = b->p + b->len;
+    *q++ = '"';
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        int k = utf8_len(p, end);
+        if (!k) {
+            memcpy(q, "\xef\xbf\xbd", 3);
+            q += 3;
+            p++;
+            continue;
+        }
+        if (k > 1) {
+            memcpy(q, p, (size_t)k);
+            q += k;
+            p += k;
+            continue;
+        }
+        unsigned c = *p++;
+        switch (c) {
+        case '"': *q++ = '\\'; *q++ = '"'; break;
+        case '\\': *q++ = '\\'; *q++ = '\\'; break;
+        case '\n': *q++ = '\\'; *q++ = 'n'; break;
+        case '\r': *q++ = '\\'; *q++ = 'r'; break;
+        case '\t': *q++ = '\\'; *q++ = 't'; break;
+        default:
+            if (c < 0x20) {
+                q += sprintf(q, "\\u%04x", c);
+            } else {
+                *q++ = (char)c;
+            }
+        }
+    }
+    *q++ = '"';
+    b->len = (size_t)(q - b->p);
+    b->p[b->len] = 0;
+}
+
+void ob_sb_lp(struct ob_sb *b, float lp)
+{
+    char s[OB_F32_BUFSZ];
+    if (isfinite(lp))
+        ob_sb_str(b, ob_f64_str((double)lp, s));
+    else
+        ob_sb_str(b, isnan(lp) ? "\"NaN\"" : lp < 0 ? "\"-Infinity\"" : "\"Infinity\"");
+}
+
+void ob_sb_reset(struct ob_sb *b)
+{
+    b->len = 0;
+    if (b->p)
+        b->p[0] = 0;
+}
+
+void ob_sb_free(struct ob_sb *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- errors ------------------------------------------------------------------------------------ */
+
+int ob_api_fail(struct ob_api_err *e, int err, int status, const char *type, const char *code,
+                const char *param, const char *fmt, ...)
+{
+    e->status = status;
+    e->type = type;
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return ob_seterr(err, "%s", e->message);
+}
+
+void ob_api_error_body(struct ob_sb *b, const struct ob_api_err *e)
+{
+    ob_sb_str(b, "{\"error\":{\"message\":");
+    ob_sb_json(b, e->message, strlen(e->message));
+    ob_sb_str(b, ",\"type\":");
+    ob_sb_json(b, e->type ? e->type : "invalid_request_error",
+                strlen(e->type ? e->type : "invalid_request_error"));
+    ob_sb_str(b, ",\"param\":");
+    if (e->param[0])
+        ob_sb_json(b, e->param, strlen(e->param));
+    else
+        ob_sb_str(b, "null");
+    ob_sb_str(b, ",\"code\":");
+    if (e->code)
+        ob_sb_json(b, e->code, strlen(e->code));
+    else
+        ob_sb_str(b, "null");
+    ob_sb_str(b, "}}");
+}
+
+/* a 400 naming the field */
+#define BAD(e, param, code, ...) \
+    ob_api_fail(e, OB_EFORMAT, 400, "invalid_request_error", code, param, __VA_ARGS__)
+
+/* ---- request fields ---------------------------------------------------------------------------- */
+
+static const cJSON *field(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return v && !cJSON_IsNull(v) ? v : NULL;       /* null means absent, as OpenAI reads it */
+}
+
+static const char *type_name(const cJSON *v)
+{
+    return cJSON_IsString(v) ? "a string" : cJSON_IsNumber(v) ? "a number"
+           : cJSON_IsBool(v) ? "a boolean" : cJSON_IsArray(v) ? "an array"
+           : cJSON_IsObject(v) ? "an object" : "null";
+}
+
+/* 1: absent; 0: *out set; <0: error (e filled) */
+static int get_int(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *out,
+                   struct ob_api_err *e)
+{
+    const cJSON *v = field(o, k);
+    if (!v)
+        return 1;
+    if (!cJSON_IsNumber(v))
+        return BAD(e, k, "invalid_type", "'%s' must be an integer, not %s", k, type_name(v));
+    double d = v->valuedouble;
+    if (d != floor(d) || !(d >= (double)lo && d <= (double)hi))
+        return BAD(e, k, "invalid_value", "'%s' must be an integer in [%lld, %lld]", k,
+                   (long long)lo, (long long)hi);
+    *out = (int64_t)d;
+    return 0;
+}
+
+static int get_num(const cJSON *o, const char *k, double lo, double hi, double *out,
+                   struct ob_api_err *e)
+{
+    const cJSON *v = field(o, k);
+    if (!v)
+        return 1;
+    if (!cJSON_IsNumber(v))
+        return BAD(e, k, "invalid_type", "'%s' must be a number, not %s", k, type_name(v));
+    if (!(v->valuedouble >= lo && v->valuedouble <= hi))
+        return BAD(e, k, "invalid_value", "'%s' must be a number in [%g, %g]", k, lo, hi);
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int get_bool(const cJSON *o, const char *k, bool *out, struct ob_api_err *e)
+{
+    const cJSON *v = field(o, k);
+    if (!v)
+        return 1;
+    if (!cJSON_IsBool(v))
+        return BAD(e, k, "invalid_type", "'%s' must be a boolean, not %s", k, type_name(v));
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+#define TRY(call) do { int r_ = (call); if (r_ < 0) return r_; } while (0)
+
+/* an array of token ids (integers in [0, 2^31)); the vocabulary is checked later */
+static int get_ids(const cJSON *arr, const char *param, int32_t **out, int *n, struct ob_api_err *e)
+{
+    int cnt = cJSON_GetArraySize(arr), i = 0;
+    int32_t *ids = malloc((size_t)(cnt ? cnt : 1) * sizeof *ids);
+    if (!ids)
+        return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+            !(it->valuedouble >= 0 && it->valuedouble < 2147483648.0)) {
+            free(ids);
+            return BAD(e, param, "invalid_value", "'%s[%d]' is not a token id", param, i);
+        }
+        ids[i++] = (int32_t)it->valuedouble;
+    }
+    *out = ids;
+    *n = cnt;
+    return 0;
+}
+
+/* fields that would change the answer and that 1b does not implement: refused unless they
+ * hold their neutral value */
+static int refuse_unimplemented(const cJSON *o, struct ob_api_err *e)
+{
+    static const struct { const char *k; double neutral; } num[] = {
+        {"n", 1}, {"best_of", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
+        {"repeat_penalty", 1}, {"repetition_penalty", 1}, {"typical_p", 1}, {"tfs_z", 1},
+        {"mirostat", 0},
+    };
+    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++) {
+        const cJSON *v = field(o, num[i].k);
+        if (v && !cJSON_IsNumber(v))
+            return BAD(e, num[i].k, "invalid_type", "'%s' must be a number, not %s", num[i].k,
+                       type_name(v));
+        if (v && v->valuedouble != num[i].neutral)
+            return BAD(e, num[i].k, "unsupported_value",
+                       "'%s' is not supported by 1b-serve (only %g)", num[i].k, num[i].neutral);
+    }
+    /* objects and arrays that must be empty, strings that must be empty or a neutral value */
+    static const char *const empty[] = {"logit_bias", "tools", "functions", "grammar",
+                                        "json_schema", "suffix"};
+    for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+        const cJSON *v = field(o, empty[i]);
+        if (v && !((cJSON_IsObject(v) || cJSON_IsArray(v)) && !v->child) &&
+            !(cJSON_IsString(v) && !*v->valuestring))
+            return BAD(e, empty[i], "unsupported_value", "'%s' is not supported by 1b-serve",
+                       empty[i]);
+    }
+    static const char *const choice[] = {"tool_choice", "function_call"};
+    for (size_t i = 0; i < 2; i++) {
+        const cJSON *v = field(o, choice[i]);
+        if (v && !(cJSON_IsString(v) && (!strcmp(v->valuestring, "none") ||
+                                          !strcmp(v->valuestring, "auto"))))
+            return BAD(e, choice[i], "unsupported_value",
+                       "'%s' is not supported by 1b-serve (no tools)", choice[i]);
+    }
+    const cJSON *rf = field(o, "response_format");
+    if (rf) {
+        const cJSON *t = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
+            return BAD(e, "response_format", "unsupported_value",
+                       "'response_format' other than {\"type\":\"text\"} is not supported by 1b-serve");
+    }
+    return 0;
+}
+
+static int keep_string(struct ob_api_req *r, char *s)
+{
+    char **o = realloc(r->owned, (r->n_owned + 1) * sizeof *o);
+    if (!o) {
+        free(s);
+        return OB_ENOMEM;
+    }
+    r->owned = o;
+    r->owned[r->n_owned++] = s;
+    return 0;
+}
+
+static int parse_messages(const cJSON *arr, struct ob_api_req *r, struct ob_api_err *e)
+{
+    if (!arr)
+        return BAD(e, "messages", "missing_required_parameter", "'messages' is required");
+    if (!cJSON_IsArray(arr) || !arr->child)
+        return BAD(e, "messages", "invalid_type", "'messages' must be a non-empty array");
+    size_t cnt = (size_t)cJSON_GetArraySize(arr), i = 0;
+    r->msgs = calloc(cnt, sizeof *r->msgs);
+    if (!r->msgs)
+        return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+    const cJSON *m;
+    char param[64];
+    cJSON_ArrayForEach(m, arr) {
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        if (!cJSON_IsObject(m))
+            return BAD(e, param, "invalid_type", "'%s' must be an object", param);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        const cJSON *rc = field(m, "reasoning_content");
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        if (!cJSON_IsString(role))
+            return BAD(e, param, "invalid_type", "'%s' must be a string", param);
+        const char *rs = role->valuestring;
+        if (!strcmp(rs, "developer"))
+            rs = "system";                /* OpenAI's newer name for the system role */
+        else if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
+            return BAD(e, param, "invalid_value",
+                       "role '%s' is not supported (system, developer, user, assistant)",
+                       role->valuestring);
+        if (field(m, "tool_calls") || field(m, "function_call")) {
+            snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+            return BAD(e, param, "unsupported_value", "tool calls are not supported by 1b-serve");
+        }
+        snprintf(param, sizeof param, "messages[%zu].content", i);
+        const char *text = NULL;
+        if (cJSON_IsString(content)) {
+            text = content->valuestring;
+        } else if (cJSON_IsArray(content)) {
+            /* content parts: text parts are joined; any other kind is refused */
+            struct ob_sb b = {0};
+            ob_sb_add(&b, "", 0);
+            const cJSON *part;
+            int k = 0;
+            cJSON_ArrayForEach(part, content) {
+                const cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type");
+                const cJSON *tx = cJSON_GetObjectItemCaseSensitive(part, "text");
+                if (!cJSON_IsObject(part) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "text") ||
+                    !cJSON_IsString(tx)) {
+                    ob_sb_free(&b);
+                    snprintf(param, sizeof param, "messages[%zu].content[%d]", i, k);
+                    return BAD(e, param, "invalid_value",
+                               "'%s' must be {\"type\":\"text\",\"text\":string}: "
+                               "only text content is supported", param);
+                }
+                ob_sb_str(&b, tx->valuestring);
+                k++;
+            }
+            if (b.oom || keep_string(r, b.p)) {
+                if (b.oom)
+                    ob_sb_free(&b);
+                return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+            }
+            text = b.p;
+        } else {
+            return BAD(e, param, "invalid_type", "'%s' must be a string or an array of text parts",
+                       param);
+        }
+        if (rc && !cJSON_IsString(rc)) {
+            snprintf(param, sizeof param, "messages[%zu].reasoning_content", i);
+            return BAD(e, param, "invalid_type", "'%s' must be a string", param);
+        }
+        r->msgs[i].role = rs;
+        r->msgs[i].content = text;
+        r->msgs[i].reasoning_content = rc ? rc->valuestring : NULL;
+        i++;
+    }
+    r->n_msgs = cnt;
+    return 0;
+}
+
+static int parse_prompt(const cJSON *p, struct ob_api_req *r, struct ob_api_err *e)
+{
+    if (!p)
+        return BAD(e, "prompt", "missing_required_parameter", "'prompt' is required");
+    if (cJSON_IsString(p)) {
+        r->prompt = p->valuestring;
+        return 0;
+    }
+    if (!cJSON_IsArray(p))
+        return BAD(e, "prompt", "invalid_type",
+                   "'prompt' must be a string or an array of token ids, not %s", type_name(p));
+    /* OpenAI also takes a batch: an array of strings or of id arrays; one prompt only here */
+    if (p->child && (cJSON_IsString(p->child) || cJSON_IsArray(p->child))) {
+        if (cJSON_GetArraySize(p) != 1)
+            return BAD(e, "prompt", "unsupported_value",
+                       "'prompt' may hold one prompt only (send one request per prompt)");
+        p = p->child;
+        if (cJSON_IsString(p)) {
+            r->prompt = p->valuestring;
+            return 0;
+        }
+    }
+    TRY(get_ids(p, "prompt", &r->prompt_ids, &r->n_prompt_ids, e));
+    r->prompt_is_ids = true;
+    return 0;
+}
+
+int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_defaults *d,
+                 struct ob_api_req *r, struct ob_api_err *e)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    int err = 0;
+    if (!ob_utf8_valid(body, len))
+        return BAD(e, NULL, "invalid_utf8", "the request body is not valid UTF-8");
+    const char *end = NULL;
+    r->root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (!r->root) {
+        const char *at = cJSON_GetErrorPtr();
+        return BAD(e, NULL, "invalid_json", "the request body is not valid JSON (at byte %lld)",
+                   at && at >= body && at <= body + len ? (long long)(at - body) : -1LL);
+    }
+    for (const char *p = end; p && p < body + len; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            err = BAD(e, NULL, "invalid_json", "the request body has text after the JSON value");
+            goto fail;
+        }
+    const cJSON *o = r->root;
+    if (!cJSON_IsObject(o)) {
+        err = BAD(e, NULL, "invalid_json", "the request body must be a JSON object");
+        goto fail;
+    }
+#define CHECK(call) do { if ((err = (call)) < 0) goto fail; } while (0)
+    CHECK(refuse_unimplemented(o, e));
+
+    const cJSON *model = field(o, "model");
+    if (model && !cJSON_IsString(model)) {
+        err = BAD(e, "model", "invalid_type", "'model' must be a string");
+        goto fail;
+    }
+    r->model = model ? model->valuestring : NULL;
+
+    /* sampling and limits */
+    r->s = OB_SAMPLING_GREEDY;
+    r->s.temperature = d->temperature;
+    r->s.seed = d->seed;
+    r->max_tokens = kind == OB_API_CHAT ? d->max_tokens_chat : d->max_tokens_completion;
+    if (r->max_tokens > d->max_tokens_cap)
+        r->max_tokens = d->max_tokens_cap;
+    r->cache_prompt = true;
+    r->thinking = true;
+    int64_t iv;
+    double dv;
+    static const char *const mt[] = {"max_tokens", "max_completion_tokens"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = field(o, mt[i]);
+        if (v && cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
+            v->valuedouble > d->max_tokens_cap) {
+            err = BAD(e, mt[i], "invalid_value", "'%s' is %.0f; this server allows at most %d",
+                      mt[i], v->valuedouble, d->max_tokens_cap);
+            goto fail;
+        }
+        CHECK(get_int(o, mt[i], 0, d->max_tokens_cap, &iv, e));
+        if (err == 0)
+            r->max_tokens = (int)iv;
+    }
+    CHECK(get_num(o, "temperature", 0, 100, &dv, e));
+    if (err == 0)
+        r->s.temperature = (float)dv;
+    CHECK(get_num(o, "top_p", 0, 1, &dv, e));
+    if (err == 0)
+        r->s.top_p = (float)dv;
+    CHECK(get_num(o, "min_p", 0, 1, &dv, e));
+    if (err == 0)
+        r->s.min_p = (float)dv;
+    CHECK(get_int(o, "top_k", 0, INT32_MAX, &iv, e));
+    if (err == 0)
+        r->s.top_k = (uint32_t)iv;
+    CHECK(get_int(o, "seed", 0, (int64_t)1 << 53, &iv, e));
+    if (err == 0)
+        r->s.seed = (uint64_t)iv;
+    CHECK(get_bool(o, "stream", &r->stream, e));
+    const cJSON *so = field(o, "stream_options");
+    if (so) {
+        if (!cJSON_IsObject(so)) {
+            err = BAD(e, "stream_options", "invalid_type", "'stream_options' must be an object");
+            goto fail;
+        }
+        const cJSON *iu = field(so, "include_usage");
+        if (iu && !cJSON_IsBool(iu)) {
+            err = BAD(e, "stream_options.include_usage", "invalid_type",
+                      "'stream_options.include_usage' must be a boolean");
+            goto fail;
+        }
+        r->include_usage = cJSON_IsTrue(iu);
+    }
+    CHECK(get_bool(o, "cache_prompt", &r->cache_prompt, e));
+
+    /* logprobs: a boolean for chat; for legacy completions the number of alternatives (a
+     * boolean is taken too) */
+    const cJSON *lp = field(o, "logprobs");
+    bool top_set = false;
+    if (lp && cJSON_IsBool(lp)) {
+        r->logprobs = cJSON_IsTrue(lp);
+    } else if (lp && kind == OB_API_COMPLETION) {
+        CHECK(get_int(o, "logprobs", 0, OB_MAX_TOP, &iv, e));
+        r->logprobs = true;
+        r->top_logprobs = (int)iv;
+        top_set = true;
+    } else if (lp) {
+        err = BAD(e, "logprobs", "invalid_type", "'logprobs' must be a boolean, not %s",
+                  type_name(lp));
+        goto fail;
+    }
+    CHECK(get_int(o, "top_logprobs", 0, OB_MAX_TOP, &iv, e));
+    if (err == 0) {
+        if (kind == OB_API_CHAT && !r->logprobs && iv > 0) {
+            err = BAD(e, "top_logprobs", "invalid_value",
+                      "'top_logprobs' needs 'logprobs' set to true");
+            goto fail;
+        }
+        r->top_logprobs = (int)iv;
+        if (kind == OB_API_COMPLETION && !lp)
+            r->logprobs = true;
+        top_set = true;
+    }
+    (void)top_set;
+    if (kind == OB_API_COMPLETION)
+        CHECK(get_bool(o, "echo", &r->echo, e));
+
+    /* stop strings */
+    const cJSON *stop = field(o, "stop");
+    if (stop) {
+        int n = cJSON_IsString(stop) ? 1 : cJSON_IsArray(stop) ? cJSON_GetArraySize(stop) : -1;
+        if (n < 0 || n > 16) {
+            err = BAD(e, "stop", n < 0 ? "invalid_type" : "invalid_value",
+                      "'stop' must be a string or an array of at most 16 strings");
+            goto fail;
+        }
+        r->stop = calloc((size_t)(n ? n : 1), sizeof *r->stop);
+        if (!r->stop) {
+            err = ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+            goto fail;
+        }
+        const cJSON *it = cJSON_IsString(stop) ? stop : stop->child;
+        for (int i = 0; i < n; i++, it = it->next) {
+            if (!cJSON_IsString(it) || !*it->valuestring) {
+                err = BAD(e, "stop", "invalid_value", "'stop' must hold non-empty strings");
+                goto fail;
+            }
+            r->stop[r->n_stop++] = it->valuestring;
+        }
+    }
+
+    /* 1b extension: score these tokens after the prompt instead of generating */
+    const cJSON *forced = field(o, "forced_tokens");
+    if (forced) {
+        if (!cJSON_IsArray(forced) || !forced->child) {
+            err = BAD(e, "forced_tokens", "invalid_type",
+                      "'forced_tokens' must be a non-empty array of token ids");
+            goto fail;
+        }
+        CHECK(get_ids(forced, "forced_tokens", &r->forced, &r->n_forced, e));
+    }
+
+    /* thinking: chat_template_kwargs.enable_thinking (llama-server, vLLM); "thinking" as in
+     * 1b's request records */
+    CHECK(get_bool(o, "thinking", &r->thinking, e));
+    const cJSON *kw = field(o, "chat_template_kwargs");
+    if (kw) {
+        if (!cJSON_IsObject(kw)) {
+            err = BAD(e, "chat_template_kwargs", "invalid_type",
+                      "'chat_template_kwargs' must be an object");
+            goto fail;
+        }
+        const cJSON *et = field(kw, "enable_thinking");
+        if (et && !cJSON_IsBool(et)) {
+            err = BAD(e, "chat_template_kwargs.enable_thinking", "invalid_type",
+                      "'chat_template_kwargs.enable_thinking' must be a boolean");
+            goto fail;
+        }
+        if (et)
+            r->thinking = cJSON_IsTrue(et);
+    }
+
+    if (kind == OB_API_CHAT)
+        CHECK(parse_messages(field(o, "messages"), r, e));
+    else
+        CHECK(parse_prompt(field(o, "prompt"), r, e));
+#undef CHECK
+    return 0;
+fail:
+    ob_api_free(r);
+    r->kind = kind;
+    return err ? err : OB_EFORMAT;
+}
+
+void ob_api_free(struct ob_api_req *r)
+{
+    if (!r)
+        return;
+    cJSON_Delete(r->root);
+    free(r->prompt_ids);
+    free(r->msgs);
+    for (size_t i = 0; i < r->n_owned; i++)
+        free(r->owned[i]);
+    free(r->owned);
+    free(r->stop);
+    free(r->forced);
+    memset(r, 0, sizeof *r);
+}
+
+int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const char *tmpl,
+                  int32_t **ids_out, int *n_out, int32_t stop_ids[OB_CHAT_MAX_STOPS],
+                  int *n_stop_ids, struct ob_api_err *e)
+{
+    uint32_t V = ob_tok_n_vocab(tok);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int err;
+    for (int i = 0; i < r->n_forced; i++)
+        if ((uint32_t)r->forced[i] >= V)
+            return BAD(e, "forced_tokens", "invalid_value",
+                       "'forced_tokens[%d]' = %d is not below the vocabulary size %u", i,
+                       r->forced[i], V);
+    if (r->kind == OB_API_CHAT) {
+        struct ob_chat_opts o = OB_CHAT_OPTS_DEFAULT;
+        o.enable_thinking = r->thinking;
+        if ((err = ob_chat_tokenize(tok, tmpl, r->msgs, r->n_msgs, &o, &ids, &n)))
+            return ob_api_fail(e, err, err == OB_ENOMEM ? 500 : 400,
+                               err == OB_ENOMEM ? "server_error" : "invalid_request_error",
+                               err == OB_EUNSUPP ? "unsupported_value" : "invalid_value",
+                               "messages", "%s", ob_errmsg());
+    } else if (r->prompt_is_ids) {
+        for (int i = 0; i < r->n_prompt_ids; i++)
+            if ((uint32_t)r->prompt_ids[i] >= V)
+                return BAD(e, "prompt", "invalid_value",
+                           "'prompt[%d]' = %d is not below the vocabulary size %u", i,
+                           r->prompt_ids[i], V);
+        ids = malloc((size_t)(r->n_prompt_ids ? r->n_prompt_ids : 1) * sizeof *ids);
+        if (!ids)
+            return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+        memcpy(ids, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof *ids);
+        n = (size_t)r->n_prompt_ids;
+    } else {
+        /* plain text after BOS, as record.c does for a "prompt" string */
+        int32_t *t;
+        size_t nt;
+        if ((err = ob_tok_encode(tok, r->prompt, strlen(r->prompt), false, &t, &nt)))
+            return ob_api_fail(e, err, 500, "server_error", NULL, "prompt", "%s", ob_errmsg());
+        bool bos = ob_tok_add_bos(tok) && ob_tok_bos(tok) >= 0;
+        ids = malloc((nt + 1) * sizeof *ids);
+        if (!ids) {
+            free(t);
+            return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+        }
+        if (bos)
+            ids[0] = ob_tok_bos(tok);
+        memcpy(ids + bos, t, nt * sizeof *t);
+        free(t);
+        n = nt + bos;
+    }
+    if (n == 0) {
+        free(ids);
+        return BAD(e, r->kind == OB_API_CHAT ? "messages" : "prompt", "invalid_value",
+                   "the prompt is empty");
+    }
+    if (n > INT32_MAX / 2) {
+        free(ids);
+        return BAD(e, "prompt", "invalid_value", "the prompt is too long");
+    }
+    size_t ns = 0;
+    if ((err = ob_chat_stops(tok, r->kind == OB_API_CHAT ? tmpl : NULL, stop_ids, &ns))) {
+        free(ids);
+        return ob_api_fail(e, err, 400, "invalid_request_error", NULL, NULL, "%s", ob_errmsg());
+    }
+    *ids_out = ids;
+    *n_out = (int)n;
+    *n_stop_ids = (int)ns;
+    return 0;
+}
+
+/* ---- tokenize / detokenize ---------------------------------------------------------------------- */
+
+static cJSON *parse_object(const char *body, size_t len, struct ob_api_err *e)
+{
+    if (!ob_utf8_valid(body, len)) {
+        BAD(e, NULL, "invalid_utf8", "the request body is not valid UTF-8");
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    bool trailing = false;
+    for (const char *p = end; root && p && p < body + len; p++)
+        trailing |= *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r';
+    if (!root || trailing || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        BAD(e, NULL, "invalid_json", "the request body must be one JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+int ob_api_parse_tokenize(const char *body, size_t len, cJSON **root, const char **content,
+                          bool *add_special, bool *parse_special, bool *with_pieces,
+                          struct ob_api_err *e)
+{
+    *root = parse_object(body, len, e);
+    if (!*root)
+        return OB_EFORMAT;
+    const cJSON *c = field(*root, "content");
+    int err = 0;
+    *add_special = *parse_special = *with_pieces = false;
+    if (!c)
+        err = BAD(e, "content", "missing_required_parameter", "'content' is required");
+    else if (!cJSON_IsString(c))
+        err = BAD(e, "content", "invalid_type", "'content' must be a string, not %s", type_name(c));
+    if (!err && ((err = get_bool(*root, "add_special", add_special, e)) >= 0) &&
+        ((err = get_bool(*root, "parse_special", parse_special, e)) >= 0))
+        err = get_bool(*root, "with_pieces", with_pieces, e);
+    if (err < 0) {
+        cJSON_Delete(*root);
+        *root = NULL;
+        return err;
+    }
+    *content = c->valuestring;
+    return 0;
+}
+
+int ob_api_parse_detokenize(const char *body, size_t len, uint32_t n_vocab, int32_t **ids,
+                            int *n, struct ob_api_err *e)
+{
+    cJSON *root = parse_object(body, len, e);
+    if (!root)
+        return OB_EFORMAT;
+    const cJSON *t = field(root, "tokens");
+    int err = 0;
+    *ids = NULL;
+    *n = 0;
+    if (!t)
+        err = BAD(e, "tokens", "missing_required_parameter", "'tokens' is required");
+    else if (!cJSON_IsArray(t))
+        err = BAD(e, "tokens", "invalid_type", "'tokens' must be an array of token ids");
+    else
+        err = get_ids(t, "tokens", ids, n, e);
+    for (int i = 0; !err && i < *n; i++)
+        if ((uint32_t)(*ids)[i] >= n_vocab)
+            err = BAD(e, "tokens", "invalid_value",
+                      "'tokens[%d]' = %d is not below the vocabulary size %u", i, (*ids)[i], n_vocab);
+    cJSON_Delete(root);
+    if (err) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return err;
+}
+
+/* ---- responses ---------------------------------------------------------------------------------- */
+
+static void piece(const struct ob_tok *tok, int32_t id, const char **b, size_t *n)
+{
+    if (ob_tok_piece(tok, id, b, n)) {
+        *b = "";
+        *n = 0;
+    }
+}
+
+static void bytes_arr(struct ob_sb *b, const char *s, size_t n)
+{
+    ob_sb_add(b, "[", 1);
+    for (size_t i = 0; i < n; i++)
+        ob_sb_fmt(b, i ? ",%u" : "%u", (unsigned char)s[i]);
+    ob_sb_add(b, "]", 1);
+}
+
+/* {"id":ID,"token":TEXT,"logprob":LP,"bytes":[...]} without the closing brace */
+static void entry_open(struct ob_sb *b, const struct ob_tok *tok, int32_t id, const float *lp)
+{
+    const char *s;
+    size_t n;
+    piece(tok, id, &s, &n);
+    ob_sb_fmt(b, "{\"id\":%d,\"token\":", id);
+    ob_sb_json(b, s, n);
+    ob_sb_str(b, ",\"logprob\":");
+    if (lp)
+        ob_sb_lp(b, *lp);
+    else
+        ob_sb_str(b, "null");
+    ob_sb_str(b, ",\"bytes\":");
+    bytes_arr(b, s, n);
+}
+
+/* a content-style logprobs entry: the chat shape, plus the token id */
+static void content_entry(struct ob_sb *b, const struct ob_tok *tok, int32_t id,
+                          const struct ob_token_info *t)
+{
+    entry_open(b, tok, id, t ? &t->logprob : NULL);
+    ob_sb_str(b, ",\"top_logprobs\":[");
+    for (int i = 0; t && i < t->n_top; i++) {
+        if (i)
+            ob_sb_add(b, ",", 1);
+        entry_open(b, tok, t->top[i].id, &t->top[i].logprob);
+        ob_sb_add(b, "}", 1);
+    }
+    ob_sb_str(b, "]}");
+}
+
+/* Legacy completions logprobs for a run of tokens: tokens, token_logprobs, top_logprobs,
+ * text_offset (bytes into the choice's text, starting at *offset), and content (the chat-style
+ * entries with ids, exact where the legacy maps of text to logprob cannot be: two tokens with
+ * the same text). ts[i] may be NULL: the first prompt token, which has no logprob. */
+static void legacy_logprobs(struct ob_sb *b, const struct ob_tok *tok, const int32_t *ids,
+                            const struct ob_token_info *const *ts, int n, size_t *offset)
+{
+    const char *s;
+    size_t len;
+    ob_sb_str(b, "{\"tokens\":[");
+    for (int i = 0; i < n; i++) {
+        if (i)
+            ob_sb_add(b, ",", 1);
+        piece(tok, ids[i], &s, &len);
+        ob_sb_json(b, s, len);
+    }
+    ob_sb_str(b, "],\"token_logprobs\":[");
+    for (int i = 0; i < n; i++) {
+        if (i)
+            ob_sb_add(b, ",", 1);
+        if (ts[i])
+            ob_sb_lp(b, ts[i]->logprob);
+        else
+            ob_sb_str(b, "null");
+    }
+    ob_sb_str(b, "],\"top_logprobs\":[");
+    for (int i = 0; i < n; i++) {
+        if (i)
+            ob_sb_add(b, ",", 1);
+        if (!ts[i]) {
+            ob_sb_str(b, "null");
+            continue;
+        }
+        ob_sb_add(b, "{", 1);
+        for (int k = 0; k < ts[i]->n_top; k++) {
+            if (k)
+                ob_sb_add(b, ",", 1);
+            piece(tok, ts[i]->top[k].id, &s, &len);
+            ob_sb_json(b, s, len);
+            ob_sb_add(b, ":", 1);
+            ob_sb_lp(b, ts[i]->top[k].logprob);
+        }
+        ob_sb_add(b, "}", 1);
+    }
+    ob_sb_str(b, "],\"text_offset\":[");
+    for (int i = 0; i < n; i++) {
+        ob_sb_fmt(b, i ? ",%zu" : "%zu", *offset);
+        piece(tok, ids[i], &s, &len);
+        *offset += len;
+    }
+    ob_sb_str(b, "],\"content\":[");
+    for (int i = 0; i < n; i++) {
+        if (i)
+            ob_sb_add(b, ",", 1);
+        content_entry(b, tok, ids[i], ts[i]);
+    }
+    ob_sb_str(b, "]}");
+}
+
+static void head(struct ob_sb *b, const struct ob_api_result *r, const char *object)
+{
+    ob_sb_str(b, "{\"id\":");
+    ob_sb_json(b, r->id, strlen(r->id));
+    ob_sb_fmt(b, ",\"object\":\"%s\",\"created\":%lld,\"model\":", object, r->created);
+    ob_sb_json(b, r->model, strlen(r->model));
+    ob_sb_str(b, ",\"system_fingerprint\":");
+    ob_sb_json(b, r->fingerprint, strlen(r->fingerprint));
+}
+
+static void usage(struct ob_sb *b, const struct ob_api_result *r)
+{
+    ob_sb_fmt(b, "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
+                  "\"prompt_tokens_details\":{\"cached_tokens\":%d}}",
+               r->prompt_tokens, r->completion_tokens, r->prompt_tokens + r->completion_tokens,
+               r->cached_tokens);
+}
+
+/* the prompt's tokens and their scores for echo: arrays of n_prompt */
+static void echo_arrays(const struct ob_api_result *r, const struct ob_token_info ***ts)
+{
+    *ts = calloc((size_t)(r->n_prompt ? r->n_prompt : 1), sizeof **ts);
+    if (!*ts)
+        return;
+    for (int i = 1; i < r->n_prompt && i - 1 < r->n_ptoks; i++)
+        (*ts)[i] = &r->ptoks[i - 1];
+}
+
+static void echo_text(struct ob_sb *b, const struct ob_api_result *r)
+{
+    for (int i = 0; i < r->n_prompt; i++) {
+        const char *s;
+        size_t n;
+        piece(r->tok, r->prompt[i], &s, &n);
+        ob_sb_add(b, s, n);
+    }
+}
+
+void ob_api_body(struct ob_sb *b, const struct ob_api_result *r)
+{
+    bool chat = r->kind == OB_API_CHAT;
+    head(b, r, chat ? "chat.completion" : "text_completion");
+    ob_sb_str(b, ",\"choices\":[{\"index\":0,");
+    if (chat) {
+        ob_sb_str(b, "\"message\":{\"role\":\"assistant\",\"content\":");
+        ob_sb_json(b, r->text, r->text_len);
+        ob_sb_str(b, "},\"logprobs\":");
+        if (r->logprobs) {
+            ob_sb_str(b, "{\"content\":[");
+            for (int i = 0; i < r->n_toks; i++) {
+                if (i)
+                    ob_sb_add(b, ",", 1);
+                content_entry(b, r->tok, r->toks[i].id, &r->toks[i]);
+            }
+            ob_sb_str(b, "]}");
+        } else {
+            ob_sb_str(b, "null");
+        }
+    } else {
+        struct ob_sb t = {0};
+        if (r->echo)
+            echo_text(&t, r);
+        ob_sb_add(&t, r->text, r->text_len);
+        ob_sb_str(b, "\"text\":");
+        ob_sb_json(b, t.p ? t.p : "", t.len);
+        ob_sb_free(&t);
+        ob_sb_str(b, ",\"logprobs\":");
+        if (r->logprobs) {
+            int np = r->echo ? r->n_prompt : 0, n = np + r->n_toks;
+            int32_t *ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
+            const struct ob_token_info **ts = calloc((size_t)(n ? n : 1), sizeof *ts);
+            const struct ob_token_info **pt = NULL;
+            if (np)
+                echo_arrays(r, &pt);
+            if (!ids || !ts || (np && !pt)) {
+                b->oom = true;
+            } else {
+                for (int i = 0; i < np; i++) {
+                    ids[i] = r->prompt[i];
+                    ts[i] = pt[i];
+                }
+                for (int i = 0; i < r->n_toks; i++) {
+                    ids[np + i] = r->toks[i].id;
+                    ts[np + i] = &r->toks[i];
+                }
+                size_t off = 0;
+                legacy_logprobs(b, r->tok, ids, ts, n, &off);
+            }
+            free(ids);
+            free(ts);
+            free(pt);
+        } else {
+            ob_sb_str(b, "null");
+        }
+    }
+    ob_sb_str(b, ",\"finish_reason\":");
+    ob_sb_json(b, r->finish_reason, strlen(r->finish_reason));
+    if (r->timed_out)
+        ob_sb_str(b, ",\"timed_out\":true");
+    ob_sb_str(b, "}],");
+    usage(b, r);
+    ob_sb_str(b, "}");
+}
+
+/* ---- streaming ---------------------------------------------------------------------------------- */
+
+static void sse_begin(struct ob_sb *b)
+{
+    ob_sb_str(b, "data: ");
+}
+
+static void sse_end(struct ob_sb *b)
+{
+    ob_sb_str(b, "\n\n");
+}
+
+void ob_api_chunk_start(struct ob_sb *b, const struct ob_api_result *r)
+{
+    if (r->kind == OB_API_CHAT) {
+        sse_begin(b);
+        head(b, r, "chat.completion.chunk");
+        ob_sb_str(b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+                      "\"logprobs\":null,\"finish_reason\":null}]}");
+        sse_end(b);
+        return;
+    }
+    if (!r->echo)
+        return;
+    /* completions with echo: the prompt text (and its scores) comes first */
+    sse_begin(b);
+    head(b, r, "text_completion");
+    ob_sb_str(b, ",\"choices\":[{\"index\":0,\"text\":");
+    struct ob_sb t = {0};
+    echo_text(&t, r);
+    ob_sb_json(b, t.p ? t.p : "", t.len);
+    ob_sb_free(&t);
+    ob_sb_str(b, ",\"logprobs\":");
+    const struct ob_token_info **pt = NULL;
+    if (r->logprobs)
+        echo_arrays(r, &pt);
+    if (r->logprobs && pt) {
+        size_t off = 0;
+        legacy_logprobs(b, r->tok, r->prompt, pt, r->n_prompt, &off);
+    } else {
+        ob_sb_str(b, "null");
+    }
+    free(pt);
+    ob_sb_str(b, ",\"finish_reason\":null}]}");
+    sse_end(b);
+}
+
+void ob_api_chunk_token(struct ob_sb *b, const struct ob_api_result *r,
+                        const struct ob_token_info *t, const char *text, size_t n,
+                        size_t offset)
+{
+    sse_begin(b);
+    if (r->kind == OB_API_CHAT) {
+        head(b, r, "chat.completion.chunk");
+        ob_sb_str(b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":");
+        ob_sb_json(b, text, n);
+        ob_sb_str(b, "},\"logprobs\":");
+        if (r->logprobs) {
+            ob_sb_str(b, "{\"content\":[");
+            content_entry(b, r->tok, t->id, t);
+            ob_sb_str(b, "]}");
+        } else {
+            ob_sb_str(b, "null");
+        }
+    } else {
+        head(b, r, "text_completion");
+        ob_sb_str(b, ",\"choices\":[{\"index\":0,\"text\":");
+        ob_sb_json(b, text, n);
+        ob_sb_str(b, ",\"logprobs\":");
+        if (r->logprobs) {
+            /* text_offset continues after the bytes of the tokens before */
+            size_t off = offset;
+            legacy_logprobs(b, r->tok, &t->id, &t, 1, &off);
+        } else {
+            ob_sb_str(b, "null");
+        }
+    }
+    ob_sb_str(b, ",\"finish_reason\":null}]}");
+    sse_end(b);
+}
+
+void ob_api_chunk_end(struct ob_sb *b, const struct ob_api_result *r, const char *text,
+                      size_t n, bool include_usage)
+{
+    bool chat = r->kind == OB_API_CHAT;
+    sse_begin(b);
+    head(b, r, chat ? "chat.completion.chunk" : "text_completion");
+    if (chat) {
+        ob_sb_str(b, ",\"choices\":[{\"index\":0,\"delta\":");
+        if (n) {
+            ob_sb_str(b, "{\"content\":");
+            ob_sb_json(b, text, n);
+            ob_sb_str(b, "}");
+        } else {
+            ob_sb_str(b, "{}");
+        }
+    } else {
+        ob_sb_str(b, ",\"choices\":[{\"index\":0,\"text\":");
+        ob_sb_json(b, text, n);
+    }
+    ob_sb_str(b, ",\"logprobs\":null,\"finish_reason\":");
+    ob_sb_json(b, r->finish_reason, strlen(r->finish_reason));
+    if (r->timed_out)
+        ob_sb_str(b, ",\"timed_out\":true");
+    ob_sb_str(b, "}]}");
+    sse_end(b);
+    if (include_usage) {
+        sse_begin(b);
+        head(b, r, chat ? "chat.completion.chunk" : "text_completion");
+        ob_sb_str(b, ",\"choices\":[],");
+        usage(b, r);
+        ob_sb_str(b, "}");
+        sse_end(b);
+    }
+    ob_sb_str(b, "data: [DONE]\n\n");
+}
+
+void ob_api_chunk_error(struct ob_sb *b, const struct ob_api_err *e)
+{
+    sse_begin(b);
+    ob_api_error_body(b, e);
+    sse_end(b);
+    ob_sb_str(b, "data: [DONE]\n\n");
+}
+
+size_t ob_api_stream_safe(const char *text, size_t from, size_t len, const char *const *stop,
+                          int n_stop)
+{
+    const unsigned char *t = (const unsigned char *)text;
+    /* walk the decoder from `from`: stop before a sequence that could still complete */
+    size_t safe = from;
+    while (safe < len) {
+        unsigned c = t[safe];
+        size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (n > 1 && safe + n > len) {
+            /* incomplete only if what is there are continuation bytes so far */
+            bool cont = true;
+            for (size_t k = safe + 1; k < len; k++)
+                cont &= (t[k] & 0xc0) == 0x80;
+            if (cont)
+                break;
+        }
+        int k = utf8_len(t + safe, t + len);
+        safe += k ? (size_t)k : 1;
+    }
+    /* hold back from the first place where a stop string matches or may match */
+    for (size_t p = from; p < safe; p++)
+        for (int i = 0; i < n_stop; i++) {
+            size_t sl = strlen(stop[i]), m = len - p < sl ? len - p : sl;
+            if (m && memcmp(text + p, stop[i], m) == 0)
+                return p;
+        }
+    return safe;
+}

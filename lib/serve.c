@@ -1,0 +1,1476 @@
+/*
+ * serve.c — 1b-serve's HTTP layer: libmicrohttpd (MHD) in front of the continuous-batching
+ * engine (see serve.h for the threads and the life cycle, openai.h for the wire shapes).
+ *
+ * One request (struct sreq) goes through:
+ *   1. MHD's first call of the access handler (headers only): route, method, API key,
+ *      Content-Length, readiness and the queue are checked; a refusal is answered at once.
+ *   2. body calls: the body is collected (at most max_body bytes).
+ *   3. the last call: the body is parsed (ob_api_parse), tokenized, checked against the
+ *      context and admitted (at most parallel + queue generation requests at a time), and
+ *      its job submitted to the engine. A non-streaming request then suspends its connection;
+ *      a streaming one queues a chunked response whose reader suspends whenever it has
+ *      nothing to send.
+ *   4. on the driver thread, the engine's callbacks append tokens (on_token) and the finish
+ *      (on_finish) to the sreq under the server lock and resume its connection.
+ *   5. resumed, MHD calls the handler (non-streaming: the whole body is formatted and sent)
+ *      or the reader (streaming: the next chunks) again.
+ *   6. MHD's request-completed callback logs the request and, if its job still runs (the
+ *      client went away), cancels it.
+ * An sreq is freed when both MHD (step 6) and the engine (the job's finish) are done with it.
+ *
+ * Echo with logprobs (/v1/completions): the prompt's tokens are scored first by teacher
+ * forcing (a job whose prompt is the first token and whose forced tokens are the rest), then
+ * the generation job runs on the whole prompt (which the prompt cache then mostly holds).
+ *
+ * Locking: one server mutex (mu) guards every sreq field the driver touches, the registry of
+ * open requests and the counters. The engine's own lock is taken inside ob_engine_* calls,
+ * some of which are made with mu held; the engine never calls back with its lock held, so the
+ * order is always mu, then the engine's.
+ *
+ * Only the driver thread calls ob_engine_cancel and ob_engine_stats: both walk the engine's
+ * job lists, which ob_engine_step changes (and frees jobs from) without the engine's lock.
+ * Other threads queue cancellations (cancel_later) and read the counters the driver copied.
+ * ob_engine_submit, which only appends to the engine's incoming list under its lock, is
+ * called from any thread.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "1b.h"
+#include "engine.h"
+#include "openai.h"
+#include "sample.h"
+#include "serve.h"
+#include "tok.h"
+
+/* ---- endpoints ------------------------------------------------------------------------------- */
+
+enum ep {
+    EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_HEALTH, EP_LIVEZ, EP_METRICS, EP_TOKENIZE,
+    EP_DETOKENIZE, EP_OTHER, EP_N,
+};
+
+static const struct {
+    const char *path, *alias;      /* the alias is the path without /v1, as llama-server has */
+    bool post;                     /* POST, else GET (and HEAD) */
+    bool open;                     /* no API key needed */
+} eps[EP_N] = {
+    [EP_CHAT] = {"/v1/chat/completions", "/chat/completions", true, false},
+    [EP_COMPLETIONS] = {"/v1/completions", "/completions", true, false},
+    [EP_MODELS] = {"/v1/models", "/models", false, false},
+    [EP_HEALTH] = {"/health", "/v1/health", false, true},
+    [EP_LIVEZ] = {"/livez", NULL, false, true},
+    [EP_METRICS] = {"/metrics", NULL, false, false},
+    [EP_TOKENIZE] = {"/tokenize", NULL, true, false},
+    [EP_DETOKENIZE] = {"/detokenize", NULL, true, false},
+    [EP_OTHER] = {"other", NULL, false, false},
+};
+
+static int route(const char *url)
+{
+    for (int i = 0; i < EP_OTHER; i++)
+        if (!strcmp(url, eps[i].path) || (eps[i].alias && !strcmp(url, eps[i].alias)))
+            return i;
+    return EP_OTHER;
+}
+
+/* ---- state --------------------------------------------------------------------------------- */
+
+enum phase { P_NONE, P_SCORE, P_GEN, P_DONE };
+enum why { W_NONE, W_CLIENT, W_TIMEOUT, W_SHUTDOWN };
+
+/* latency histogram: fixed buckets in seconds */
+static const double buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+                                 120, 300};
+#define NB (sizeof buckets / sizeof buckets[0])
+struct hist {
+    uint64_t n[NB + 1];
+    double sum;
+    uint64_t count;
+};
+
+struct sreq {
+    struct ob_serve *s;
+    struct MHD_Connection *conn;
+    int fd;
+    struct sreq *prev, *next;      /* the registry of open requests */
+    int ep;
+    char method[12], path[96], remote[64], id[48];
+    double t0, t_first, t_done;
+    /* body */
+    char *body;
+    size_t body_len, body_cap, body_seen;
+    bool too_large;
+    /* generation */
+    bool gen;                      /* a generation request (counted by ob_serve_in_flight) */
+    bool counted;                  /* holds one of the parallel + queue places */
+    struct ob_api_req q;
+    int32_t *ids;
+    int n_ids;
+    int32_t stop_ids[OB_CHAT_MAX_STOPS];
+    int n_stop_ids;
+    int phase;
+    bool job;                      /* a job of this request is in the engine */
+    uint64_t handle;
+    int why;                       /* why it was cancelled */
+    double deadline;
+    struct ob_token_info *ptoks, *toks;   /* prompt scores (echo), generated tokens */
+    int n_ptoks, cap_ptoks, n_toks, cap_toks;
+    char *text;                    /* generated bytes */
+    size_t text_len, text_cap;
+    bool oom;
+    int fin_reason, n_cached, n_gen;
+    size_t fin_text_len;
+    char fin_error[256];
+    bool suspended;                /* its MHD connection is suspended, waiting for us */
+    bool gone;                     /* MHD has completed the request */
+    int refs;
+    /* streaming (read and written by the connection's MHD thread, under mu) */
+    bool stream;
+    struct ob_sb out;
+    size_t out_off;
+    int n_sent;
+    size_t tok_bytes;              /* text_offset of the next token (echoed prompt included) */
+    size_t gen_bytes, text_sent;   /* generated bytes formatted so far, and streamed */
+    bool sent_start, sent_end;
+    /* the answer */
+    int status;
+    bool answered;
+};
+
+struct ob_serve {
+    struct ob_serve_params p;
+    struct MHD_Daemon *d;
+    int port;
+    MHD_socket listen_fd;
+    bool quiesced;
+    /* the model, once attached */
+    struct ob_model *m;
+    struct ob_ctx *ctx;
+    struct ob_engine *e;
+    const struct ob_tok *tok;
+    const char *tmpl;
+    int parallel, n_ctx;
+    char model_id[256], fingerprint[40];
+    const char *sha256, *model_name, *route;
+    struct ob_api_defaults defaults;
+    /* the driver */
+    pthread_t driver;
+    bool driver_started, driver_stop;
+    /* everything below under mu */
+    pthread_mutex_t mu;
+    bool ready, draining;
+    struct sreq *head;
+    int n_open_gen;                /* generation requests not yet completed by MHD */
+    int n_active;                  /* admitted generation requests whose jobs have not finished */
+    uint64_t seq;
+    char boot[12];
+    uint64_t http[EP_N][600];      /* answers by endpoint and status */
+    struct hist duration[2], ttft[2];
+    uint64_t rejected_queue, cancelled_client, timed_out;
+    uint64_t *cancel_q;            /* handles to cancel, passed to the engine by the driver */
+    size_t n_cancel_q, cap_cancel_q;
+    struct ob_engine_stats es;     /* the engine's counters, as the driver last read them */
+    char mhd_msg[256];             /* MHD's last log message (for a failed start) */
+};
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void slog(struct ob_serve *s, struct ob_sb *b)
+{
+    if (s->p.log && b->p && !b->oom)
+        s->p.log(s->p.log_user, b->p);
+}
+
+static void logf_event(struct ob_serve *s, const char *event, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    struct ob_sb b = {0};
+    ob_sb_fmt(&b, "{\"event\":\"%s\",\"message\":", event);
+    ob_sb_json(&b, msg, strlen(msg));
+    ob_sb_str(&b, "}");
+    slog(s, &b);
+    ob_sb_free(&b);
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+    struct ob_serve *s = cls;
+    char msg[256];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = 0;
+    pthread_mutex_lock(&s->mu);
+    memcpy(s->mhd_msg, msg, n + 1);
+    pthread_mutex_unlock(&s->mu);
+    logf_event(s, "http", "%s", msg);
+}
+
+static void hist_add(struct hist *h, double v)
+{
+    size_t i = 0;
+    while (i < NB && v > buckets[i])
+        i++;
+    h->n[i]++;
+    h->sum += v;
+    h->count++;
+}
+
+/* ---- requests: life and death ------------------------------------------------------------------ */
+
+static void sreq_free(struct sreq *r)
+{
+    ob_api_free(&r->q);
+    free(r->body);
+    free(r->ids);
+    free(r->ptoks);
+    free(r->toks);
+    free(r->text);
+    ob_sb_free(&r->out);
+    free(r);
+}
+
+/* drop one reference (mu held) */
+static void sreq_unref(struct sreq *r)
+{
+    if (--r->refs == 0)
+        sreq_free(r);
+}
+
+static struct sreq *sreq_new(struct ob_serve *s, struct MHD_Connection *c, const char *url,
+                             const char *method)
+{
+    struct sreq *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->s = s;
+    r->conn = c;
+    r->t0 = now();
+    r->ep = route(url);
+    r->refs = 1;
+    r->fd = -1;
+    r->status = 0;
+    snprintf(r->method, sizeof r->method, "%s", method);
+    /* the path as the client wrote it, for the log; never more than a short prefix */
+    char *p = ob_utf8_sanitize(url, strnlen(url, sizeof r->path - 1));
+    snprintf(r->path, sizeof r->path, "%s", p ? p : "");
+    free(p);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci)
+        r->fd = ci->connect_fd;
+    ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, r->remote,
+                      sizeof r->remote);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, r->remote,
+                      sizeof r->remote);
+    }
+    pthread_mutex_lock(&s->mu);
+    r->next = s->head;
+    if (s->head)
+        s->head->prev = r;
+    s->head = r;
+    uint64_t n = ++s->seq;
+    pthread_mutex_unlock(&s->mu);
+    snprintf(r->id, sizeof r->id, "%s-%s-%llu",
+             r->ep == EP_CHAT ? "chatcmpl" : r->ep == EP_COMPLETIONS ? "cmpl" : "req", s->boot,
+             (unsigned long long)n);
+    return r;
+}
+
+/* resume the connection if it waits for us (mu held) */
+static void wake(struct sreq *r)
+{
+    if (r->suspended && !r->gone) {
+        r->suspended = false;
+        MHD_resume_connection(r->conn);
+    }
+}
+
+static const char *finish_name(const struct sreq *r)
+{
+    if (r->fin_reason == OB_FINISH_STOP || r->fin_reason == OB_FINISH_STOP_STRING)
+        return "stop";
+    return "length";
+}
+
+/* The request's log line (mu held). */
+static void log_request(struct ob_serve *s, struct sreq *r, const char *end)
+{
+    struct ob_sb b = {0};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[40];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    ob_sb_fmt(&b, "{\"time\":\"%s.%03ldZ\",\"id\":\"%s\",\"remote\":", when, ts.tv_nsec / 1000000,
+               r->id);
+    ob_sb_json(&b, r->remote, strlen(r->remote));
+    ob_sb_str(&b, ",\"method\":");
+    ob_sb_json(&b, r->method, strlen(r->method));
+    ob_sb_str(&b, ",\"path\":");
+    ob_sb_json(&b, r->path, strlen(r->path));
+    ob_sb_fmt(&b, ",\"status\":%d", r->status);
+    double t = now();
+    if (r->gen && r->ids) {
+        ob_sb_fmt(&b, ",\"stream\":%s,\"prompt_tokens\":%d,\"cached_tokens\":%d,"
+                       "\"completion_tokens\":%d",
+                   r->stream ? "true" : "false", r->n_ids, r->n_cached, r->n_toks);
+        if (r->phase == P_DONE)
+            ob_sb_fmt(&b, ",\"finish_reason\":\"%s\"",
+                       r->fin_reason == OB_FINISH_CANCELLED ? "cancelled"
+                       : r->fin_reason == OB_FINISH_ERROR   ? "error"
+                                                            : finish_name(r));
+        if (r->t_first > 0)
+            ob_sb_fmt(&b, ",\"ttft_s\":%.6f", r->t_first - r->t0);
+        if (r->t_done > 0)
+            ob_sb_fmt(&b, ",\"gen_s\":%.6f", r->t_done - r->t0);
+    }
+    ob_sb_fmt(&b, ",\"total_s\":%.6f,\"end\":\"%s\"}", t - r->t0, end);
+    slog(s, &b);
+    ob_sb_free(&b);
+}
+
+/* ---- answers ------------------------------------------------------------------------------------ */
+
+static void count_answer(struct sreq *r, int status)
+{
+    struct ob_serve *s = r->s;
+    pthread_mutex_lock(&s->mu);
+    r->status = status;
+    r->answered = true;
+    if (status >= 100 && status < 600)
+        s->http[r->ep][status]++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Queue a buffer as the answer (takes the buffer's memory). */
+static enum MHD_Result reply(struct sreq *r, int status, const char *ctype, struct ob_sb *b,
+                             const char *h1, const char *v1, bool close)
+{
+    if (b->oom) {
+        ob_sb_free(b);
+        ob_sb_str(b, "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
+                      "\"param\":null,\"code\":null}}");
+        status = 500;
+    }
+    size_t len = b->len;
+    char *p = b->p ? b->p : strdup("");
+    b->p = NULL;
+    ob_sb_free(b);
+    if (!p)
+        return MHD_NO;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, p, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(p);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", ctype);
+    MHD_add_response_header(resp, "X-Request-Id", r->id);
+    if (h1)
+        MHD_add_response_header(resp, h1, v1);
+    if (close)
+        MHD_add_response_header(resp, "Connection", "close");
+    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    count_answer(r, status);
+    return ret;
+}
+
+static enum MHD_Result reply_json(struct sreq *r, int status, struct ob_sb *b)
+{
+    return reply(r, status, "application/json", b, NULL, NULL, false);
+}
+
+static enum MHD_Result reply_error(struct sreq *r, const struct ob_api_err *e)
+{
+    struct ob_sb b = {0};
+    ob_api_error_body(&b, e);
+    const char *h = NULL, *v = NULL;
+    if (e->status == 401) {
+        h = "WWW-Authenticate";
+        v = "Bearer";
+    } else if (e->status == 503 || e->status == 429) {
+        h = "Retry-After";
+        v = "1";
+    } else if (e->status == 405) {
+        h = "Allow";
+        v = eps[r->ep].post ? "POST" : "GET, HEAD";
+    }
+    pthread_mutex_lock(&r->s->mu);
+    bool close = e->status == 503 && r->s->draining;
+    pthread_mutex_unlock(&r->s->mu);
+    return reply(r, e->status, "application/json", &b, h, v, close);
+}
+
+static enum MHD_Result fail(struct sreq *r, int status, const char *type, const char *code,
+                            const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static enum MHD_Result fail(struct sreq *r, int status, const char *type, const char *code,
+                            const char *fmt, ...)
+{
+    struct ob_api_err e = {.status = status, .type = type, .code = code};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.message, sizeof e.message, fmt, ap);
+    va_end(ap);
+    return reply_error(r, &e);
+}
+
+/* ---- engine callbacks (driver thread) ----------------------------------------------------------- */
+
+static bool push_tok(struct ob_token_info **a, int *n, int *cap, const struct ob_token_info *t)
+{
+    if (*n == *cap) {
+        int c = *cap ? 2 * *cap : 32;
+        struct ob_token_info *p = realloc(*a, (size_t)c * sizeof *p);
+        if (!p)
+            return false;
+        *a = p;
+        *cap = c;
+    }
+    (*a)[(*n)++] = *t;
+    return true;
+}
+
+static void on_token(void *user, uint64_t h, const struct ob_token_info *t)
+{
+    struct sreq *r = user;
+    struct ob_serve *s = r->s;
+    pthread_mutex_lock(&s->mu);
+    if (r->phase == P_SCORE) {
+        r->oom |= !push_tok(&r->ptoks, &r->n_ptoks, &r->cap_ptoks, t);
+    } else {
+        if (r->t_first == 0)
+            r->t_first = now();
+        r->oom |= !push_tok(&r->toks, &r->n_toks, &r->cap_toks, t);
+        const char *b;
+        size_t n;
+        if (ob_tok_piece(s->tok, t->id, &b, &n) == 0) {
+            if (r->text_len + n + 1 > r->text_cap) {
+                size_t c = r->text_cap ? 2 * r->text_cap : 256;
+                while (c < r->text_len + n + 1)
+                    c *= 2;
+                char *p = realloc(r->text, c);
+                if (p) {
+                    r->text = p;
+                    r->text_cap = c;
+                } else {
+                    r->oom = true;
+                }
+            }
+            if (r->text_len + n + 1 <= r->text_cap) {
+                memcpy(r->text + r->text_len, b, n);
+                r->text_len += n;
+            }
+        }
+        if (r->stream)
+            wake(r);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void on_finish(void *user, uint64_t h, const struct ob_finish *f);
+
+/* submit the request's next job (mu held); fills the error on failure */
+static int submit(struct sreq *r, bool scoring)
+{
+    struct ob_serve *s = r->s;
+    const struct ob_api_req *q = &r->q;
+    struct ob_request j = {
+        .prompt = r->ids, .n_prompt = r->n_ids, .sampling = q->s, .max_tokens = q->max_tokens,
+        .top_logprobs = q->logprobs ? q->top_logprobs : 0, .cache_prompt = q->cache_prompt,
+        .stop = (char **)q->stop, .n_stop = q->n_stop, .stop_ids = r->stop_ids,
+        .n_stop_ids = r->n_stop_ids, .forced = q->forced, .n_forced = q->n_forced,
+        .on_token = on_token, .on_finish = on_finish, .user = r,
+    };
+    if (scoring) {
+        /* teacher forcing over the prompt: the first token is the prompt, the rest forced */
+        j.n_prompt = 1;
+        j.forced = r->ids + 1;
+        j.n_forced = r->n_ids - 1;
+        j.stop = NULL;
+        j.n_stop = 0;
+    }
+    r->phase = scoring ? P_SCORE : P_GEN;
+    int err = ob_engine_submit(s->e, &j, &r->handle);
+    if (err) {
+        snprintf(r->fin_error, sizeof r->fin_error, "%s", ob_errmsg());
+        return err;
+    }
+    r->job = true;
+    return 0;
+}
+
+/* does the request generate after scoring its prompt? */
+static bool wants_gen(const struct sreq *r)
+{
+    return r->q.max_tokens > 0 || r->q.n_forced > 0;
+}
+
+/* the job chain is over (mu held) */
+static void finalize(struct sreq *r, int reason)
+{
+    struct ob_serve *s = r->s;
+    r->phase = P_DONE;
+    r->job = false;
+    r->fin_reason = reason;
+    r->t_done = now();
+    if (r->counted) {
+        r->counted = false;
+        s->n_active--;
+    }
+    int k = r->ep == EP_CHAT ? 0 : 1;
+    if (reason != OB_FINISH_ERROR && reason != OB_FINISH_CANCELLED) {
+        hist_add(&s->duration[k], r->t_done - r->t0);
+        if (r->t_first > 0)
+            hist_add(&s->ttft[k], r->t_first - r->t0);
+    }
+    if (r->why == W_TIMEOUT)
+        s->timed_out++;
+    else if (r->why == W_CLIENT)
+        s->cancelled_client++;
+    wake(r);
+    sreq_unref(r);                 /* the job chain's reference */
+}
+
+static void on_finish(void *user, uint64_t h, const struct ob_finish *f)
+{
+    struct sreq *r = user;
+    struct ob_serve *s = r->s;
+    pthread_mutex_lock(&s->mu);
+    r->job = false;
+    if (f->reason == OB_FINISH_ERROR)
+        snprintf(r->fin_error, sizeof r->fin_error, "%s", f->error ? f->error : "engine failure");
+    if (r->phase == P_SCORE) {
+        r->n_cached = f->n_cached;
+        if (f->reason == OB_FINISH_LENGTH && wants_gen(r) && r->why == W_NONE) {
+            if (submit(r, false) == 0) {
+                pthread_mutex_unlock(&s->mu);
+                return;
+            }
+            finalize(r, OB_FINISH_ERROR);
+            pthread_mutex_unlock(&s->mu);
+            return;
+        }
+    } else {
+        r->n_cached = f->n_cached;
+        r->n_gen = f->n_gen;
+        r->fin_text_len = f->text_len <= r->text_len ? f->text_len : r->text_len;
+    }
+    finalize(r, f->reason);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- the driver thread ----------------------------------------------------------------------- */
+
+/* Queue a job's cancellation for the driver (mu held). */
+static void cancel_later(struct ob_serve *s, uint64_t handle)
+{
+    if (s->n_cancel_q == s->cap_cancel_q) {
+        size_t c = s->cap_cancel_q ? 2 * s->cap_cancel_q : 64;
+        uint64_t *p = realloc(s->cancel_q, c * sizeof *p);
+        if (!p)
+            return;                /* the job runs to its end: no worse than a slow client */
+        s->cancel_q = p;
+        s->cap_cancel_q = c;
+    }
+    s->cancel_q[s->n_cancel_q++] = handle;
+}
+
+/* Cancel the jobs of clients that went away and of requests past their time limit. Only
+ * suspended connections are polled: MHD neither reads them nor closes them until we resume
+ * them, and only this thread resumes a connection whose job runs. */
+static void watch(struct ob_serve *s)
+{
+    enum { MAXW = 512 };
+    struct pollfd pf[MAXW];
+    struct sreq *who[MAXW];
+    uint64_t cancel[MAXW];
+    int np = 0, nc = 0;
+    double t = now();
+    pthread_mutex_lock(&s->mu);
+    for (struct sreq *r = s->head; r; r = r->next) {
+        if (!r->job || r->why != W_NONE)
+            continue;
+        if (r->deadline > 0 && t > r->deadline && nc < MAXW) {
+            r->why = W_TIMEOUT;
+            cancel[nc++] = r->handle;
+            continue;
+        }
+        if (r->suspended && r->fd >= 0 && np < MAXW) {
+            pf[np] = (struct pollfd){.fd = r->fd, .events = POLLRDHUP};
+            who[np++] = r;
+        }
+    }
+    if (np && poll(pf, (nfds_t)np, 0) > 0)
+        for (int i = 0; i < np; i++)
+            if ((pf[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) && nc < MAXW) {
+                who[i]->why = W_CLIENT;
+                cancel[nc++] = who[i]->handle;
+            }
+    uint64_t *queued = s->cancel_q;
+    size_t nq = s->n_cancel_q;
+    s->cancel_q = NULL;
+    s->n_cancel_q = s->cap_cancel_q = 0;
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < nc; i++)
+        ob_engine_cancel(s->e, cancel[i]);
+    for (size_t i = 0; i < nq; i++)
+        ob_engine_cancel(s->e, queued[i]);
+    free(queued);
+    struct ob_engine_stats es;
+    ob_engine_stats(s->e, &es);
+    pthread_mutex_lock(&s->mu);
+    s->es = es;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *driver(void *arg)
+{
+    struct ob_serve *s = arg;
+    double last = 0;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        bool stop = s->driver_stop;
+        pthread_mutex_unlock(&s->mu);
+        /* stopping: every job was cancelled; step until their finishes are delivered */
+        if (stop && ob_engine_idle(s->e))
+            break;
+        if (ob_engine_idle(s->e)) {
+            ob_engine_wait(s->e, 0.025);
+        } else {
+            if (ob_engine_step(s->e) < 0)
+                logf_event(s, "engine", "%s", ob_errmsg());
+            /* the counters /metrics shows, as of this step */
+            struct ob_engine_stats es;
+            ob_engine_stats(s->e, &es);
+            pthread_mutex_lock(&s->mu);
+            s->es = es;
+            pthread_mutex_unlock(&s->mu);
+        }
+        double t = now();
+        pthread_mutex_lock(&s->mu);
+        bool queued = s->n_cancel_q > 0;
+        pthread_mutex_unlock(&s->mu);
+        if (queued || t - last >= 0.02) {
+            watch(s);
+            last = t;
+        }
+    }
+    return NULL;
+}
+
+/* ---- simple endpoints ----------------------------------------------------------------------- */
+
+static enum MHD_Result do_health(struct sreq *r)
+{
+    struct ob_serve *s = r->s;
+    pthread_mutex_lock(&s->mu);
+    const char *st = s->draining ? "draining" : s->ready ? "ok" : "loading";
+    pthread_mutex_unlock(&s->mu);
+    struct ob_sb b = {0};
+    ob_sb_fmt(&b, "{\"status\":\"%s\"}", st);
+    return reply_json(r, strcmp(st, "ok") ? 503 : 200, &b);
+}
+
+static enum MHD_Result do_models(struct sreq *r)
+{
+    struct ob_serve *s = r->s;
+    struct ob_sb b = {0};
+    ob_sb_str(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+    ob_sb_json(&b, s->model_id, strlen(s->model_id));
+    ob_sb_str(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"1b\",\"name\":");
+    ob_sb_json(&b, s->model_name, strlen(s->model_name));
+    ob_sb_str(&b, ",\"sha256\":");
+    ob_sb_json(&b, s->sha256, strlen(s->sha256));
+    const struct ob_hparams *hp = ob_model_hparams(s->m);
+    ob_sb_fmt(&b, ",\"route\":\"%s\",\"n_ctx\":%d,\"n_vocab\":%u,\"parallel\":%d}]}", s->route,
+               s->n_ctx, hp->n_vocab, s->parallel);
+    return reply_json(r, 200, &b);
+}
+
+static void metric(struct ob_sb *b, const char *name, const char *type, const char *help)
+{
+    ob_sb_fmt(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void hist_print(struct ob_sb *b, const char *name, const struct hist *h, const char *ep)
+{
+    uint64_t cum = 0;
+    for (size_t i = 0; i <= NB; i++) {
+        cum += h->n[i];
+        if (i < NB)
+            ob_sb_fmt(b, "%s_bucket{endpoint=\"%s\",le=\"%g\"} %llu\n", name, ep, buckets[i],
+                       (unsigned long long)cum);
+        else
+            ob_sb_fmt(b, "%s_bucket{endpoint=\"%s\",le=\"+Inf\"} %llu\n", name, ep,
+                       (unsigned long long)cum);
+    }
+    ob_sb_fmt(b, "%s_sum{endpoint=\"%s\"} %.6f\n%s_count{endpoint=\"%s\"} %llu\n", name, ep,
+               h->sum, name, ep, (unsigned long long)h->count);
+}
+
+static enum MHD_Result do_metrics(struct sreq *r)
+{
+    struct ob_serve *s = r->s;
+    struct ob_sb b = {0};
+    pthread_mutex_lock(&s->mu);
+    struct ob_engine_stats es = s->es;
+    metric(&b, "ob_requests_total", "counter", "HTTP requests answered, by endpoint and status.");
+    for (int e = 0; e < EP_N; e++)
+        for (int st = 100; st < 600; st++)
+            if (s->http[e][st])
+                ob_sb_fmt(&b, "ob_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n",
+                           eps[e].path, st, (unsigned long long)s->http[e][st]);
+    metric(&b, "ob_requests_rejected_queue_full_total", "counter",
+           "Generation requests refused with 503 because the queue was full.");
+    ob_sb_fmt(&b, "ob_requests_rejected_queue_full_total %llu\n",
+               (unsigned long long)s->rejected_queue);
+    metric(&b, "ob_requests_cancelled_total", "counter",
+           "Generation requests cancelled, by reason.");
+    ob_sb_fmt(&b, "ob_requests_cancelled_total{reason=\"client\"} %llu\n"
+                   "ob_requests_cancelled_total{reason=\"timeout\"} %llu\n",
+               (unsigned long long)s->cancelled_client, (unsigned long long)s->timed_out);
+    metric(&b, "ob_requests_in_flight", "gauge", "Generation requests accepted and not yet answered.");
+    ob_sb_fmt(&b, "ob_requests_in_flight %d\n", s->n_open_gen);
+    metric(&b, "ob_ready", "gauge", "1 when the server can serve (what /health says).");
+    ob_sb_fmt(&b, "ob_ready %d\n", s->ready && !s->draining);
+    for (int k = 0; k < 2; k++) {
+        if (!k)
+            metric(&b, "ob_request_duration_seconds", "histogram",
+                   "Time from the request to its last token, generation endpoints.");
+        hist_print(&b, "ob_request_duration_seconds", &s->duration[k], eps[k].path);
+    }
+    for (int k = 0; k < 2; k++) {
+        if (!k)
+            metric(&b, "ob_time_to_first_token_seconds", "histogram",
+                   "Time from the request to its first generated token.");
+        hist_print(&b, "ob_time_to_first_token_seconds", &s->ttft[k], eps[k].path);
+    }
+    pthread_mutex_unlock(&s->mu);
+    metric(&b, "ob_tokens_generated_total", "counter",
+           "Tokens computed after the prompt (generated, or scored by teacher forcing).");
+    ob_sb_fmt(&b, "ob_tokens_generated_total %llu\n", (unsigned long long)es.tokens_generated);
+    metric(&b, "ob_tokens_prompt_total", "counter", "Prompt tokens prefilled (not from the cache).");
+    ob_sb_fmt(&b, "ob_tokens_prompt_total %llu\n", (unsigned long long)es.tokens_prompt);
+    metric(&b, "ob_tokens_cached_total", "counter", "Prompt tokens reused from the prompt cache.");
+    ob_sb_fmt(&b, "ob_tokens_cached_total %llu\n", (unsigned long long)es.tokens_cached);
+    metric(&b, "ob_engine_steps_total", "counter", "Engine steps (forward passes).");
+    ob_sb_fmt(&b, "ob_engine_steps_total %llu\n", (unsigned long long)es.steps);
+    metric(&b, "ob_engine_rows_total", "counter", "Token rows computed by the engine.");
+    ob_sb_fmt(&b, "ob_engine_rows_total %llu\n", (unsigned long long)es.rows);
+    metric(&b, "ob_queue_depth", "gauge", "Requests waiting for a slot.");
+    ob_sb_fmt(&b, "ob_queue_depth %d\n", es.queued);
+    metric(&b, "ob_slots_busy", "gauge", "Slots with a live sequence.");
+    ob_sb_fmt(&b, "ob_slots_busy %d\n", es.live);
+    metric(&b, "ob_slots", "gauge", "Slots (--parallel).");
+    ob_sb_fmt(&b, "ob_slots %d\n", s->parallel);
+    return reply(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b, NULL, NULL, false);
+}
+
+static enum MHD_Result do_tokenize(struct sreq *r)
+{
+    struct ob_serve *s = r->s;
+    struct ob_api_err e;
+    cJSON *root;
+    const char *content;
+    bool add_special, parse_special, with_pieces;
+    if (ob_api_parse_tokenize(r->body ? r->body : "", r->body_len, &root, &content, &add_special,
+                              &parse_special, &with_pieces, &e))
+        return reply_error(r, &e);
+    int32_t *ids;
+    size_t n;
+    int err = ob_tok_encode(s->tok, content, strlen(content), parse_special, &ids, &n);
+    cJSON_Delete(root);
+    if (err)
+        return fail(r, 500, "server_error", NULL, "%s", ob_errmsg());
+    bool bos = add_special && ob_tok_add_bos(s->tok) && ob_tok_bos(s->tok) >= 0;
+    struct ob_sb b = {0};
+    ob_sb_str(&b, "{\"tokens\":[");
+    for (size_t i = 0; i < n + bos; i++) {
+        int32_t id = bos ? (i ? ids[i - 1] : ob_tok_bos(s->tok)) : ids[i];
+        if (i)
+            ob_sb_add(&b, ",", 1);
+        if (with_pieces) {
+            const char *p = "";
+            size_t pl = 0;
+            ob_tok_piece(s->tok, id, &p, &pl);
+            ob_sb_fmt(&b, "{\"id\":%d,\"piece\":", id);
+            ob_sb_json(&b, p, pl);
+            ob_sb_add(&b, "}", 1);
+        } else {
+            ob_sb_fmt(&b, "%d", id);
+        }
+    }
+    ob_sb_str(&b, "]}");
+    free(ids);
+    return reply_json(r, 200, &b);
+}
+
+static enum MHD_Result do_detokenize(struct sreq *r)
+{
+    struct ob_serve *s = r->s;
+    struct ob_api_err e;
+    int32_t *ids;
+    int n;
+    if (ob_api_parse_detokenize(r->body ? r->body : "", r->body_len, ob_tok_n_vocab(s->tok), &ids,
+                                &n, &e))
+        return reply_error(r, &e);
+    char *text;
+    size_t len;
+    int err = ob_tok_decode(s->tok, ids, (size_t)n, &text, &len);
+    free(ids);
+    if (err)
+        return fail(r, 500, "server_error", NULL, "%s", ob_errmsg());
+    struct ob_sb b = {0};
+    ob_sb_str(&b, "{\"content\":");
+    ob_sb_json(&b, text, len);
+    ob_sb_str(&b, "}");
+    free(text);
+    return reply_json(r, 200, &b);
+}
+
+/* ---- generation ---------------------------------------------------------------------------- */
+
+static void result_of(const struct sreq *r, struct ob_api_result *o)
+{
+    const struct ob_serve *s = r->s;
+    *o = (struct ob_api_result){
+        .kind = r->q.kind, .id = r->id, .model = s->model_id, .fingerprint = s->fingerprint,
+        .created = (long long)time(NULL), .tok = s->tok, .echo = r->q.echo, .prompt = r->ids,
+        .n_prompt = r->n_ids, .ptoks = r->ptoks, .n_ptoks = r->n_ptoks, .toks = r->toks,
+        .n_toks = r->n_toks, .text = r->text ? r->text : "",
+        .text_len = r->phase == P_DONE ? r->fin_text_len : r->text_len,
+        .finish_reason = finish_name(r), .logprobs = r->q.logprobs, .prompt_tokens = r->n_ids,
+        .completion_tokens = r->n_toks, .cached_tokens = r->n_cached,
+        .timed_out = r->why == W_TIMEOUT,
+    };
+}
+
+/* the error a finished request answers with, if it does not answer with its tokens */
+static bool finish_error(const struct sreq *r, struct ob_api_err *e)
+{
+    memset(e, 0, sizeof *e);
+    if (r->oom) {
+        ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+        return true;
+    }
+    if (r->fin_reason == OB_FINISH_ERROR) {
+        ob_api_fail(e, OB_EINTERNAL, 500, "server_error", "engine_error", NULL, "%s",
+                    r->fin_error[0] ? r->fin_error : "the engine failed");
+        return true;
+    }
+    if (r->fin_reason == OB_FINISH_CANCELLED && r->why != W_TIMEOUT) {
+        if (r->why == W_SHUTDOWN)
+            ob_api_fail(e, OB_EIO, 503, "server_error", "shutting_down", NULL,
+                        "the server is shutting down; send the request again");
+        else
+            ob_api_fail(e, OB_EIO, 499, "invalid_request_error", "cancelled", NULL,
+                        "the request was cancelled");
+        return true;
+    }
+    return false;
+}
+
+/* a resumed non-streaming request: its answer */
+static enum MHD_Result answer(struct sreq *r)
+{
+    struct ob_serve *s = r->s;
+    struct ob_api_err e;
+    pthread_mutex_lock(&s->mu);
+    bool err = finish_error(r, &e);
+    pthread_mutex_unlock(&s->mu);
+    if (err)
+        return reply_error(r, &e);
+    struct ob_api_result o;
+    result_of(r, &o);
+    struct ob_sb b = {0};
+    ob_api_body(&b, &o);
+    return reply_json(r, 200, &b);
+}
+
+/* The streaming body: called by MHD for more bytes; suspends the connection when there is
+ * nothing to send yet (the driver resumes it). */
+static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct sreq *r = cls;
+    struct ob_serve *s = r->s;
+    pthread_mutex_lock(&s->mu);
+    while (r->out_off >= r->out.len) {
+        ob_sb_reset(&r->out);
+        r->out_off = 0;
+        struct ob_api_result o;
+        result_of(r, &o);
+        if (r->sent_end) {
+            pthread_mutex_unlock(&s->mu);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (!r->sent_start) {
+            if (r->phase == P_SCORE)
+                goto wait;         /* echo: the prompt's scores come first */
+            ob_api_chunk_start(&r->out, &o);
+            r->sent_start = true;
+            if (r->q.echo)
+                for (int i = 0; i < r->n_ids; i++) {
+                    const char *p;
+                    size_t n;
+                    if (!ob_tok_piece(s->tok, r->ids[i], &p, &n))
+                        r->tok_bytes += n;
+                }
+            continue;
+        }
+        if (r->n_sent < r->n_toks) {
+            const struct ob_token_info *t = &r->toks[r->n_sent];
+            const char *p;
+            size_t n = 0;
+            ob_tok_piece(s->tok, t->id, &p, &n);
+            /* the text through this token, whatever came after it since */
+            size_t end = r->gen_bytes + n;
+            if (end > r->text_len)
+                end = r->text_len;
+            /* forced tokens ignore stop strings, but not UTF-8 */
+            size_t safe = ob_api_stream_safe(r->text, r->text_sent, end, r->q.stop,
+                                             r->q.n_forced ? 0 : r->q.n_stop);
+            ob_api_chunk_token(&r->out, &o, t, r->text + r->text_sent, safe - r->text_sent,
+                               r->tok_bytes);
+            r->text_sent = safe;
+            r->tok_bytes += n;
+            r->gen_bytes += n;
+            r->n_sent++;
+            continue;
+        }
+        if (r->phase == P_DONE) {
+            struct ob_api_err e;
+            if (finish_error(r, &e)) {
+                ob_api_chunk_error(&r->out, &e);
+            } else {
+                size_t end = r->fin_text_len > r->text_sent ? r->fin_text_len : r->text_sent;
+                ob_api_chunk_end(&r->out, &o, r->text ? r->text + r->text_sent : "",
+                                 end - r->text_sent, r->q.include_usage);
+            }
+            r->sent_end = true;
+            continue;
+        }
+    wait:
+        if (r->gone) {
+            pthread_mutex_unlock(&s->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        r->suspended = true;
+        MHD_suspend_connection(r->conn);
+        pthread_mutex_unlock(&s->mu);
+        return 0;
+    }
+    if (r->out.oom) {
+        pthread_mutex_unlock(&s->mu);
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = r->out.len - r->out_off;
+    if (n > max)
+        n = max;
+    memcpy(buf, r->out.p + r->out_off, n);
+    r->out_off += n;
+    pthread_mutex_unlock(&s->mu);
+    return (ssize_t)n;
+}
+
+static bool model_matches(const struct ob_serve *s, const char *name)
+{
+    if (!name || !*name)
+        return true;
+    if (!strcmp(name, s->model_id) || !strcmp(name, s->model_name) || !strcmp(name, s->sha256))
+        return true;
+    const char *path = ob_model_path(s->m), *base = strrchr(path, '/');
+    return !strcmp(name, base ? base + 1 : path);
+}
+
+static enum MHD_Result do_generate(struct sreq *r)
+{
+    struct ob_serve *s = r->s;
+    struct ob_api_err e;
+    int kind = r->ep == EP_CHAT ? OB_API_CHAT : OB_API_COMPLETION;
+    if (ob_api_parse(r->body ? r->body : "", r->body_len, kind, &s->defaults, &r->q, &e))
+        return reply_error(r, &e);
+    if (!model_matches(s, r->q.model))
+        return fail(r, 404, "invalid_request_error", "model_not_found",
+                    "the model '%s' does not exist here; this server has '%s' (GET /v1/models)",
+                    r->q.model, s->model_id);
+    if (ob_api_tokens(&r->q, s->tok, s->tmpl, &r->ids, &r->n_ids, r->stop_ids, &r->n_stop_ids, &e))
+        return reply_error(r, &e);
+    if (r->n_ids >= s->n_ctx)
+        return fail(r, 400, "invalid_request_error", "context_length_exceeded",
+                    "the prompt has %d tokens; the context holds %d (one more is needed to "
+                    "generate)", r->n_ids, s->n_ctx);
+    if (r->q.n_forced > 0 && (int64_t)r->n_ids + r->q.n_forced > s->n_ctx)
+        return fail(r, 400, "invalid_request_error", "context_length_exceeded",
+                    "the prompt (%d tokens) and forced_tokens (%d) do not fit in the context "
+                    "of %d", r->n_ids, r->q.n_forced, s->n_ctx);
+    r->stream = r->q.stream;
+
+    pthread_mutex_lock(&s->mu);
+    if (s->draining) {
+        pthread_mutex_unlock(&s->mu);
+        return fail(r, 503, "server_error", "shutting_down", "the server is shutting down");
+    }
+    if (s->n_active >= s->parallel + s->p.queue) {
+        s->rejected_queue++;
+        pthread_mutex_unlock(&s->mu);
+        return fail(r, 503, "server_error", "overloaded",
+                    "the server is busy (%d requests running or queued); retry later",
+                    s->parallel + s->p.queue);
+    }
+    s->n_active++;
+    r->counted = true;
+    r->refs++;                     /* the job chain's reference */
+    if (s->p.timeout > 0)
+        r->deadline = r->t0 + s->p.timeout;
+    bool scoring = r->q.echo && r->q.logprobs && r->n_ids > 1;
+    int err = submit(r, scoring);
+    if (err) {
+        r->counted = false;
+        s->n_active--;
+        r->refs--;
+        r->phase = P_NONE;
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", r->fin_error);
+        pthread_mutex_unlock(&s->mu);
+        return fail(r, err == OB_ENOMEM ? 500 : 400, err == OB_ENOMEM ? "server_error"
+                    : "invalid_request_error", NULL, "%s", msg);
+    }
+    if (!r->stream) {
+        /* the driver resumes the connection when the answer is complete */
+        r->suspended = true;
+        MHD_suspend_connection(r->conn);
+        pthread_mutex_unlock(&s->mu);
+        return MHD_YES;
+    }
+    pthread_mutex_unlock(&s->mu);
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, reader,
+                                                                  r, NULL);
+    if (!resp)
+        return MHD_NO;             /* the job is cancelled when MHD completes the request */
+    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");   /* nginx: pass chunks at once */
+    MHD_add_response_header(resp, "X-Request-Id", r->id);
+    enum MHD_Result ret = MHD_queue_response(r->conn, 200, resp);
+    MHD_destroy_response(resp);
+    count_answer(r, 200);
+    return ret;
+}
+
+/* ---- MHD callbacks ---------------------------------------------------------------------------- */
+
+/* Is the Authorization header "Bearer KEY"? The comparison takes the same time whatever the
+ * header holds (for a given key length). */
+static bool auth_ok(const struct ob_serve *s, struct MHD_Connection *c)
+{
+    const char *want = s->p.api_key;
+    if (!want)
+        return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7))
+        return false;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    size_t hl = strlen(h), wl = strlen(want);
+    while (hl && (h[hl - 1] == ' ' || h[hl - 1] == '\t'))
+        hl--;
+    volatile unsigned char d = hl != wl;
+    for (size_t i = 0; i < wl; i++)
+        d |= (unsigned char)want[i] ^ (unsigned char)(i < hl ? h[i] : 0);
+    return d == 0;
+}
+
+/* checks on the headers alone: a refusal is queued at once */
+static enum MHD_Result first_call(struct sreq *r)
+{
+    struct ob_serve *s = r->s;
+    struct MHD_Connection *c = r->conn;
+    if (r->ep == EP_OTHER)
+        return fail(r, 404, "invalid_request_error", "not_found", "no such endpoint: %s %s",
+                    r->method, r->path);
+    bool get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
+    if (eps[r->ep].post ? strcmp(r->method, "POST") : !get)
+        return fail(r, 405, "invalid_request_error", "method_not_allowed",
+                    "%s takes %s, not %s", eps[r->ep].path, eps[r->ep].post ? "POST" : "GET",
+                    r->method);
+    if (!eps[r->ep].open && !auth_ok(s, c))
+        return fail(r, 401, "invalid_request_error", "invalid_api_key",
+                    "a valid API key is needed: send the header 'Authorization: Bearer KEY'");
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (errno || end == cl || v > s->p.max_body)
+            return fail(r, 413, "invalid_request_error", "request_too_large",
+                        "the request body is larger than %zu bytes", s->p.max_body);
+    }
+    pthread_mutex_lock(&s->mu);
+    bool ready = s->ready, draining = s->draining;
+    bool busy = s->n_active >= s->parallel + s->p.queue;
+    if ((r->ep == EP_CHAT || r->ep == EP_COMPLETIONS) && ready && !draining && busy)
+        s->rejected_queue++;
+    pthread_mutex_unlock(&s->mu);
+    bool needs_model = r->ep != EP_HEALTH && r->ep != EP_LIVEZ && r->ep != EP_METRICS;
+    if (needs_model && !ready)
+        return fail(r, 503, "server_error", "loading", "the model is loading; retry later");
+    if (r->ep == EP_CHAT || r->ep == EP_COMPLETIONS) {
+        if (draining)
+            return fail(r, 503, "server_error", "shutting_down", "the server is shutting down");
+        if (busy)
+            return fail(r, 503, "server_error", "overloaded",
+                        "the server is busy (%d requests running or queued); retry later",
+                        s->parallel + s->p.queue);
+        pthread_mutex_lock(&s->mu);
+        r->gen = true;
+        s->n_open_gen++;
+        pthread_mutex_unlock(&s->mu);
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
+                               const char *method, const char *version, const char *data,
+                               size_t *size, void **ctx)
+{
+    struct ob_serve *s = cls;
+    struct sreq *r = *ctx;
+    if (!r) {
+        if (!(r = sreq_new(s, c, url, method)))
+            return MHD_NO;
+        *ctx = r;
+        return first_call(r);
+    }
+    if (*size) {
+        /* a body larger than announced (or sent in chunks): keep reading, answer 413 at the
+         * end; a client that goes on much longer is disconnected */
+        r->body_seen += *size;
+        if (r->body_len + *size > r->s->p.max_body) {
+            r->too_large = true;
+            free(r->body);
+            r->body = NULL;
+            r->body_len = r->body_cap = 0;
+            if (r->body_seen > 16 * r->s->p.max_body)
+                return MHD_NO;
+        }
+        if (!r->too_large) {
+            if (r->body_len + *size + 1 > r->body_cap) {
+                size_t cap = r->body_cap ? 2 * r->body_cap : 4096;
+                while (cap < r->body_len + *size + 1)
+                    cap *= 2;
+                char *p = realloc(r->body, cap);
+                if (!p)
+                    return MHD_NO;
+                r->body = p;
+                r->body_cap = cap;
+            }
+            memcpy(r->body + r->body_len, data, *size);
+            r->body_len += *size;
+            r->body[r->body_len] = 0;
+        }
+        *size = 0;
+        return MHD_YES;
+    }
+    if (r->answered)
+        return MHD_YES;
+    pthread_mutex_lock(&s->mu);
+    int phase = r->phase;
+    if (phase != P_NONE && phase != P_DONE) {
+        /* resumed before the answer was complete: wait again */
+        r->suspended = true;
+        MHD_suspend_connection(c);
+        pthread_mutex_unlock(&s->mu);
+        return MHD_YES;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (phase == P_DONE)
+        return answer(r);
+    if (r->too_large)
+        return fail(r, 413, "invalid_request_error", "request_too_large",
+                    "the request body is larger than %zu bytes", s->p.max_body);
+    switch (r->ep) {
+    case EP_HEALTH: return do_health(r);
+    case EP_LIVEZ: {
+        struct ob_sb b = {0};
+        ob_sb_str(&b, "{\"status\":\"alive\"}");
+        return reply_json(r, 200, &b);
+    }
+    case EP_METRICS: return do_metrics(r);
+    case EP_MODELS: return do_models(r);
+    case EP_TOKENIZE: return do_tokenize(r);
+    case EP_DETOKENIZE: return do_detokenize(r);
+    case EP_CHAT:
+    case EP_COMPLETIONS: return do_generate(r);
+    }
+    return fail(r, 404, "invalid_request_error", "not_found", "no such endpoint");
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **ctx,
+                      enum MHD_RequestTerminationCode toe)
+{
+    struct ob_serve *s = cls;
+    struct sreq *r = *ctx;
+    if (!r)
+        return;
+    *ctx = NULL;
+    static const char *const why[] = {
+        [MHD_REQUEST_TERMINATED_COMPLETED_OK] = "ok",
+        [MHD_REQUEST_TERMINATED_WITH_ERROR] = "error",
+        [MHD_REQUEST_TERMINATED_TIMEOUT_REACHED] = "idle_timeout",
+        [MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN] = "shutdown",
+        [MHD_REQUEST_TERMINATED_READ_ERROR] = "read_error",
+        [MHD_REQUEST_TERMINATED_CLIENT_ABORT] = "client_abort",
+    };
+    const char *end = (unsigned)toe < sizeof why / sizeof why[0] && why[toe] ? why[toe] : "error";
+    bool cancel = false;
+    pthread_mutex_lock(&s->mu);
+    r->gone = true;
+    r->suspended = false;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        s->head = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    if (r->gen)
+        s->n_open_gen--;
+    if (r->job) {
+        if (r->why == W_NONE)
+            r->why = W_CLIENT;
+        cancel_later(s, r->handle);
+        cancel = true;
+    }
+    if (!r->answered)
+        r->status = 0;
+    if (r->why == W_TIMEOUT && !strcmp(end, "ok"))
+        end = "timeout";
+    else if (r->why == W_SHUTDOWN)
+        end = "shutdown";
+    else if (r->why == W_CLIENT || (r->stream && !r->sent_end && !strcmp(end, "ok")))
+        end = "client_abort";
+    log_request(s, r, end);
+    sreq_unref(r);                 /* MHD's reference */
+    pthread_mutex_unlock(&s->mu);
+    if (cancel)
+        ob_engine_wake(s->e);
+}
+
+/* ---- life cycle --------------------------------------------------------------------------------- */
+
+int ob_serve_new(const struct ob_serve_params *p, struct ob_serve **out)
+{
+    struct ob_serve *s = calloc(1, sizeof *s);
+    if (!s)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    s->p = *p;
+    s->listen_fd = MHD_INVALID_SOCKET;
+    pthread_mutex_init(&s->mu, NULL);
+    uint32_t boot = 0;
+    if (getrandom(&boot, sizeof boot, 0) != sizeof boot)
+        boot = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+    snprintf(s->boot, sizeof s->boot, "%08x", boot);
+
+    struct addrinfo hints = {.ai_flags = AI_NUMERICSERV | AI_PASSIVE, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", p->port);
+    int gai = getaddrinfo(p->host, port, &hints, &ai);
+    if (gai || !ai) {
+        free(s);
+        return ob_seterr(OB_EUSAGE, "cannot resolve host '%s': %s", p->host, gai_strerror(gai));
+    }
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    struct MHD_OptionItem opts[] = {
+        {MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr},
+        {MHD_OPTION_THREAD_POOL_SIZE, p->http_threads > 1 ? p->http_threads : 2, NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, p->idle_timeout > 0 ? p->idle_timeout : 0, NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, s},
+        {MHD_OPTION_LISTEN_BACKLOG_SIZE, 256, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    /* the logger first, so that MHD never prints a message itself */
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, handler, s, MHD_OPTION_EXTERNAL_LOGGER,
+                            mhd_logger, s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->d) {
+        /* MHD's message ends with the system's reason ("...: Address already in use") */
+        const char *why = strrchr(s->mhd_msg, ':');
+        int err = ob_seterr(OB_EIO, "cannot listen on %s port %d%s%s", p->host, p->port,
+                            why ? ":" : "", why ? why + 1 : "");
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return err;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : p->port;
+    *out = s;
+    return 0;
+}
+
+int ob_serve_port(const struct ob_serve *s)
+{
+    return s->port;
+}
+
+int ob_serve_attach(struct ob_serve *s, struct ob_model *m, struct ob_ctx *ctx,
+                    struct ob_engine *e, int parallel)
+{
+    s->m = m;
+    s->ctx = ctx;
+    s->e = e;
+    s->tok = ob_model_tok(m);
+    s->tmpl = ob_model_chat_template(m);
+    s->parallel = parallel;
+    s->n_ctx = ob_ctx_params(ctx)->n_ctx;
+    s->route = ob_ctx_route(ctx);
+    s->model_name = ob_model_name(m);
+    int err = ob_model_sha256(m, &s->sha256);
+    if (err)
+        return err;
+    if (s->p.alias) {
+        snprintf(s->model_id, sizeof s->model_id, "%s", s->p.alias);
+    } else {
+        const char *path = ob_model_path(m), *base = strrchr(path, '/');
+        snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : path);
+    }
+    snprintf(s->fingerprint, sizeof s->fingerprint, "1b-%.16s", s->sha256);
+    s->defaults = (struct ob_api_defaults){
+        .max_tokens_chat = s->p.max_tokens_cap,
+        .max_tokens_completion = 16 < s->p.max_tokens_cap ? 16 : s->p.max_tokens_cap,
+        .max_tokens_cap = s->p.max_tokens_cap,
+        .temperature = s->p.temperature,
+        .seed = s->p.seed,
+    };
+    if (pthread_create(&s->driver, NULL, driver, s))
+        return ob_seterr(OB_EIO, "cannot start the engine thread");
+    s->driver_started = true;
+    pthread_mutex_lock(&s->mu);
+    s->ready = true;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+void ob_serve_quiesce(struct ob_serve *s)
+{
+    pthread_mutex_lock(&s->mu);
+    bool was = s->quiesced;
+    s->quiesced = true;
+    s->draining = true;
+    pthread_mutex_unlock(&s->mu);
+    if (was || !s->d)
+        return;
+    /* no new connections: MHD stops watching the listening socket, and closing it makes
+     * new connections fail at once (a load balancer then tries another replica) */
+    s->listen_fd = MHD_quiesce_daemon(s->d);
+    if (s->listen_fd != MHD_INVALID_SOCKET) {
+        close(s->listen_fd);
+        s->listen_fd = MHD_INVALID_SOCKET;
+    }
+}
+
+int ob_serve_in_flight(struct ob_serve *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->n_open_gen;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void ob_serve_cancel_all(struct ob_serve *s)
+{
+    pthread_mutex_lock(&s->mu);
+    for (struct sreq *r = s->head; r; r = r->next)
+        if (r->job && r->why == W_NONE) {
+            r->why = W_SHUTDOWN;
+            cancel_later(s, r->handle);
+        }
+    pthread_mutex_unlock(&s->mu);
+    if (s->e)
+        ob_engine_wake(s->e);
+}
+
+void ob_serve_free(struct ob_serve *s, double linger)
+{
+    if (!s)
+        return;
+    if (s->d) {
+        ob_serve_quiesce(s);
+        if (s->e)
+            ob_serve_cancel_all(s);
+        /* let the answers go out: every job finishes (the driver resumes its connection)
+         * and MHD completes every request */
+        double until = now() + linger;
+        for (;;) {
+            pthread_mutex_lock(&s->mu);
+            bool busy = s->head != NULL;
+            for (struct sreq *r = s->head; r; r = r->next)
+                busy |= r->job;
+            pthread_mutex_unlock(&s->mu);
+            if (!busy || now() > until)
+                break;
+            usleep(10000);
+        }
+        /* MHD refuses to stop with suspended connections (it aborts): wait until the driver
+         * has finished every cancelled job, which resumes its connection */
+        bool suspended = true;
+        for (int k = 0; suspended && k < 6000; k++) {
+            if (s->e)
+                ob_serve_cancel_all(s);
+            suspended = false;
+            pthread_mutex_lock(&s->mu);
+            for (struct sreq *r = s->head; r; r = r->next)
+                suspended |= r->suspended;
+            pthread_mutex_unlock(&s->mu);
+            if (suspended)
+                usleep(10000);
+        }
+        if (!suspended)
+            MHD_stop_daemon(s->d);     /* else leave it to the process's exit */
+        s->d = NULL;
+    }
+    if (s->driver_started) {
+        pthread_mutex_lock(&s->mu);
+        s->driver_stop = true;
+        pthread_mutex_unlock(&s->mu);
+        ob_engine_wake(s->e);
+        pthread_join(s->driver, NULL);
+    }
+    /* requests MHD completed while their jobs ran are freed when the jobs finish; the
+     * engine is freed by the caller after us, so drop what is left here */
+    pthread_mutex_destroy(&s->mu);
+    free(s->cancel_q);
+    free(s);
+}

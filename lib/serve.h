@@ -1,0 +1,67 @@
+/*
+ * serve.h — the HTTP server of 1b-serve (serve.c): libmicrohttpd with a pool of HTTP threads
+ * in front of one continuous-batching engine, OpenAI-compatible endpoints (openai.h) and the
+ * operational ones (/health, /livez, /metrics, /tokenize, /detokenize). man/1b-serve.1
+ * documents every endpoint and status.
+ *
+ * Threads: HTTP threads parse requests, submit engine jobs, queue cancellations and format
+ * answers; one driver thread, started by ob_serve_attach, owns the engine (ob_engine_step in
+ * a loop, ob_engine_wait when idle, and every ob_engine_cancel and ob_engine_stats) and hands
+ * tokens and finishes to the HTTP threads under the server's lock, resuming the suspended
+ * connection that waits for them. The driver also watches the sockets of waiting
+ * connections, so that a client that goes away cancels its sequence and frees its slot, and
+ * cancels requests that pass their time limit.
+ *
+ * Life cycle: ob_serve_new listens at once (/health answers 503 "loading"); the caller loads
+ * the model and builds the context and engine, then ob_serve_attach makes the server ready.
+ * To stop: ob_serve_quiesce (no new connections, /health 503 "draining"), wait while
+ * ob_serve_in_flight > 0 for as long as the grace period allows, ob_serve_cancel_all, then
+ * ob_serve_free. The library logs through params.log only (one JSON object per call, no
+ * newline); it never prints.
+ *
+ * Ownership: the model, context and engine belong to the caller and must outlive the server
+ * (free the server first). ob_serve_quiesce, ob_serve_in_flight and ob_serve_cancel_all may be
+ * called from any thread; the rest from the thread that created the server.
+ */
+#ifndef OB_SERVE_H
+#define OB_SERVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "1b.h"
+#include "engine.h"
+
+struct ob_serve_params {
+    const char *host;              /* address to listen on: "127.0.0.1", "::", "0.0.0.0" */
+    int port;                      /* 0: any free port (ob_serve_port tells which) */
+    int http_threads;              /* libmicrohttpd thread pool */
+    int queue;                     /* requests that may wait for a slot beyond --parallel */
+    size_t max_body;               /* bytes of a request body; more: 413 */
+    int max_tokens_cap;            /* larger max_tokens: 400; also the chat default */
+    double timeout;                /* seconds per generation request; 0: none */
+    int idle_timeout;              /* seconds a connection may stay silent; 0: none */
+    const char *api_key;           /* Bearer key for everything but /health and /livez */
+    const char *alias;             /* the model id; NULL: the model file's name */
+    float temperature;             /* for requests that set none */
+    uint64_t seed;                 /* for requests that set none */
+    void (*log)(void *user, const char *line);
+    void *log_user;
+};
+
+struct ob_serve;
+int ob_serve_new(const struct ob_serve_params *p, struct ob_serve **out);
+int ob_serve_port(const struct ob_serve *s);
+/* Serve this model with this engine (parallel: the engine's live sequences). */
+int ob_serve_attach(struct ob_serve *s, struct ob_model *m, struct ob_ctx *ctx,
+                    struct ob_engine *e, int parallel);
+void ob_serve_quiesce(struct ob_serve *s);
+/* generation requests accepted and not yet answered in full */
+int ob_serve_in_flight(struct ob_serve *s);
+/* cancel every running generation: its client gets 503 (or an error event in a stream) */
+void ob_serve_cancel_all(struct ob_serve *s);
+/* Stop: waits up to `linger` seconds for answers on their way out, closes every connection,
+ * stops the driver. */
+void ob_serve_free(struct ob_serve *s, double linger);
+
+#endif
