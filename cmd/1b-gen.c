@@ -3,14 +3,25 @@
  *
  *   1b-gen -m MODEL [-d ROUTE] [options] [FILE...]     (standard input when no FILE)
  *
+ *   1b-gen --url URL [-m NAME] [options] [FILE...]   (a server route: OpenAI-compatible)
+ *
  * Every record is a request (prompt or messages, sampling fields); every output line is its
  * result: the tokens with ids, bytes, float32 log-probabilities with their bit patterns and
  * top alternatives, the text and the finish reason (1b(7), RECORDS). With --parallel N the
  * requests run N at a time through the continuous-batching engine; results still come out in
  * input order (or as they finish with --unordered), and their bits do not depend on N.
  *
- * Exit status (1b(7)): 0 ok, 2 usage, 3 a bad record (every earlier result written),
- * 4 route unavailable, 5 other failure.
+ * With --url the same records go to a server (lib/http.h has the wire mapping): N requests in
+ * flight at once with --parallel N, results still in input order. The result records have the
+ * same shape, with the route set to the URL and the float32 values read from the wire's
+ * decimals (those that were not exactly float32 are counted per record in nonf32_values and
+ * in total on standard error).
+ *
+ * Exit status (1b(7)): 0 ok, 2 usage, 3 a bad record (every earlier result written) or, with
+ * --url, a reply that cannot be used (refused with a 4xx, not a completion, no log-probabilities:
+ * written as a record with an "error" field, and the run goes on), 4 route unavailable (with
+ * --url: unreachable, or not ready within --wait), 5 other failure (with --url: a 5xx reply or
+ * a timeout, also written as an error record).
  */
 #include <getopt.h>
 #include <stdlib.h>
@@ -19,6 +30,7 @@
 
 #include "1b.h"
 #include "engine.h"
+#include "http.h"
 #include "record.h"
 #include "tok.h"
 
@@ -27,12 +39,17 @@
 enum {
     OPT_PARALLEL = 256, OPT_CHUNK, OPT_CTX, OPT_REPEAT, OPT_KEEP_GOING, OPT_UNORDERED,
     OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_SEED, OPT_TOP_LOGPROBS, OPT_CACHE_SLOTS, OPT_LIST,
-    OPT_VERSION,
+    OPT_VERSION, OPT_URL, OPT_WAIT, OPT_TIMEOUT, OPT_RETRIES, OPT_THINKING,
 };
 
 static const struct ob_option options[] = {
-    {"model", 'm', "MODEL", "the model (GGUF, or an archive holding one)"},
+    {"model", 'm', "MODEL", "the model (GGUF, or an archive holding one); with --url its name"},
     {"device", 'd', "ROUTE", "route: cpu (default), ref"},
+    {"url", OPT_URL, "URL", "a server route: send the requests to URL (OpenAI-compatible)"},
+    {"wait", OPT_WAIT, "SECONDS", "--url: wait this long for the server to be ready (default 60)"},
+    {"timeout", OPT_TIMEOUT, "SECONDS", "--url: give up on a request after this long (default 600)"},
+    {"retries", OPT_RETRIES, "N", "--url: retries after a connection error (default 5)"},
+    {"thinking", OPT_THINKING, "on|off", "default \"thinking\" of records without one"},
     {"threads", 't', "N", "threads (default: the CPUs available)"},
     {"parallel", OPT_PARALLEL, "N", "requests decoded together (default 1)"},
     {"chunk", OPT_CHUNK, "N", "prompt tokens prefilled per step; 0 = whole prompts (default 512)"},
@@ -52,8 +69,9 @@ static const struct ob_option options[] = {
 };
 
 struct opts {
-    const char *model, *route;
-    int threads, parallel, chunk, ctx, cache_slots, repeat;
+    const char *model, *route, *url;
+    int threads, parallel, chunk, ctx, cache_slots, repeat, retries, thinking;
+    double wait, timeout;
     bool keep_going, unordered;
     struct ob_req_defaults d;
 };
@@ -211,6 +229,8 @@ static int run_stream(struct run *R, FILE *f, const char *name, bool *stop)
             if (r == 0)
                 break;
             struct ob_req q;
+            if (r > 0 && R->o->thinking >= 0 && !cJSON_GetObjectItemCaseSensitive(rec, "thinking"))
+                cJSON_AddBoolToObject(rec, "thinking", R->o->thinking);
             if (r < 0 || (e = ob_req_parse(rec, R->m, &R->o->d, ob_jsonl_line(in), &q))) {
                 if (r < 0)
                     e = r;
@@ -259,6 +279,304 @@ static int run_stream(struct run *R, FILE *f, const char *name, bool *stop)
     return e;
 }
 
+/* ---- the URL route ---------------------------------------------------------------------------- */
+
+/* one request (one repeat) sent to the server */
+struct upending {
+    cJSON *req;                    /* the request record, shared by its repeats and the reader
+                                      while it sends them: *req_refs holders */
+    int *req_refs;
+    struct ob_oai_req q;
+    int repeat;
+    cJSON *rec;                    /* the result, once its reply is in */
+    int err;                       /* the reply's OB_E* (0: usable) */
+    char msg[512];
+    bool done;
+    struct upending *next;
+};
+
+struct urun {
+    struct opts *o;
+    const char *base;              /* the route name in records */
+    char *endpoint_chat, *endpoint_cmpl;
+    struct ob_http *h;
+    struct ob_oai_params params;
+    struct upending *head, **tail;
+    int active, pending;
+    long written, bad;
+    int64_t nonf32;
+    int status;                    /* worst reply status so far (3 or 5) */
+    bool unreachable;
+};
+
+static void upending_free(struct upending *p)
+{
+    if (--*p->req_refs == 0) {
+        cJSON_Delete(p->req);
+        free(p->req_refs);
+    }
+    ob_oai_req_free(&p->q);
+    cJSON_Delete(p->rec);
+    free(p);
+}
+
+/* write finished results: the leading ones (ordered) or all (unordered); stop at the first
+ * request the server could not be reached for */
+static int uflush(struct urun *U)
+{
+    for (struct upending **pp = &U->head; *pp;) {
+        struct upending *p = *pp;
+        if (!p->done || (p->err == OB_EDEVICE)) {
+            if (p->done && p->err == OB_EDEVICE && !U->unreachable) {
+                fprintf(stderr, PROG ": %s\n", p->msg);
+                U->unreachable = true;
+            }
+            if (!U->o->unordered || U->unreachable)
+                break;
+            pp = &p->next;
+            continue;
+        }
+        if (p->err) {
+            fprintf(stderr, PROG ": %s: id %s: %s\n", U->base, p->q.id, p->msg);
+            int st = p->err == OB_EFORMAT ? OB_EXIT_DATA : OB_EXIT_FAILURE;
+            if (st > U->status)
+                U->status = st;
+        }
+        int e = ob_jsonl_write(stdout, p->rec);
+        if (e)
+            return e;
+        U->written++;
+        U->pending--;
+        *pp = p->next;
+        if (!*pp)
+            U->tail = pp;
+        upending_free(p);
+    }
+    return 0;
+}
+
+/* take one finished transfer (waiting up to wait_s) and turn it into its result record */
+static int ucollect(struct urun *U, double wait_s)
+{
+    struct ob_http_result *r;
+    int k = ob_http_next(U->h, wait_s, &r);
+    if (k <= 0)
+        return k;
+    struct upending *p = r->user;
+    U->active--;
+    p->rec = ob_oai_result(p->req, &p->q, p->repeat, U->base, r, &p->err);
+    ob_http_result_free(r);
+    if (!p->rec)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    if (p->err)
+        snprintf(p->msg, sizeof p->msg, "%s", ob_errmsg());
+    const cJSON *nf = cJSON_GetObjectItemCaseSensitive(p->rec, "nonf32_values");
+    if (cJSON_IsRaw(nf))                   /* written by us as a raw integer */
+        U->nonf32 += strtoll(nf->valuestring, NULL, 10);
+    p->done = true;
+    return 1;
+}
+
+static int usubmit(struct urun *U, cJSON *req, int *refs, const struct ob_oai_req *q, int repeat)
+{
+    struct upending *p = calloc(1, sizeof *p);
+    if (!p)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    p->repeat = repeat;
+    p->q = *q;
+    p->q.id = strdup(q->id);
+    p->q.body = strdup(q->body);
+    int e = !p->q.id || !p->q.body ? ob_seterr(OB_ENOMEM, "out of memory")
+            : ob_http_start(U->h, q->chat ? U->endpoint_chat : U->endpoint_cmpl, p->q.body, p);
+    if (e) {
+        /* not yet sharing the request: the caller still owns it */
+        ob_oai_req_free(&p->q);
+        free(p);
+        return e;
+    }
+    p->req = req;
+    p->req_refs = refs;
+    (*refs)++;
+    *U->tail = p;
+    U->tail = &p->next;
+    U->active++;
+    U->pending++;
+    return 0;
+}
+
+static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
+{
+    struct ob_jsonl *in;
+    int e = ob_jsonl_open(f, name, &in);
+    if (e)
+        return e;
+    int par = U->o->parallel;
+    bool eof = false;
+    /* the record being sent: its repeats go out one by one, within the window */
+    cJSON *cur = NULL;
+    int *cur_refs = NULL, next_rep = 0;
+    struct ob_oai_req cur_q;
+    memset(&cur_q, 0, sizeof cur_q);
+    for (;;) {
+        /* keep --parallel requests on the wire, and a bounded number waiting to be written */
+        while (!e && !U->unreachable && U->active < par && U->pending < 4 * par) {
+            if (cur && next_rep < U->o->repeat) {
+                e = usubmit(U, cur, cur_refs, &cur_q, next_rep++);
+                continue;
+            }
+            if (cur) {                         /* every repeat sent: drop the reader's hold */
+                if (--*cur_refs == 0) {
+                    cJSON_Delete(cur);
+                    free(cur_refs);
+                }
+                ob_oai_req_free(&cur_q);
+                cur = NULL;
+            }
+            if (*stop || eof)
+                break;
+            cJSON *rec = NULL;
+            int r = ob_jsonl_next(in, &rec);
+            if (r == 0) {
+                eof = true;
+                break;
+            }
+            if (r < 0 || (e = ob_oai_request(rec, &U->params, ob_jsonl_line(in), &cur_q))) {
+                if (r < 0)
+                    e = r;
+                else
+                    ob_errprefix(e, "%s:%llu: id %s", name, (unsigned long long)ob_jsonl_line(in),
+                                 cur_q.id ? cur_q.id : "?");
+                ob_oai_req_free(&cur_q);
+                cJSON_Delete(rec);
+                if (e == OB_EIO || e == OB_ENOMEM)
+                    break;
+                fprintf(stderr, PROG ": %s\n", ob_errmsg());
+                e = 0;
+                U->bad++;
+                if (!U->o->keep_going)
+                    *stop = true;
+                continue;
+            }
+            if (!(cur_refs = calloc(1, sizeof *cur_refs))) {
+                ob_oai_req_free(&cur_q);
+                cJSON_Delete(rec);
+                e = ob_seterr(OB_ENOMEM, "out of memory");
+                break;
+            }
+            *cur_refs = 1;                     /* the reader's hold, until every repeat is sent */
+            cur = rec;
+            next_rep = 0;
+        }
+        if (e)
+            break;
+        if (U->active > 0) {
+            int k = ucollect(U, 1.0);
+            if (k < 0) {
+                e = k;
+                break;
+            }
+        }
+        if ((e = uflush(U)))
+            break;
+        /* everything sent has been written (or the server is gone), and nothing more comes */
+        if (U->unreachable || (U->active == 0 && !cur && (eof || *stop)))
+            break;
+    }
+    if (cur && --*cur_refs == 0) {
+        cJSON_Delete(cur);
+        free(cur_refs);
+    }
+    ob_oai_req_free(&cur_q);
+    ob_jsonl_close(in);
+    return e;
+}
+
+static int run_url(struct opts *o, int argc, char **argv, int first)
+{
+    char *base = NULL;
+    int e = ob_http_base(o->url, &base);
+    if (e) {
+        fprintf(stderr, PROG ": --url: %s\n", ob_errmsg());
+        return OB_EXIT_USAGE;
+    }
+    const char *key = getenv("OB_API_KEY");
+    struct ob_oai_ready ready;
+    e = ob_oai_wait_ready(base, o->wait, key, &ready);
+    if (e) {
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+        free(base);
+        fclose(stdout);
+        return ob_exit_status(e);
+    }
+    if (ready.note[0])
+        fprintf(stderr, PROG ": warning: %s\n", ready.note);
+    struct urun U = {.o = o, .base = o->url, .status = OB_EXIT_OK};
+    U.tail = &U.head;
+    U.params = (struct ob_oai_params){.max_tokens = o->d.max_tokens,
+                                      .temperature = o->d.temperature, .seed = o->d.seed,
+                                      .top_logprobs = o->d.top_logprobs, .thinking = o->thinking,
+                                      .model = o->model ? o->model : ready.model};
+    U.endpoint_chat = ob_http_join(base, "/v1/chat/completions");
+    U.endpoint_cmpl = ob_http_join(base, "/v1/completions");
+    struct ob_http_opts ho = OB_HTTP_OPTS_DEFAULT;
+    ho.timeout_s = o->timeout;
+    ho.retries = o->retries;
+    ho.api_key = key;
+    if (!U.endpoint_chat || !U.endpoint_cmpl)
+        e = ob_seterr(OB_ENOMEM, "out of memory");
+    if (!e)
+        e = ob_http_new(&ho, &U.h);
+    bool stop = false;
+    int read_status = 0;
+    if (!e) {
+        if (first == argc) {
+            e = urun_stream(&U, stdin, "-", &stop);
+        } else {
+            for (int i = first; i < argc && !e && !stop && !U.unreachable; i++) {
+                FILE *f = strcmp(argv[i], "-") == 0 ? stdin : fopen(argv[i], "r");
+                if (!f) {
+                    fprintf(stderr, PROG ": %s: cannot open\n", argv[i]);
+                    read_status = OB_EXIT_DATA;
+                    break;
+                }
+                e = urun_stream(&U, f, argv[i], &stop);
+                if (f != stdin)
+                    fclose(f);
+            }
+        }
+    }
+    if (e)
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+    if (U.nonf32)
+        fprintf(stderr, PROG ": %s: %lld log-probabilit%s on the wire %s not float32 (rounded "
+                "to float32; the wire value is kept as wire_logprob)\n", o->url,
+                (long long)U.nonf32, U.nonf32 == 1 ? "y" : "ies", U.nonf32 == 1 ? "was" : "were");
+    int status = U.status;
+    if (U.unreachable)
+        status = OB_EXIT_DEVICE;
+    else if (e)
+        status = ob_exit_status(e);
+    else if (read_status)
+        status = read_status;
+    else if (U.bad && status < OB_EXIT_DATA)
+        status = OB_EXIT_DATA;
+    while (U.head) {
+        struct upending *p = U.head;
+        U.head = p->next;
+        upending_free(p);
+    }
+    ob_http_free(U.h);
+    free(U.endpoint_chat);
+    free(U.endpoint_cmpl);
+    ob_oai_ready_free(&ready);
+    free(base);
+    if (fclose(stdout) != 0) {
+        perror(PROG ": stdout");
+        return OB_EXIT_FAILURE;
+    }
+    return status;
+}
+
 static int usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, PROG ": ");
@@ -283,8 +601,10 @@ int main(int argc, char **argv)
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     struct opts o = {.route = "cpu", .threads = cpus > 0 ? (int)cpus : 1, .parallel = 1,
-                     .chunk = 512, .ctx = 0, .repeat = 1,
+                     .chunk = 512, .ctx = 0, .repeat = 1, .retries = 5, .thinking = -1,
+                     .wait = 60, .timeout = 600,
                      .d = {.max_tokens = 128, .temperature = 0, .seed = 0, .top_logprobs = 0}};
+    const char *in_process_opt = NULL;     /* the first option given that --url cannot use */
     struct option *longs;
     char *shorts;
     if (ob_opt_build(options, &longs, &shorts))
@@ -296,12 +616,39 @@ int main(int argc, char **argv)
     while (!bad && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
         switch (c) {
         case 'm': o.model = optarg; break;
-        case 'd': o.route = optarg; break;
-        case 't': bad = int_opt("threads", optarg, 1, 1024, &o.threads); break;
+        case 'd': o.route = optarg; in_process_opt = "-d"; break;
+        case 't': bad = int_opt("threads", optarg, 1, 1024, &o.threads); in_process_opt = "-t"; break;
         case OPT_PARALLEL: bad = int_opt("parallel", optarg, 1, 256, &o.parallel); break;
-        case OPT_CHUNK: bad = int_opt("chunk", optarg, 0, 1 << 20, &o.chunk); break;
-        case OPT_CTX: bad = int_opt("ctx", optarg, 1, 1 << 24, &o.ctx); break;
-        case OPT_CACHE_SLOTS: bad = int_opt("cache-slots", optarg, 0, 256, &o.cache_slots); break;
+        case OPT_CHUNK:
+            bad = int_opt("chunk", optarg, 0, 1 << 20, &o.chunk);
+            in_process_opt = "--chunk";
+            break;
+        case OPT_CTX: bad = int_opt("ctx", optarg, 1, 1 << 24, &o.ctx); in_process_opt = "--ctx"; break;
+        case OPT_CACHE_SLOTS:
+            bad = int_opt("cache-slots", optarg, 0, 256, &o.cache_slots);
+            in_process_opt = "--cache-slots";
+            break;
+        case OPT_URL: o.url = optarg; break;
+        case OPT_RETRIES: bad = int_opt("retries", optarg, 0, 100, &o.retries); break;
+        case OPT_WAIT:
+        case OPT_TIMEOUT:
+            if (ob_parse_f64(optarg, &dv) || !(dv >= 0 && dv <= 86400)) {
+                fprintf(stderr, PROG ": --%s: '%s' is not a number of seconds in [0, 86400]\n",
+                        c == OPT_WAIT ? "wait" : "timeout", optarg);
+                bad = 1;
+            }
+            *(c == OPT_WAIT ? &o.wait : &o.timeout) = dv;
+            break;
+        case OPT_THINKING:
+            if (strcmp(optarg, "on") == 0 || strcmp(optarg, "true") == 0) {
+                o.thinking = 1;
+            } else if (strcmp(optarg, "off") == 0 || strcmp(optarg, "false") == 0) {
+                o.thinking = 0;
+            } else {
+                fprintf(stderr, PROG ": --thinking: '%s' is not on or off\n", optarg);
+                bad = 1;
+            }
+            break;
         case OPT_REPEAT: bad = int_opt("repeat", optarg, 1, 1 << 20, &o.repeat); break;
         case OPT_KEEP_GOING: o.keep_going = true; break;
         case OPT_UNORDERED: o.unordered = true; break;
@@ -322,7 +669,8 @@ int main(int argc, char **argv)
             o.d.seed = (uint64_t)lv;
             break;
         case 'h':
-            ob_opt_help(stdout, PROG " -m MODEL [options] [FILE...]",
+            ob_opt_help(stdout, PROG " -m MODEL [options] [FILE...]\n       " PROG
+                        " --url URL [-m NAME] [options] [FILE...]",
                         "Generate from request records (JSON lines); write result records.",
                         options);
             return 0;
@@ -342,6 +690,10 @@ int main(int argc, char **argv)
     (void)iv;
     if (bad)
         return usage_error("%s", "invalid command line");
+    if (o.url && in_process_opt)
+        return usage_error("%s applies to in-process routes, not to --url", in_process_opt);
+    if (o.url)
+        return run_url(&o, argc, argv, optind);
     if (!o.model)
         return usage_error("%s", "no model (-m MODEL)");
 

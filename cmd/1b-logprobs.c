@@ -1,0 +1,956 @@
+/*
+ * 1b-logprobs — teacher-forced scoring: the log-probability of given tokens on a route.
+ *
+ *   1b-logprobs -m MODEL [-d ROUTE] [options] [FILE...]     result records in, rescored out
+ *   1b-logprobs --url URL [-m MODEL] [options] [FILE...]    the same through a server
+ *   1b-logprobs --text -m MODEL [options] [FILE...]         plain text: per-token logprobs,
+ *                                                           total and perplexity
+ *
+ * A result record (from any route) is scored position by position: its prompt (prompt_ids
+ * when the record has them, else its prompt or messages tokenized again with this model), then
+ * exactly its tokens forced one after another (ob_request.forced), each reported with its
+ * log-probability on this route and the top alternatives. The output is the same record with
+ * its tokens replaced by the scored ones and its route and model set to the scorer's, so
+ * 1b-agree can compare every position of two routes — not only those where both happened to
+ * choose the same token. Tokens without ids (a server that reports none) are looked up by
+ * their bytes in the vocabulary, and the record says so ("ids_from_text").
+ *
+ * Exit status (1b(7)): 0 ok, 2 usage, 3 a record that cannot be scored (no tokens, no prompt,
+ * a token text that is no token of this vocabulary, an error reply; every earlier record
+ * written), 4 route unavailable or server unreachable, 5 other failure.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "1b.h"
+#include "engine.h"
+#include "http.h"
+#include "record.h"
+#include "strmap.h"
+#include "tok.h"
+
+#define PROG "1b-logprobs"
+
+enum {
+    OPT_PARALLEL = 256, OPT_CTX, OPT_TOP_LOGPROBS, OPT_TEXT, OPT_URL, OPT_WIRE, OPT_WAIT,
+    OPT_TIMEOUT, OPT_RETRIES, OPT_KEEP_GOING, OPT_LIST, OPT_VERSION,
+};
+
+static const struct ob_option options[] = {
+    {"model", 'm', "MODEL", "the model (with --url: only its tokenizer, when records need one)"},
+    {"device", 'd', "ROUTE", "route: cpu (default), ref"},
+    {"threads", 't', "N", "threads (default: the CPUs available)"},
+    {"parallel", OPT_PARALLEL, "N", "records scored together in process (default 4)"},
+    {"ctx", OPT_CTX, "N", "positions per sequence (default 4096, or the model's if less)"},
+    {"top-logprobs", OPT_TOP_LOGPROBS, "N", "alternatives per token (default: as many as the "
+                                            "record's tokens carry; --text: 0)"},
+    {"text", OPT_TEXT, NULL, "score plain text: {\"id\",\"text\"} records or raw lines"},
+    {"url", OPT_URL, "URL", "score on a server (OpenAI-compatible completions with echo)"},
+    {"wire", OPT_WIRE, "forced|echo", "--url: send the tokens as forced_tokens (default) or "
+                                      "appended to an echoed prompt"},
+    {"wait", OPT_WAIT, "SECONDS", "--url: wait this long for the server to be ready (default 60)"},
+    {"timeout", OPT_TIMEOUT, "SECONDS", "--url: give up on a request after this long (default 600)"},
+    {"retries", OPT_RETRIES, "N", "--url: retries after a connection error (default 5)"},
+    {"keep-going", OPT_KEEP_GOING, NULL, "skip records that cannot be scored (exit 3 at the end)"},
+    {"help", 'h', NULL, "show this help"},
+    {"version", OPT_VERSION, NULL, "show the version"},
+    {"list-options", OPT_LIST, NULL, "list options for shell completion", .hidden = true},
+    {0},
+};
+
+struct opts {
+    const char *model, *route, *url;
+    int threads, parallel, ctx, top, retries;
+    bool text, keep_going, wire_echo;
+    double wait, timeout;
+};
+
+/* what one record is scored as */
+struct job {
+    cJSON *in;                     /* the input record (text mode: built from the line) */
+    char *id;
+    int32_t *prompt;               /* context ids */
+    int n_prompt;
+    int32_t *forced;               /* the tokens to score */
+    int n_forced;
+    int top;
+    bool ids_from_text;
+    /* results */
+    cJSON *tokens;                 /* scored tokens in record shape */
+    int n_got;
+    double sum;                    /* text mode: float64 sum of the scored logprobs */
+    bool done, failed;
+    char why[320];
+    struct job *next;
+};
+
+static void job_free(struct job *j)
+{
+    cJSON_Delete(j->in);
+    cJSON_Delete(j->tokens);
+    free(j->id);
+    free(j->prompt);
+    free(j->forced);
+    free(j);
+}
+
+struct run {
+    struct opts *o;
+    struct ob_model *m;            /* NULL with --url and no -m */
+    const struct ob_tok *tok;
+    const char *sha;
+    char route[256];
+    struct ob_engine *eng;
+    struct ob_strmap *pieces;      /* token bytes -> id, built when a record needs it */
+    struct job *head, **tail;
+    int in_flight;
+    long bad;
+    bool stop;                     /* read no more records */
+    bool halted;                   /* a scored record failed: write no more either */
+    /* --url */
+    char *base, *endpoint;
+    struct ob_http *h;
+    const char *model_name;
+};
+
+/* ---- tokens from text ------------------------------------------------------------------------ */
+
+/* bytes -> the lowest id with exactly these bytes as its piece, normal tokens first */
+static int build_pieces(struct run *R)
+{
+    uint32_t n = ob_tok_n_vocab(R->tok);
+    if (!(R->pieces = ob_strmap_new(n)))
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < n; i++) {
+            int t = ob_tok_type(R->tok, (int32_t)i);
+            bool normal = t == OB_TOK_NORMAL || t == OB_TOK_UNDEFINED;
+            if (normal != (pass == 0))
+                continue;
+            const char *b;
+            size_t len;
+            if (ob_tok_piece(R->tok, (int32_t)i, &b, &len) || !len)
+                continue;
+            if (ob_strmap_put(R->pieces, b, len, i, false) < 0)
+                return ob_seterr(OB_ENOMEM, "out of memory");
+        }
+    return 0;
+}
+
+/* a token's bytes: its "bytes" array, else its "text" */
+static bool token_bytes(const cJSON *t, char *buf, size_t cap, size_t *len)
+{
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(t, "bytes");
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(t, "text");
+    if (!x)
+        x = cJSON_GetObjectItemCaseSensitive(t, "token");
+    *len = 0;
+    if (cJSON_IsArray(b)) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, b) {
+            if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 255 ||
+                *len >= cap)
+                return false;
+            buf[(*len)++] = (char)(unsigned char)it->valuedouble;
+        }
+        return true;
+    }
+    if (cJSON_IsString(x) && strlen(x->valuestring) <= cap) {
+        *len = strlen(x->valuestring);
+        memcpy(buf, x->valuestring, *len);
+        return true;
+    }
+    return false;
+}
+
+/* ---- building jobs ---------------------------------------------------------------------------- */
+
+static int ids_array(const cJSON *a, uint32_t n_vocab, int32_t **out, int *n, const char *what)
+{
+    int k = cJSON_GetArraySize(a);
+    int32_t *v = malloc((size_t)(k ? k : 1) * sizeof *v);
+    if (!v)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, a) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+            it->valuedouble < 0 || (n_vocab && it->valuedouble >= n_vocab)) {
+            free(v);
+            return ob_seterr(OB_EFORMAT, "%s[%d] is not a token id of this model", what, i);
+        }
+        v[i++] = (int32_t)it->valuedouble;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+/* a result record -> its context and forced tokens */
+static int job_from_record(struct run *R, cJSON *rec, uint64_t line, struct job *j)
+{
+    struct opts *o = R->o;
+    uint32_t nv = R->tok ? ob_tok_n_vocab(R->tok) : 0;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(rec, "id");
+    char buf[OB_F32_BUFSZ];
+    if (cJSON_IsString(id))
+        j->id = strdup(id->valuestring);
+    else if (cJSON_IsNumber(id))
+        j->id = strdup(ob_f64_str(id->valuedouble, buf));
+    else
+        j->id = (snprintf(buf, sizeof buf, "%llu", (unsigned long long)line), strdup(buf));
+    if (!j->id)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(rec, "error");
+    if (err && !cJSON_IsNull(err))
+        return ob_seterr(OB_EFORMAT, "the record is a failed request (it has an 'error'): "
+                         "nothing to score");
+    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(rec, "tokens");
+    if (!cJSON_IsArray(toks))
+        return ob_seterr(OB_EFORMAT, "no 'tokens' (not a result record)");
+    int e;
+    /* the context */
+    const cJSON *pids = cJSON_GetObjectItemCaseSensitive(rec, "prompt_ids");
+    if (cJSON_IsArray(pids) && pids->child) {
+        if ((e = ids_array(pids, nv, &j->prompt, &j->n_prompt, "prompt_ids")))
+            return e;
+    } else {
+        if (!R->m)
+            return ob_seterr(OB_EUSAGE, "the record has no prompt_ids: -m MODEL is needed to "
+                             "tokenize its prompt");
+        struct ob_req_defaults d = {.max_tokens = 0, .top_logprobs = 0};
+        struct ob_req q;
+        /* the scoring fields are ours: a record's own sampling fields do not matter here */
+        cJSON *copy = cJSON_Duplicate(rec, true);
+        if (!copy)
+            return ob_seterr(OB_ENOMEM, "out of memory");
+        static const char *const drop[] = {"tokens", "n", "echo", "logprobs", "top_logprobs"};
+        for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
+            cJSON_DeleteItemFromObjectCaseSensitive(copy, drop[i]);
+        e = ob_req_parse(copy, R->m, &d, line, &q);
+        cJSON_Delete(copy);
+        if (e) {
+            ob_req_free(&q);
+            return e;
+        }
+        j->prompt = q.ids;
+        j->n_prompt = q.n_ids;
+        q.ids = NULL;
+        ob_req_free(&q);
+    }
+    /* the tokens: their ids, or ids found from their bytes */
+    int n = cJSON_GetArraySize(toks), maxtop = 0, i = 0;
+    if (!(j->forced = malloc((size_t)(n ? n : 1) * sizeof *j->forced)))
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, toks) {
+        const cJSON *tid = cJSON_GetObjectItemCaseSensitive(t, "id");
+        const cJSON *top = cJSON_GetObjectItemCaseSensitive(t, "top");
+        if (cJSON_IsArray(top) && cJSON_GetArraySize(top) > maxtop)
+            maxtop = cJSON_GetArraySize(top);
+        if (cJSON_IsNumber(tid)) {
+            if (tid->valuedouble != floor(tid->valuedouble) || tid->valuedouble < 0 ||
+                (nv && tid->valuedouble >= nv))
+                return ob_seterr(OB_EFORMAT, "token %d: id is not a token id of this model", i);
+            j->forced[i++] = (int32_t)tid->valuedouble;
+            continue;
+        }
+        if (!R->m)
+            return ob_seterr(OB_EUSAGE, "token %d has no id: -m MODEL is needed to find it "
+                             "from its text", i);
+        if (!R->pieces && (e = build_pieces(R)))
+            return e;
+        char b[1024];
+        size_t len;
+        int64_t v;
+        if (!token_bytes(t, b, sizeof b, &len) || !len || !ob_strmap_get(R->pieces, b, len, &v)) {
+            char *s = ob_utf8_sanitize(b, len);
+            ob_seterr(OB_EFORMAT, "token %d (\"%s\") has no id and its text is not one token "
+                      "of this vocabulary", i, s ? s : "?");
+            free(s);
+            return OB_EFORMAT;
+        }
+        j->forced[i++] = (int32_t)v;
+        j->ids_from_text = true;
+    }
+    j->n_forced = n;
+    const cJSON *tl = cJSON_GetObjectItemCaseSensitive(rec, "top_logprobs");
+    j->top = o->top >= 0 ? o->top : cJSON_IsNumber(tl) && tl->valuedouble >= 0 &&
+                                            tl->valuedouble <= OB_MAX_TOP
+                                        ? (int)tl->valuedouble : maxtop;
+    if (j->top > OB_MAX_TOP)
+        j->top = OB_MAX_TOP;
+    return 0;
+}
+
+/* a text line or {"id","text"} record -> BOS (or the first token) as context, the rest
+ * forced */
+static int job_from_text(struct run *R, const char *text, size_t len, cJSON *rec, uint64_t line,
+                         struct job *j)
+{
+    char buf[32];
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(rec, "id");
+    if (cJSON_IsString(id))
+        j->id = strdup(id->valuestring);
+    else if (cJSON_IsNumber(id))
+        j->id = strdup(ob_f64_str(id->valuedouble, buf));
+    else
+        j->id = (snprintf(buf, sizeof buf, "%llu", (unsigned long long)line), strdup(buf));
+    if (!j->id)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    j->top = R->o->top >= 0 ? R->o->top : 0;
+    if (!R->m)                                 /* --url without a tokenizer: the server's */
+        return 0;
+    int32_t *ids;
+    size_t n;
+    int e = ob_tok_encode(R->tok, text, len, false, &ids, &n);
+    if (e)
+        return e;
+    bool bos = ob_tok_add_bos(R->tok) && ob_tok_bos(R->tok) >= 0;
+    if (n + bos < 2) {
+        free(ids);
+        return ob_seterr(OB_EFORMAT, "the text has %s token%s: nothing to score", n ? "one" : "no",
+                         n == 1 ? "" : "s");
+    }
+    j->n_prompt = 1;
+    j->prompt = malloc(sizeof *j->prompt);
+    j->forced = malloc((n ? n : 1) * sizeof *j->forced);
+    if (!j->prompt || !j->forced) {
+        free(ids);
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    }
+    j->prompt[0] = bos ? ob_tok_bos(R->tok) : ids[0];
+    j->n_forced = (int)n - !bos;
+    memcpy(j->forced, ids + !bos, (size_t)j->n_forced * sizeof *ids);
+    free(ids);
+    return 0;
+}
+
+/* ---- output ----------------------------------------------------------------------------------- */
+
+static void add_int(cJSON *o, const char *k, long long v)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%lld", v);
+    cJSON_AddItemToObject(o, k, cJSON_CreateRaw(b));
+}
+
+static cJSON *ids_json(const int32_t *v, int n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
+        char b[16];
+        snprintf(b, sizeof b, "%d", v[i]);
+        cJSON_AddItemToArray(a, cJSON_CreateRaw(b));
+    }
+    return a;
+}
+
+/* the record written for a finished job */
+static cJSON *job_record(struct run *R, struct job *j, const char *model_name)
+{
+    cJSON *o;
+    if (R->o->text) {
+        o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "id", j->id);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(j->in, "text");
+        cJSON_AddStringToObject(o, "text", cJSON_IsString(t) ? t->valuestring : "");
+    } else {
+        o = cJSON_Duplicate(j->in, true);
+        if (!o)
+            return NULL;
+        /* the scorer's values replace the generator's; keep where they came from */
+        cJSON *from = cJSON_CreateObject();
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "route");
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "model");
+        if (r)
+            cJSON_AddItemToObject(from, "route", cJSON_Duplicate(r, true));
+        if (m)
+            cJSON_AddItemToObject(from, "model", cJSON_Duplicate(m, true));
+        static const char *const drop[] = {"route", "model", "tokens", "timing", "cached_tokens",
+                                           "nonf32_values", "scored_from", "ids_from_text"};
+        for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
+            cJSON_DeleteItemFromObjectCaseSensitive(o, drop[i]);
+        cJSON_AddItemToObject(o, "scored_from", from);
+    }
+    cJSON_AddStringToObject(o, "route", R->route);
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "name", model_name);
+    if (R->sha && !R->o->url)
+        cJSON_AddStringToObject(m, "sha256", R->sha);
+    cJSON_AddItemToObject(o, "model", m);
+    if (R->o->text || !cJSON_GetObjectItemCaseSensitive(o, "prompt_ids")) {
+        if (j->prompt)
+            cJSON_AddItemToObject(o, "prompt_ids", ids_json(j->prompt, j->n_prompt));
+    }
+    cJSON_AddItemToObject(o, "tokens", j->tokens);
+    j->tokens = NULL;
+    if (j->ids_from_text)
+        cJSON_AddBoolToObject(o, "ids_from_text", true);
+    if (R->o->text) {
+        add_int(o, "n_tokens", j->n_got);
+        cJSON_AddItemToObject(o, "logprob_sum", ob_json_f64(j->sum));
+        double mean = j->n_got ? j->sum / j->n_got : 0;
+        cJSON_AddItemToObject(o, "mean_logprob", ob_json_f64(mean));
+        cJSON_AddItemToObject(o, "perplexity", ob_json_f64(j->n_got ? exp(-mean) : 1));
+    }
+    return o;
+}
+
+static int flush(struct run *R, const char *model_name)
+{
+    while (R->head && R->head->done) {
+        struct job *j = R->head;
+        if (R->halted) {
+            /* read after a record that stopped the run: not written, as if never read */
+        } else if (j->failed) {
+            fprintf(stderr, PROG ": id %s: %s\n", j->id, j->why);
+            R->bad++;
+            if (!R->o->keep_going)
+                R->stop = R->halted = true;
+        } else {
+            if (j->ids_from_text)
+                fprintf(stderr, PROG ": id %s: the tokens carry no ids; scored the ids their "
+                        "text has in this vocabulary\n", j->id);
+            cJSON *rec = job_record(R, j, model_name);
+            int e = rec ? ob_jsonl_write(stdout, rec) : ob_seterr(OB_ENOMEM, "out of memory");
+            cJSON_Delete(rec);
+            if (e)
+                return e;
+        }
+        R->head = j->next;
+        if (!R->head)
+            R->tail = &R->head;
+        R->in_flight--;
+        job_free(j);
+    }
+    return 0;
+}
+
+/* ---- in process -------------------------------------------------------------------------------- */
+
+/* the engine's callbacks see only the job; the tokenizer is the one model's, set once before
+ * any job runs */
+static const struct ob_tok *g_tok;
+
+static void on_token(void *user, uint64_t h, const struct ob_token_info *ti)
+{
+    struct job *j = user;
+    j->n_got++;
+    j->sum += (double)ti->logprob;
+    cJSON_AddItemToArray(j->tokens, ob_token_json(g_tok, ti, true));
+}
+
+static void on_finish(void *user, uint64_t h, const struct ob_finish *f)
+{
+    struct job *j = user;
+    if (f->reason == OB_FINISH_ERROR) {
+        j->failed = true;
+        snprintf(j->why, sizeof j->why, "%s", f->error ? f->error : "scoring failed");
+    } else if (j->n_got != j->n_forced) {
+        j->failed = true;
+        snprintf(j->why, sizeof j->why, "only %d of %d tokens fit in the context (--ctx)",
+                 j->n_got, j->n_forced);
+    }
+    j->done = true;
+}
+
+static int submit_engine(struct run *R, struct job *j)
+{
+    if (!(j->tokens = cJSON_CreateArray()))
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    if (j->n_forced == 0) {                /* nothing to score: done at once */
+        j->done = true;
+        return 0;
+    }
+    struct ob_request q = {
+        .prompt = j->prompt, .n_prompt = j->n_prompt, .sampling = OB_SAMPLING_GREEDY,
+        .max_tokens = j->n_forced, .top_logprobs = j->top, .cache_prompt = true,
+        .forced = j->forced, .n_forced = j->n_forced,
+        .on_token = on_token, .on_finish = on_finish, .user = j,
+    };
+    return ob_engine_submit(R->eng, &q, NULL);
+}
+
+/* ---- through a server -------------------------------------------------------------------------- */
+
+static int score_url(struct run *R, struct job *j, char *model, size_t model_size)
+{
+    cJSON *b = cJSON_CreateObject();
+    if (!b)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    if (R->model_name)
+        cJSON_AddStringToObject(b, "model", R->model_name);
+    bool by_text = R->o->text && !j->forced;   /* the server tokenizes the text */
+    if (by_text) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(j->in, "text");
+        cJSON_AddStringToObject(b, "prompt", cJSON_IsString(t) ? t->valuestring : "");
+    } else if (R->o->wire_echo) {
+        int32_t *all = malloc((size_t)(j->n_prompt + j->n_forced) * sizeof *all);
+        if (!all) {
+            cJSON_Delete(b);
+            return ob_seterr(OB_ENOMEM, "out of memory");
+        }
+        memcpy(all, j->prompt, (size_t)j->n_prompt * sizeof *all);
+        memcpy(all + j->n_prompt, j->forced, (size_t)j->n_forced * sizeof *all);
+        cJSON_AddItemToObject(b, "prompt", ids_json(all, j->n_prompt + j->n_forced));
+        free(all);
+    } else {
+        cJSON_AddItemToObject(b, "prompt", ids_json(j->prompt, j->n_prompt));
+        cJSON_AddItemToObject(b, "forced_tokens", ids_json(j->forced, j->n_forced));
+    }
+    add_int(b, "max_tokens", 0);
+    /* echo: the prompt's own scores come back; the forced tokens come back without it */
+    cJSON_AddBoolToObject(b, "echo", by_text || R->o->wire_echo);
+    add_int(b, "logprobs", j->top > 0 ? j->top : 1);
+    add_int(b, "temperature", 0);
+    cJSON_AddBoolToObject(b, "cache_prompt", false);
+    cJSON_AddBoolToObject(b, "stream", false);
+    char *body = cJSON_PrintUnformatted(b);
+    cJSON_Delete(b);
+    if (!body)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    struct ob_http_result *r;
+    int e = ob_http_fetch(R->h, R->endpoint, body, &r);
+    free(body);
+    if (e)
+        return e;
+    char t[256];
+    if (r->err) {
+        e = ob_seterr(r->err, "%s", r->msg);
+    } else if (r->status != 200) {
+        e = ob_seterr(r->status >= 500 ? OB_EIO : OB_EFORMAT, "HTTP %ld: %s", r->status,
+                      ob_oai_error_text(r->body, t, sizeof t));
+    }
+    cJSON *reply = e ? NULL : cJSON_Parse(r->body);
+    ob_http_result_free(r);
+    if (e)
+        return e;
+    const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(reply, "choices"), 0);
+    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(reply, "model");
+    if (cJSON_IsString(mn) && !model[0])
+        snprintf(model, model_size, "%s", mn->valuestring);
+    cJSON *toks = NULL;
+    int64_t nonf32 = 0;
+    e = ch ? ob_oai_tokens(ch, j->top, &toks, &nonf32)
+           : ob_seterr(OB_EFORMAT, "the reply is not a completion");
+    cJSON_Delete(reply);
+    if (e == OB_ENOTFOUND)
+        e = ob_seterr(OB_EFORMAT, "the server returned no log-probabilities");
+    if (e)
+        return e;
+    /* the scored tokens are the last n_forced of what came back (an echo also returns the
+     * prompt's); with the text to the server, every token that carries a log-probability */
+    int n = cJSON_GetArraySize(toks);
+    cJSON *out = cJSON_CreateArray();
+    int from = by_text ? 0 : n - j->n_forced;
+    if (from < 0) {
+        cJSON_Delete(toks);
+        cJSON_Delete(out);
+        return ob_seterr(OB_EFORMAT, "the reply scores %d tokens, not the %d forced ones (does "
+                         "the server support %s?)", n, j->n_forced,
+                         R->o->wire_echo ? "echo" : "forced_tokens");
+    }
+    for (int i = from; i < n; i++) {
+        cJSON *x = cJSON_DetachItemFromArray(toks, from);
+        if (by_text && !cJSON_GetObjectItemCaseSensitive(x, "logprob")) {
+            cJSON_Delete(x);               /* the first token has nothing before it */
+            continue;
+        }
+        if (!by_text) {
+            int32_t want = j->forced[i - from];
+            const cJSON *xid = cJSON_GetObjectItemCaseSensitive(x, "id");
+            /* ob_oai_tokens writes ids as raw integers */
+            long long got = cJSON_IsRaw(xid) ? strtoll(xid->valuestring, NULL, 10)
+                            : cJSON_IsNumber(xid) ? (long long)xid->valuedouble : want;
+            if (got != want) {
+                cJSON_Delete(x);
+                cJSON_Delete(toks);
+                cJSON_Delete(out);
+                return ob_seterr(OB_EFORMAT, "the reply's token %d is id %lld, not the forced %d "
+                                 "(does the server support %s?)", i - from, got, want,
+                                 R->o->wire_echo ? "echo" : "forced_tokens");
+            }
+            if (!xid) {
+                cJSON_DeleteItemFromObjectCaseSensitive(x, "id");
+                add_int(x, "id", want);
+                /* id first, as in every record */
+                cJSON *idi = cJSON_DetachItemFromObjectCaseSensitive(x, "id");
+                idi->next = x->child;
+                if (x->child) {
+                    idi->prev = x->child->prev;
+                    x->child->prev = idi;
+                } else {
+                    idi->prev = idi;
+                }
+                x->child = idi;
+            }
+        }
+        const cJSON *lp = cJSON_GetObjectItemCaseSensitive(x, "logprob");
+        if (!lp) {
+            cJSON_Delete(x);
+            cJSON_Delete(toks);
+            cJSON_Delete(out);
+            return ob_seterr(OB_EFORMAT, "the reply's token %d has no log-probability", i - from);
+        }
+        /* the float32 itself (its bits), as the in-process sum adds it */
+        const cJSON *bits = cJSON_GetObjectItemCaseSensitive(x, "bits");
+        float f = 0;
+        if (cJSON_IsString(bits) && ob_f32_from_hex(bits->valuestring, &f) == 0)
+            j->sum += (double)f;
+        else
+            j->sum += cJSON_IsRaw(lp) ? strtod(lp->valuestring, NULL) : lp->valuedouble;
+        j->n_got++;
+        cJSON_AddItemToArray(out, x);
+    }
+    cJSON_Delete(toks);
+    j->tokens = out;
+    j->done = true;
+    if (nonf32)
+        fprintf(stderr, PROG ": id %s: %lld log-probabilit%s on the wire %s not float32\n", j->id,
+                (long long)nonf32, nonf32 == 1 ? "y" : "ies", nonf32 == 1 ? "was" : "were");
+    return 0;
+}
+
+/* ---- the input loop ---------------------------------------------------------------------------- */
+
+static int add_job(struct run *R, struct job *j, char *model, size_t model_size)
+{
+    *R->tail = j;
+    R->tail = &j->next;
+    R->in_flight++;
+    int e;
+    if (R->o->url) {
+        e = score_url(R, j, model, model_size);
+        if (e && e != OB_ENOMEM && e != OB_EDEVICE && e != OB_EIO) {
+            j->failed = true;
+            j->done = true;
+            snprintf(j->why, sizeof j->why, "%s", ob_errmsg());
+            e = 0;
+        }
+        return e;
+    }
+    e = submit_engine(R, j);
+    if (e && e != OB_ENOMEM) {
+        j->failed = true;
+        j->done = true;
+        snprintf(j->why, sizeof j->why, "%s", ob_errmsg());
+        e = 0;
+    }
+    return e;
+}
+
+static int run_stream(struct run *R, FILE *f, const char *name, char *model, size_t model_size)
+{
+    struct ob_jsonl *in = NULL;
+    int e = 0;
+    if (!R->o->text && (e = ob_jsonl_open(f, name, &in)))
+        return e;
+    char *line = NULL;
+    size_t cap = 0;
+    uint64_t lineno = 0;
+    int limit = R->o->url ? 1 : 2 * R->o->parallel;
+    bool eof = false;
+    for (;;) {
+        while (!R->stop && !eof && R->in_flight < limit) {
+            cJSON *rec = NULL;
+            struct job *j = calloc(1, sizeof *j);
+            if (!j) {
+                e = ob_seterr(OB_ENOMEM, "out of memory");
+                break;
+            }
+            uint64_t at;
+            if (R->o->text) {
+                errno = 0;
+                ssize_t n = getline(&line, &cap, f);
+                if (n < 0) {
+                    free(j);
+                    if (ferror(f))
+                        e = ob_seterr(OB_EIO, "%s: read error", name);
+                    eof = true;
+                    break;
+                }
+                at = ++lineno;
+                while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+                    line[--n] = 0;
+                size_t k = 0;
+                while (line[k] == ' ' || line[k] == '\t')
+                    k++;
+                if (!line[k]) {
+                    free(j);
+                    continue;
+                }
+                if (line[k] == '{') {      /* a record: {"id","text"} */
+                    rec = cJSON_Parse(line);
+                    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rec, "text");
+                    if (!cJSON_IsString(t)) {
+                        cJSON_Delete(rec);
+                        rec = NULL;
+                        e = ob_seterr(OB_EFORMAT, "%s:%llu: not a {\"id\",\"text\"} record", name,
+                                      (unsigned long long)at);
+                    }
+                } else {                   /* a raw line */
+                    rec = cJSON_CreateObject();
+                    char idb[32];
+                    snprintf(idb, sizeof idb, "%llu", (unsigned long long)at);
+                    cJSON_AddStringToObject(rec, "id", idb);
+                    cJSON_AddStringToObject(rec, "text", line);
+                }
+                if (!e) {
+                    const char *t = cJSON_GetObjectItemCaseSensitive(rec, "text")->valuestring;
+                    j->in = rec;
+                    if ((e = job_from_text(R, t, strlen(t), rec, at, j)))
+                        ob_errprefix(e, "%s:%llu: id %s", name, (unsigned long long)at,
+                                     j->id ? j->id : "?");
+                }
+            } else {
+                int r = ob_jsonl_next(in, &rec);
+                if (r == 0) {
+                    free(j);
+                    eof = true;
+                    break;
+                }
+                at = ob_jsonl_line(in);
+                if (r < 0) {
+                    e = r;
+                } else {
+                    j->in = rec;
+                    if ((e = job_from_record(R, rec, at, j)))
+                        ob_errprefix(e, "%s:%llu: id %s", name, (unsigned long long)at,
+                                     j->id ? j->id : "?");
+                }
+            }
+            if (e) {
+                if (!j->in)
+                    cJSON_Delete(rec);
+                job_free(j);
+                if (e == OB_EIO || e == OB_ENOMEM)
+                    break;
+                fprintf(stderr, PROG ": %s\n", ob_errmsg());
+                e = 0;
+                R->bad++;
+                if (!R->o->keep_going)
+                    R->stop = true;
+                continue;
+            }
+            if ((e = add_job(R, j, model, model_size)))
+                break;
+        }
+        if (e)
+            break;
+        if (R->in_flight == 0)
+            break;
+        if (!R->o->url && R->head && !R->head->done && (e = ob_engine_step(R->eng)) < 0)
+            break;
+        e = 0;
+        if ((e = flush(R, model)))
+            break;
+        if ((R->stop || eof) && R->in_flight == 0)
+            break;
+    }
+    free(line);
+    if (in)
+        ob_jsonl_close(in);
+    return e;
+}
+
+/* ---- main ---------------------------------------------------------------------------------------- */
+
+static int usage_error(const char *msg)
+{
+    fprintf(stderr, PROG ": %s\nusage: " PROG " -m MODEL [-d ROUTE] [options] [FILE...]  (see "
+            PROG " --help)\n", msg);
+    return OB_EXIT_USAGE;
+}
+
+static bool int_opt(const char *name, const char *arg, int64_t lo, int64_t hi, int *out)
+{
+    int64_t v;
+    if (ob_parse_i64(arg, lo, hi, &v)) {
+        fprintf(stderr, PROG ": --%s: %s\n", name, ob_errmsg());
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    struct opts o = {.route = "cpu", .threads = cpus > 0 ? (int)cpus : 1, .parallel = 4,
+                     .top = -1, .retries = 5, .wait = 60, .timeout = 600};
+    bool in_process_opt = false;
+    struct option *longs;
+    char *shorts;
+    if (ob_opt_build(options, &longs, &shorts))
+        return OB_EXIT_FAILURE;
+    int c, bad = 0;
+    double dv;
+    opterr = 0;
+    while (!bad && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+        switch (c) {
+        case 'm': o.model = optarg; break;
+        case 'd': o.route = optarg; in_process_opt = true; break;
+        case 't': bad = !int_opt("threads", optarg, 1, 1024, &o.threads); in_process_opt = true; break;
+        case OPT_PARALLEL:
+            bad = !int_opt("parallel", optarg, 1, 256, &o.parallel);
+            in_process_opt = true;
+            break;
+        case OPT_CTX: bad = !int_opt("ctx", optarg, 2, 1 << 24, &o.ctx); in_process_opt = true; break;
+        case OPT_TOP_LOGPROBS: bad = !int_opt("top-logprobs", optarg, 0, OB_MAX_TOP, &o.top); break;
+        case OPT_TEXT: o.text = true; break;
+        case OPT_URL: o.url = optarg; break;
+        case OPT_WIRE:
+            if (strcmp(optarg, "forced") == 0) {
+                o.wire_echo = false;
+            } else if (strcmp(optarg, "echo") == 0) {
+                o.wire_echo = true;
+            } else {
+                fprintf(stderr, PROG ": --wire: '%s' is not forced or echo\n", optarg);
+                bad = 1;
+            }
+            break;
+        case OPT_WAIT:
+        case OPT_TIMEOUT:
+            if (ob_parse_f64(optarg, &dv) || !(dv >= 0 && dv <= 86400)) {
+                fprintf(stderr, PROG ": --%s: '%s' is not a number of seconds in [0, 86400]\n",
+                        c == OPT_WAIT ? "wait" : "timeout", optarg);
+                bad = 1;
+            }
+            *(c == OPT_WAIT ? &o.wait : &o.timeout) = dv;
+            break;
+        case OPT_RETRIES: bad = !int_opt("retries", optarg, 0, 100, &o.retries); break;
+        case OPT_KEEP_GOING: o.keep_going = true; break;
+        case 'h':
+            ob_opt_help(stdout, PROG " -m MODEL [-d ROUTE] [options] [FILE...]\n       " PROG
+                        " --url URL [-m MODEL] [options] [FILE...]\n       " PROG
+                        " --text -m MODEL [options] [FILE...]",
+                        "Teacher-forced scoring: recompute the log-probabilities of the tokens "
+                        "of result records on a route\n(or score plain text: per-token "
+                        "log-probabilities, total and perplexity).",
+                        options);
+            free(longs);
+            free(shorts);
+            return 0;
+        case OPT_VERSION: puts(PROG " " OB_VERSION); return 0;
+        case OPT_LIST: ob_opt_list(stdout, options); return 0;
+        case ':':
+            fprintf(stderr, PROG ": option '%s' needs an argument\n", argv[optind - 1]);
+            bad = 1;
+            break;
+        default:
+            fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+            bad = 1;
+        }
+    }
+    free(longs);
+    free(shorts);
+    if (bad)
+        return usage_error("invalid command line");
+    if (!o.url && !o.model)
+        return usage_error("no model (-m MODEL) and no --url");
+    if (o.url && in_process_opt)
+        return usage_error("-d, -t, --parallel and --ctx apply to in-process routes, not to --url");
+
+    struct run R = {.o = &o};
+    R.tail = &R.head;
+    struct ob_ctx *ctx = NULL;
+    struct ob_oai_ready ready;
+    memset(&ready, 0, sizeof ready);
+    char model[256] = "";
+    int e = 0;
+    if (o.model) {
+        e = ob_model_open(o.model, &R.m);
+        if (!e) {
+            R.tok = ob_model_tok(R.m);
+            g_tok = R.tok;
+            snprintf(model, sizeof model, "%s", ob_model_name(R.m));
+        }
+    }
+    if (!e && !o.url) {
+        const struct ob_hparams *hp = ob_model_hparams(R.m);
+        if (!o.ctx)
+            o.ctx = hp->n_ctx_train && hp->n_ctx_train < 4096 ? (int)hp->n_ctx_train : 4096;
+        struct ob_ctx_params cp = {.route = o.route, .n_threads = o.threads,
+                                   .n_slots = o.parallel, .n_ctx = o.ctx, .max_batch = 512};
+        struct ob_engine_params ep = {.parallel = o.parallel, .chunk = 512};
+        if (!(e = ob_ctx_new(R.m, &cp, &ctx)) && !(e = ob_model_sha256(R.m, &R.sha)) &&
+            !(e = ob_engine_new(ctx, &ep, &R.eng)))
+            snprintf(R.route, sizeof R.route, "%s", ob_ctx_route(ctx));
+    }
+    if (!e && o.url) {
+        const char *key = getenv("OB_API_KEY");
+        model[0] = 0;                          /* the server's name, from its replies */
+        snprintf(R.route, sizeof R.route, "%s", o.url);
+        struct ob_http_opts ho = OB_HTTP_OPTS_DEFAULT;
+        ho.timeout_s = o.timeout;
+        ho.retries = o.retries;
+        ho.api_key = key;
+        if (!(e = ob_http_base(o.url, &R.base)) &&
+            !(e = ob_oai_wait_ready(R.base, o.wait, key, &ready)) &&
+            !(e = ob_http_new(&ho, &R.h)) &&
+            !(R.endpoint = ob_http_join(R.base, "/v1/completions")))
+            e = ob_seterr(OB_ENOMEM, "out of memory");
+        if (!e && ready.note[0])
+            fprintf(stderr, PROG ": warning: %s\n", ready.note);
+        R.model_name = ready.model;
+    }
+    if (e) {
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+        int st = e == OB_EUSAGE ? OB_EXIT_USAGE : ob_exit_status(e);
+        ob_engine_free(R.eng);
+        ob_ctx_free(ctx);
+        ob_model_close(R.m);
+        ob_http_free(R.h);
+        free(R.base);
+        free(R.endpoint);
+        ob_oai_ready_free(&ready);
+        return st;
+    }
+
+    int status = OB_EXIT_OK;
+    if (optind == argc) {
+        e = run_stream(&R, stdin, "-", model, sizeof model);
+    } else {
+        for (int i = optind; i < argc && !e && !R.stop; i++) {
+            FILE *f = strcmp(argv[i], "-") == 0 ? stdin : fopen(argv[i], "r");
+            if (!f) {
+                fprintf(stderr, PROG ": %s: cannot open\n", argv[i]);
+                status = OB_EXIT_DATA;
+                break;
+            }
+            e = run_stream(&R, f, argv[i], model, sizeof model);
+            if (f != stdin)
+                fclose(f);
+        }
+    }
+    if (e)
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+    if (e)
+        status = ob_exit_status(e);
+    else if (R.bad && !status)
+        status = OB_EXIT_DATA;
+    while (R.head) {
+        struct job *j = R.head;
+        R.head = j->next;
+        job_free(j);
+    }
+    ob_engine_free(R.eng);
+    ob_ctx_free(ctx);
+    ob_model_close(R.m);
+    ob_strmap_free(R.pieces);
+    ob_http_free(R.h);
+    free(R.base);
+    free(R.endpoint);
+    ob_oai_ready_free(&ready);
+    if (fclose(stdout) != 0) {
+        perror(PROG ": stdout");
+        return OB_EXIT_FAILURE;
+    }
+    return status;
+}

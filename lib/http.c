@@ -1,0 +1,1145 @@
+/*
+ * http.c — the URL route: transfers on a curl multi handle (retrying connection errors only),
+ * readiness, and the OpenAI-compatible wire format in and out (see http.h).
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "http.h"
+#include "sample.h"
+
+#define MAX_REPLY ((size_t)256 << 20)     /* a reply larger than this is refused */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int oom(void)
+{
+    return ob_seterr(OB_ENOMEM, "out of memory");
+}
+
+/* ---- transport ------------------------------------------------------------------------------- */
+
+struct xfer {
+    CURL *easy;
+    char *url, *body;
+    void *user;
+    char *resp;
+    size_t len, cap;
+    bool too_big;
+    int attempts;
+    bool active;                   /* in the multi handle */
+    double retry_at;               /* waiting to be re-added */
+    double t0;
+    char errbuf[CURL_ERROR_SIZE];
+    struct xfer *next;
+};
+
+struct ob_http {
+    CURLM *multi;
+    struct ob_http_opts o;
+    struct curl_slist *hdr;
+    struct xfer *xs;               /* pending, in start order */
+    struct ob_http_result **done;  /* finished, not yet returned (FIFO) */
+    int n_done, cap_done;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int ob_http_new(const struct ob_http_opts *o, struct ob_http **out)
+{
+    *out = NULL;
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_rc != CURLE_OK)
+        return ob_seterr(OB_EDEVICE, "libcurl: %s", curl_easy_strerror(curl_init_rc));
+    struct ob_http *h = calloc(1, sizeof *h);
+    if (!h)
+        return oom();
+    h->o = *o;
+    h->multi = curl_multi_init();
+    h->hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    /* no "Expect: 100-continue" round trip before a large body */
+    h->hdr = h->hdr ? curl_slist_append(h->hdr, "Expect:") : NULL;
+    if (h->hdr && o->api_key && *o->api_key) {
+        char *a = NULL;
+        if (asprintf(&a, "Authorization: Bearer %s", o->api_key) < 0)
+            a = NULL;
+        struct curl_slist *l = a ? curl_slist_append(h->hdr, a) : NULL;
+        free(a);
+        if (!l) {
+            curl_slist_free_all(h->hdr);
+            h->hdr = NULL;
+        } else {
+            h->hdr = l;
+        }
+    }
+    if (!h->multi || !h->hdr) {
+        ob_http_free(h);
+        return oom();
+    }
+    *out = h;
+    return 0;
+}
+
+static void xfer_free(struct ob_http *h, struct xfer *x)
+{
+    if (x->easy) {
+        if (x->active)
+            curl_multi_remove_handle(h->multi, x->easy);
+        curl_easy_cleanup(x->easy);
+    }
+    free(x->url);
+    free(x->body);
+    free(x->resp);
+    free(x);
+}
+
+void ob_http_result_free(struct ob_http_result *r)
+{
+    if (!r)
+        return;
+    free(r->body);
+    free(r);
+}
+
+void ob_http_free(struct ob_http *h)
+{
+    if (!h)
+        return;
+    while (h->xs) {
+        struct xfer *x = h->xs;
+        h->xs = x->next;
+        xfer_free(h, x);
+    }
+    for (int i = 0; i < h->n_done; i++)
+        ob_http_result_free(h->done[i]);
+    free(h->done);
+    if (h->multi)
+        curl_multi_cleanup(h->multi);
+    curl_slist_free_all(h->hdr);
+    free(h);
+}
+
+static size_t on_data(char *p, size_t size, size_t n, void *user)
+{
+    struct xfer *x = user;
+    size_t k = size * n;
+    if (x->len + k + 1 > MAX_REPLY) {
+        x->too_big = true;
+        return 0;                      /* aborts the transfer */
+    }
+    if (x->len + k + 1 > x->cap) {
+        size_t cap = x->cap ? x->cap : 4096;
+        while (cap < x->len + k + 1)
+            cap *= 2;
+        char *r = realloc(x->resp, cap);
+        if (!r)
+            return 0;
+        x->resp = r;
+        x->cap = cap;
+    }
+    memcpy(x->resp + x->len, p, k);
+    x->len += k;
+    x->resp[x->len] = 0;
+    return k;
+}
+
+static int xfer_add(struct ob_http *h, struct xfer *x)
+{
+    x->len = 0;
+    x->too_big = false;
+    x->errbuf[0] = 0;
+    x->attempts++;
+    x->t0 = now_s();
+    x->retry_at = 0;
+    if (curl_multi_add_handle(h->multi, x->easy) != CURLM_OK)
+        return ob_seterr(OB_EINTERNAL, "curl_multi_add_handle failed");
+    x->active = true;
+    return 0;
+}
+
+int ob_http_start(struct ob_http *h, const char *url, const char *body, void *user)
+{
+    struct xfer *x = calloc(1, sizeof *x);
+    if (!x)
+        return oom();
+    x->user = user;
+    x->url = strdup(url);
+    x->body = body ? strdup(body) : NULL;
+    x->easy = curl_easy_init();
+    if (!x->url || (body && !x->body) || !x->easy) {
+        xfer_free(h, x);
+        return oom();
+    }
+    CURL *e = x->easy;
+    curl_easy_setopt(e, CURLOPT_URL, x->url);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h->hdr);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    /* a measuring client talks to the server it names: a proxy from the environment must not
+     * take loopback traffic, unless the user set no_proxy themselves */
+    if (!getenv("no_proxy") && !getenv("NO_PROXY"))
+        curl_easy_setopt(e, CURLOPT_NOPROXY, "localhost,127.0.0.1,::1");
+    if (h->o.timeout_s > 0)
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(h->o.timeout_s * 1000));
+    if (h->o.connect_timeout_s > 0)
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(h->o.connect_timeout_s * 1000));
+    if (body) {
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
+    }
+    int err = xfer_add(h, x);
+    if (err) {
+        xfer_free(h, x);
+        return err;
+    }
+    struct xfer **pp = &h->xs;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = x;
+    return 0;
+}
+
+int ob_http_pending(const struct ob_http *h)
+{
+    int n = h->n_done;
+    for (const struct xfer *x = h->xs; x; x = x->next)
+        n++;
+    return n;
+}
+
+static bool retryable(CURLcode rc, long status, size_t len)
+{
+    if (rc == CURLE_COULDNT_CONNECT)
+        return true;
+    /* closed or reset before any byte of a reply: the server went away, not the request */
+    return (rc == CURLE_GOT_NOTHING || rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR) &&
+           status == 0 && len == 0;
+}
+
+static int push_done(struct ob_http *h, struct xfer *x, CURLcode rc)
+{
+    struct ob_http_result *r = calloc(1, sizeof *r);
+    if (!r)
+        return oom();
+    r->user = x->user;
+    r->attempts = x->attempts;
+    r->seconds = now_s() - x->t0;
+    r->body = x->resp ? x->resp : strdup("");
+    r->len = x->resp ? x->len : 0;
+    x->resp = NULL;
+    if (!r->body) {
+        free(r);
+        return oom();
+    }
+    if (rc == CURLE_OK) {
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &r->status);
+    } else {
+        const char *why = x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc);
+        if (x->too_big) {
+            r->err = OB_EIO;
+            snprintf(r->msg, sizeof r->msg, "%.200s: the reply is larger than %zu MiB", x->url,
+                     MAX_REPLY >> 20);
+        } else if (retryable(rc, 0, x->len) || rc == CURLE_COULDNT_RESOLVE_HOST) {
+            r->err = OB_EDEVICE;
+            snprintf(r->msg, sizeof r->msg, "%.200s: unreachable: %.200s (%d attempt%s)", x->url, why,
+                     x->attempts, x->attempts == 1 ? "" : "s");
+        } else {
+            r->err = OB_EIO;
+            snprintf(r->msg, sizeof r->msg, "%.200s: %.200s", x->url, why);
+        }
+    }
+    if (h->n_done == h->cap_done) {
+        int cap = h->cap_done ? 2 * h->cap_done : 8;
+        struct ob_http_result **d = realloc(h->done, (size_t)cap * sizeof *d);
+        if (!d) {
+            ob_http_result_free(r);
+            return oom();
+        }
+        h->done = d;
+        h->cap_done = cap;
+    }
+    h->done[h->n_done++] = r;
+    return 0;
+}
+
+static void unlink_xfer(struct ob_http *h, struct xfer *x)
+{
+    for (struct xfer **pp = &h->xs; *pp; pp = &(*pp)->next)
+        if (*pp == x) {
+            *pp = x->next;
+            return;
+        }
+}
+
+/* one turn: re-add due retries, perform, collect finished transfers */
+static int turn(struct ob_http *h)
+{
+    double t = now_s();
+    for (struct xfer *x = h->xs; x; x = x->next)
+        if (!x->active && x->retry_at > 0 && x->retry_at <= t) {
+            int e = xfer_add(h, x);
+            if (e)
+                return e;
+        }
+    int still;
+    if (curl_multi_perform(h->multi, &still) != CURLM_OK)
+        return ob_seterr(OB_EINTERNAL, "curl_multi_perform failed");
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(h->multi, &left))) {
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        struct xfer *x = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        CURLcode rc = m->data.result;
+        curl_multi_remove_handle(h->multi, x->easy);
+        x->active = false;
+        long status = 0;
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+        if (rc != CURLE_OK && !x->too_big && retryable(rc, status, x->len) &&
+            x->attempts <= h->o.retries) {
+            double pause = h->o.backoff_s;
+            for (int i = 1; i < x->attempts && pause < h->o.backoff_max_s; i++)
+                pause *= 2;
+            if (pause > h->o.backoff_max_s)
+                pause = h->o.backoff_max_s;
+            x->retry_at = now_s() + (pause > 0 ? pause : 1e-3);
+            continue;
+        }
+        int e = push_done(h, x, rc);
+        unlink_xfer(h, x);
+        xfer_free(h, x);
+        if (e)
+            return e;
+    }
+    return 0;
+}
+
+int ob_http_next(struct ob_http *h, double wait_s, struct ob_http_result **out)
+{
+    *out = NULL;
+    double deadline = wait_s < 0 ? INFINITY : now_s() + wait_s;
+    for (;;) {
+        int e = turn(h);
+        if (e)
+            return e;
+        if (h->n_done > 0) {
+            *out = h->done[0];
+            memmove(h->done, h->done + 1, (size_t)(h->n_done - 1) * sizeof *h->done);
+            h->n_done--;
+            return 1;
+        }
+        if (!h->xs)
+            return 0;
+        double t = now_s();
+        if (t >= deadline)
+            return 0;
+        /* sleep until a socket is ready, the next retry is due, or the deadline */
+        double until = deadline;
+        bool active = false;
+        for (struct xfer *x = h->xs; x; x = x->next) {
+            active |= x->active;
+            if (!x->active && x->retry_at > 0 && x->retry_at < until)
+                until = x->retry_at;
+        }
+        double ms = (until - t) * 1000;
+        if (ms > 1000)
+            ms = 1000;                 /* wake now and then whatever curl says */
+        if (ms < 1)
+            ms = 1;
+        if (active) {
+            if (curl_multi_poll(h->multi, NULL, 0, (int)ms, NULL) != CURLM_OK)
+                return ob_seterr(OB_EINTERNAL, "curl_multi_poll failed");
+        } else {
+            struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+                                  .tv_nsec = (long)fmod(ms * 1e6, 1e9)};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+int ob_http_fetch(struct ob_http *h, const char *url, const char *body,
+                  struct ob_http_result **out)
+{
+    /* a marker only this call uses, so that other transfers' results stay queued */
+    static char mine;
+    *out = NULL;
+    int e = ob_http_start(h, url, body, &mine);
+    if (e)
+        return e;
+    struct ob_http_result **kept = NULL;
+    int nk = 0;
+    for (;;) {
+        struct ob_http_result *r;
+        int k = ob_http_next(h, -1, &r);
+        if (k < 0) {
+            e = k;
+            break;
+        }
+        if (k == 0) {
+            e = ob_seterr(OB_EINTERNAL, "transfer lost");
+            break;
+        }
+        if (r->user == &mine) {
+            *out = r;
+            break;
+        }
+        struct ob_http_result **p = realloc(kept, (size_t)(nk + 1) * sizeof *p);
+        if (!p) {
+            ob_http_result_free(r);
+            e = oom();
+            break;
+        }
+        kept = p;
+        kept[nk++] = r;
+    }
+    /* put the others back, in order, ahead of anything queued since */
+    for (int i = nk - 1; i >= 0; i--) {
+        if (h->n_done == h->cap_done) {
+            int cap = h->cap_done ? 2 * h->cap_done : 8;
+            struct ob_http_result **d = realloc(h->done, (size_t)cap * sizeof *d);
+            if (!d) {
+                ob_http_result_free(kept[i]);
+                continue;
+            }
+            h->done = d;
+            h->cap_done = cap;
+        }
+        memmove(h->done + 1, h->done, (size_t)h->n_done * sizeof *h->done);
+        h->done[0] = kept[i];
+        h->n_done++;
+    }
+    free(kept);
+    return e;
+}
+
+int ob_http_base(const char *url, char **base)
+{
+    *base = NULL;
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+        return ob_seterr(OB_EUSAGE, "'%s' is not an http:// or https:// URL", url);
+    const char *host = strstr(url, "://") + 3;
+    if (!*host || *host == '/')
+        return ob_seterr(OB_EUSAGE, "'%s' names no host", url);
+    char *b = strdup(url);
+    if (!b)
+        return oom();
+    size_t n = strlen(b);
+    while (n > 0 && b[n - 1] == '/')
+        b[--n] = 0;
+    if (n >= 3 && strcmp(b + n - 3, "/v1") == 0)
+        b[n -= 3] = 0;
+    while (n > 0 && b[n - 1] == '/')
+        b[--n] = 0;
+    *base = b;
+    return 0;
+}
+
+char *ob_http_join(const char *base, const char *path)
+{
+    char *s = NULL;
+    if (asprintf(&s, "%s%s", base, path) < 0)
+        return NULL;
+    return s;
+}
+
+/* ---- readiness ------------------------------------------------------------------------------- */
+
+void ob_oai_ready_free(struct ob_oai_ready *r)
+{
+    if (!r)
+        return;
+    free(r->model);
+    r->model = NULL;
+}
+
+/* GET base+path: the HTTP status (0 when no connection) and the body */
+static int get(struct ob_http *h, const char *base, const char *path, long *status, char **body)
+{
+    char *url = ob_http_join(base, path);
+    if (!url)
+        return oom();
+    struct ob_http_result *r;
+    int e = ob_http_fetch(h, url, NULL, &r);
+    free(url);
+    *status = 0;
+    *body = NULL;
+    if (e)
+        return e;
+    if (r->err == 0) {
+        *status = r->status;
+        *body = r->body;
+        r->body = NULL;
+    }
+    ob_http_result_free(r);
+    return 0;
+}
+
+static bool says_stalled(const char *body)
+{
+    cJSON *j = body ? cJSON_Parse(body) : NULL;
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "status");
+    bool st = cJSON_IsString(s) && strcmp(s->valuestring, "stalled") == 0;
+    cJSON_Delete(j);
+    return st;
+}
+
+static char *first_model(const char *body)
+{
+    cJSON *j = body ? cJSON_Parse(body) : NULL;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "data");
+    const cJSON *m = cJSON_IsArray(d) ? cJSON_GetArrayItem(d, 0) : NULL;
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "id");
+    char *s = cJSON_IsString(id) ? strdup(id->valuestring) : NULL;
+    cJSON_Delete(j);
+    return s;
+}
+
+int ob_oai_wait_ready(const char *base, double wait_s, const char *api_key,
+                      struct ob_oai_ready *out)
+{
+    memset(out, 0, sizeof *out);
+    struct ob_http_opts o = {.timeout_s = 5, .connect_timeout_s = 2, .retries = 0,
+                             .api_key = api_key};
+    struct ob_http *h;
+    int e = ob_http_new(&o, &h);
+    if (e)
+        return e;
+    double deadline = now_s() + (wait_s > 0 ? wait_s : 0), pause = 0.05;
+    bool answered = false, no_health = false, ready = false;
+    long last = 0;
+    const char *last_path = "/health";
+    for (;;) {
+        long st;
+        char *body;
+        if ((e = get(h, base, "/health", &st, &body)))
+            break;
+        last_path = "/health";
+        if (st == 404 || st == 405) {        /* no /health: the OpenAI-style path */
+            free(body);
+            if ((e = get(h, base, "/v1/health", &st, &body)))
+                break;
+            last_path = "/v1/health";
+            no_health = st == 404 || st == 405;
+        }
+        answered |= st != 0;
+        last = st;
+        if (st == 200) {
+            ready = true;
+        } else if (st == 503 && says_stalled(body)) {
+            ready = true;
+            snprintf(out->note, sizeof out->note,
+                     "%s%s reports \"stalled\" (an idle server that has loaded); "
+                     "taken as ready", base, last_path);
+        }
+        free(body);
+        if (ready || no_health || now_s() + pause > deadline)
+            break;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(pause * 1e9)};
+        nanosleep(&ts, NULL);
+        pause = pause * 2 < 0.5 ? pause * 2 : 0.5;
+    }
+    if (!e && !ready) {
+        if (!answered) {
+            e = ob_seterr(OB_EDEVICE, "%s: unreachable (no connection within %g s)", base,
+                          wait_s);
+        } else {
+            /* liveness only: /v1/models answers before the model has loaded */
+            long st;
+            char *body;
+            if (!(e = get(h, base, "/v1/models", &st, &body))) {
+                if (st == 200) {
+                    ready = true;
+                    if (no_health)
+                        snprintf(out->note, sizeof out->note,
+                                 "%s has no /health or /v1/health; /v1/models answers, so going "
+                                 "on (it shows the server is alive, not that it is ready)",
+                                 base);
+                    else
+                        snprintf(out->note, sizeof out->note,
+                                 "%s%s still answers %ld after %g s; /v1/models answers, so "
+                                 "going on (it shows the server is alive, not that it is ready)",
+                                 base, last_path, last, wait_s);
+                } else {
+                    e = ob_seterr(OB_EDEVICE, "%s: not ready after %g s (%s answers %ld, "
+                                  "/v1/models %ld)", base, wait_s, last_path, last, st);
+                }
+                free(body);
+            }
+        }
+    }
+    if (!e) {
+        long st;
+        char *body;
+        if (!get(h, base, "/v1/models", &st, &body) && st == 200)
+            out->model = first_model(body);
+        free(body);
+    }
+    ob_http_free(h);
+    return e;
+}
+
+/* ---- requests -------------------------------------------------------------------------------- */
+
+void ob_oai_req_free(struct ob_oai_req *q)
+{
+    if (!q)
+        return;
+    free(q->id);
+    free(q->body);
+    memset(q, 0, sizeof *q);
+}
+
+static const cJSON *field(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static int bad(const char *f, const char *why)
+{
+    return ob_seterr(OB_EFORMAT, "field '%s' %s", f, why);
+}
+
+static bool is_int_in(const cJSON *v, double lo, double hi)
+{
+    return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= lo &&
+           v->valuedouble <= hi;
+}
+
+static void add_raw_int(cJSON *o, const char *k, long long v)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%lld", v);
+    cJSON_AddItemToObject(o, k, cJSON_CreateRaw(b));
+}
+
+/* the fields that would change the answer and that 1b does not implement: the same refusals
+ * as the in-process routes (record.c), so that a record means the same on every route */
+static int refuse(const cJSON *rec)
+{
+    static const struct { const char *k; double neutral; } num[] = {
+        {"n", 1}, {"best_of", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
+        {"repeat_penalty", 1}, {"repetition_penalty", 1}, {"typical_p", 1}, {"tfs_z", 1},
+        {"mirostat", 0},
+    };
+    for (size_t i = 0; i < sizeof num / sizeof *num; i++) {
+        const cJSON *v = field(rec, num[i].k);
+        if (v && !(cJSON_IsNumber(v) && v->valuedouble == num[i].neutral))
+            return ob_seterr(OB_EFORMAT, "field '%s' is not supported by 1b (only %g)",
+                             num[i].k, num[i].neutral);
+    }
+    static const char *const obj[] = {"logit_bias", "tools", "tool_choice", "functions",
+                                       "response_format", "grammar", "json_schema", "suffix"};
+    for (size_t i = 0; i < sizeof obj / sizeof *obj; i++) {
+        const cJSON *v = field(rec, obj[i]);
+        if (v && !(cJSON_IsObject(v) && !v->child) && !(cJSON_IsArray(v) && !v->child) &&
+            !(cJSON_IsString(v) && !*v->valuestring))
+            return ob_seterr(OB_EFORMAT, "field '%s' is not supported by 1b", obj[i]);
+    }
+    if (cJSON_IsTrue(field(rec, "echo")))
+        return ob_seterr(OB_EFORMAT, "field 'echo' is not supported here (use 1b-logprobs)");
+    if (cJSON_IsTrue(field(rec, "stream")))
+        return ob_seterr(OB_EFORMAT, "field 'stream' is not supported by 1b-gen");
+    return 0;
+}
+
+static int check_messages(const cJSON *m)
+{
+    if (!cJSON_IsArray(m) || !m->child)
+        return bad("messages", "must be a non-empty array");
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, m) {
+        if (!cJSON_IsObject(it) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "role")) ||
+            !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "content")))
+            return ob_seterr(OB_EFORMAT, "messages[%d] needs string 'role' and 'content'", i);
+        i++;
+    }
+    return 0;
+}
+
+int ob_oai_request(const cJSON *rec, const struct ob_oai_params *p, uint64_t line,
+                   struct ob_oai_req *q)
+{
+    memset(q, 0, sizeof *q);
+    const cJSON *id = field(rec, "id");
+    char buf[OB_F32_BUFSZ];
+    if (cJSON_IsString(id))
+        q->id = strdup(id->valuestring);
+    else if (cJSON_IsNumber(id))
+        q->id = strdup(ob_f64_str(id->valuedouble, buf));
+    else if (!id)
+        q->id = (snprintf(buf, sizeof buf, "%llu", (unsigned long long)line), strdup(buf));
+    else
+        return bad("id", "must be a string or a number");
+    if (!q->id)
+        return oom();
+    int e;
+    if ((e = refuse(rec)))
+        return e;
+    const cJSON *prompt = field(rec, "prompt"), *msgs = field(rec, "messages");
+    if (!prompt == !msgs)
+        return ob_seterr(OB_EFORMAT, "a record needs exactly one of 'prompt' and 'messages'");
+    if (msgs && (e = check_messages(msgs)))
+        return e;
+    if (prompt && !cJSON_IsString(prompt)) {
+        if (!cJSON_IsArray(prompt) || !prompt->child)
+            return bad("prompt", "must be a string or an array of token ids");
+        const cJSON *it;
+        cJSON_ArrayForEach(it, prompt)
+            if (!is_int_in(it, 0, 2147483647.0))
+                return bad("prompt", "must be a string or an array of token ids");
+    }
+    if (cJSON_IsString(prompt) && !*prompt->valuestring)
+        return ob_seterr(OB_EFORMAT, "the prompt is empty");
+
+    /* the fields 1b knows, checked as record.c checks them */
+    static const struct { const char *k; double lo, hi; bool integer; } nums[] = {
+        {"max_tokens", 0, 1 << 24, true}, {"max_completion_tokens", 0, 1 << 24, true},
+        {"temperature", 0, 100, false}, {"top_k", 0, 2147483647.0, true},
+        {"top_p", 0, 1, false}, {"min_p", 0, 1, false}, {"seed", 0, 9007199254740992.0, true},
+        {"top_logprobs", 0, OB_MAX_TOP, true},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+        const cJSON *v = field(rec, nums[i].k);
+        if (!v)
+            continue;
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= nums[i].lo && v->valuedouble <= nums[i].hi) ||
+            (nums[i].integer && v->valuedouble != floor(v->valuedouble))) {
+            char why[96];
+            snprintf(why, sizeof why, "must be %s in [%g, %g]",
+                     nums[i].integer ? "an integer" : "a number", nums[i].lo, nums[i].hi);
+            return bad(nums[i].k, why);
+        }
+    }
+    static const char *const bools[] = {"logprobs", "cache_prompt", "thinking"};
+    for (size_t i = 0; i < sizeof bools / sizeof *bools; i++) {
+        const cJSON *v = field(rec, bools[i]);
+        if (v && !cJSON_IsBool(v))
+            return bad(bools[i], "must be true or false");
+    }
+    const cJSON *stop = field(rec, "stop");
+    if (stop) {
+        int n = cJSON_IsString(stop) ? 1 : cJSON_IsArray(stop) ? cJSON_GetArraySize(stop) : -1;
+        if (n < 0 || n > 16)
+            return bad("stop", "must be a string or an array of at most 16 strings");
+        const cJSON *it = cJSON_IsString(stop) ? stop : stop->child;
+        for (int i = 0; i < n; i++, it = it->next)
+            if (!cJSON_IsString(it) || !*it->valuestring)
+                return bad("stop", "must hold non-empty strings");
+    }
+
+    const cJSON *v;
+    q->chat = msgs != NULL;
+    q->path = q->chat ? "/v1/chat/completions" : "/v1/completions";
+    q->max_tokens = p->max_tokens;
+    if ((v = field(rec, "max_tokens")))
+        q->max_tokens = (int)v->valuedouble;
+    if ((v = field(rec, "max_completion_tokens")))
+        q->max_tokens = (int)v->valuedouble;
+    q->top_logprobs = p->top_logprobs;
+    if ((v = field(rec, "top_logprobs")))
+        q->top_logprobs = (int)v->valuedouble;
+    q->logprobs = !cJSON_IsFalse(field(rec, "logprobs"));
+    int thinking = p->thinking;
+    if ((v = field(rec, "thinking")))
+        thinking = cJSON_IsTrue(v);
+
+    cJSON *b = cJSON_CreateObject();
+    if (!b)
+        return oom();
+    if (p->model)
+        cJSON_AddStringToObject(b, "model", p->model);
+    if (q->chat)
+        cJSON_AddItemToObject(b, "messages", cJSON_Duplicate(msgs, true));
+    else
+        cJSON_AddItemToObject(b, "prompt", cJSON_Duplicate(prompt, true));
+    add_raw_int(b, "max_tokens", q->max_tokens);
+    v = field(rec, "temperature");
+    cJSON_AddItemToObject(b, "temperature", v ? cJSON_Duplicate(v, false)
+                                              : ob_json_f64(p->temperature));
+    v = field(rec, "seed");
+    if (v)
+        cJSON_AddItemToObject(b, "seed", cJSON_Duplicate(v, false));
+    else
+        add_raw_int(b, "seed", (long long)p->seed);
+    static const char *const pass[] = {"top_k", "top_p", "min_p", "stop"};
+    for (size_t i = 0; i < sizeof pass / sizeof *pass; i++)
+        if ((v = field(rec, pass[i])))
+            cJSON_AddItemToObject(b, pass[i], cJSON_Duplicate(v, true));
+    /* at least one alternative: llama-server reports no log-probabilities with zero (the
+     * extra ones are cut from the result) */
+    int ask = q->top_logprobs > 0 ? q->top_logprobs : 1;
+    if (q->chat) {
+        cJSON_AddBoolToObject(b, "logprobs", q->logprobs);
+        if (q->logprobs)
+            add_raw_int(b, "top_logprobs", ask);
+    } else if (q->logprobs) {
+        add_raw_int(b, "logprobs", ask);
+    }
+    v = field(rec, "cache_prompt");
+    cJSON_AddBoolToObject(b, "cache_prompt", v ? cJSON_IsTrue(v) : false);
+    if (q->chat && thinking >= 0) {
+        cJSON *k = cJSON_CreateObject();
+        cJSON_AddBoolToObject(k, "enable_thinking", thinking);
+        cJSON_AddItemToObject(b, "chat_template_kwargs", k);
+    }
+    cJSON_AddBoolToObject(b, "stream", false);
+    q->body = cJSON_PrintUnformatted(b);
+    cJSON_Delete(b);
+    if (!q->body)
+        return oom();
+    return 0;
+}
+
+/* ---- replies --------------------------------------------------------------------------------- */
+
+const char *ob_oai_error_text(const char *body, char *buf, size_t size)
+{
+    cJSON *j = body ? cJSON_Parse(body) : NULL;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+    const cJSON *m = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "message") : e;
+    if (!cJSON_IsString(m))
+        m = cJSON_GetObjectItemCaseSensitive(j, "message");
+    if (cJSON_IsString(m)) {
+        snprintf(buf, size, "%s", m->valuestring);
+    } else {
+        /* the start of the body, on one line */
+        size_t k = 0;
+        for (const char *p = body ? body : ""; *p && k + 1 < size && k < 160; p++)
+            buf[k++] = *p == '\n' || *p == '\r' ? ' ' : *p;
+        buf[k] = 0;
+        if (!k)
+            snprintf(buf, size, "(empty reply)");
+    }
+    cJSON_Delete(j);
+    return buf;
+}
+
+static cJSON *bytes_json(const unsigned char *b, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) {
+        char s[8];
+        snprintf(s, sizeof s, "%u", b[i]);
+        cJSON_AddItemToArray(a, cJSON_CreateRaw(s));
+    }
+    return a;
+}
+
+/* the float32 of a wire decimal into o as logprob + bits; a decimal that is not a float32 is
+ * kept as wire_logprob and counted. false when there is no number. */
+static bool put_lp(cJSON *o, const cJSON *v, int64_t *nonf32)
+{
+    float f;
+    bool exact;
+    if (!v || cJSON_IsNull(v) || ob_json_get_f32(v, &f, &exact))
+        return false;
+    char hex[OB_F32_BUFSZ];
+    cJSON_AddItemToObject(o, "logprob", ob_json_f32(f));
+    cJSON_AddStringToObject(o, "bits", ob_f32_hex(f, hex));
+    if (!exact) {
+        (*nonf32)++;
+        cJSON_AddItemToObject(o, "wire_logprob", ob_json_f64(v->valuedouble));
+    }
+    return true;
+}
+
+/* "token_id:123", vLLM's form of a token when it is asked to return ids */
+static int32_t vllm_id(const char *s)
+{
+    if (strncmp(s, "token_id:", 9) != 0 || !s[9])
+        return -1;
+    long long v = 0;
+    for (const char *p = s + 9; *p; p++) {
+        if (*p < '0' || *p > '9' || v > 2147483647LL)
+            return -1;
+        v = v * 10 + (*p - '0');
+    }
+    return v <= 2147483647LL ? (int32_t)v : -1;
+}
+
+/* one entry {id?, token, bytes?, logprob} -> {id?, text, [bytes,] logprob, bits} */
+static cJSON *entry_json(const cJSON *e, bool with_bytes, int64_t *nonf32)
+{
+    cJSON *o = cJSON_CreateObject();
+    const cJSON *id = field(e, "id"), *tok = field(e, "token"), *by = field(e, "bytes");
+    if (!tok)
+        tok = field(e, "text");
+    const char *text = cJSON_IsString(tok) ? tok->valuestring : NULL;
+    int32_t vid = text ? vllm_id(text) : -1;
+    if (is_int_in(id, 0, 2147483647.0))
+        add_raw_int(o, "id", (long long)id->valuedouble);
+    else if (vid >= 0)
+        add_raw_int(o, "id", vid);
+    if (text && vid < 0)
+        cJSON_AddStringToObject(o, "text", text);
+    if (with_bytes) {
+        bool ok = cJSON_IsArray(by);
+        const cJSON *it, *arr = ok ? by : NULL;
+        cJSON_ArrayForEach(it, arr)
+            ok &= is_int_in(it, 0, 255);
+        if (ok)
+            cJSON_AddItemToObject(o, "bytes", cJSON_Duplicate(by, true));
+        else if (text && vid < 0)
+            cJSON_AddItemToObject(o, "bytes", bytes_json((const unsigned char *)text,
+                                                         strlen(text)));
+    }
+    put_lp(o, field(e, "logprob"), nonf32);
+    return o;
+}
+
+struct topent {
+    const cJSON *item;
+    double lp;
+};
+
+static int by_lp_desc(const void *a, const void *b)
+{
+    const struct topent *x = a, *y = b;
+    if (x->lp != y->lp)
+        return x->lp > y->lp ? -1 : 1;
+    return x->item < y->item ? -1 : x->item > y->item;   /* keep the wire's order */
+}
+
+int ob_oai_tokens(const cJSON *choice, int top_k, cJSON **tokens, int64_t *nonf32)
+{
+    *tokens = NULL;
+    const cJSON *lp = field(choice, "logprobs");
+    if (!cJSON_IsObject(lp))
+        return ob_seterr(OB_ENOTFOUND, "no log-probabilities in the reply");
+    const cJSON *content = field(lp, "content"), *toks = field(lp, "tokens");
+    cJSON *out = cJSON_CreateArray();
+    if (!out)
+        return oom();
+    if (cJSON_IsArray(content)) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, content) {
+            cJSON *t = entry_json(e, true, nonf32);
+            cJSON *top = cJSON_CreateArray();
+            const cJSON *tl = field(e, "top_logprobs"), *x;
+            if (!cJSON_IsArray(tl))
+                tl = NULL;
+            int k = 0;
+            cJSON_ArrayForEach(x, tl) {
+                if (k++ >= top_k)
+                    break;
+                cJSON_AddItemToArray(top, entry_json(x, false, nonf32));
+            }
+            cJSON_AddItemToObject(t, "top", top);
+            cJSON_AddItemToArray(out, t);
+        }
+    } else if (cJSON_IsArray(toks)) {
+        /* the legacy completions form: parallel arrays, top lists as {text: logprob} */
+        const cJSON *tlp = field(lp, "token_logprobs"), *tops = field(lp, "top_logprobs");
+        int i = 0;
+        const cJSON *tk;
+        cJSON_ArrayForEach(tk, toks) {
+            cJSON *t = cJSON_CreateObject();
+            if (cJSON_IsString(tk)) {
+                int32_t vid = vllm_id(tk->valuestring);
+                if (vid >= 0) {
+                    add_raw_int(t, "id", vid);
+                } else {
+                    cJSON_AddStringToObject(t, "text", tk->valuestring);
+                    cJSON_AddItemToObject(t, "bytes",
+                                          bytes_json((const unsigned char *)tk->valuestring,
+                                                     strlen(tk->valuestring)));
+                }
+            }
+            put_lp(t, cJSON_IsArray(tlp) ? cJSON_GetArrayItem(tlp, i) : NULL, nonf32);
+            cJSON *top = cJSON_CreateArray();
+            const cJSON *d = cJSON_IsArray(tops) ? cJSON_GetArrayItem(tops, i) : NULL;
+            int n = cJSON_IsObject(d) ? cJSON_GetArraySize(d) : 0;
+            struct topent *te = n ? calloc((size_t)n, sizeof *te) : NULL;
+            int m = 0;
+            const cJSON *x, *dd = te ? d : NULL;
+            cJSON_ArrayForEach(x, dd)
+                if (cJSON_IsNumber(x))
+                    te[m++] = (struct topent){x, x->valuedouble};
+            if (m)
+                qsort(te, (size_t)m, sizeof *te, by_lp_desc);
+            for (int k = 0; k < m && k < top_k; k++) {
+                cJSON *o = cJSON_CreateObject();
+                int32_t vid = vllm_id(te[k].item->string);
+                if (vid >= 0)
+                    add_raw_int(o, "id", vid);
+                else
+                    cJSON_AddStringToObject(o, "text", te[k].item->string);
+                put_lp(o, te[k].item, nonf32);
+                cJSON_AddItemToArray(top, o);
+            }
+            free(te);
+            cJSON_AddItemToObject(t, "top", top);
+            cJSON_AddItemToArray(out, t);
+            i++;
+        }
+    } else {
+        cJSON_Delete(out);
+        return ob_seterr(OB_ENOTFOUND, "no log-probabilities in the reply");
+    }
+    *tokens = out;
+    return 0;
+}
+
+/* the request's fields, then ours (replacing any of the same name), id first */
+static cJSON *result_begin(const cJSON *req, const char *id, int repeat, const char *route)
+{
+    cJSON *o = req ? cJSON_Duplicate(req, true) : cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    static const char *const ours[] = {"id", "repeat", "route", "model", "prompt_tokens",
+                                       "prompt_ids", "tokens", "text", "finish_reason",
+                                       "completion_tokens", "cached_tokens", "timing", "error",
+                                       "nonf32_values", "reasoning_content"};
+    for (size_t i = 0; i < sizeof ours / sizeof *ours; i++)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, ours[i]);
+    cJSON *first = cJSON_CreateString(id);
+    if (!first) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    first->string = strdup("id");
+    first->next = o->child;
+    if (o->child) {
+        first->prev = o->child->prev;
+        o->child->prev = first;
+    } else {
+        first->prev = first;
+    }
+    o->child = first;
+    add_raw_int(o, "repeat", repeat);
+    cJSON_AddStringToObject(o, "route", route);
+    return o;
+}
+
+static void fail_record(cJSON *o, const char *msg)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "finish_reason");
+    cJSON_AddStringToObject(o, "finish_reason", "error");
+    cJSON_AddStringToObject(o, "error", msg);
+}
+
+cJSON *ob_oai_result(const cJSON *req, const struct ob_oai_req *q, int repeat, const char *route,
+                     const struct ob_http_result *res, int *err)
+{
+    *err = 0;
+    cJSON *o = result_begin(req, q->id, repeat, route);
+    if (!o)
+        return NULL;
+    char msg[400];
+    if (res->err) {
+        *err = ob_seterr(res->err, "%s", res->msg);
+        cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray());
+        fail_record(o, res->msg);
+        return o;
+    }
+    if (res->status != 200) {
+        char t[256];
+        snprintf(msg, sizeof msg, "HTTP %ld: %s", res->status,
+                 ob_oai_error_text(res->body, t, sizeof t));
+        *err = ob_seterr(res->status >= 500 ? OB_EIO : OB_EFORMAT, "%s", msg);
+        cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray());
+        fail_record(o, msg);
+        return o;
+    }
+    cJSON *j = cJSON_Parse(res->body);
+    const cJSON *choices = cJSON_GetObjectItemCaseSensitive(j, "choices");
+    const cJSON *c = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
+    if (!cJSON_IsObject(c)) {
+        char t[256];
+        snprintf(msg, sizeof msg, "the reply is not a completion: %s",
+                 ob_oai_error_text(res->body, t, sizeof t));
+        *err = ob_seterr(OB_EFORMAT, "%s", msg);
+        cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray());
+        fail_record(o, msg);
+        cJSON_Delete(j);
+        return o;
+    }
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "name", cJSON_IsString(model) ? model->valuestring : "");
+    cJSON_AddItemToObject(o, "model", m);
+    const cJSON *usage = cJSON_GetObjectItemCaseSensitive(j, "usage");
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(usage, "completion_tokens");
+    if (is_int_in(pt, 0, 1e15))
+        add_raw_int(o, "prompt_tokens", (long long)pt->valuedouble);
+    int64_t nonf32 = 0;
+    cJSON *tokens = NULL;
+    int e = ob_oai_tokens(c, q->top_logprobs, &tokens, &nonf32);
+    if (e == OB_ENOMEM) {
+        cJSON_Delete(j);
+        cJSON_Delete(o);
+        return NULL;
+    }
+    cJSON_AddItemToObject(o, "tokens", tokens ? tokens : cJSON_CreateArray());
+    /* the text: chat's message content (with any reasoning beside it), completions' text */
+    const cJSON *msgo = cJSON_GetObjectItemCaseSensitive(c, "message");
+    const cJSON *text = q->chat ? cJSON_GetObjectItemCaseSensitive(msgo, "content")
+                                : cJSON_GetObjectItemCaseSensitive(c, "text");
+    const cJSON *rc = cJSON_GetObjectItemCaseSensitive(msgo, "reasoning_content");
+    cJSON_AddStringToObject(o, "text", cJSON_IsString(text) ? text->valuestring : "");
+    if (cJSON_IsString(rc) && *rc->valuestring)
+        cJSON_AddStringToObject(o, "reasoning_content", rc->valuestring);
+    const cJSON *fr = cJSON_GetObjectItemCaseSensitive(c, "finish_reason");
+    cJSON_AddStringToObject(o, "finish_reason", cJSON_IsString(fr) ? fr->valuestring : "unknown");
+    int n_tok = tokens ? cJSON_GetArraySize(tokens) : 0;
+    add_raw_int(o, "completion_tokens", is_int_in(ct, 0, 1e15) ? (long long)ct->valuedouble
+                                                                : n_tok);
+    add_raw_int(o, "nonf32_values", nonf32);
+    cJSON *tm = cJSON_CreateObject();
+    cJSON_AddItemToObject(tm, "request_s", ob_json_f64(res->seconds));
+    add_raw_int(tm, "attempts", res->attempts);
+    cJSON_AddItemToObject(o, "timing", tm);
+    /* asked for log-probabilities and got tokens without them: unusable for measuring */
+    bool generated = n_tok > 0 || (is_int_in(ct, 0, 1e15) && ct->valuedouble > 0) ||
+                     (cJSON_IsString(text) && *text->valuestring);
+    if (q->logprobs && q->max_tokens > 0 && (e == OB_ENOTFOUND || !n_tok) && generated) {
+        *err = ob_seterr(OB_EFORMAT, "the server returned no log-probabilities");
+        fail_record(o, ob_errmsg());
+    } else if (q->logprobs && tokens) {
+        int missing = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tokens)
+            missing += !cJSON_GetObjectItemCaseSensitive(t, "logprob");
+        if (missing) {
+            *err = ob_seterr(OB_EFORMAT, "the server returned %d token%s without a "
+                             "log-probability", missing, missing == 1 ? "" : "s");
+            fail_record(o, ob_errmsg());
+        }
+    }
+    if (!q->logprobs && tokens) {
+        /* not asked for: leave them out, as the in-process routes do */
+        cJSON *t;
+        cJSON_ArrayForEach(t, tokens) {
+            cJSON_DeleteItemFromObjectCaseSensitive(t, "logprob");
+            cJSON_DeleteItemFromObjectCaseSensitive(t, "bits");
+            cJSON_DeleteItemFromObjectCaseSensitive(t, "wire_logprob");
+            cJSON_DeleteItemFromObjectCaseSensitive(t, "top");
+        }
+    }
+    cJSON_Delete(j);
+    return o;
+}

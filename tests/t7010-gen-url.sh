@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# 1b-gen --url against canned replies (tests/py/fixture_server.py replaying
+# tests/fixtures/url/*.json, shaped like llama-server's and OpenAI's documented formats): the
+# result records (golden), the request sent, readiness (503 while loading, "stalled", no
+# health route, never ready, unreachable, a server that comes up late), retries on connection
+# errors only, --parallel keeping input order, servers without ids, values that are not
+# float32, replies without log-probabilities and failed requests, each with its exit status.
+. "$(dirname "$0")/lib.sh"
+. "$OB_TOP/tests/py/fixture_env.sh"
+plan 28
+cd "$T" || exit 1
+FX=$OB_TOP/tests/fixtures/url
+G=$OB_TOP/tests/golden
+REQ=$FX/requests.jsonl
+# what does not depend on the run: the route is the URL (its port), timings vary
+stable() { jq -c 'del(.route, .timing)' "$@"; }
+
+fixture_start llama "$FX/llama.json"
+1b-gen --url "$URL_llama" --wait 10 < "$REQ" > llama.jsonl 2> err.txt; rc=$?
+ok $rc "llama-server-shaped replies: exit 0"
+stable llama.jsonl > got.jsonl
+check_same "result records are the golden ones (ids, bytes, float32 bits, top 2)" "$G/url-llama.jsonl" got.jsonl
+jq -e --arg u "$URL_llama" -s 'all(.route == $u) and all(.nonf32_values == 0) and all(.timing.attempts == 1)' llama.jsonl > /dev/null
+ok $? "route is the URL, no value off float32, one attempt each"
+# the requests: readiness first, then what the records asked for, and the wire's extras
+[ "$(jq -r '.method + " " + .path' "$T/llama.log" | head -4 | tr '\n' ',')" = "GET /health,GET /health,GET /health,GET /v1/models," ]
+ok $? "health polled until 200 (two 503 while loading), then /v1/models for the model name"
+jq -e -s '.[4].body == {"model":"qwen3-0.6b-q4_k_m.gguf","messages":[{"role":"user","content":"Why is the sky blue?"}],
+           "max_tokens":4,"temperature":0,"seed":0,"logprobs":true,"top_logprobs":2,"cache_prompt":false,
+           "chat_template_kwargs":{"enable_thinking":false},"stream":false}
+          and .[5].path == "/v1/completions" and .[5].body.prompt == "Once upon a time"
+          and .[5].body.logprobs == 2 and .[5].body.cache_prompt == false' "$T/llama.log" > /dev/null
+ok $? "chat: logprobs, top_logprobs, cache_prompt false, enable_thinking; completions: logprobs N"
+
+# OpenAI-shaped: no ids, legacy completions arrays, no health route
+fixture_start openai "$FX/openai.json"
+1b-gen --url "$URL_openai" < "$REQ" > openai.jsonl 2> err.txt; rc=$?
+stable openai.jsonl > got.jsonl
+[ $rc -eq 0 ] && cmp -s "$G/url-openai.jsonl" got.jsonl; ok $? "OpenAI-shaped replies: golden records without ids" || diff "$G/url-openai.jsonl" got.jsonl | head -5
+grep -q "has no /health or /v1/health; /v1/models answers" err.txt; ok $? "no health route: /v1/models, with a warning"
+jq -e -s 'all(.[].tokens[]; has("id") | not) and all(.[].tokens[].top[]; has("id") | not)' openai.jsonl > /dev/null
+ok $? "no ids anywhere (tokens and top lists)"
+check_exit 1 "by id, the id-less route matches nothing" 1b-agree llama.jsonl openai.jsonl
+check_exit 0 "by text, it is the same stream to the bit" 1b-agree --match-by text llama.jsonl openai.jsonl
+
+# values on the wire that are not float32
+fixture_start nonf32 "$FX/nonf32.json"
+1b-gen --url "$URL_nonf32" < "$REQ" > nonf32.jsonl 2> err.txt; rc=$?
+[ $rc -eq 0 ] && grep -q "3 log-probabilities on the wire were not float32" err.txt &&
+    jq -e -s '.[0].nonf32_values == 3 and .[1].nonf32_values == 0
+              and .[0].tokens[1].logprob == -0.1 and .[0].tokens[1].bits == "bdcccccd"
+              and .[0].tokens[1].wire_logprob == -0.1' nonf32.jsonl > /dev/null
+ok $? "-0.1 on the wire: rounded to float32 bdcccccd, counted (3 in all), kept as wire_logprob"
+1b-agree --json nf.json llama.jsonl nonf32.jsonl > /dev/null; rc=$?
+[ $rc -eq 1 ] && jq -e '.inputs[1].nonf32_values == 3 and .pairs[0].common == 7 and .pairs[0].exact_bits == 6' nf.json > /dev/null
+ok $? "1b-agree reports the 3 values and the one position whose bits differ"
+
+# no log-probabilities, a failed request
+fixture_start nolp "$FX/nolp.json"
+1b-gen --url "$URL_nolp" < "$REQ" > nolp.jsonl 2> err.txt; rc=$?
+[ $rc -eq 5 ] && jq -e -s '.[0].error == "the server returned no log-probabilities" and .[0].finish_reason == "error"
+                and .[1].error == "HTTP 500: slot crashed"' nolp.jsonl > /dev/null &&
+    grep -q "id p1: the server returned no log-probabilities" err.txt
+ok $? "no logprobs and a 500: both written as error records, exit 5 for the 500 ($rc)"
+head -1 "$REQ" | 1b-gen --url "$URL_nolp" > nolp1.jsonl 2> /dev/null; rc=$?
+[ $rc -eq 3 ] && [ "$(jq -r .error nolp1.jsonl)" = "the server returned no log-probabilities" ]
+ok $? "a reply without log-probabilities alone: exit 3"
+check_exit 1 "1b-agree: a route without log-probabilities differs" 1b-agree llama.jsonl nolp.jsonl
+
+# readiness
+fixture_start stalled "$FX/stalled.json"
+1b-gen --url "$URL_stalled" --wait 30 < "$REQ" > st.jsonl 2> err.txt; rc=$?
+[ $rc -eq 0 ] && [ "$(jq -s length st.jsonl)" = 2 ] && grep -q 'reports "stalled"' err.txt &&
+    [ "$(grep -c '"GET", "path": "/health"' "$T/stalled.log")" -eq 1 ]
+ok $? "an idle server reporting 503 \"stalled\" is taken as ready at once"
+fixture_start loading "$FX/loading.json"
+1b-gen --url "$URL_loading" --wait 1 < "$REQ" > ld.jsonl 2> err.txt; rc=$?
+[ $rc -eq 0 ] && [ "$(jq -s length ld.jsonl)" = 2 ] && grep -q "still answers 503 after 1 s; /v1/models answers" err.txt
+ok $? "503 loading until --wait: /v1/models alive, going on with a warning"
+fixture_start dead "$FX/dead.json"
+out=$(1b-gen --url "$URL_dead" --wait 1 < "$REQ" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 4 ] && grep -q "not ready after 1 s" <<<"$out"; ok $? "never ready: exit 4 ($out)"
+port=$(free_port)
+out=$(1b-gen --url "http://127.0.0.1:$port" --wait 0 < "$REQ" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 4 ] && grep -q "unreachable" <<<"$out"; ok $? "nothing listening: exit 4, unreachable ($out)"
+port=$(free_port)
+jq '. + {"start_delay": 1.0}' "$FX/llama.json" > late.json
+fixture_start late late.json --port "$port"
+1b-gen --url "$URL_late" --wait 20 < "$REQ" > late.jsonl 2> /dev/null; rc=$?
+[ $rc -eq 0 ] && [ "$(stable late.jsonl | md5sum)" = "$(md5sum < "$G/url-llama.jsonl")" ]
+ok $? "a server that starts listening a second late: waited for, same records"
+
+# retries on connection errors; --parallel keeps input order
+fixture_start flaky "$FX/flaky.json"
+1b-gen --url "$URL_flaky" --parallel 2 < "$REQ" > fl.jsonl 2> err.txt; rc=$?
+[ $rc -eq 0 ] && [ "$(jq -r .id fl.jsonl | tr '\n' ' ')" = "p1 p2 " ] &&
+    [ "$(jq -s '[.[].timing.attempts] | add' fl.jsonl)" = 4 ] &&
+    [ "$(stable fl.jsonl | md5sum)" = "$(md5sum < "$G/url-llama.jsonl")" ]
+ok $? "two connections closed without a reply: retried (4 attempts), same records, input order"
+1b-gen --url "$URL_flaky" --parallel 2 --unordered < "$REQ" > un.jsonl 2> /dev/null
+[ "$(jq -r .id un.jsonl | tr '\n' ' ')" = "p2 p1 " ]; ok $? "--unordered: the slow first request is written last"
+1b-gen --url "$URL_llama" --parallel 2 --repeat 3 < "$REQ" > rep.jsonl; rc=$?
+[ $rc -eq 0 ] && [ "$(jq -r '"\(.id)#\(.repeat)"' rep.jsonl | tr '\n' ' ')" = "p1#0 p1#1 p1#2 p2#0 p2#1 p2#2 " ]
+ok $? "--repeat 3 with --parallel 2: numbered, in input order"
+check_exit 0 "and 1b-agree finds the route repeatable" 1b-agree rep.jsonl
+
+# a server that goes away in the middle: exit 4 after the records before it
+fixture_start gone "$FX/llama.json"
+{ head -1 "$REQ"; sleep 0.6; kill "$PID_gone"; sleep 0.3; tail -1 "$REQ"; } |
+    1b-gen --url "$URL_gone" --retries 1 > gone.jsonl 2> err.txt; rc=$?
+[ $rc -eq 4 ] && [ "$(jq -r .id gone.jsonl)" = p1 ] && grep -q "unreachable" err.txt
+ok $? "the server goes away: its earlier record written, then exit 4 ($(tail -1 err.txt))"
+
+# records and usage
+printf '%s\n' '{"id":"x","prompt":"Hi","n":2}' > bad.jsonl
+out=$(1b-gen --url "$URL_llama" bad.jsonl 2>&1); rc=$?
+[ $rc -eq 3 ] && grep -q "bad.jsonl:1: id x: field 'n' is not supported" <<<"$out"; ok $? "a record 1b refuses: exit 3 ($out)"
+check_exit 2 "--url with -d" 1b-gen --url "$URL_llama" -d cpu < "$REQ"
+check_exit 2 "a URL that is not http" 1b-gen --url "ftp://127.0.0.1/" < "$REQ"
