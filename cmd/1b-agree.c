@@ -26,8 +26,7 @@
 
 #define PROG "1b-agree"
 
-enum { OPT_MATCH_BY = 256, OPT_MAX_ABS, OPT_MEAN_ABS, OPT_MIN_MATCH, OPT_ALL_REPEATS, OPT_JSON,
-       OPT_LIST, OPT_VERSION };
+enum { OPT_MATCH_BY = 256, OPT_MAX_ABS, OPT_MEAN_ABS, OPT_MIN_MATCH, OPT_ALL_REPEATS, OPT_JSON };
 
 static const struct ob_option options[] = {
     {"match-by", OPT_MATCH_BY, "id|text", "pair tokens by id (default) or by text (routes "
@@ -40,9 +39,7 @@ static const struct ob_option options[] = {
     {"json", OPT_JSON, "FILE", "write the full report as JSON to FILE (- : standard output)"},
     {"verbose", 'v', NULL, "list every compared record, not only the divergent ones"},
     {"quiet", 'q', NULL, "print nothing; the exit status says it"},
-    {"help", 'h', NULL, "show this help"},
-    {"version", OPT_VERSION, NULL, "show the version"},
-    {"list-options", OPT_LIST, NULL, "list options for shell completion", .hidden = true},
+    OB_OPT_ROWS_SHARED,
     {0},
 };
 
@@ -280,14 +277,9 @@ int main(int argc, char **argv)
             free(longs);
             free(shorts);
             return 0;
-        case OPT_VERSION: puts(PROG " " OB_VERSION); return 0;
-        case OPT_LIST: ob_opt_list(stdout, options); return 0;
-        case ':':
-            fprintf(stderr, PROG ": option '%s' needs an argument\n", argv[optind - 1]);
-            bad = 1;
-            break;
         default:
-            fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+            if (ob_opt_shared(c, PROG, options, argv) == 0)
+                return 0;
             bad = 1;
         }
     }

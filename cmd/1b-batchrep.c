@@ -37,7 +37,7 @@
 enum {
     OPT_URL = 256, OPT_WIDTH, OPT_ROUNDS, OPT_MAX_TOKENS, OPT_PROMPT, OPT_MESSAGES, OPT_THINKING,
     OPT_TOP_LOGPROBS, OPT_TEMPERATURE, OPT_SEED, OPT_VS_SOLO, OPT_JSON, OPT_SELFTEST,
-    OPT_PARALLEL, OPT_WAIT, OPT_TIMEOUT, OPT_RETRIES, OPT_MATCH_BY, OPT_LIST, OPT_VERSION,
+    OPT_PARALLEL, OPT_WAIT, OPT_TIMEOUT, OPT_RETRIES, OPT_MATCH_BY,
 };
 
 static const struct ob_option options[] = {
@@ -63,9 +63,7 @@ static const struct ob_option options[] = {
     {"retries", OPT_RETRIES, "N", "--url: retries after a connection error (default 5)"},
     {"selftest", OPT_SELFTEST, NULL, "check the fingerprint and comparator logic, then exit"},
     {"quiet", 'q', NULL, "print no table"},
-    {"help", 'h', NULL, "show this help"},
-    {"version", OPT_VERSION, NULL, "show the version"},
-    {"list-options", OPT_LIST, NULL, "list options for shell completion", .hidden = true},
+    OB_OPT_ROWS_SHARED,
     {0},
 };
 
@@ -598,14 +596,9 @@ int main(int argc, char **argv)
             free(longs);
             free(shorts);
             return 0;
-        case OPT_VERSION: puts(PROG " " OB_VERSION); return 0;
-        case OPT_LIST: ob_opt_list(stdout, options); return 0;
-        case ':':
-            fprintf(stderr, PROG ": option '%s' needs an argument\n", argv[optind - 1]);
-            bad = 1;
-            break;
         default:
-            fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+            if (ob_opt_shared(c, PROG, options, argv) == 0)
+                return 0;
             bad = 1;
         }
     }

@@ -38,8 +38,8 @@
 
 enum {
     OPT_PARALLEL = 256, OPT_CHUNK, OPT_CTX, OPT_REPEAT, OPT_KEEP_GOING, OPT_UNORDERED,
-    OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_SEED, OPT_TOP_LOGPROBS, OPT_CACHE_SLOTS, OPT_LIST,
-    OPT_VERSION, OPT_URL, OPT_WAIT, OPT_TIMEOUT, OPT_RETRIES, OPT_THINKING,
+    OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_SEED, OPT_TOP_LOGPROBS, OPT_CACHE_SLOTS,
+     OPT_URL, OPT_WAIT, OPT_TIMEOUT, OPT_RETRIES, OPT_THINKING,
 };
 
 static const struct ob_option options[] = {
@@ -62,9 +62,7 @@ static const struct ob_option options[] = {
     {"temperature", OPT_TEMPERATURE, "T", "default temperature (default 0: greedy)"},
     {"seed", OPT_SEED, "N", "default seed (default 0)"},
     {"top-logprobs", OPT_TOP_LOGPROBS, "N", "default top_logprobs, 0-20 (default 0)"},
-    {"help", 'h', NULL, "show this help"},
-    {"version", OPT_VERSION, NULL, "show the version"},
-    {"list-options", OPT_LIST, NULL, "list options for shell completion", .hidden = true},
+    OB_OPT_ROWS_SHARED,
     {0},
 };
 
@@ -674,14 +672,9 @@ int main(int argc, char **argv)
                         "Generate from request records (JSON lines); write result records.",
                         options);
             return 0;
-        case OPT_VERSION: puts(PROG " " OB_VERSION); return 0;
-        case OPT_LIST: ob_opt_list(stdout, options); return 0;
-        case ':':
-            fprintf(stderr, PROG ": option '%s' needs an argument\n", argv[optind - 1]);
-            bad = 1;
-            break;
         default:
-            fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+            if (ob_opt_shared(c, PROG, options, argv) == 0)
+                return 0;
             bad = 1;
         }
     }

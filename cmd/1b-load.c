@@ -15,7 +15,7 @@
 
 #define PROG "1b-load"
 
-enum { OPT_CTX = 256, OPT_TENSORS, OPT_CHECK, OPT_META, OPT_TEMPLATE, OPT_LIST, OPT_VERSION };
+enum { OPT_CTX = 256, OPT_TENSORS, OPT_CHECK, OPT_META, OPT_TEMPLATE };
 
 static const struct ob_option options[] = {
     {"ctx", OPT_CTX, "N", "context length for the KV cache estimate (default 4096)"},
@@ -23,9 +23,7 @@ static const struct ob_option options[] = {
     {"check", OPT_CHECK, NULL, "read every tensor: sizes, NaN/Inf in floats and block scales, sha256"},
     {"meta", OPT_META, "KEY", "print the value of one metadata key as JSON and exit"},
     {"template", OPT_TEMPLATE, NULL, "include the raw chat template string"},
-    {"help", 'h', NULL, "show this help"},
-    {"version", OPT_VERSION, NULL, "show the version"},
-    {"list-options", OPT_LIST, NULL, "list options for shell completion", .hidden = true},
+    OB_OPT_ROWS_SHARED,
     {0},
 };
 
@@ -277,14 +275,9 @@ int main(int argc, char **argv)
                         "Print the facts of a GGUF model (or an archive holding one) as JSON.",
                         options);
             return 0;
-        case OPT_VERSION: puts(PROG " " OB_VERSION); return 0;
-        case OPT_LIST: ob_opt_list(stdout, options); return 0;
-        case ':':
-            fprintf(stderr, PROG ": option '%s' needs an argument\n", argv[optind - 1]);
-            bad = 1;
-            break;
         default:
-            fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+            if (ob_opt_shared(c, PROG, options, argv) == 0)
+                return 0;
             bad = 1;
         }
     }

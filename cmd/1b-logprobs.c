@@ -37,7 +37,7 @@
 
 enum {
     OPT_PARALLEL = 256, OPT_CTX, OPT_TOP_LOGPROBS, OPT_TEXT, OPT_URL, OPT_WIRE, OPT_WAIT,
-    OPT_TIMEOUT, OPT_RETRIES, OPT_KEEP_GOING, OPT_LIST, OPT_VERSION,
+    OPT_TIMEOUT, OPT_RETRIES, OPT_KEEP_GOING,
 };
 
 static const struct ob_option options[] = {
@@ -56,9 +56,7 @@ static const struct ob_option options[] = {
     {"timeout", OPT_TIMEOUT, "SECONDS", "--url: give up on a request after this long (default 600)"},
     {"retries", OPT_RETRIES, "N", "--url: retries after a connection error (default 5)"},
     {"keep-going", OPT_KEEP_GOING, NULL, "skip records that cannot be scored (exit 3 at the end)"},
-    {"help", 'h', NULL, "show this help"},
-    {"version", OPT_VERSION, NULL, "show the version"},
-    {"list-options", OPT_LIST, NULL, "list options for shell completion", .hidden = true},
+    OB_OPT_ROWS_SHARED,
     {0},
 };
 
@@ -837,14 +835,9 @@ int main(int argc, char **argv)
             free(longs);
             free(shorts);
             return 0;
-        case OPT_VERSION: puts(PROG " " OB_VERSION); return 0;
-        case OPT_LIST: ob_opt_list(stdout, options); return 0;
-        case ':':
-            fprintf(stderr, PROG ": option '%s' needs an argument\n", argv[optind - 1]);
-            bad = 1;
-            break;
         default:
-            fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+            if (ob_opt_shared(c, PROG, options, argv) == 0)
+                return 0;
             bad = 1;
         }
     }

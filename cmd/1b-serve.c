@@ -35,7 +35,7 @@
 enum {
     OPT_PARALLEL = 256, OPT_CHUNK, OPT_CTX, OPT_CACHE_SLOTS, OPT_HOST, OPT_PORT, OPT_HTTP_THREADS,
     OPT_QUEUE, OPT_MAX_BODY, OPT_MAX_TOKENS_CAP, OPT_TIMEOUT, OPT_IDLE_TIMEOUT, OPT_GRACE,
-    OPT_API_KEY, OPT_API_KEY_FILE, OPT_ALIAS, OPT_TEMPERATURE, OPT_SEED, OPT_LIST, OPT_VERSION,
+    OPT_API_KEY, OPT_API_KEY_FILE, OPT_ALIAS, OPT_TEMPERATURE, OPT_SEED,
 };
 
 static const struct ob_option options[] = {
@@ -60,9 +60,7 @@ static const struct ob_option options[] = {
     {"alias", OPT_ALIAS, "NAME", "the model id in answers and /v1/models (default: the file name)"},
     {"temperature", OPT_TEMPERATURE, "T", "temperature of requests that set none (default 1)"},
     {"seed", OPT_SEED, "N", "seed of requests that set none (default 0)"},
-    {"help", 'h', NULL, "show this help"},
-    {"version", OPT_VERSION, NULL, "show the version"},
-    {"list-options", OPT_LIST, NULL, "list options for shell completion", .hidden = true},
+    OB_OPT_ROWS_SHARED,
     {0},
 };
 
@@ -268,14 +266,9 @@ int main(int argc, char **argv)
             ob_opt_help(stdout, PROG " -m MODEL [options]",
                         "Serve a model over HTTP with an OpenAI-compatible API.", options);
             return 0;
-        case OPT_VERSION: puts(PROG " " OB_VERSION); return 0;
-        case OPT_LIST: ob_opt_list(stdout, options); return 0;
-        case ':':
-            fprintf(stderr, PROG ": option '%s' needs an argument\n", argv[optind - 1]);
-            bad = 1;
-            break;
         default:
-            fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+            if (ob_opt_shared(c, PROG, options, argv) == 0)
+                return 0;
             bad = 1;
         }
     }

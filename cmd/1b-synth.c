@@ -17,7 +17,7 @@
 enum {
     OPT_PRESET = 256, OPT_ARCH, OPT_VOCAB, OPT_EMBD, OPT_LAYERS, OPT_HEADS, OPT_KV_HEADS,
     OPT_HEAD_DIM, OPT_FF, OPT_CTX, OPT_TYPE, OPT_SEED, OPT_TOKENIZER, OPT_TIED, OPT_UNTIED,
-    OPT_LIST, OPT_VERSION,
+    
 };
 
 static const struct ob_option options[] = {
@@ -37,9 +37,7 @@ static const struct ob_option options[] = {
     {"tied", OPT_TIED, NULL, "output projection shares the token embedding"},
     {"untied", OPT_UNTIED, NULL, "separate output projection"},
     {"output", 'o', "FILE", "where to write the model (required)"},
-    {"help", 'h', NULL, "show this help"},
-    {"version", OPT_VERSION, NULL, "show the version"},
-    {"list-options", OPT_LIST, NULL, "list options for shell completion", .hidden = true},
+    OB_OPT_ROWS_SHARED,
     {0},
 };
 
@@ -106,14 +104,9 @@ int main(int argc, char **argv)
                         "Write a synthetic model with seeded random weights and a real "
                         "architecture's layout and tokenizer.", options);
             return 0;
-        case OPT_VERSION: puts(PROG " " OB_VERSION); return 0;
-        case OPT_LIST: ob_opt_list(stdout, options); return 0;
-        case ':':
-            fprintf(stderr, PROG ": option '%s' needs an argument\n", argv[optind - 1]);
-            bad = 1;
-            break;
         default:
-            fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+            if (ob_opt_shared(c, PROG, options, argv) == 0)
+                return 0;
             bad = 1;
         }
     }

@@ -399,6 +399,17 @@ struct ob_option {
     bool arg_optional;
     bool hidden;                   /* not in --help (still in --list-options) */
 };
+/* Option values every command shares, and the rows that end every command's table. A
+ * command's own long-only options take values from 256 up. */
+enum { OB_OPT_VERSION = 0x1000, OB_OPT_LIST };
+#define OB_OPT_ROWS_SHARED                                                                \
+    {"help", 'h', NULL, "show this help"},                                                \
+    {"version", OB_OPT_VERSION, NULL, "show the version"},                                \
+    {"list-options", OB_OPT_LIST, NULL, "list options for shell completion", .hidden = true}
+/* What getopt_long returned, when it is not the command's own: --version and --list-options
+ * are answered on stdout (returns 0: the command exits 0); a missing argument or an unknown
+ * option is reported on stderr (returns OB_EXIT_USAGE). --help stays the command's own. */
+int ob_opt_shared(int c, const char *prog, const struct ob_option *opts, char **argv);
 struct option;
 /* getopt_long tables from a NULL-terminated ob_option array (caller frees both). */
 int ob_opt_build(const struct ob_option *opts, struct option **longs, char **shorts);

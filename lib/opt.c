@@ -68,3 +68,20 @@ void ob_opt_list(FILE *f, const struct ob_option *o)
         fprintf(f, "--%s%s%s\n", o->name, o->arg ? "=" : "", o->arg ? o->arg : "");
     }
 }
+
+int ob_opt_shared(int c, const char *prog, const struct ob_option *opts, char **argv)
+{
+    switch (c) {
+    case OB_OPT_VERSION:
+        printf("%s %s\n", prog, OB_VERSION);
+        return 0;
+    case OB_OPT_LIST:
+        ob_opt_list(stdout, opts);
+        return 0;
+    case ':':
+        fprintf(stderr, "%s: option '%s' needs an argument\n", prog, argv[optind - 1]);
+        return OB_EXIT_USAGE;
+    }
+    fprintf(stderr, "%s: unknown option '%s'\n", prog, argv[optind - 1]);
+    return OB_EXIT_USAGE;
+}
