@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,15 +51,6 @@ static int usage_error(const char *msg)
     fprintf(stderr, PROG ": %s\nusage: " PROG " [options] A [B [C...]]  (see " PROG
             " --help)\n", msg);
     return EXIT_TROUBLE;
-}
-
-static bool num_opt(const char *name, const char *arg, double *out)
-{
-    if (ob_parse_f64(arg, out) || !(*out >= 0)) {
-        fprintf(stderr, PROG ": --%s: '%s' is not a number >= 0\n", name, arg);
-        return false;
-    }
-    return true;
 }
 
 /* ---- the table -------------------------------------------------------------------------------- */
@@ -256,10 +248,10 @@ int main(int argc, char **argv)
                 bad = 1;
             }
             break;
-        case OPT_MAX_ABS: bad = !num_opt("max-abs", optarg, &o.max_abs); o.gated = true; break;
-        case OPT_MEAN_ABS: bad = !num_opt("mean-abs", optarg, &o.mean_abs); o.gated = true; break;
+        case OPT_MAX_ABS: bad = !ob_opt_num(PROG, "max-abs", optarg, 0, INFINITY, &o.max_abs); o.gated = true; break;
+        case OPT_MEAN_ABS: bad = !ob_opt_num(PROG, "mean-abs", optarg, 0, INFINITY, &o.mean_abs); o.gated = true; break;
         case OPT_MIN_MATCH:
-            bad = !num_opt("min-match", optarg, &o.min_match) || o.min_match > 1;
+            bad = !ob_opt_num(PROG, "min-match", optarg, 0, INFINITY, &o.min_match) || o.min_match > 1;
             if (o.min_match > 1)
                 fprintf(stderr, PROG ": --min-match: '%s' is above 1\n", optarg);
             o.gated = true;

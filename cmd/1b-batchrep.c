@@ -499,26 +499,6 @@ static int usage_error(const char *msg)
     return OB_EXIT_USAGE;
 }
 
-static bool int_opt(const char *name, const char *arg, int64_t lo, int64_t hi, int *out)
-{
-    int64_t v;
-    if (ob_parse_i64(arg, lo, hi, &v)) {
-        fprintf(stderr, PROG ": --%s: %s\n", name, ob_errmsg());
-        return false;
-    }
-    *out = (int)v;
-    return true;
-}
-
-static bool f64_opt(const char *name, const char *arg, double lo, double hi, double *out)
-{
-    if (ob_parse_f64(arg, out) || !(*out >= lo && *out <= hi)) {
-        fprintf(stderr, PROG ": --%s: '%s' is not a number in [%g, %g]\n", name, arg, lo, hi);
-        return false;
-    }
-    return true;
-}
-
 int main(int argc, char **argv)
 {
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
@@ -539,14 +519,14 @@ int main(int argc, char **argv)
         case OPT_URL: o.url = optarg; break;
         case 'm': o.model = optarg; break;
         case 'd': o.route = optarg; in_process_opt = true; break;
-        case 't': bad = !int_opt("threads", optarg, 1, 1024, &o.threads); in_process_opt = true; break;
+        case 't': bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.threads); in_process_opt = true; break;
         case OPT_PARALLEL:
-            bad = !int_opt("parallel", optarg, 1, 256, &o.parallel);
+            bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel);
             in_process_opt = true;
             break;
-        case OPT_WIDTH: bad = !int_opt("width", optarg, 1, 256, &o.width); break;
-        case OPT_ROUNDS: bad = !int_opt("rounds", optarg, 1, 10000, &o.rounds); break;
-        case OPT_MAX_TOKENS: bad = !int_opt("max-tokens", optarg, 1, 1 << 20, &o.max_tokens); break;
+        case OPT_WIDTH: bad = !ob_opt_int(PROG, "width", optarg, 1, 256, &o.width); break;
+        case OPT_ROUNDS: bad = !ob_opt_int(PROG, "rounds", optarg, 1, 10000, &o.rounds); break;
+        case OPT_MAX_TOKENS: bad = !ob_opt_int(PROG, "max-tokens", optarg, 1, 1 << 20, &o.max_tokens); break;
         case OPT_PROMPT: o.prompt = optarg; break;
         case OPT_MESSAGES: o.messages = optarg; break;
         case OPT_THINKING:
@@ -560,9 +540,9 @@ int main(int argc, char **argv)
             }
             break;
         case OPT_TOP_LOGPROBS:
-            bad = !int_opt("top-logprobs", optarg, 0, OB_MAX_TOP, &o.top_logprobs);
+            bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.top_logprobs);
             break;
-        case OPT_TEMPERATURE: bad = !f64_opt("temperature", optarg, 0, 100, &o.temperature); break;
+        case OPT_TEMPERATURE: bad = !ob_opt_num(PROG, "temperature", optarg, 0, 100, &o.temperature); break;
         case OPT_SEED:
             if (ob_parse_i64(optarg, 0, (int64_t)1 << 53, &lv)) {
                 fprintf(stderr, PROG ": --seed: %s\n", ob_errmsg());
@@ -582,9 +562,9 @@ int main(int argc, char **argv)
             }
             break;
         case OPT_JSON: o.json = optarg; break;
-        case OPT_WAIT: bad = !f64_opt("wait", optarg, 0, 86400, &o.wait); break;
-        case OPT_TIMEOUT: bad = !f64_opt("timeout", optarg, 0, 86400, &o.timeout); break;
-        case OPT_RETRIES: bad = !int_opt("retries", optarg, 0, 100, &o.retries); break;
+        case OPT_WAIT: bad = !ob_opt_num(PROG, "wait", optarg, 0, 86400, &o.wait); break;
+        case OPT_TIMEOUT: bad = !ob_opt_num(PROG, "timeout", optarg, 0, 86400, &o.timeout); break;
+        case OPT_RETRIES: bad = !ob_opt_int(PROG, "retries", optarg, 0, 100, &o.retries); break;
         case OPT_SELFTEST: selftest_only = true; break;
         case 'q': o.quiet = true; break;
         case 'h':

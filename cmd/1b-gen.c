@@ -583,17 +583,6 @@ static int usage_error(const char *fmt, const char *arg)
     return OB_EXIT_USAGE;
 }
 
-static int int_opt(const char *name, const char *arg, int64_t lo, int64_t hi, int *out)
-{
-    int64_t v;
-    if (ob_parse_i64(arg, lo, hi, &v)) {
-        fprintf(stderr, PROG ": --%s: %s\n", name, ob_errmsg());
-        return 1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
@@ -615,19 +604,19 @@ int main(int argc, char **argv)
         switch (c) {
         case 'm': o.model = optarg; break;
         case 'd': o.route = optarg; in_process_opt = "-d"; break;
-        case 't': bad = int_opt("threads", optarg, 1, 1024, &o.threads); in_process_opt = "-t"; break;
-        case OPT_PARALLEL: bad = int_opt("parallel", optarg, 1, 256, &o.parallel); break;
+        case 't': bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.threads); in_process_opt = "-t"; break;
+        case OPT_PARALLEL: bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel); break;
         case OPT_CHUNK:
-            bad = int_opt("chunk", optarg, 0, 1 << 20, &o.chunk);
+            bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &o.chunk);
             in_process_opt = "--chunk";
             break;
-        case OPT_CTX: bad = int_opt("ctx", optarg, 1, 1 << 24, &o.ctx); in_process_opt = "--ctx"; break;
+        case OPT_CTX: bad = !ob_opt_int(PROG, "ctx", optarg, 1, 1 << 24, &o.ctx); in_process_opt = "--ctx"; break;
         case OPT_CACHE_SLOTS:
-            bad = int_opt("cache-slots", optarg, 0, 256, &o.cache_slots);
+            bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &o.cache_slots);
             in_process_opt = "--cache-slots";
             break;
         case OPT_URL: o.url = optarg; break;
-        case OPT_RETRIES: bad = int_opt("retries", optarg, 0, 100, &o.retries); break;
+        case OPT_RETRIES: bad = !ob_opt_int(PROG, "retries", optarg, 0, 100, &o.retries); break;
         case OPT_WAIT:
         case OPT_TIMEOUT:
             if (ob_parse_f64(optarg, &dv) || !(dv >= 0 && dv <= 86400)) {
@@ -647,11 +636,11 @@ int main(int argc, char **argv)
                 bad = 1;
             }
             break;
-        case OPT_REPEAT: bad = int_opt("repeat", optarg, 1, 1 << 20, &o.repeat); break;
+        case OPT_REPEAT: bad = !ob_opt_int(PROG, "repeat", optarg, 1, 1 << 20, &o.repeat); break;
         case OPT_KEEP_GOING: o.keep_going = true; break;
         case OPT_UNORDERED: o.unordered = true; break;
-        case OPT_MAX_TOKENS: bad = int_opt("max-tokens", optarg, 0, 1 << 24, &o.d.max_tokens); break;
-        case OPT_TOP_LOGPROBS: bad = int_opt("top-logprobs", optarg, 0, OB_MAX_TOP, &o.d.top_logprobs); break;
+        case OPT_MAX_TOKENS: bad = !ob_opt_int(PROG, "max-tokens", optarg, 0, 1 << 24, &o.d.max_tokens); break;
+        case OPT_TOP_LOGPROBS: bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.d.top_logprobs); break;
         case OPT_TEMPERATURE:
             if (ob_parse_f64(optarg, &dv) || !(dv >= 0 && dv <= 100)) {
                 fprintf(stderr, PROG ": --temperature: '%s' is not a number in [0, 100]\n", optarg);

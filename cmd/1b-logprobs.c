@@ -765,17 +765,6 @@ static int usage_error(const char *msg)
     return OB_EXIT_USAGE;
 }
 
-static bool int_opt(const char *name, const char *arg, int64_t lo, int64_t hi, int *out)
-{
-    int64_t v;
-    if (ob_parse_i64(arg, lo, hi, &v)) {
-        fprintf(stderr, PROG ": --%s: %s\n", name, ob_errmsg());
-        return false;
-    }
-    *out = (int)v;
-    return true;
-}
-
 int main(int argc, char **argv)
 {
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
@@ -794,13 +783,13 @@ int main(int argc, char **argv)
         switch (c) {
         case 'm': o.model = optarg; break;
         case 'd': o.route = optarg; in_process_opt = true; break;
-        case 't': bad = !int_opt("threads", optarg, 1, 1024, &o.threads); in_process_opt = true; break;
+        case 't': bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.threads); in_process_opt = true; break;
         case OPT_PARALLEL:
-            bad = !int_opt("parallel", optarg, 1, 256, &o.parallel);
+            bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel);
             in_process_opt = true;
             break;
-        case OPT_CTX: bad = !int_opt("ctx", optarg, 2, 1 << 24, &o.ctx); in_process_opt = true; break;
-        case OPT_TOP_LOGPROBS: bad = !int_opt("top-logprobs", optarg, 0, OB_MAX_TOP, &o.top); break;
+        case OPT_CTX: bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &o.ctx); in_process_opt = true; break;
+        case OPT_TOP_LOGPROBS: bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.top); break;
         case OPT_TEXT: o.text = true; break;
         case OPT_URL: o.url = optarg; break;
         case OPT_WIRE:
@@ -822,7 +811,7 @@ int main(int argc, char **argv)
             }
             *(c == OPT_WAIT ? &o.wait : &o.timeout) = dv;
             break;
-        case OPT_RETRIES: bad = !int_opt("retries", optarg, 0, 100, &o.retries); break;
+        case OPT_RETRIES: bad = !ob_opt_int(PROG, "retries", optarg, 0, 100, &o.retries); break;
         case OPT_KEEP_GOING: o.keep_going = true; break;
         case 'h':
             ob_opt_help(stdout, PROG " -m MODEL [-d ROUTE] [options] [FILE...]\n       " PROG

@@ -109,17 +109,6 @@ static int usage_error(const char *msg)
     return OB_EXIT_USAGE;
 }
 
-static int int_opt(const char *name, const char *arg, int64_t lo, int64_t hi, int *out)
-{
-    int64_t v;
-    if (ob_parse_i64(arg, lo, hi, &v)) {
-        fprintf(stderr, PROG ": --%s: %s\n", name, ob_errmsg());
-        return 1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
 static int seconds_opt(const char *name, const char *arg, double *out)
 {
     if (ob_parse_f64(arg, out) || !(*out >= 0 && *out <= 1e7)) {
@@ -229,21 +218,21 @@ int main(int argc, char **argv)
         switch (c) {
         case 'm': model = optarg; break;
         case 'd': route = optarg; break;
-        case 't': bad = int_opt("threads", optarg, 1, 1024, &threads); break;
-        case OPT_PARALLEL: bad = int_opt("parallel", optarg, 1, 256, &parallel); break;
-        case OPT_CHUNK: bad = int_opt("chunk", optarg, 0, 1 << 20, &chunk); break;
-        case OPT_CTX: bad = int_opt("ctx", optarg, 2, 1 << 24, &ctx_len); break;
-        case OPT_CACHE_SLOTS: bad = int_opt("cache-slots", optarg, 0, 256, &cache_slots); break;
+        case 't': bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &threads); break;
+        case OPT_PARALLEL: bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &parallel); break;
+        case OPT_CHUNK: bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &chunk); break;
+        case OPT_CTX: bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &ctx_len); break;
+        case OPT_CACHE_SLOTS: bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &cache_slots); break;
         case OPT_HOST: sp.host = optarg; break;
-        case OPT_PORT: bad = int_opt("port", optarg, 0, 65535, &sp.port); break;
-        case OPT_HTTP_THREADS: bad = int_opt("http-threads", optarg, 2, 256, &sp.http_threads); break;
-        case OPT_QUEUE: bad = int_opt("queue", optarg, 0, 1 << 20, &sp.queue); break;
+        case OPT_PORT: bad = !ob_opt_int(PROG, "port", optarg, 0, 65535, &sp.port); break;
+        case OPT_HTTP_THREADS: bad = !ob_opt_int(PROG, "http-threads", optarg, 2, 256, &sp.http_threads); break;
+        case OPT_QUEUE: bad = !ob_opt_int(PROG, "queue", optarg, 0, 1 << 20, &sp.queue); break;
         case OPT_MAX_BODY: bad = bytes_opt(optarg, &sp.max_body); break;
         case OPT_MAX_TOKENS_CAP:
-            bad = int_opt("max-tokens-cap", optarg, 1, 1 << 24, &sp.max_tokens_cap);
+            bad = !ob_opt_int(PROG, "max-tokens-cap", optarg, 1, 1 << 24, &sp.max_tokens_cap);
             break;
         case OPT_TIMEOUT: bad = seconds_opt("timeout", optarg, &sp.timeout); break;
-        case OPT_IDLE_TIMEOUT: bad = int_opt("idle-timeout", optarg, 0, 1 << 24, &sp.idle_timeout); break;
+        case OPT_IDLE_TIMEOUT: bad = !ob_opt_int(PROG, "idle-timeout", optarg, 0, 1 << 24, &sp.idle_timeout); break;
         case OPT_GRACE: bad = seconds_opt("grace", optarg, &grace); break;
         case OPT_API_KEY: sp.api_key = optarg; break;
         case OPT_API_KEY_FILE: key_file = optarg; break;

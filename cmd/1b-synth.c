@@ -41,17 +41,6 @@ static const struct ob_option options[] = {
     {0},
 };
 
-static int u32opt(const char *name, const char *arg, uint32_t *out)
-{
-    int64_t v;
-    if (ob_parse_i64(arg, 1, INT32_MAX, &v)) {
-        fprintf(stderr, PROG ": --%s: %s\n", name, ob_errmsg());
-        return 1;
-    }
-    *out = (uint32_t)v;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     struct ob_synth s;
@@ -79,14 +68,14 @@ int main(int argc, char **argv)
         switch (c) {
         case OPT_PRESET: break;
         case OPT_ARCH: s.arch = optarg; break;
-        case OPT_VOCAB: bad = u32opt("vocab", optarg, &s.n_vocab); break;
-        case OPT_EMBD: bad = u32opt("embd", optarg, &s.n_embd); break;
-        case OPT_LAYERS: bad = u32opt("layers", optarg, &s.n_layer); break;
-        case OPT_HEADS: bad = u32opt("heads", optarg, &s.n_head); break;
-        case OPT_KV_HEADS: bad = u32opt("kv-heads", optarg, &s.n_head_kv); break;
-        case OPT_HEAD_DIM: bad = u32opt("head-dim", optarg, &s.head_dim); break;
-        case OPT_FF: bad = u32opt("ff", optarg, &s.n_ff); break;
-        case OPT_CTX: bad = u32opt("ctx", optarg, &s.n_ctx); break;
+        case OPT_VOCAB: bad = !ob_opt_u32(PROG, "vocab", optarg, &s.n_vocab); break;
+        case OPT_EMBD: bad = !ob_opt_u32(PROG, "embd", optarg, &s.n_embd); break;
+        case OPT_LAYERS: bad = !ob_opt_u32(PROG, "layers", optarg, &s.n_layer); break;
+        case OPT_HEADS: bad = !ob_opt_u32(PROG, "heads", optarg, &s.n_head); break;
+        case OPT_KV_HEADS: bad = !ob_opt_u32(PROG, "kv-heads", optarg, &s.n_head_kv); break;
+        case OPT_HEAD_DIM: bad = !ob_opt_u32(PROG, "head-dim", optarg, &s.head_dim); break;
+        case OPT_FF: bad = !ob_opt_u32(PROG, "ff", optarg, &s.n_ff); break;
+        case OPT_CTX: bad = !ob_opt_u32(PROG, "ctx", optarg, &s.n_ctx); break;
         case OPT_TYPE: s.mix = optarg; break;
         case OPT_SEED:
             if (ob_parse_i64(optarg, 0, INT64_MAX, &v)) {

@@ -410,6 +410,13 @@ enum { OB_OPT_VERSION = 0x1000, OB_OPT_LIST };
  * are answered on stdout (returns 0: the command exits 0); a missing argument or an unknown
  * option is reported on stderr (returns OB_EXIT_USAGE). --help stays the command's own. */
 int ob_opt_shared(int c, const char *prog, const struct ob_option *opts, char **argv);
+/* An option's argument as an integer or a number in [lo, hi]; false after "PROG: --NAME: why"
+ * on stderr. ob_opt_u32 takes 1 .. 2^31-1. */
+bool ob_opt_int(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
+                int *out);
+bool ob_opt_u32(const char *prog, const char *name, const char *arg, uint32_t *out);
+bool ob_opt_num(const char *prog, const char *name, const char *arg, double lo, double hi,
+                double *out);
 struct option;
 /* getopt_long tables from a NULL-terminated ob_option array (caller frees both). */
 int ob_opt_build(const struct ob_option *opts, struct option **longs, char **shorts);

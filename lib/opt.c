@@ -4,6 +4,7 @@
  * Writes only to the stream it is given; never exits.
  */
 #include <getopt.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,4 +85,37 @@ int ob_opt_shared(int c, const char *prog, const struct ob_option *opts, char **
     }
     fprintf(stderr, "%s: unknown option '%s'\n", prog, argv[optind - 1]);
     return OB_EXIT_USAGE;
+}
+
+bool ob_opt_int(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
+                int *out)
+{
+    int64_t v;
+    if (ob_parse_i64(arg, lo, hi, &v)) {
+        fprintf(stderr, "%s: --%s: %s\n", prog, name, ob_errmsg());
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+bool ob_opt_u32(const char *prog, const char *name, const char *arg, uint32_t *out)
+{
+    int v;
+    if (!ob_opt_int(prog, name, arg, 1, INT32_MAX, &v))
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+bool ob_opt_num(const char *prog, const char *name, const char *arg, double lo, double hi,
+                double *out)
+{
+    double v;
+    if (ob_parse_f64(arg, &v) || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "%s: --%s: '%s' is not a number in [%g, %g]\n", prog, name, arg, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
 }
