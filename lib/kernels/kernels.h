@@ -35,9 +35,30 @@ typedef void (*ob_dotrows_fn)(const void *w, const void *a, size_t a_stride, int
 /* Quantise n floats (a multiple of the format's block) into the activation format. */
 typedef void (*ob_actq_fn)(const float *x, void *q, int n);
 
+/*
+ * Many activation rows against many weight rows (prefill, wide batches): optional per type and
+ * ISA level (run NULL where a level has none). For one ob_matmul call the driver converts the
+ * nr activation rows once into the kernel's own layout (prep: prep_bytes(k, nr) bytes at p,
+ * 32-byte aligned), then calls run on the pool's threads for disjoint ranges [n0, n1) of
+ * weight rows (row_bytes apart from w), each with scratch_bytes(k) bytes of its own thread's
+ * scratch (32-byte aligned):
+ *     y[r * ldy + n] = dot(w row n, x row r)   for r < nr, n0 <= n < n1,
+ * bitwise equal to the one-row reference whatever nr, n0, n1 are. min_rows: the driver uses
+ * run from this many activation rows on, dot below.
+ */
+struct ob_gemm {
+    int min_rows;
+    size_t (*prep_bytes)(int k, int nr);
+    void (*prep)(const void *x, size_t x_stride, int nr, int k, void *p);
+    size_t (*scratch_bytes)(int k);
+    void (*run)(const void *w, size_t row_bytes, int n0, int n1, int k, const void *p, int nr,
+                float *y, size_t ldy, void *scratch);
+};
+
 struct ob_kernel_table {
     ob_dotrows_fn dot[OB_TYPE_COUNT];
     ob_actq_fn actq[3];
+    struct ob_gemm gemm[OB_TYPE_COUNT];
 };
 
 /* the table of one ISA; entries a level does not have are filled from the level below */

@@ -5,9 +5,14 @@
  * Y[r][n] = dot(W row n, X row r) for a weight matrix W (N rows of K values, any supported
  * type) and R activation rows X quantised into W's activation format. The driver splits the
  * N output rows into chunks that the pool's threads take in any order; a thread computes
- * whole dot products, never part of one, so no result depends on the thread count. Within a
- * chunk the activation rows are walked in groups of OB_MAXR against one weight row at a time
- * (weights reused from registers and cache); every group computes exactly the one-row bits.
+ * whole dot products, never part of one, so no result depends on the thread count. Two ways
+ * through a chunk, chosen by R alone (never by the thread count), each computing exactly the
+ * one-row bits:
+ *  - few rows (decode, small batches): the dot kernel, one weight row against groups of up to
+ *    OB_MAXR activation rows (weights reused from registers);
+ *  - many rows (prefill, wide batches), where the level has a GEMM kernel for the type: the
+ *    activation rows are converted once into the kernel's layout, then each thread decodes its
+ *    weight rows into its own scratch once and runs every activation row against them.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -142,9 +147,15 @@ struct mm_job {
     float *y;
     size_t ldy;
     int chunk;                     /* weight rows per task */
+    /* GEMM path */
+    const void *prep;              /* activations in the kernel's layout */
+    char *scratch;                 /* per thread, sbytes each */
+    size_t sbytes;
+    bool prefetch;                 /* dot path: prefetch weight rows ahead */
 };
 
 #define RTILE 64                   /* activation rows kept hot in cache while weights stream */
+#define PF_BYTES 2048              /* how far ahead the dot path prefetches weights */
 
 static void mm_task(void *ctx, int task, int thread)
 {
@@ -157,6 +168,14 @@ static void mm_task(void *ctx, int task, int thread)
         int r1 = r0 + RTILE < j->nr ? r0 + RTILE : j->nr;
         for (int n = n0; n < n1; n++) {
             const char *wr = (const char *)w->data + (size_t)n * w->row_bytes;
+            /* decode streams each weight once: prefetch PF_BYTES ahead (about twice memory
+             * latency x bandwidth), since the hardware prefetchers stop at page boundaries
+             * (quantised rows only: float rows stream well without, and F32 lost a little) */
+            if (j->prefetch) {
+                size_t at = (size_t)n * w->row_bytes + PF_BYTES, end = (size_t)n1 * w->row_bytes;
+                for (size_t o = 0; o < w->row_bytes && at + o < end; o += 64)
+                    __builtin_prefetch((const char *)w->data + at + o, 0, 0);
+            }
             for (int r = r0; r < r1; r += OB_MAXR) {
                 int m = r1 - r < OB_MAXR ? r1 - r : OB_MAXR;
                 dot(wr, (const char *)j->x + (size_t)r * j->x_stride, j->x_stride, m, w->k, out);
@@ -167,6 +186,21 @@ static void mm_task(void *ctx, int task, int thread)
     }
 }
 
+static void gemm_task(void *ctx, int task, int thread)
+{
+    const struct mm_job *j = ctx;
+    const struct ob_matrix *w = j->w;
+    int n0 = task * j->chunk, n1 = n0 + j->chunk < w->n ? n0 + j->chunk : w->n;
+    j->kt->gemm[w->type].run(w->data, w->row_bytes, n0, n1, w->k, j->prep, j->nr, j->y, j->ldy,
+                             j->scratch + (size_t)thread * j->sbytes);
+}
+
+static void *alloc32(size_t n)
+{
+    void *p = NULL;
+    return posix_memalign(&p, 64, n ? n : 1) ? NULL : p;
+}
+
 int ob_matmul(struct ob_pool *pool, int isa, const struct ob_matrix *w, const void *x,
               size_t x_stride, int nr, float *y, size_t ldy)
 {
@@ -174,11 +208,33 @@ int ob_matmul(struct ob_pool *pool, int isa, const struct ob_matrix *w, const vo
     if (!kt->dot[w->type])
         return ob_seterr(OB_EUNSUPP, "no kernel for %s weights", ob_type_name(w->type));
     int threads = ob_pool_threads(pool);
+    const struct ob_gemm *gm = &kt->gemm[w->type];
+    if (gm->run && nr >= gm->min_rows) {
+        struct mm_job j = {kt, w, x, x_stride, nr, y, ldy, 0, NULL, NULL, 0, false};
+        /* tasks of whole weight-row octets (4 decoded pairs), enough of them to balance */
+        int chunk = (w->n / (threads * 8) + 7) / 8 * 8;
+        j.chunk = chunk < 8 ? 8 : chunk;
+        j.sbytes = (gm->scratch_bytes(w->k) + 63) / 64 * 64;
+        void *prep = alloc32(gm->prep_bytes(w->k, nr));
+        j.scratch = alloc32(j.sbytes * (size_t)threads);
+        if (!prep || !j.scratch) {
+            free(prep);
+            free(j.scratch);
+            return ob_seterr(OB_ENOMEM, "out of memory for a %d-row product", nr);
+        }
+        gm->prep(x, x_stride, nr, w->k, prep);
+        j.prep = prep;
+        ob_pool_run(pool, gemm_task, &j, (w->n + j.chunk - 1) / j.chunk);
+        free(prep);
+        free(j.scratch);
+        return 0;
+    }
     /* enough tasks for load balance, each a whole number of weight rows */
     int chunk = w->n / (threads * 8);
     if (chunk < 4)
         chunk = 4;
-    struct mm_job j = {kt, w, x, x_stride, nr, y, ldy, chunk};
+    struct mm_job j = {kt, w, x, x_stride, nr, y, ldy, chunk, NULL, NULL, 0,
+                       nr <= OB_MAXR && ob_type_actfmt(w->type) != OB_ACT_F32};
     ob_pool_run(pool, mm_task, &j, (w->n + chunk - 1) / chunk);
     return 0;
 }

@@ -9,45 +9,26 @@
  *  - the activation quantisers at every level against arith.h, including ties, zeros, huge and
  *    tiny values, NaN and Inf;
  *  - ob_matmul: every row of a many-row product equals the one-row product, and the result is
- *    the same for 1, 2, 3 and 7 threads.
+ *    the same for 1, 2, 3 and 7 threads;
+ *  - every type through ob_matmul (its few-row dot path and its many-row GEMM path) and through
+ *    the GEMM entries directly, at odd shapes (partial block octets, odd N, every row count up
+ *    to 13 and more), with weight rows holding NaN, Inf, subnormal and zero fp16 scales (F16C
+ *    converts a signalling NaN to a quiet one: the products must still match), against the
+ *    scalar reference element by element.
  * Prints the first differing value when something differs.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
 #include "quant.h"
-
-static int n_test, n_fail;
-
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ok(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %d - ", cond ? "ok" : "not ok", ++n_test);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (!cond)
-        n_fail++;
-}
-
-static uint64_t rng = 42;
-static uint64_t next(void)
-{
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+#include "tap.h"
 
 static float frand(void)
 {
-    return (float)((int64_t)(next() >> 40) - (1 << 23)) / (float)(1 << 23);
+    return (float)((int64_t)(tap_rand() >> 40) - (1 << 23)) / (float)(1 << 23);
 }
 
 static float gauss(void)
@@ -101,7 +82,7 @@ static void fix_scales(uint32_t t, uint8_t *row, size_t bytes)
                 /* any finite fp16, including subnormals and large values */
                 uint16_t h;
                 do
-                    h = (uint16_t)next();
+                    h = (uint16_t)tap_rand();
                 while ((h & 0x7c00) == 0x7c00);
                 memcpy(row + b + offs[k], &h, 2);
             }
@@ -147,9 +128,9 @@ static void dots_random(void)
         for (int it = 0; it < 400; it++) {
             int k = ks[it % 5];
             if (t == OB_F32 || t == OB_F16 || t == OB_BF16)
-                k = it % 3 == 0 ? ks[it % 5] : 1 + (int)(next() % 1200);   /* tails too */
+                k = it % 3 == 0 ? ks[it % 5] : 1 + (int)(tap_rand() % 1200);   /* tails too */
             else if (ob_type_blck(t) == 32 && it % 2)
-                k = 32 * (1 + (int)(next() % 96));                         /* block tails */
+                k = 32 * (1 + (int)(tap_rand() % 96));                         /* block tails */
             size_t as = ob_act_row_bytes(fmt, k);
             for (int r = 0; r < 8; r++) {
                 float sc = it % 7 == 0 ? 1e-3f : it % 7 == 1 ? 30.0f : 1.0f;
@@ -165,7 +146,7 @@ static void dots_random(void)
                 ob_quant_row(t, wf, w, k);
             } else {                                 /* raw random bytes, finite scales */
                 for (uint64_t i = 0; i < rb; i++)
-                    w[i] = (uint8_t)next();
+                    w[i] = (uint8_t)tap_rand();
                 fix_scales(t, w, rb);
             }
             bad += compare_row(t, w, k, act[0], as, 8, why, sizeof why);
@@ -189,10 +170,10 @@ static void actq(void)
             switch (mode) {
             case 1: v *= 1e-38f; break;                          /* subnormal scales */
             case 2: v *= 1e30f; break;
-            case 3: v = (float)((int)(next() % 255) - 127) + 0.5f; break;   /* ties */
+            case 3: v = (float)((int)(tap_rand() % 255) - 127) + 0.5f; break;   /* ties */
             case 4: v = i % 256 < 128 ? 0.0f : v; break;         /* zero blocks */
             case 5: v = i == 77 ? NAN : i == 300 ? INFINITY : v; break;
-            case 6: v = (i & 31) == 0 ? 127.0f : (float)((int)(next() % 255) - 127) * 0.5f; break;
+            case 6: v = (i & 31) == 0 ? 127.0f : (float)((int)(tap_rand() % 255) - 127) * 0.5f; break;
             }
             x[i] = v;
         }
@@ -244,7 +225,7 @@ static void real_blocks(const char *path)
             ob_kernels(OB_ISA_SCALAR)->actq[fmt](x[r], act + r * as, k);
         }
         for (int row = 0; row < 16; row++) {
-            uint64_t ri = next() % t->ne[1];
+            uint64_t ri = tap_rand() % t->ne[1];
             bad += compare_row(t->type, (const uint8_t *)t->data + ri * rb, k, act, as, 8, why,
                                sizeof why);
             n += 8;
@@ -310,8 +291,165 @@ static void matmul(void)
     }
 }
 
+/* the fp16 (or bf16) fields of a block that hold scales: offsets, count */
+static int scale_fields(uint32_t t, int offs[2])
+{
+    switch (t) {
+    case OB_Q4_0: case OB_Q5_0: case OB_Q8_0: offs[0] = 0; return 1;
+    case OB_Q4_1: case OB_Q5_1: case OB_Q4_K: case OB_Q5_K: offs[0] = 0; offs[1] = 2; return 2;
+    case OB_Q2_K: offs[0] = 80; offs[1] = 82; return 2;
+    case OB_Q3_K: offs[0] = 108; return 1;
+    case OB_Q6_K: offs[0] = 208; return 1;
+    }
+    return 0;
+}
+
+/*
+ * One special value in a weight row: a quantised type gets one fp16 scale field of one block
+ * set to a NaN (signalling or quiet, either sign, with payload), an infinity, a subnormal or
+ * -0; a float type one element. One per row, so that the reference's result never depends on
+ * which of two NaNs an addition keeps (which the C standard leaves to the compiler).
+ */
+static void special_scale(uint32_t t, uint8_t *row, int k, int which)
+{
+    static const uint16_t h16[] = {0x7c01, 0x7d55, 0xfc2a, 0x7e00, 0xfe01, 0x7c00, 0xfc00,
+                                   0x0001, 0x83ff, 0x8000, 0x0000};
+    static const uint16_t b16[] = {0x7f81, 0xffaa, 0x7fc0, 0x7f80, 0xff80, 0x0001, 0x8000};
+    uint16_t h = h16[which % (int)(sizeof h16 / sizeof h16[0])];
+    if (t == OB_F32) {
+        uint32_t u = which % 3 == 0 ? 0x7f800001u : which % 3 == 1 ? 0xff800000u : 0x00000001u;
+        memcpy(row + 4 * (tap_rand() % (uint64_t)k), &u, 4);
+        return;
+    }
+    if (t == OB_F16 || t == OB_BF16) {
+        if (t == OB_BF16)
+            h = b16[which % (int)(sizeof b16 / sizeof b16[0])];
+        memcpy(row + 2 * (tap_rand() % (uint64_t)k), &h, 2);
+        return;
+    }
+    int offs[2], nf = scale_fields(t, offs);
+    int nb = k / (int)ob_type_blck(t);
+    size_t b = tap_rand() % (uint64_t)nb;
+    memcpy(row + b * ob_type_size(t) + offs[tap_rand() % (uint64_t)nf], &h, 2);
+}
+
+static void gemm_shapes(void)
+{
+    enum { MAXK = 3072, MAXN = 33, MAXR = 40 };
+    static const int qk_k[] = {256, 512, 768, 2304, 3072};        /* 1, 2, 3, 9, 12 blocks */
+    static const int qk_a8[] = {32, 224, 640, 1056, 2048};        /* 1, 7, 20, 33, 64 blocks */
+    static const int qk_f[] = {1, 31, 100, 1024, 1061};
+    static const int ns[] = {1, 2, 7, 33};
+    static const int rs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 37, 40};
+    static float x[MAXK], wf[MAXK], want[MAXR * MAXN], got[MAXR * MAXN];
+    struct ob_pool *pools[3];
+    for (int i = 0; i < 3; i++)
+        ob_pool_new(i + 1, &pools[i]);
+    int isa = ob_isa_best();
+    const struct ob_kernel_table *kt = ob_kernels(isa), *ref = ob_kernels(OB_ISA_SCALAR);
+    for (int ti = 0; ti < NTYPES; ti++) {
+        uint32_t t = types[ti];
+        int fmt = ob_type_actfmt(t), blk = (int)ob_type_blck(t);
+        const int *ks = blk == 256 ? qk_k : blk == 32 ? qk_a8 : qk_f;
+        long bad = 0, n_dots = 0, n_gemm = 0;
+        char why[256] = "";
+        for (int ki = 0; ki < 5; ki++)
+            for (int ni = 0; ni < 4; ni++) {
+                int K = ks[ki], N = ns[ni];
+                uint64_t rb;
+                ob_type_row_bytes(t, (uint64_t)K, &rb);
+                /* exactly sized heap buffers: a read past the last row or activation shows
+                 * under AddressSanitizer */
+                size_t as = ob_act_row_bytes(fmt, K);
+                uint8_t *w = malloc((size_t)N * rb), *xq = malloc(MAXR * as);
+                if (!w || !xq) {
+                    ok(0, "out of memory");
+                    return;
+                }
+                /* weights: quantised, raw random bytes with finite scales, one special scale */
+                for (int n = 0; n < N; n++) {
+                    uint8_t *row = w + (size_t)n * rb;
+                    if (n % 3 == 0) {
+                        for (int i = 0; i < K; i++)
+                            wf[i] = gauss() * (n % 2 ? 0.01f : 1.0f);
+                        ob_quant_row(t, wf, row, K);
+                    } else {
+                        for (uint64_t i = 0; i < rb; i++)
+                            row[i] = (uint8_t)tap_rand();
+                        fix_scales(t, row, rb);
+                        if (n % 3 == 2)
+                            special_scale(t, row, K, (int)(tap_rand() % 11));
+                    }
+                }
+                for (int r = 0; r < MAXR; r++) {
+                    for (int i = 0; i < K; i++)
+                        x[i] = r == 5 ? 0.0f : gauss() * (r % 3 == 1 ? 50.0f : 1.0f);
+                    ob_kernels(OB_ISA_SCALAR)->actq[fmt](x, xq + r * as, K);
+                }
+                for (int r = 0; r < MAXR; r++)
+                    for (int n = 0; n < N; n++)
+                        ref->dot[t](w + (size_t)n * rb, xq + r * as, as, 1, K, &want[r * N + n]);
+                for (int ri = 0; ri < (int)(sizeof rs / sizeof rs[0]); ri++) {
+                    int R = rs[ri];
+                    /* through ob_matmul at 1, 2, 3 threads */
+                    for (int pi = 0; pi < 3; pi++) {
+                        if (pi && R % 3)
+                            continue;
+                        struct ob_matrix m = {t, K, N, rb, w};
+                        memset(got, 0xff, sizeof got);
+                        ob_matmul(pools[pi], isa, &m, xq, as, R, got, (size_t)N);
+                        for (int i = 0; i < R * N; i++)
+                            if (memcmp(&got[i], &want[i], 4) != 0) {
+                                if (!bad)
+                                    snprintf(why, sizeof why, "matmul K=%d N=%d R=%d threads=%d "
+                                             "y[%d][%d]: %08x != %08x", K, N, R, pi + 1, i / N,
+                                             i % N, ob_f32_bits(got[i]), ob_f32_bits(want[i]));
+                                bad++;
+                            }
+                        n_dots += R * N;
+                    }
+                    /* the GEMM entry itself, whatever R (the driver uses it from min_rows on),
+                     * over two ranges of weight rows split at an odd row */
+                    const struct ob_gemm *gm = &kt->gemm[t];
+                    if (!gm->run)
+                        continue;
+                    void *p = NULL, *sc = NULL;
+                    if (posix_memalign(&p, 64, gm->prep_bytes(K, R)) ||
+                        posix_memalign(&sc, 64, gm->scratch_bytes(K))) {
+                        ok(0, "out of memory");
+                        return;
+                    }
+                    gm->prep(xq, as, R, K, p);
+                    memset(got, 0xff, sizeof got);
+                    int split = N > 3 ? 3 : N;
+                    gm->run(w, rb, 0, split, K, p, R, got, (size_t)N, sc);
+                    gm->run(w, rb, split, N, K, p, R, got, (size_t)N, sc);
+                    for (int i = 0; i < R * N; i++)
+                        if (memcmp(&got[i], &want[i], 4) != 0) {
+                            if (!bad)
+                                snprintf(why, sizeof why, "gemm K=%d N=%d R=%d y[%d][%d]: %08x != "
+                                         "%08x", K, N, R, i / N, i % N, ob_f32_bits(got[i]),
+                                         ob_f32_bits(want[i]));
+                            bad++;
+                        }
+                    n_gemm += R * N;
+                    free(p);
+                    free(sc);
+                }
+                free(w);
+                free(xq);
+            }
+        ok(bad == 0, "%s: %ld matmul and %ld GEMM-entry values (odd shapes, special scales) "
+           "equal the scalar reference%s%s", ob_type_name(t), n_dots, n_gemm, bad ? ": " : "",
+           why);
+    }
+    for (int i = 0; i < 3; i++)
+        ob_pool_free(pools[i]);
+}
+
 int main(int argc, char **argv)
 {
+    tap_seed(42);
     if (argc == 2 && strcmp(argv[1], "--best-isa") == 0) {      /* the level OB_SIMD selects */
         int isa;
         if (ob_isa_select(&isa)) {
@@ -329,6 +467,6 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         real_blocks(argv[i]);
     matmul();
-    printf("1..%d\n", n_test);
-    return n_fail ? 1 : 0;
+    gemm_shapes();
+    return tap_done();
 }

@@ -1,0 +1,340 @@
+/*
+ * avx2.h — helpers shared by the AVX2 kernel files (lib/kernels/NAME-avx2.c, compiled
+ * with -mavx2 -mfma -mf16c -mbmi2). Include it from those files only.
+ *
+ * Every helper is exact: integer sums (associative), lane moves, and the fixed float folds of
+ * arith.h. None of them rounds a float on its own.
+ */
+#ifndef OB_KERNELS_AVX2_H
+#define OB_KERNELS_AVX2_H
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#define AI static inline __attribute__((always_inline))
+/* fully unroll a loop with a constant trip count (register arrays stay in registers) */
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* the kernel families' tables (a8-avx2.c, kq-avx2.c) */
+void ob_kernels_avx2_a8(struct ob_kernel_table *t);
+void ob_kernels_avx2_kq(struct ob_kernel_table *t);
+
+/* ---- integer reductions --------------------------------------------------------------------- */
+
+AI int hsum_i32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* two vectors a, b -> per 128-bit half [a0+a2, b0+b2, a1+a3, b1+b3] (a sum stage of hsum8) */
+AI __m256i hsum_pair(__m256i a, __m256i b)
+{
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+}
+
+/* four stage-1 results -> per 128-bit half [sum a, sum b, sum c, sum d] of that half */
+AI __m256i hsum_quad(__m256i ab, __m256i cd)
+{
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
+}
+
+/* lane j of the result = sum of all lanes of v_j (exact: int32 adds) */
+AI __m256i hsum8(__m256i v0, __m256i v1, __m256i v2, __m256i v3, __m256i v4, __m256i v5,
+                 __m256i v6, __m256i v7)
+{
+    __m256i a = hsum_quad(hsum_pair(v0, v1), hsum_pair(v2, v3));
+    __m256i b = hsum_quad(hsum_pair(v4, v5), hsum_pair(v6, v7));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+AI __m256i hsum8v(const __m256i *v)
+{
+    return hsum8(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+}
+
+/* ---- float folds (arith.h's fixed shapes) ------------------------------------------------------ */
+
+/* ob_fold8 on the 8 lanes: (l + l+4), then (l + l+2), then lane 0 + lane 1 */
+AI float fold8(__m256 p)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(p), _mm256_extractf128_ps(p, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ob_fold8 done lane-wise on 8 vectors of partials: lane l of the result = fold of lane l */
+AI __m256 fold8v(const __m256 *p)
+{
+    __m256 q0 = _mm256_add_ps(p[0], p[4]), q1 = _mm256_add_ps(p[1], p[5]);
+    __m256 q2 = _mm256_add_ps(p[2], p[6]), q3 = _mm256_add_ps(p[3], p[7]);
+    q0 = _mm256_add_ps(q0, q2);
+    q1 = _mm256_add_ps(q1, q3);
+    return _mm256_add_ps(q0, q1);
+}
+
+/* ob_fold32 on four registers of 8 partials (register g lane l = partial 8g + l) */
+AI float fold32(__m256 p0, __m256 p1, __m256 p2, __m256 p3)
+{
+    __m256 q0 = _mm256_add_ps(p0, p2);        /* s = 16 */
+    __m256 q1 = _mm256_add_ps(p1, p3);
+    return fold8(_mm256_add_ps(q0, q1));      /* s = 8, then 4, 2, 1 */
+}
+
+/* mask with lanes j < n set */
+AI __m256 lanes_below(int n)
+{
+    return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n),
+                                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
+/* p + v in lanes j < m, p elsewhere (never p + 0.0: that would turn -0.0 into +0.0) */
+AI __m256 add_lanes(__m256 p, __m256 v, int m)
+{
+    __m256 s = _mm256_add_ps(p, v);
+    return m >= 8 ? s : _mm256_blendv_ps(p, s, lanes_below(m));
+}
+
+/* ---- loads ------------------------------------------------------------------------------------- */
+
+AI __m256i ld(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+AI void st(void *p, __m256i v)
+{
+    _mm256_storeu_si256((__m256i *)p, v);
+}
+
+AI uint16_t ld16(const void *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+AI uint32_t ld32(const void *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+AI float ldf(const void *p)
+{
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/*
+ * 8 fp16 values, one every `stride` bytes from p, as floats. vcvtph2ps is exact for every
+ * finite half (subnormals included) and for Inf; a signalling NaN comes out quiet (quiet bit
+ * set), where ob_fp16_to_f32 keeps it signalling. Every use below feeds the value straight
+ * into a multiplication, which quietens a signalling NaN operand anyway, so the product's bits
+ * are the reference's (tests/unit/kernels.c checks NaN scales).
+ */
+AI __m256 f16x8(const uint8_t *p, size_t stride)
+{
+    __m128i h = _mm_cvtsi32_si128(ld16(p));
+    h = _mm_insert_epi16(h, ld16(p + stride), 1);
+    h = _mm_insert_epi16(h, ld16(p + 2 * stride), 2);
+    h = _mm_insert_epi16(h, ld16(p + 3 * stride), 3);
+    h = _mm_insert_epi16(h, ld16(p + 4 * stride), 4);
+    h = _mm_insert_epi16(h, ld16(p + 5 * stride), 5);
+    h = _mm_insert_epi16(h, ld16(p + 6 * stride), 6);
+    h = _mm_insert_epi16(h, ld16(p + 7 * stride), 7);
+    return _mm256_cvtph_ps(h);
+}
+
+/* 8 floats (int32s), one every `stride` bytes */
+AI __m256 f32x8(const uint8_t *p, size_t stride)
+{
+    return _mm256_setr_ps(ldf(p), ldf(p + stride), ldf(p + 2 * stride), ldf(p + 3 * stride),
+                          ldf(p + 4 * stride), ldf(p + 5 * stride), ldf(p + 6 * stride),
+                          ldf(p + 7 * stride));
+}
+
+AI __m256i i32x8(const uint8_t *p, size_t stride)
+{
+    return _mm256_setr_epi32((int)ld32(p), (int)ld32(p + stride), (int)ld32(p + 2 * stride),
+                             (int)ld32(p + 3 * stride), (int)ld32(p + 4 * stride),
+                             (int)ld32(p + 5 * stride), (int)ld32(p + 6 * stride),
+                             (int)ld32(p + 7 * stride));
+}
+
+/* the same for the first m values only (zeros beyond; nothing beyond is read): built in
+ * registers, not through a stack array (a narrow store then a wide load stalls) */
+AI __m256 f16x8_n(const uint8_t *p, size_t stride, int m)
+{
+    if (m >= 8)
+        return f16x8(p, stride);
+    __m128i h = _mm_setzero_si128();
+    h = _mm_insert_epi16(h, ld16(p), 0);
+    if (m > 1) h = _mm_insert_epi16(h, ld16(p + stride), 1);
+    if (m > 2) h = _mm_insert_epi16(h, ld16(p + 2 * stride), 2);
+    if (m > 3) h = _mm_insert_epi16(h, ld16(p + 3 * stride), 3);
+    if (m > 4) h = _mm_insert_epi16(h, ld16(p + 4 * stride), 4);
+    if (m > 5) h = _mm_insert_epi16(h, ld16(p + 5 * stride), 5);
+    if (m > 6) h = _mm_insert_epi16(h, ld16(p + 6 * stride), 6);
+    return _mm256_cvtph_ps(h);
+}
+
+AI __m256i i32x8_n(const uint8_t *p, size_t stride, int m)
+{
+    if (m >= 8)
+        return i32x8(p, stride);
+    __m128i lo = _mm_cvtsi32_si128((int)ld32(p)), hi = _mm_setzero_si128();
+    if (m > 1) lo = _mm_insert_epi32(lo, (int)ld32(p + stride), 1);
+    if (m > 2) lo = _mm_insert_epi32(lo, (int)ld32(p + 2 * stride), 2);
+    if (m > 3) lo = _mm_insert_epi32(lo, (int)ld32(p + 3 * stride), 3);
+    if (m > 4) hi = _mm_cvtsi32_si128((int)ld32(p + 4 * stride));
+    if (m > 5) hi = _mm_insert_epi32(hi, (int)ld32(p + 5 * stride), 1);
+    if (m > 6) hi = _mm_insert_epi32(hi, (int)ld32(p + 6 * stride), 2);
+    return _mm256_setr_m128i(lo, hi);
+}
+
+AI __m256 f32x8_n(const uint8_t *p, size_t stride, int m)
+{
+    return _mm256_castsi256_ps(i32x8_n(p, stride, m));
+}
+
+/* 4-lane versions for m <= 4 */
+AI __m128 f16x4_n(const uint8_t *p, size_t stride, int m)
+{
+    __m128i h = _mm_cvtsi32_si128(ld16(p));
+    if (m > 1) h = _mm_insert_epi16(h, ld16(p + stride), 1);
+    if (m > 2) h = _mm_insert_epi16(h, ld16(p + 2 * stride), 2);
+    if (m > 3) h = _mm_insert_epi16(h, ld16(p + 3 * stride), 3);
+    return _mm_cvtph_ps(h);
+}
+
+AI __m128i i32x4_n(const uint8_t *p, size_t stride, int m)
+{
+    __m128i v = _mm_cvtsi32_si128((int)ld32(p));
+    if (m > 1) v = _mm_insert_epi32(v, (int)ld32(p + stride), 1);
+    if (m > 2) v = _mm_insert_epi32(v, (int)ld32(p + 2 * stride), 2);
+    if (m > 3) v = _mm_insert_epi32(v, (int)ld32(p + 3 * stride), 3);
+    return v;
+}
+
+/* lane j of the result = sum of all lanes of v_j, j < 4 */
+AI __m128i hsum4(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
+{
+    __m256i a = hsum_quad(hsum_pair(v0, v1), hsum_pair(v2, v3));
+    return _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+}
+
+/* p + v in lanes j < m (m <= 4: lanes 0..3 only), p elsewhere */
+AI __m256 add_lanes4(__m256 p, __m128 v, int m)
+{
+    __m128 lo = _mm256_castps256_ps128(p);
+    __m128 s = _mm_add_ps(lo, v);
+    if (m < 4)
+        s = _mm_blendv_ps(lo, s, _mm_castsi128_ps(_mm_cmpgt_epi32(_mm_set1_epi32(m),
+                                                                  _mm_setr_epi32(0, 1, 2, 3))));
+    return _mm256_blend_ps(p, _mm256_castps128_ps256(s), 0x0f);
+}
+
+/* ---- transposes -------------------------------------------------------------------------------- */
+
+/* 8 x 8 int32: afterwards r[t] lane j = (before) r[j] lane t */
+AI void tr8x8_32(__m256i *r)
+{
+    __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+    __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+    __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+    __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+    __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+    r[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+    r[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+    r[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+    r[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+    r[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+    r[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+    r[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+    r[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+/* 8 x 8 int16 within each 128-bit half: afterwards, in each half, r[t] word i = (before)
+ * r[i] word t */
+AI void tr8x8_16(__m256i *r)
+{
+    __m256i a0 = _mm256_unpacklo_epi16(r[0], r[1]), a1 = _mm256_unpackhi_epi16(r[0], r[1]);
+    __m256i a2 = _mm256_unpacklo_epi16(r[2], r[3]), a3 = _mm256_unpackhi_epi16(r[2], r[3]);
+    __m256i a4 = _mm256_unpacklo_epi16(r[4], r[5]), a5 = _mm256_unpackhi_epi16(r[4], r[5]);
+    __m256i a6 = _mm256_unpacklo_epi16(r[6], r[7]), a7 = _mm256_unpackhi_epi16(r[6], r[7]);
+    __m256i b0 = _mm256_unpacklo_epi32(a0, a2), b1 = _mm256_unpackhi_epi32(a0, a2);
+    __m256i b2 = _mm256_unpacklo_epi32(a1, a3), b3 = _mm256_unpackhi_epi32(a1, a3);
+    __m256i b4 = _mm256_unpacklo_epi32(a4, a6), b5 = _mm256_unpackhi_epi32(a4, a6);
+    __m256i b6 = _mm256_unpacklo_epi32(a5, a7), b7 = _mm256_unpackhi_epi32(a5, a7);
+    r[0] = _mm256_unpacklo_epi64(b0, b4);
+    r[1] = _mm256_unpackhi_epi64(b0, b4);
+    r[2] = _mm256_unpacklo_epi64(b1, b5);
+    r[3] = _mm256_unpackhi_epi64(b1, b5);
+    r[4] = _mm256_unpacklo_epi64(b2, b6);
+    r[5] = _mm256_unpackhi_epi64(b2, b6);
+    r[6] = _mm256_unpacklo_epi64(b3, b7);
+    r[7] = _mm256_unpackhi_epi64(b3, b7);
+}
+
+/* ---- unsigned x signed byte products --------------------------------------------------------- */
+
+AI __m256i mubs(__m256i u, __m256i s)           /* 16 int16 pair sums; see each caller's bound */
+{
+    return _mm256_maddubs_epi16(u, s);
+}
+
+/*
+ * *c += maddubs(u, *s) (int16, wrapping add; callers keep the sums in range). Written as one
+ * asm statement so that the accumulator stays in its register: compilers otherwise tend to
+ * copy it to another register every iteration of a rolled loop.
+ */
+AI void mubs_add(__m256i *c, __m256i u, const void *s)
+{
+    __m256i t;
+    __asm__("vpmaddubsw %[s], %[u], %[t]\n\tvpaddw %[t], %[c], %[c]"
+            : [c] "+x"(*c), [t] "=&x"(t)
+            : [u] "x"(u), [s] "m"(*(const __m256i *)s));
+}
+
+AI __m256i dot_u8s8(__m256i u, __m256i s)       /* 8 int32 of 4-byte sums */
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* ---- the many-row (GEMM) path: shared shapes --------------------------------------------------- */
+
+/*
+ * The GEMM kernels (struct ob_gemm in kernels.h) work on tiles of 2 weight rows x 4 activation
+ * rows. Activation rows are prepared once per call in groups of GR = 4 (missing rows of the
+ * last group are zeros: their results are computed and dropped); weight rows are decoded in
+ * pairs (a missing second row of an odd N is zeros too) into per-thread scratch.
+ */
+#define GR 4
+#define GW 2
+
+/* a tile's results out[i * GR + r] (weight row row0 + i, activation row r0 + r) into
+ * y[activation row * ldy + weight row]: rr real activation rows, weight rows from n1 on dropped */
+AI void tile_store(const float *out, float *y, size_t ldy, int row0, int n1, int r0, int rr)
+{
+    UNROLL
+    for (int i = 0; i < GW; i++) {
+        if (row0 + i >= n1)
+            break;
+        for (int r = 0; r < rr; r++)
+            y[(size_t)(r0 + r) * ldy + row0 + i] = out[i * GR + r];
+    }
+}
+
+#endif
