@@ -57,19 +57,40 @@ static void d_finish(void *user, uint64_t h, const struct ob_finish *f)
 {
 }
 
-static int parse_list(const char *s, int *out, int max)
+/* a comma-separated list of at most max whole numbers in [1, 4096]: its length, or -1 after
+ * a message on stderr */
+static int parse_list(const char *name, const char *s, int *out, int max)
 {
     int n = 0;
-    while (*s && n < max) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 1)
+    for (const char *p = s;; p++) {
+        char item[16];
+        size_t len = strcspn(p, ",");
+        if (n == max || len == 0 || len >= sizeof item) {
+            fprintf(stderr, "gen: --%s: '%s' is not a list of at most %d numbers\n", name, s, max);
             return -1;
-        out[n++] = (int)v;
-        s = *end == ',' ? end + 1 : end;
+        }
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (!ob_opt_int("gen", name, item, 1, 4096, &out[n++]))
+            return -1;
+        p += len;
+        if (!*p)
+            return n;
     }
-    return n;
 }
+
+static const struct ob_option options[] = {
+    {"model", 'm', "MODEL", "the GGUF model"},
+    {"threads", 't', "LIST", "thread counts (default 1,2)"},
+    {"prompt", 'p', "N", "prefill prompt length (default 512)"},
+    {"gen", 'n', "N", "tokens decoded per sequence (default 64)"},
+    {"widths", 'w', "LIST", "decode widths (default 1,2,4,8,16)"},
+    {"reps", 'r', "N", "runs per figure; the best is kept (default 3)"},
+    {"llama-bench", 'L', "PATH", "also run this llama-bench on the same file"},
+    {"json", 'j', NULL, "one JSON record instead of the table"},
+    OB_OPT_ROWS_SHARED,
+    {0},
+};
 
 /* prefill seconds of one prompt */
 static double prefill_once(struct ob_engine *e, const int32_t *prompt, int n)
@@ -161,30 +182,32 @@ int main(int argc, char **argv)
     int threads[8] = {1, 2}, nt = 2, widths[16] = {1, 2, 4, 8, 16}, nw = 5;
     int plen = 512, gen = 64, reps = 3;
     bool json = false;
-    static const struct option lo[] = {
-        {"model", 1, 0, 'm'}, {"threads", 1, 0, 't'}, {"prompt", 1, 0, 'p'}, {"gen", 1, 0, 'n'},
-        {"widths", 1, 0, 'w'}, {"reps", 1, 0, 'r'}, {"llama-bench", 1, 0, 'L'},
-        {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    struct ob_cmdline cl = {"gen", "gen -m MODEL [options]",
+                            "Prefill and decode tokens/s of the cpu route (optionally beside "
+                            "llama.cpp's llama-bench).",
+                            options};
     int c;
-    while ((c = getopt_long(argc, argv, "m:t:p:n:w:r:L:jh", lo, NULL)) != -1) {
+    while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
-        case 't': nt = parse_list(optarg, threads, 8); break;
-        case 'w': nw = parse_list(optarg, widths, 16); break;
-        case 'p': plen = atoi(optarg); break;
-        case 'n': gen = atoi(optarg); break;
-        case 'r': reps = atoi(optarg); break;
+        case 't': cl.bad = (nt = parse_list("threads", optarg, threads, 8)) < 1; break;
+        case 'w': cl.bad = (nw = parse_list("widths", optarg, widths, 16)) < 1; break;
+        case 'p': cl.bad = !ob_opt_int("gen", "prompt", optarg, 1, 1 << 16, &plen); break;
+        case 'n': cl.bad = !ob_opt_int("gen", "gen", optarg, 2, 1 << 16, &gen); break;
+        case 'r': cl.bad = !ob_opt_int("gen", "reps", optarg, 1, 1000, &reps); break;
         case 'L': lb = optarg; break;
         case 'j': json = true; break;
-        default:
-            fprintf(stderr, "usage: gen -m MODEL [-t 1,2] [--prompt N] [--gen N] [--widths 1,2,4] "
-                            "[--reps N] [--llama-bench PATH] [--json]\n");
-            return c == 'h' ? 0 : 2;
         }
     }
-    if (!model || nt < 1 || nw < 1 || plen < 1 || gen < 2 || reps < 1) {
-        fprintf(stderr, "gen: give -m MODEL and valid lists (see --help)\n");
-        return 2;
+    if (cl.stop)
+        return cl.status;
+    if (!cl.bad && (!model || optind < argc)) {
+        fprintf(stderr, "gen: %s\n", model ? "no operands are taken" : "no model (-m MODEL)");
+        cl.bad = true;
+    }
+    if (cl.bad) {
+        fprintf(stderr, "try 'gen --help'\n");
+        return OB_EXIT_USAGE;
     }
     struct ob_model *m;
     if (ob_model_open(model, &m)) {

@@ -234,7 +234,6 @@ static struct stream_result stream_read(struct ob_pool *pool, const uint64_t *bu
 enum {
     OPT_TYPES = 256, OPT_SHAPES, OPT_THREADS, OPT_WIDTHS, OPT_ISA, OPT_REPS, OPT_TIME,
     OPT_MAXTIME, OPT_MAXCALL, OPT_ROTATE, OPT_HOT, OPT_STREAM, OPT_QUICK, OPT_JSON, OPT_SEED,
-    OPT_LIST,
 };
 
 static const struct ob_option options[] = {
@@ -253,8 +252,7 @@ static const struct ob_option options[] = {
     {"quick", OPT_QUICK, NULL, "widths 1,16,512, shorter cases (reps 3, time 0.03, max-time 0.3, max-call 1), 256 MB buffers"},
     {"json", OPT_JSON, NULL, "JSON lines on stdout instead of the table"},
     {"seed", OPT_SEED, "N", "random seed of weights and activations (default 1)"},
-    {"help", 'h', NULL, "show this help"},
-    {"list-options", OPT_LIST, NULL, "list options for shell completion", .hidden = true},
+    OB_OPT_ROWS_SHARED,
     {0},
 };
 
@@ -566,12 +564,10 @@ int main(int argc, char **argv)
          set_reps = false, set_rotate = false, set_stream = false, set_isa = false,
          set_maxcall = false;
     int best_isa = ob_isa_best();
-    struct option *longs;
-    char *shorts;
-    if (ob_opt_build(options, &longs, &shorts)) {
-        fprintf(stderr, PROG ": %s\n", ob_errmsg());
-        return OB_EXIT_FAILURE;
-    }
+    struct ob_cmdline cl = {PROG, PROG " [options]",
+                            "Time ob_matmul per weight type, shape, thread count and batch width, "
+                            "against the streaming-read memory bandwidth.",
+                            options};
     for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++)
         c.types[c.ntypes++] = all_types[i];
     memcpy(c.shapes, qwen3_shapes, sizeof qwen3_shapes);
@@ -583,25 +579,23 @@ int main(int argc, char **argv)
     memcpy(c.widths, def_widths, sizeof def_widths);
     c.nwidths = 5;
 
-    opterr = 0;
-    int ch, bad = 0;
-    while (!bad && (ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+    int ch;
+    while ((ch = ob_cmdline_next(&cl, argc, argv)) != -1) {
         int64_t v;
         double d;
         switch (ch) {
-        case OPT_TYPES: bad = parse_types(optarg, &c); break;
-        case OPT_SHAPES: bad = parse_shapes(optarg, &c); break;
-        case OPT_THREADS: bad = parse_int_list("threads", optarg, 1, 256, c.threads, &c.nthreads); break;
+        case OPT_TYPES: cl.bad = parse_types(optarg, &c); break;
+        case OPT_SHAPES: cl.bad = parse_shapes(optarg, &c); break;
+        case OPT_THREADS: cl.bad = parse_int_list("threads", optarg, 1, 256, c.threads, &c.nthreads); break;
         case OPT_WIDTHS:
-            bad = parse_int_list("widths", optarg, 1, 4096, c.widths, &c.nwidths);
+            cl.bad = parse_int_list("widths", optarg, 1, 4096, c.widths, &c.nwidths);
             set_widths = true;
             break;
         case OPT_ISA: {
             int rc = parse_isas(optarg, &c, best_isa);
             if (rc) {
-                free(longs);
-                free(shorts);
-                return rc;
+                cl.stop = true;
+                cl.status = rc;
             }
             set_isa = true;
             break;
@@ -609,7 +603,7 @@ int main(int argc, char **argv)
         case OPT_REPS:
             if (ob_parse_i64(optarg, 1, 10000, &v)) {
                 fprintf(stderr, PROG ": --reps: %s\n", ob_errmsg());
-                bad = 1;
+                cl.bad = true;
             }
             c.reps = (int)v;
             set_reps = true;
@@ -619,7 +613,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, PROG ": --%s: expected a number >= 0\n",
                         ch == OPT_TIME ? "time" : ch == OPT_MAXTIME ? "max-time" :
                         ch == OPT_MAXCALL ? "max-call" : ch == OPT_ROTATE ? "rotate" : "stream-mb");
-                bad = 1;
+                cl.bad = true;
                 break;
             }
             if (ch == OPT_TIME) { c.time = d; set_time = true; }
@@ -634,38 +628,19 @@ int main(int argc, char **argv)
         case OPT_SEED:
             if (ob_parse_i64(optarg, 0, INT64_MAX, &v)) {
                 fprintf(stderr, PROG ": --seed: %s\n", ob_errmsg());
-                bad = 1;
+                cl.bad = true;
             }
             c.seed = (uint64_t)v;
             break;
-        case 'h':
-            ob_opt_help(stdout, PROG " [options]",
-                        "Time ob_matmul per weight type, shape, thread count and batch width, "
-                        "against the streaming-read memory bandwidth.", options);
-            free(longs);
-            free(shorts);
-            return 0;
-        case OPT_LIST:
-            ob_opt_list(stdout, options);
-            free(longs);
-            free(shorts);
-            return 0;
-        case ':':
-            fprintf(stderr, PROG ": option '%s' needs an argument\n", argv[optind - 1]);
-            bad = 1;
-            break;
-        default:
-            fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
-            bad = 1;
         }
     }
-    free(longs);
-    free(shorts);
-    if (!bad && optind < argc) {
+    if (cl.stop)
+        return cl.status;
+    if (!cl.bad && optind < argc) {
         fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
-        bad = 1;
+        cl.bad = true;
     }
-    if (bad) {
+    if (cl.bad) {
         fprintf(stderr, "try '" PROG " --help'\n");
         return OB_EXIT_USAGE;
     }

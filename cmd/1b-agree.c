@@ -230,13 +230,13 @@ int main(int argc, char **argv)
                               .min_match = -1};
     const char *json = NULL;
     bool quiet = false, verbose = false;
-    struct option *longs;
-    char *shorts;
-    if (ob_opt_build(options, &longs, &shorts))
-        return EXIT_TROUBLE;
-    int c, bad = 0;
-    opterr = 0;
-    while (!bad && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+    struct ob_cmdline cl = {PROG, PROG " [options] A [B [C...]]",
+                            "Compare result records (files, - for standard input): repetition within "
+                            "each, agreement between each pair.\nExit 0: all exact (or within the "
+                            "gates); 1: a difference; 2: an input could not be read.",
+                            options};
+    int c;
+    while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case OPT_MATCH_BY:
             if (strcmp(optarg, "id") == 0) {
@@ -245,13 +245,13 @@ int main(int argc, char **argv)
                 o.match = OB_MATCH_TEXT;
             } else {
                 fprintf(stderr, PROG ": --match-by: '%s' is not id or text\n", optarg);
-                bad = 1;
+                cl.bad = true;
             }
             break;
-        case OPT_MAX_ABS: bad = !ob_opt_num(PROG, "max-abs", optarg, 0, INFINITY, &o.max_abs); o.gated = true; break;
-        case OPT_MEAN_ABS: bad = !ob_opt_num(PROG, "mean-abs", optarg, 0, INFINITY, &o.mean_abs); o.gated = true; break;
+        case OPT_MAX_ABS: cl.bad = !ob_opt_num(PROG, "max-abs", optarg, 0, INFINITY, &o.max_abs); o.gated = true; break;
+        case OPT_MEAN_ABS: cl.bad = !ob_opt_num(PROG, "mean-abs", optarg, 0, INFINITY, &o.mean_abs); o.gated = true; break;
         case OPT_MIN_MATCH:
-            bad = !ob_opt_num(PROG, "min-match", optarg, 0, INFINITY, &o.min_match) || o.min_match > 1;
+            cl.bad = !ob_opt_num(PROG, "min-match", optarg, 0, INFINITY, &o.min_match) || o.min_match > 1;
             if (o.min_match > 1)
                 fprintf(stderr, PROG ": --min-match: '%s' is above 1\n", optarg);
             o.gated = true;
@@ -260,24 +260,11 @@ int main(int argc, char **argv)
         case OPT_JSON: json = optarg; break;
         case 'v': verbose = true; break;
         case 'q': quiet = true; break;
-        case 'h':
-            ob_opt_help(stdout, PROG " [options] A [B [C...]]",
-                        "Compare result records (files, - for standard input): repetition within "
-                        "each, agreement between each pair.\nExit 0: all exact (or within the "
-                        "gates); 1: a difference; 2: an input could not be read.",
-                        options);
-            free(longs);
-            free(shorts);
-            return 0;
-        default:
-            if (ob_opt_shared(c, PROG, options, argv) == 0)
-                return 0;
-            bad = 1;
         }
     }
-    free(longs);
-    free(shorts);
-    if (bad)
+    if (cl.stop)
+        return cl.status ? EXIT_TROUBLE : 0;
+    if (cl.bad)
         return usage_error("invalid command line");
     int n = argc - optind;
     if (n < 1)

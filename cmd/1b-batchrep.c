@@ -507,26 +507,26 @@ int main(int argc, char **argv)
                      .top_logprobs = 5, .thinking = -1, .threads = cpus > 0 ? (int)cpus : 1,
                      .retries = 5, .wait = 60, .timeout = 600, .match = OB_MATCH_ID};
     bool selftest_only = false, in_process_opt = false;
-    struct option *longs;
-    char *shorts;
-    if (ob_opt_build(options, &longs, &shorts))
-        return OB_EXIT_FAILURE;
-    int c, bad = 0;
+    struct ob_cmdline cl = {PROG, PROG " -m MODEL [-d ROUTE] [options]\n       " PROG
+                            " --url URL [options]\n       " PROG " --selftest",
+                            "Release N identical requests together for R rounds; count the distinct "
+                            "answers (states).\nExit 0: one state (repeatable); 1: more than one.",
+                            options};
+    int c;
     int64_t lv;
-    opterr = 0;
-    while (!bad && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+    while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case OPT_URL: o.url = optarg; break;
         case 'm': o.model = optarg; break;
         case 'd': o.route = optarg; in_process_opt = true; break;
-        case 't': bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.threads); in_process_opt = true; break;
+        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.threads); in_process_opt = true; break;
         case OPT_PARALLEL:
-            bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel);
+            cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel);
             in_process_opt = true;
             break;
-        case OPT_WIDTH: bad = !ob_opt_int(PROG, "width", optarg, 1, 256, &o.width); break;
-        case OPT_ROUNDS: bad = !ob_opt_int(PROG, "rounds", optarg, 1, 10000, &o.rounds); break;
-        case OPT_MAX_TOKENS: bad = !ob_opt_int(PROG, "max-tokens", optarg, 1, 1 << 20, &o.max_tokens); break;
+        case OPT_WIDTH: cl.bad = !ob_opt_int(PROG, "width", optarg, 1, 256, &o.width); break;
+        case OPT_ROUNDS: cl.bad = !ob_opt_int(PROG, "rounds", optarg, 1, 10000, &o.rounds); break;
+        case OPT_MAX_TOKENS: cl.bad = !ob_opt_int(PROG, "max-tokens", optarg, 1, 1 << 20, &o.max_tokens); break;
         case OPT_PROMPT: o.prompt = optarg; break;
         case OPT_MESSAGES: o.messages = optarg; break;
         case OPT_THINKING:
@@ -536,17 +536,17 @@ int main(int argc, char **argv)
                 o.thinking = 0;
             } else {
                 fprintf(stderr, PROG ": --thinking: '%s' is not on or off\n", optarg);
-                bad = 1;
+                cl.bad = true;
             }
             break;
         case OPT_TOP_LOGPROBS:
-            bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.top_logprobs);
+            cl.bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.top_logprobs);
             break;
-        case OPT_TEMPERATURE: bad = !ob_opt_num(PROG, "temperature", optarg, 0, 100, &o.temperature); break;
+        case OPT_TEMPERATURE: cl.bad = !ob_opt_num(PROG, "temperature", optarg, 0, 100, &o.temperature); break;
         case OPT_SEED:
             if (ob_parse_i64(optarg, 0, (int64_t)1 << 53, &lv)) {
                 fprintf(stderr, PROG ": --seed: %s\n", ob_errmsg());
-                bad = 1;
+                cl.bad = true;
             }
             o.seed = (uint64_t)lv;
             break;
@@ -558,33 +558,20 @@ int main(int argc, char **argv)
                 o.match = OB_MATCH_TEXT;
             } else {
                 fprintf(stderr, PROG ": --match-by: '%s' is not id or text\n", optarg);
-                bad = 1;
+                cl.bad = true;
             }
             break;
         case OPT_JSON: o.json = optarg; break;
-        case OPT_WAIT: bad = !ob_opt_num(PROG, "wait", optarg, 0, 86400, &o.wait); break;
-        case OPT_TIMEOUT: bad = !ob_opt_num(PROG, "timeout", optarg, 0, 86400, &o.timeout); break;
-        case OPT_RETRIES: bad = !ob_opt_int(PROG, "retries", optarg, 0, 100, &o.retries); break;
+        case OPT_WAIT: cl.bad = !ob_opt_num(PROG, "wait", optarg, 0, 86400, &o.wait); break;
+        case OPT_TIMEOUT: cl.bad = !ob_opt_num(PROG, "timeout", optarg, 0, 86400, &o.timeout); break;
+        case OPT_RETRIES: cl.bad = !ob_opt_int(PROG, "retries", optarg, 0, 100, &o.retries); break;
         case OPT_SELFTEST: selftest_only = true; break;
         case 'q': o.quiet = true; break;
-        case 'h':
-            ob_opt_help(stdout, PROG " -m MODEL [-d ROUTE] [options]\n       " PROG
-                        " --url URL [options]\n       " PROG " --selftest",
-                        "Release N identical requests together for R rounds; count the distinct "
-                        "answers (states).\nExit 0: one state (repeatable); 1: more than one.",
-                        options);
-            free(longs);
-            free(shorts);
-            return 0;
-        default:
-            if (ob_opt_shared(c, PROG, options, argv) == 0)
-                return 0;
-            bad = 1;
         }
     }
-    free(longs);
-    free(shorts);
-    if (bad)
+    if (cl.stop)
+        return cl.status;
+    if (cl.bad)
         return usage_error("invalid command line");
     if (optind < argc)
         return usage_error("no operands are taken");

@@ -592,37 +592,36 @@ int main(int argc, char **argv)
                      .wait = 60, .timeout = 600,
                      .d = {.max_tokens = 128, .temperature = 0, .seed = 0, .top_logprobs = 0}};
     const char *in_process_opt = NULL;     /* the first option given that --url cannot use */
-    struct option *longs;
-    char *shorts;
-    if (ob_opt_build(options, &longs, &shorts))
-        return OB_EXIT_FAILURE;
-    int c, bad = 0, iv;
+    struct ob_cmdline cl = {PROG, PROG " -m MODEL [options] [FILE...]\n       " PROG
+                            " --url URL [-m NAME] [options] [FILE...]",
+                            "Generate from request records (JSON lines); write result records.",
+                            options};
+    int c, iv;
     double dv;
     int64_t lv;
-    opterr = 0;
-    while (!bad && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+    while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case 'm': o.model = optarg; break;
         case 'd': o.route = optarg; in_process_opt = "-d"; break;
-        case 't': bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.threads); in_process_opt = "-t"; break;
-        case OPT_PARALLEL: bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel); break;
+        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.threads); in_process_opt = "-t"; break;
+        case OPT_PARALLEL: cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel); break;
         case OPT_CHUNK:
-            bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &o.chunk);
+            cl.bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &o.chunk);
             in_process_opt = "--chunk";
             break;
-        case OPT_CTX: bad = !ob_opt_int(PROG, "ctx", optarg, 1, 1 << 24, &o.ctx); in_process_opt = "--ctx"; break;
+        case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 1, 1 << 24, &o.ctx); in_process_opt = "--ctx"; break;
         case OPT_CACHE_SLOTS:
-            bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &o.cache_slots);
+            cl.bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &o.cache_slots);
             in_process_opt = "--cache-slots";
             break;
         case OPT_URL: o.url = optarg; break;
-        case OPT_RETRIES: bad = !ob_opt_int(PROG, "retries", optarg, 0, 100, &o.retries); break;
+        case OPT_RETRIES: cl.bad = !ob_opt_int(PROG, "retries", optarg, 0, 100, &o.retries); break;
         case OPT_WAIT:
         case OPT_TIMEOUT:
             if (ob_parse_f64(optarg, &dv) || !(dv >= 0 && dv <= 86400)) {
                 fprintf(stderr, PROG ": --%s: '%s' is not a number of seconds in [0, 86400]\n",
                         c == OPT_WAIT ? "wait" : "timeout", optarg);
-                bad = 1;
+                cl.bad = true;
             }
             *(c == OPT_WAIT ? &o.wait : &o.timeout) = dv;
             break;
@@ -633,44 +632,34 @@ int main(int argc, char **argv)
                 o.thinking = 0;
             } else {
                 fprintf(stderr, PROG ": --thinking: '%s' is not on or off\n", optarg);
-                bad = 1;
+                cl.bad = true;
             }
             break;
-        case OPT_REPEAT: bad = !ob_opt_int(PROG, "repeat", optarg, 1, 1 << 20, &o.repeat); break;
+        case OPT_REPEAT: cl.bad = !ob_opt_int(PROG, "repeat", optarg, 1, 1 << 20, &o.repeat); break;
         case OPT_KEEP_GOING: o.keep_going = true; break;
         case OPT_UNORDERED: o.unordered = true; break;
-        case OPT_MAX_TOKENS: bad = !ob_opt_int(PROG, "max-tokens", optarg, 0, 1 << 24, &o.d.max_tokens); break;
-        case OPT_TOP_LOGPROBS: bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.d.top_logprobs); break;
+        case OPT_MAX_TOKENS: cl.bad = !ob_opt_int(PROG, "max-tokens", optarg, 0, 1 << 24, &o.d.max_tokens); break;
+        case OPT_TOP_LOGPROBS: cl.bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.d.top_logprobs); break;
         case OPT_TEMPERATURE:
             if (ob_parse_f64(optarg, &dv) || !(dv >= 0 && dv <= 100)) {
                 fprintf(stderr, PROG ": --temperature: '%s' is not a number in [0, 100]\n", optarg);
-                bad = 1;
+                cl.bad = true;
             }
             o.d.temperature = (float)dv;
             break;
         case OPT_SEED:
             if (ob_parse_i64(optarg, 0, INT64_MAX, &lv)) {
                 fprintf(stderr, PROG ": --seed: %s\n", ob_errmsg());
-                bad = 1;
+                cl.bad = true;
             }
             o.d.seed = (uint64_t)lv;
             break;
-        case 'h':
-            ob_opt_help(stdout, PROG " -m MODEL [options] [FILE...]\n       " PROG
-                        " --url URL [-m NAME] [options] [FILE...]",
-                        "Generate from request records (JSON lines); write result records.",
-                        options);
-            return 0;
-        default:
-            if (ob_opt_shared(c, PROG, options, argv) == 0)
-                return 0;
-            bad = 1;
         }
     }
-    free(longs);
-    free(shorts);
+    if (cl.stop)
+        return cl.status;
     (void)iv;
-    if (bad)
+    if (cl.bad)
         return usage_error("%s", "invalid command line");
     if (o.url && in_process_opt)
         return usage_error("%s applies to in-process routes, not to --url", in_process_opt);

@@ -250,19 +250,17 @@ out:
 int main(int argc, char **argv)
 {
     struct opts o = {.ctx = 4096};
-    struct option *longs;
-    char *shorts;
-    if (ob_opt_build(options, &longs, &shorts))
-        return fail(OB_ENOMEM, NULL);
-    int c, bad = 0;
+    struct ob_cmdline cl = {PROG, PROG " [options] MODEL",
+                            "Print the facts of a GGUF model (or an archive holding one) as JSON.",
+                            options};
+    int c;
     int64_t v;
-    opterr = 0;
-    while (!bad && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+    while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case OPT_CTX:
             if (ob_parse_i64(optarg, 1, INT64_C(1) << 32, &v)) {
                 fprintf(stderr, PROG ": --ctx: %s\n", ob_errmsg());
-                bad = 1;
+                cl.bad = true;
             }
             o.ctx = (uint64_t)v;
             break;
@@ -270,24 +268,15 @@ int main(int argc, char **argv)
         case OPT_CHECK: o.check = true; break;
         case OPT_META: o.meta = optarg; break;
         case OPT_TEMPLATE: o.template = true; break;
-        case 'h':
-            ob_opt_help(stdout, PROG " [options] MODEL",
-                        "Print the facts of a GGUF model (or an archive holding one) as JSON.",
-                        options);
-            return 0;
-        default:
-            if (ob_opt_shared(c, PROG, options, argv) == 0)
-                return 0;
-            bad = 1;
         }
     }
-    free(longs);
-    free(shorts);
-    if (!bad && optind != argc - 1) {
+    if (cl.stop)
+        return cl.status;
+    if (!cl.bad && optind != argc - 1) {
         fprintf(stderr, PROG ": %s\n", optind >= argc ? "no MODEL given" : "more than one MODEL given");
-        bad = 1;
+        cl.bad = true;
     }
-    if (bad) {
+    if (cl.bad) {
         fprintf(stderr, "usage: " PROG " [options] MODEL  (see " PROG " --help)\n");
         return OB_EXIT_USAGE;
     }

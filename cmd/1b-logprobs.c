@@ -772,24 +772,26 @@ int main(int argc, char **argv)
     struct opts o = {.route = "cpu", .threads = cpus > 0 ? (int)cpus : 1, .parallel = 4,
                      .top = -1, .retries = 5, .wait = 60, .timeout = 600};
     bool in_process_opt = false;
-    struct option *longs;
-    char *shorts;
-    if (ob_opt_build(options, &longs, &shorts))
-        return OB_EXIT_FAILURE;
-    int c, bad = 0;
+    struct ob_cmdline cl = {PROG, PROG " -m MODEL [-d ROUTE] [options] [FILE...]\n       " PROG
+                            " --url URL [-m MODEL] [options] [FILE...]\n       " PROG
+                            " --text -m MODEL [options] [FILE...]",
+                            "Teacher-forced scoring: recompute the log-probabilities of the tokens "
+                            "of result records on a route\n(or score plain text: per-token "
+                            "log-probabilities, total and perplexity).",
+                            options};
+    int c;
     double dv;
-    opterr = 0;
-    while (!bad && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+    while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case 'm': o.model = optarg; break;
         case 'd': o.route = optarg; in_process_opt = true; break;
-        case 't': bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.threads); in_process_opt = true; break;
+        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.threads); in_process_opt = true; break;
         case OPT_PARALLEL:
-            bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel);
+            cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel);
             in_process_opt = true;
             break;
-        case OPT_CTX: bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &o.ctx); in_process_opt = true; break;
-        case OPT_TOP_LOGPROBS: bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.top); break;
+        case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &o.ctx); in_process_opt = true; break;
+        case OPT_TOP_LOGPROBS: cl.bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.top); break;
         case OPT_TEXT: o.text = true; break;
         case OPT_URL: o.url = optarg; break;
         case OPT_WIRE:
@@ -799,7 +801,7 @@ int main(int argc, char **argv)
                 o.wire_echo = true;
             } else {
                 fprintf(stderr, PROG ": --wire: '%s' is not forced or echo\n", optarg);
-                bad = 1;
+                cl.bad = true;
             }
             break;
         case OPT_WAIT:
@@ -807,32 +809,17 @@ int main(int argc, char **argv)
             if (ob_parse_f64(optarg, &dv) || !(dv >= 0 && dv <= 86400)) {
                 fprintf(stderr, PROG ": --%s: '%s' is not a number of seconds in [0, 86400]\n",
                         c == OPT_WAIT ? "wait" : "timeout", optarg);
-                bad = 1;
+                cl.bad = true;
             }
             *(c == OPT_WAIT ? &o.wait : &o.timeout) = dv;
             break;
-        case OPT_RETRIES: bad = !ob_opt_int(PROG, "retries", optarg, 0, 100, &o.retries); break;
+        case OPT_RETRIES: cl.bad = !ob_opt_int(PROG, "retries", optarg, 0, 100, &o.retries); break;
         case OPT_KEEP_GOING: o.keep_going = true; break;
-        case 'h':
-            ob_opt_help(stdout, PROG " -m MODEL [-d ROUTE] [options] [FILE...]\n       " PROG
-                        " --url URL [-m MODEL] [options] [FILE...]\n       " PROG
-                        " --text -m MODEL [options] [FILE...]",
-                        "Teacher-forced scoring: recompute the log-probabilities of the tokens "
-                        "of result records on a route\n(or score plain text: per-token "
-                        "log-probabilities, total and perplexity).",
-                        options);
-            free(longs);
-            free(shorts);
-            return 0;
-        default:
-            if (ob_opt_shared(c, PROG, options, argv) == 0)
-                return 0;
-            bad = 1;
         }
     }
-    free(longs);
-    free(shorts);
-    if (bad)
+    if (cl.stop)
+        return cl.status;
+    if (cl.bad)
         return usage_error("invalid command line");
     if (!o.url && !o.model)
         return usage_error("no model (-m MODEL) and no --url");

@@ -206,64 +206,54 @@ int main(int argc, char **argv)
         .max_body = 4 << 20, .max_tokens_cap = 4096, .timeout = 600, .idle_timeout = 60,
         .temperature = 1.0f, .seed = 0, .log = log_line,
     };
-    struct option *longs;
-    char *shorts;
-    if (ob_opt_build(options, &longs, &shorts))
-        return OB_EXIT_FAILURE;
-    int c, bad = 0;
+    struct ob_cmdline cl = {PROG, PROG " -m MODEL [options]",
+                            "Serve a model over HTTP with an OpenAI-compatible API.",
+                            options};
+    int c;
     double dv;
     int64_t lv;
-    opterr = 0;
-    while (!bad && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+    while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 'd': route = optarg; break;
-        case 't': bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &threads); break;
-        case OPT_PARALLEL: bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &parallel); break;
-        case OPT_CHUNK: bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &chunk); break;
-        case OPT_CTX: bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &ctx_len); break;
-        case OPT_CACHE_SLOTS: bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &cache_slots); break;
+        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &threads); break;
+        case OPT_PARALLEL: cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &parallel); break;
+        case OPT_CHUNK: cl.bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &chunk); break;
+        case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &ctx_len); break;
+        case OPT_CACHE_SLOTS: cl.bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &cache_slots); break;
         case OPT_HOST: sp.host = optarg; break;
-        case OPT_PORT: bad = !ob_opt_int(PROG, "port", optarg, 0, 65535, &sp.port); break;
-        case OPT_HTTP_THREADS: bad = !ob_opt_int(PROG, "http-threads", optarg, 2, 256, &sp.http_threads); break;
-        case OPT_QUEUE: bad = !ob_opt_int(PROG, "queue", optarg, 0, 1 << 20, &sp.queue); break;
-        case OPT_MAX_BODY: bad = bytes_opt(optarg, &sp.max_body); break;
+        case OPT_PORT: cl.bad = !ob_opt_int(PROG, "port", optarg, 0, 65535, &sp.port); break;
+        case OPT_HTTP_THREADS: cl.bad = !ob_opt_int(PROG, "http-threads", optarg, 2, 256, &sp.http_threads); break;
+        case OPT_QUEUE: cl.bad = !ob_opt_int(PROG, "queue", optarg, 0, 1 << 20, &sp.queue); break;
+        case OPT_MAX_BODY: cl.bad = bytes_opt(optarg, &sp.max_body); break;
         case OPT_MAX_TOKENS_CAP:
-            bad = !ob_opt_int(PROG, "max-tokens-cap", optarg, 1, 1 << 24, &sp.max_tokens_cap);
+            cl.bad = !ob_opt_int(PROG, "max-tokens-cap", optarg, 1, 1 << 24, &sp.max_tokens_cap);
             break;
-        case OPT_TIMEOUT: bad = seconds_opt("timeout", optarg, &sp.timeout); break;
-        case OPT_IDLE_TIMEOUT: bad = !ob_opt_int(PROG, "idle-timeout", optarg, 0, 1 << 24, &sp.idle_timeout); break;
-        case OPT_GRACE: bad = seconds_opt("grace", optarg, &grace); break;
+        case OPT_TIMEOUT: cl.bad = seconds_opt("timeout", optarg, &sp.timeout); break;
+        case OPT_IDLE_TIMEOUT: cl.bad = !ob_opt_int(PROG, "idle-timeout", optarg, 0, 1 << 24, &sp.idle_timeout); break;
+        case OPT_GRACE: cl.bad = seconds_opt("grace", optarg, &grace); break;
         case OPT_API_KEY: sp.api_key = optarg; break;
         case OPT_API_KEY_FILE: key_file = optarg; break;
         case OPT_ALIAS: sp.alias = optarg; break;
         case OPT_TEMPERATURE:
             if (ob_parse_f64(optarg, &dv) || !(dv >= 0 && dv <= 100)) {
                 fprintf(stderr, PROG ": --temperature: '%s' is not a number in [0, 100]\n", optarg);
-                bad = 1;
+                cl.bad = true;
             }
             sp.temperature = (float)dv;
             break;
         case OPT_SEED:
             if (ob_parse_i64(optarg, 0, (int64_t)1 << 53, &lv)) {
                 fprintf(stderr, PROG ": --seed: %s\n", ob_errmsg());
-                bad = 1;
+                cl.bad = true;
             }
             sp.seed = (uint64_t)lv;
             break;
-        case 'h':
-            ob_opt_help(stdout, PROG " -m MODEL [options]",
-                        "Serve a model over HTTP with an OpenAI-compatible API.", options);
-            return 0;
-        default:
-            if (ob_opt_shared(c, PROG, options, argv) == 0)
-                return 0;
-            bad = 1;
         }
     }
-    free(longs);
-    free(shorts);
-    if (bad)
+    if (cl.stop)
+        return cl.status;
+    if (cl.bad)
         return usage_error("invalid command line");
     if (optind < argc)
         return usage_error("unexpected argument (the model goes with -m)");

@@ -45,71 +45,70 @@ int main(int argc, char **argv)
 {
     struct ob_synth s;
     const char *out = NULL, *preset = "qwen3-tiny";
-    struct option *longs;
-    char *shorts;
-    if (ob_opt_build(options, &longs, &shorts)) {
-        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+    struct ob_cmdline cl = {PROG, PROG " [options] -o FILE",
+                            "Write a synthetic model with seeded random weights and a real "
+                            "architecture's layout and tokenizer.",
+                            options};
+    /* the preset is applied first, whatever its position, then every other option over it */
+    struct {
+        int c;
+        const char *arg;
+    } *given = calloc((size_t)argc + 1, sizeof *given);
+    if (!given) {
+        fprintf(stderr, PROG ": out of memory\n");
         return OB_EXIT_FAILURE;
     }
-    /* the preset is applied first, whatever its position, then every other option over it */
-    opterr = 0;
-    int c, bad = 0;
-    while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1)
+    int c, n_given = 0;
+    while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         if (c == OPT_PRESET)
             preset = optarg;
-    if (ob_synth_preset(preset, &s)) {
+        else
+            given[n_given++] = (typeof(*given)){c, optarg};
+    }
+    if (!cl.stop && !cl.bad && ob_synth_preset(preset, &s)) {
         fprintf(stderr, PROG ": --preset: %s\n", ob_errmsg());
-        return OB_EXIT_USAGE;
+        cl.bad = true;
     }
     s.tokenizer = getenv("OB_QWEN_TOKENIZER");
-    optind = 1;
-    while (!bad && (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+    for (int i = 0; i < n_given && !cl.stop && !cl.bad; i++) {
+        const char *arg = given[i].arg;
         int64_t v;
-        switch (c) {
-        case OPT_PRESET: break;
-        case OPT_ARCH: s.arch = optarg; break;
-        case OPT_VOCAB: bad = !ob_opt_u32(PROG, "vocab", optarg, &s.n_vocab); break;
-        case OPT_EMBD: bad = !ob_opt_u32(PROG, "embd", optarg, &s.n_embd); break;
-        case OPT_LAYERS: bad = !ob_opt_u32(PROG, "layers", optarg, &s.n_layer); break;
-        case OPT_HEADS: bad = !ob_opt_u32(PROG, "heads", optarg, &s.n_head); break;
-        case OPT_KV_HEADS: bad = !ob_opt_u32(PROG, "kv-heads", optarg, &s.n_head_kv); break;
-        case OPT_HEAD_DIM: bad = !ob_opt_u32(PROG, "head-dim", optarg, &s.head_dim); break;
-        case OPT_FF: bad = !ob_opt_u32(PROG, "ff", optarg, &s.n_ff); break;
-        case OPT_CTX: bad = !ob_opt_u32(PROG, "ctx", optarg, &s.n_ctx); break;
-        case OPT_TYPE: s.mix = optarg; break;
+        switch (given[i].c) {
+        case OPT_ARCH: s.arch = arg; break;
+        case OPT_VOCAB: cl.bad = !ob_opt_u32(PROG, "vocab", arg, &s.n_vocab); break;
+        case OPT_EMBD: cl.bad = !ob_opt_u32(PROG, "embd", arg, &s.n_embd); break;
+        case OPT_LAYERS: cl.bad = !ob_opt_u32(PROG, "layers", arg, &s.n_layer); break;
+        case OPT_HEADS: cl.bad = !ob_opt_u32(PROG, "heads", arg, &s.n_head); break;
+        case OPT_KV_HEADS: cl.bad = !ob_opt_u32(PROG, "kv-heads", arg, &s.n_head_kv); break;
+        case OPT_HEAD_DIM: cl.bad = !ob_opt_u32(PROG, "head-dim", arg, &s.head_dim); break;
+        case OPT_FF: cl.bad = !ob_opt_u32(PROG, "ff", arg, &s.n_ff); break;
+        case OPT_CTX: cl.bad = !ob_opt_u32(PROG, "ctx", arg, &s.n_ctx); break;
+        case OPT_TYPE: s.mix = arg; break;
         case OPT_SEED:
-            if (ob_parse_i64(optarg, 0, INT64_MAX, &v)) {
+            if (ob_parse_i64(arg, 0, INT64_MAX, &v)) {
                 fprintf(stderr, PROG ": --seed: %s\n", ob_errmsg());
-                bad = 1;
+                cl.bad = true;
             }
             s.seed = (uint64_t)v;
             break;
-        case OPT_TOKENIZER: s.tokenizer = optarg; break;
+        case OPT_TOKENIZER: s.tokenizer = arg; break;
         case OPT_TIED: s.tied = true; break;
         case OPT_UNTIED: s.tied = false; break;
-        case 'o': out = optarg; break;
-        case 'h':
-            ob_opt_help(stdout, PROG " [options] -o FILE",
-                        "Write a synthetic model with seeded random weights and a real "
-                        "architecture's layout and tokenizer.", options);
-            return 0;
-        default:
-            if (ob_opt_shared(c, PROG, options, argv) == 0)
-                return 0;
-            bad = 1;
+        case 'o': out = arg; break;
         }
     }
-    free(longs);
-    free(shorts);
-    if (!bad && optind < argc) {
+    free(given);
+    if (cl.stop)
+        return cl.status;
+    if (!cl.bad && optind < argc) {
         fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
-        bad = 1;
+        cl.bad = true;
     }
-    if (!bad && !out) {
+    if (!cl.bad && !out) {
         fprintf(stderr, PROG ": no output file (-o FILE)\n");
-        bad = 1;
+        cl.bad = true;
     }
-    if (bad) {
+    if (cl.bad) {
         fprintf(stderr, "usage: " PROG " [options] -o FILE  (see " PROG " --help)\n");
         return OB_EXIT_USAGE;
     }

@@ -406,10 +406,35 @@ enum { OB_OPT_VERSION = 0x1000, OB_OPT_LIST };
     {"help", 'h', NULL, "show this help"},                                                \
     {"version", OB_OPT_VERSION, NULL, "show the version"},                                \
     {"list-options", OB_OPT_LIST, NULL, "list options for shell completion", .hidden = true}
-/* What getopt_long returned, when it is not the command's own: --version and --list-options
- * are answered on stdout (returns 0: the command exits 0); a missing argument or an unknown
- * option is reported on stderr (returns OB_EXIT_USAGE). --help stays the command's own. */
-int ob_opt_shared(int c, const char *prog, const struct ob_option *opts, char **argv);
+/*
+ * A command's option loop over one table (rows of its own, then OB_OPT_ROWS_SHARED):
+ *
+ *     struct ob_cmdline cl = {PROG, SYNOPSIS, ABOUT, options};
+ *     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1)
+ *         switch (c) { case 't': cl.bad |= !ob_opt_int(PROG, "threads", optarg, ...); ... }
+ *     if (cl.stop)
+ *         return cl.status;     // --help, --version, --list-options answered on stdout: 0
+ *     if (cl.bad)
+ *         return usage_error(...);
+ *
+ * ob_cmdline_next returns the command's own options (getopt_long's value, optarg set) and -1
+ * at the end: after the last option, after a shared one was answered (stop, status 0), after
+ * an unknown option or a missing argument (reported on stderr; bad), once the command has set
+ * bad, or when its tables cannot be allocated (reported; stop, status OB_EXIT_FAILURE). It
+ * frees its tables when it returns -1. optind is the first operand afterwards.
+ */
+struct option;
+struct ob_cmdline {
+    const char *prog, *synopsis, *about;
+    const struct ob_option *opts;
+    bool bad, stop;
+    int status;
+    /* private */
+    bool started;
+    struct option *longs;
+    char *shorts;
+};
+int ob_cmdline_next(struct ob_cmdline *cl, int argc, char **argv);
 /* An option's argument as an integer or a number in [lo, hi]; false after "PROG: --NAME: why"
  * on stderr. ob_opt_u32 takes 1 .. 2^31-1. */
 bool ob_opt_int(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
@@ -417,12 +442,6 @@ bool ob_opt_int(const char *prog, const char *name, const char *arg, int64_t lo,
 bool ob_opt_u32(const char *prog, const char *name, const char *arg, uint32_t *out);
 bool ob_opt_num(const char *prog, const char *name, const char *arg, double lo, double hi,
                 double *out);
-struct option;
-/* getopt_long tables from a NULL-terminated ob_option array (caller frees both). */
-int ob_opt_build(const struct ob_option *opts, struct option **longs, char **shorts);
-void ob_opt_help(FILE *f, const char *synopsis, const char *about, const struct ob_option *opts);
-/* One option per line, "--name" or "--name=ARG", for shell completion. */
-void ob_opt_list(FILE *f, const struct ob_option *opts);
 
 /* ---- small utilities used by commands ------------------------------------------------------- */
 

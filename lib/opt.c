@@ -10,7 +10,8 @@
 
 #include "1b.h"
 
-int ob_opt_build(const struct ob_option *o, struct option **longs, char **shorts)
+/* getopt_long tables from a NULL-terminated ob_option array (caller frees both) */
+static int opt_build(const struct ob_option *o, struct option **longs, char **shorts)
 {
     size_t n = 0;
     while (o[n].name)
@@ -39,7 +40,7 @@ int ob_opt_build(const struct ob_option *o, struct option **longs, char **shorts
     return 0;
 }
 
-void ob_opt_help(FILE *f, const char *synopsis, const char *about, const struct ob_option *o)
+static void opt_help(FILE *f, const char *synopsis, const char *about, const struct ob_option *o)
 {
     fprintf(f, "usage: %s\n", synopsis);
     if (about)
@@ -61,7 +62,8 @@ void ob_opt_help(FILE *f, const char *synopsis, const char *about, const struct 
     }
 }
 
-void ob_opt_list(FILE *f, const struct ob_option *o)
+/* one option per line, "--name" or "--name=ARG", for shell completion */
+static void opt_list(FILE *f, const struct ob_option *o)
 {
     for (; o->name; o++) {
         if (o->val > 0 && o->val < 128)
@@ -70,21 +72,53 @@ void ob_opt_list(FILE *f, const struct ob_option *o)
     }
 }
 
-int ob_opt_shared(int c, const char *prog, const struct ob_option *opts, char **argv)
+int ob_cmdline_next(struct ob_cmdline *cl, int argc, char **argv)
 {
-    switch (c) {
-    case OB_OPT_VERSION:
-        printf("%s %s\n", prog, OB_VERSION);
-        return 0;
-    case OB_OPT_LIST:
-        ob_opt_list(stdout, opts);
-        return 0;
-    case ':':
-        fprintf(stderr, "%s: option '%s' needs an argument\n", prog, argv[optind - 1]);
-        return OB_EXIT_USAGE;
+    if (!cl->started) {
+        cl->started = true;
+        if (opt_build(cl->opts, &cl->longs, &cl->shorts)) {
+            fprintf(stderr, "%s: %s\n", cl->prog, ob_errmsg());
+            cl->stop = true;
+            cl->status = OB_EXIT_FAILURE;
+            return -1;
+        }
+        opterr = 0;
     }
-    fprintf(stderr, "%s: unknown option '%s'\n", prog, argv[optind - 1]);
-    return OB_EXIT_USAGE;
+    int c = -1;
+    if (!cl->stop && !cl->bad && cl->longs) {
+        c = getopt_long(argc, argv, cl->shorts, cl->longs, NULL);
+        switch (c) {
+        case -1:
+            break;
+        case 'h':
+            opt_help(stdout, cl->synopsis, cl->about, cl->opts);
+            cl->stop = true;
+            break;
+        case OB_OPT_VERSION:
+            printf("%s %s\n", cl->prog, OB_VERSION);
+            cl->stop = true;
+            break;
+        case OB_OPT_LIST:
+            opt_list(stdout, cl->opts);
+            cl->stop = true;
+            break;
+        case ':':
+            fprintf(stderr, "%s: option '%s' needs an argument\n", cl->prog, argv[optind - 1]);
+            cl->bad = true;
+            break;
+        case '?':
+            fprintf(stderr, "%s: unknown option '%s'\n", cl->prog, argv[optind - 1]);
+            cl->bad = true;
+            break;
+        default:
+            return c;                  /* the command's own */
+        }
+    }
+    free(cl->longs);
+    free(cl->shorts);
+    cl->longs = NULL;
+    cl->shorts = NULL;
+    return -1;
 }
 
 bool ob_opt_int(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
