@@ -626,9 +626,7 @@ int main(int argc, char **argv)
         cJSON_AddStringToObject(head, "route", route);
         cJSON_AddStringToObject(head, "model", model);
         cJSON_AddItemToObject(head, "request", cJSON_Duplicate(req, true));
-        char b[32];
-        snprintf(b, sizeof b, "%d", o.max_tokens);
-        cJSON_AddItemToObject(head, "max_tokens", cJSON_CreateRaw(b));
+        ob_json_add_int(head, "max_tokens", o.max_tokens);
         cJSON_AddItemToObject(head, "temperature", ob_json_f64(o.temperature));
         cJSON_AddStringToObject(head, "match_by", o.match == OB_MATCH_TEXT ? "text" : "id");
         for (cJSON *it = rep->child; it;) {

@@ -43,13 +43,6 @@ static int fail(int err, const char *what)
     return ob_exit_status(err);
 }
 
-static void add_u64(cJSON *o, const char *k, uint64_t v)
-{
-    char b[32];
-    snprintf(b, sizeof b, "%llu", (unsigned long long)v);
-    cJSON_AddItemToObject(o, k, cJSON_CreateRaw(b));
-}
-
 /* tokenizer.* facts; absent keys are simply left out */
 static cJSON *tokenizer_facts(const struct ob_gguf *g)
 {
@@ -65,17 +58,17 @@ static cJSON *tokenizer_facts(const struct ob_gguf *g)
     }
     const struct ob_gguf_value *a = ob_gguf_get(g, "tokenizer.ggml.tokens");
     if (a && a->type == OB_GGUF_ARRAY)
-        add_u64(t, "n_tokens", a->arr.n);
+        ob_json_add_u64(t, "n_tokens", a->arr.n);
     a = ob_gguf_get(g, "tokenizer.ggml.merges");
     if (a && a->type == OB_GGUF_ARRAY)
-        add_u64(t, "n_merges", a->arr.n);
+        ob_json_add_u64(t, "n_merges", a->arr.n);
     static const char *const ids[] = {"bos", "eos", "unknown", "padding"};
     for (size_t i = 0; i < 4; i++) {
         char k[64];
         uint32_t v;
         snprintf(k, sizeof k, "tokenizer.ggml.%s_token_id", ids[i]);
         if (ob_gguf_get_u32(g, k, &v) == 0 && v != UINT32_MAX)
-            add_u64(t, ids[i], v);
+            ob_json_add_u64(t, ids[i], v);
     }
     bool b;
     if (ob_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b) == 0)
@@ -86,15 +79,15 @@ static cJSON *tokenizer_facts(const struct ob_gguf *g)
 static cJSON *hparams_facts(const struct ob_hparams *hp)
 {
     cJSON *h = cJSON_CreateObject();
-    add_u64(h, "n_vocab", hp->n_vocab);
-    add_u64(h, "n_ctx_train", hp->n_ctx_train);
-    add_u64(h, "n_embd", hp->n_embd);
-    add_u64(h, "n_layer", hp->n_layer);
-    add_u64(h, "n_head", hp->n_head);
-    add_u64(h, "n_head_kv", hp->n_head_kv);
-    add_u64(h, "head_dim", hp->head_dim);
-    add_u64(h, "n_ff", hp->n_ff);
-    add_u64(h, "n_rot", hp->n_rot);
+    ob_json_add_u64(h, "n_vocab", hp->n_vocab);
+    ob_json_add_u64(h, "n_ctx_train", hp->n_ctx_train);
+    ob_json_add_u64(h, "n_embd", hp->n_embd);
+    ob_json_add_u64(h, "n_layer", hp->n_layer);
+    ob_json_add_u64(h, "n_head", hp->n_head);
+    ob_json_add_u64(h, "n_head_kv", hp->n_head_kv);
+    ob_json_add_u64(h, "head_dim", hp->head_dim);
+    ob_json_add_u64(h, "n_ff", hp->n_ff);
+    ob_json_add_u64(h, "n_rot", hp->n_rot);
     cJSON_AddItemToObject(h, "rms_eps", ob_json_f32(hp->rms_eps));
     cJSON_AddItemToObject(h, "rope_base", ob_json_f32(hp->rope_base));
     cJSON_AddStringToObject(h, "rope_type", ob_rope_name(hp->rope_type));
@@ -152,9 +145,9 @@ static int run(const struct opts *o, int *status)
     rec = cJSON_CreateObject();
     cJSON_AddStringToObject(rec, "id", o->model);
     cJSON_AddStringToObject(rec, "format", "gguf");
-    add_u64(rec, "version", ob_gguf_version(g));
+    ob_json_add_u64(rec, "version", ob_gguf_version(g));
     cJSON_AddStringToObject(rec, "path", path);
-    add_u64(rec, "file_bytes", ob_gguf_file_size(g));
+    ob_json_add_u64(rec, "file_bytes", ob_gguf_file_size(g));
     char *name;
     if (ob_gguf_get_str(g, "general.name", &name) == 0) {
         cJSON_AddStringToObject(rec, "name", name);
@@ -188,16 +181,16 @@ static int run(const struct opts *o, int *status)
         by_bytes[t->type] += t->nbytes;
         by_par[t->type] += nel;
     }
-    add_u64(rec, "tensors", n);
-    add_u64(rec, "params", params);
+    ob_json_add_u64(rec, "tensors", n);
+    ob_json_add_u64(rec, "params", params);
     cJSON *types = cJSON_CreateObject(), *unsup = cJSON_CreateArray();
     for (uint32_t t = 0; t < OB_TYPE_COUNT; t++) {
         if (!by_n[t])
             continue;
         cJSON *ty = cJSON_CreateObject();
-        add_u64(ty, "tensors", by_n[t]);
-        add_u64(ty, "params", by_par[t]);
-        add_u64(ty, "bytes", by_bytes[t]);
+        ob_json_add_u64(ty, "tensors", by_n[t]);
+        ob_json_add_u64(ty, "params", by_par[t]);
+        ob_json_add_u64(ty, "bytes", by_bytes[t]);
         cJSON_AddItemToObject(types, ob_type_name(t), ty);
         if (!ob_type_supported(t))
             cJSON_AddItemToArray(unsup, cJSON_CreateString(ob_type_name(t)));
@@ -207,11 +200,11 @@ static int run(const struct opts *o, int *status)
 
     uint64_t ctx = o->ctx, kv = hp.supported ? ob_hparams_kv_bytes(&hp, ctx) : 0;
     cJSON *mem = cJSON_CreateObject();
-    add_u64(mem, "weights_bytes", bytes);
-    add_u64(mem, "ctx", ctx);
+    ob_json_add_u64(mem, "weights_bytes", bytes);
+    ob_json_add_u64(mem, "ctx", ctx);
     if (hp.supported) {
-        add_u64(mem, "kv_bytes", kv);
-        add_u64(mem, "total_bytes", bytes + kv);
+        ob_json_add_u64(mem, "kv_bytes", kv);
+        ob_json_add_u64(mem, "total_bytes", bytes + kv);
     }
     cJSON_AddItemToObject(rec, "memory", mem);
     if (chk)
@@ -227,8 +220,8 @@ static int run(const struct opts *o, int *status)
             cJSON_AddStringToObject(tr, "tensor", t->name);
             cJSON_AddStringToObject(tr, "type", ob_type_name(t->type));
             cJSON_AddItemToObject(tr, "shape", shape(t));
-            add_u64(tr, "offset", ob_gguf_data_offset(g) + t->offset);
-            add_u64(tr, "bytes", t->nbytes);
+            ob_json_add_u64(tr, "offset", ob_gguf_data_offset(g) + t->offset);
+            ob_json_add_u64(tr, "bytes", t->nbytes);
             if (chk)
                 ob_check_tensor_json(chk, i, tr);
             e = ob_jsonl_write(stdout, tr);

@@ -330,24 +330,6 @@ static int job_from_text(struct run *R, const char *text, size_t len, cJSON *rec
 
 /* ---- output ----------------------------------------------------------------------------------- */
 
-static void add_int(cJSON *o, const char *k, long long v)
-{
-    char b[32];
-    snprintf(b, sizeof b, "%lld", v);
-    cJSON_AddItemToObject(o, k, cJSON_CreateRaw(b));
-}
-
-static cJSON *ids_json(const int32_t *v, int n)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (int i = 0; i < n; i++) {
-        char b[16];
-        snprintf(b, sizeof b, "%d", v[i]);
-        cJSON_AddItemToArray(a, cJSON_CreateRaw(b));
-    }
-    return a;
-}
-
 /* the record written for a finished job */
 static cJSON *job_record(struct run *R, struct job *j, const char *model_name)
 {
@@ -383,14 +365,14 @@ static cJSON *job_record(struct run *R, struct job *j, const char *model_name)
     cJSON_AddItemToObject(o, "model", m);
     if (R->o->text || !cJSON_GetObjectItemCaseSensitive(o, "prompt_ids")) {
         if (j->prompt)
-            cJSON_AddItemToObject(o, "prompt_ids", ids_json(j->prompt, j->n_prompt));
+            cJSON_AddItemToObject(o, "prompt_ids", ob_json_ids(j->prompt, j->n_prompt));
     }
     cJSON_AddItemToObject(o, "tokens", j->tokens);
     j->tokens = NULL;
     if (j->ids_from_text)
         cJSON_AddBoolToObject(o, "ids_from_text", true);
     if (R->o->text) {
-        add_int(o, "n_tokens", j->n_got);
+        ob_json_add_int(o, "n_tokens", j->n_got);
         cJSON_AddItemToObject(o, "logprob_sum", ob_json_f64(j->sum));
         double mean = j->n_got ? j->sum / j->n_got : 0;
         cJSON_AddItemToObject(o, "mean_logprob", ob_json_f64(mean));
@@ -495,17 +477,17 @@ static int score_url(struct run *R, struct job *j, char *model, size_t model_siz
         }
         memcpy(all, j->prompt, (size_t)j->n_prompt * sizeof *all);
         memcpy(all + j->n_prompt, j->forced, (size_t)j->n_forced * sizeof *all);
-        cJSON_AddItemToObject(b, "prompt", ids_json(all, j->n_prompt + j->n_forced));
+        cJSON_AddItemToObject(b, "prompt", ob_json_ids(all, j->n_prompt + j->n_forced));
         free(all);
     } else {
-        cJSON_AddItemToObject(b, "prompt", ids_json(j->prompt, j->n_prompt));
-        cJSON_AddItemToObject(b, "forced_tokens", ids_json(j->forced, j->n_forced));
+        cJSON_AddItemToObject(b, "prompt", ob_json_ids(j->prompt, j->n_prompt));
+        cJSON_AddItemToObject(b, "forced_tokens", ob_json_ids(j->forced, j->n_forced));
     }
-    add_int(b, "max_tokens", 0);
+    ob_json_add_int(b, "max_tokens", 0);
     /* echo: the prompt's own scores come back; the forced tokens come back without it */
     cJSON_AddBoolToObject(b, "echo", by_text || R->o->wire_echo);
-    add_int(b, "logprobs", j->top > 0 ? j->top : 1);
-    add_int(b, "temperature", 0);
+    ob_json_add_int(b, "logprobs", j->top > 0 ? j->top : 1);
+    ob_json_add_int(b, "temperature", 0);
     cJSON_AddBoolToObject(b, "cache_prompt", false);
     cJSON_AddBoolToObject(b, "stream", false);
     char *body = cJSON_PrintUnformatted(b);
@@ -575,7 +557,7 @@ static int score_url(struct run *R, struct job *j, char *model, size_t model_siz
             }
             if (!xid) {
                 cJSON_DeleteItemFromObjectCaseSensitive(x, "id");
-                add_int(x, "id", want);
+                ob_json_add_int(x, "id", want);
                 /* id first, as in every record */
                 cJSON *idi = cJSON_DetachItemFromObjectCaseSensitive(x, "id");
                 idi->next = x->child;

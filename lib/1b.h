@@ -380,6 +380,13 @@ const char *ob_f64_str(double v, char buf[OB_F32_BUFSZ]);
 /* A JSON item for a float32 / float64 as above (a raw number, or a string when non-finite). */
 cJSON *ob_json_f32(float v);
 cJSON *ob_json_f64(double v);
+/* Whole numbers added to an object exactly (raw JSON digits: a cJSON number is a double and
+ * would round beyond 2^53), and an array of byte values 0..255 (a token's exact bytes). */
+void ob_json_add_int(cJSON *o, const char *key, int64_t v);
+void ob_json_add_u64(cJSON *o, const char *key, uint64_t v);
+cJSON *ob_json_bytes(const void *b, size_t n);
+/* An array of token ids. */
+cJSON *ob_json_ids(const int32_t *ids, int n);
 /* Read a float32 from a JSON number or one of the non-finite strings. *exact is set to false
  * when the number, read as a double, is not exactly a float32 (a decimal that did not come from
  * a float32; it is rounded to nearest). */

@@ -524,13 +524,6 @@ void ob_agree_cmp_recs(const struct ob_agree_rec *a, const struct ob_agree_rec *
 
 /* ---- JSON helpers ---------------------------------------------------------------------------- */
 
-static void add_int(cJSON *o, const char *k, int64_t v)
-{
-    char b[32];
-    snprintf(b, sizeof b, "%lld", (long long)v);
-    cJSON_AddItemToObject(o, k, cJSON_CreateRaw(b));
-}
-
 static void add_f64(cJSON *o, const char *k, double v)
 {
     cJSON_AddItemToObject(o, k, ob_json_f64(v));
@@ -548,7 +541,7 @@ static cJSON *token_json(const struct ob_agree_tok *t)
 {
     cJSON *o = cJSON_CreateObject();
     if (t->id >= 0)
-        add_int(o, "id", t->id);
+        ob_json_add_int(o, "id", t->id);
     if (t->has_key) {
         char *s = ob_utf8_sanitize(t->key, t->key_len);
         cJSON_AddStringToObject(o, "text", s ? s : "");
@@ -673,10 +666,10 @@ static cJSON *input_report(const struct indexed *x, int idx, int match, bool *di
         cJSON_AddStringToObject(o, "route", route);
     else
         cJSON_AddNullToObject(o, "route");
-    add_int(o, "records", s->n);
-    add_int(o, "ids", x->ng);
-    add_int(o, "tokens", toks);
-    add_int(o, "repeats", max_rep);
+    ob_json_add_int(o, "records", s->n);
+    ob_json_add_int(o, "ids", x->ng);
+    ob_json_add_int(o, "tokens", toks);
+    ob_json_add_int(o, "repeats", max_rep);
     /* repetition: every repeat of an id identical to its lowest */
     int64_t checked = 0, bad = 0;
     cJSON *nr = cJSON_CreateArray();
@@ -696,9 +689,9 @@ static cJSON *input_report(const struct indexed *x, int idx, int match, bool *di
                 pos++;
             cJSON *d = cJSON_CreateObject();
             cJSON_AddStringToObject(d, "id", a->id);
-            add_int(d, "repeat", b->repeat);
-            add_int(d, "against", a->repeat);
-            add_int(d, "pos", pos);
+            ob_json_add_int(d, "repeat", b->repeat);
+            ob_json_add_int(d, "against", a->repeat);
+            ob_json_add_int(d, "pos", pos);
             cJSON_AddItemToArray(nr, d);
             break;                     /* one report per id */
         }
@@ -707,11 +700,11 @@ static cJSON *input_report(const struct indexed *x, int idx, int match, bool *di
         cJSON_AddNullToObject(o, "repeatable");
     else
         cJSON_AddBoolToObject(o, "repeatable", bad == 0);
-    add_int(o, "ids_repeated", checked);
+    ob_json_add_int(o, "ids_repeated", checked);
     cJSON_AddItemToObject(o, "not_repeatable", nr);
-    add_int(o, "nonf32_values", nonf32);
-    add_int(o, "records_without_logprobs", no_lp);
-    add_int(o, "tokens_without_id", no_id);
+    ob_json_add_int(o, "nonf32_values", nonf32);
+    ob_json_add_int(o, "records_without_logprobs", no_lp);
+    ob_json_add_int(o, "tokens_without_id", no_id);
     cJSON *errs = cJSON_CreateArray();
     for (int i = 0; i < s->n && cJSON_GetArraySize(errs) < 5; i++)
         if (s->recs[i].error) {
@@ -734,12 +727,12 @@ static cJSON *prompt_report(const struct ob_agree_rec *a, const struct ob_agree_
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", a->id);
-    add_int(o, "repeat", a->repeat);
-    add_int(o, "len_a", c->len_a);
-    add_int(o, "len_b", c->len_b);
-    add_int(o, "aligned", c->aligned);
-    add_int(o, "common", c->common);
-    add_int(o, "exact_bits", c->exact);
+    ob_json_add_int(o, "repeat", a->repeat);
+    ob_json_add_int(o, "len_a", c->len_a);
+    ob_json_add_int(o, "len_b", c->len_b);
+    ob_json_add_int(o, "aligned", c->aligned);
+    ob_json_add_int(o, "common", c->common);
+    ob_json_add_int(o, "exact_bits", c->exact);
     add_f64(o, "max_abs_dlogp", c->max_abs);
     add_f64(o, "mean_abs_dlogp", c->n_lp ? c->sum_abs / (double)c->n_lp : 0);
     cJSON_AddBoolToObject(o, "identical", c->identical);
@@ -748,7 +741,7 @@ static cJSON *prompt_report(const struct ob_agree_rec *a, const struct ob_agree_
         return o;
     }
     cJSON *d = cJSON_CreateObject();
-    add_int(d, "pos", c->div_pos);
+    ob_json_add_int(d, "pos", c->div_pos);
     if (c->div_pos < a->n)
         cJSON_AddItemToObject(d, "a", token_json(&a->t[c->div_pos]));
     else
@@ -819,8 +812,8 @@ static cJSON *pair_report(const struct indexed *xa, const struct indexed *xb, in
                 cJSON_Delete(max_at);
                 max_at = cJSON_CreateObject();
                 cJSON_AddStringToObject(max_at, "id", a->id);
-                add_int(max_at, "repeat", a->repeat);
-                add_int(max_at, "pos", c.max_pos);
+                ob_json_add_int(max_at, "repeat", a->repeat);
+                ob_json_add_int(max_at, "pos", c.max_pos);
                 cJSON_AddItemToObject(max_at, "a", token_json(&a->t[c.max_pos]));
                 cJSON_AddItemToObject(max_at, "b", token_json(&b->t[c.max_pos]));
             }
@@ -836,15 +829,15 @@ static cJSON *pair_report(const struct indexed *xa, const struct indexed *xb, in
         if (!find_group(xa, id) && n_only_b++ < 10)
             cJSON_AddItemToArray(only_b, cJSON_CreateString(id));
     }
-    add_int(o, "records", records);
-    add_int(o, "only_a", n_only_a);
-    add_int(o, "only_b", n_only_b);
+    ob_json_add_int(o, "records", records);
+    ob_json_add_int(o, "only_a", n_only_a);
+    ob_json_add_int(o, "only_b", n_only_b);
     cJSON_AddItemToObject(o, "only_a_ids", only_a);
     cJSON_AddItemToObject(o, "only_b_ids", only_b);
-    add_int(o, "aligned", aligned);
-    add_int(o, "common", common);
+    ob_json_add_int(o, "aligned", aligned);
+    ob_json_add_int(o, "common", common);
     add_rate(o, "token_match", common, aligned);
-    add_int(o, "exact_bits", exact);
+    ob_json_add_int(o, "exact_bits", exact);
     add_rate(o, "exact_bit_rate", exact, common);
     if (n_lp > 0) {
         add_f64(o, "max_abs_dlogp", max);
@@ -857,10 +850,10 @@ static cJSON *pair_report(const struct indexed *xa, const struct indexed *xb, in
         cJSON_AddItemToObject(o, "max_at", max_at);
     else
         cJSON_AddNullToObject(o, "max_at");
-    add_int(o, "top_diff", top_diff);
-    add_int(o, "identical_records", identical);
-    add_int(o, "diverged_records", diverged);
-    add_int(o, "tokens_without_id", no_id);
+    ob_json_add_int(o, "top_diff", top_diff);
+    ob_json_add_int(o, "identical_records", identical);
+    ob_json_add_int(o, "diverged_records", diverged);
+    ob_json_add_int(o, "tokens_without_id", no_id);
     bool is_exact = n_only_a == 0 && n_only_b == 0 && identical == records;
     bool pass = is_exact;
     if (opt->gated) {
@@ -986,16 +979,16 @@ int ob_batchrep_report(const struct ob_agree_rec *copies, int width, int rounds,
         count[s]++;
     }
     cJSON *o = cJSON_CreateObject();
-    add_int(o, "width", width);
-    add_int(o, "rounds", rounds);
-    add_int(o, "copies", total);
-    add_int(o, "states", ns);
+    ob_json_add_int(o, "width", width);
+    ob_json_add_int(o, "rounds", rounds);
+    ob_json_add_int(o, "copies", total);
+    ob_json_add_int(o, "states", ns);
     cJSON_AddBoolToObject(o, "repeatable", ns == 1);
     /* per round: each copy's state, the distinct ones, the largest identical group */
     cJSON *rd = cJSON_CreateArray();
     for (int r = 0; r < rounds; r++) {
         cJSON *x = cJSON_CreateObject(), *ls = cJSON_CreateArray();
-        add_int(x, "round", r);
+        ob_json_add_int(x, "round", r);
         memset(grp, 0, (size_t)total * sizeof *grp);
         int distinct = 0, largest = 0;
         for (int k = 0; k < width; k++) {
@@ -1008,8 +1001,8 @@ int ob_batchrep_report(const struct ob_agree_rec *copies, int width, int rounds,
                 largest = grp[s];
         }
         cJSON_AddItemToObject(x, "states", ls);
-        add_int(x, "distinct", distinct);
-        add_int(x, "identical", largest);
+        ob_json_add_int(x, "distinct", distinct);
+        ob_json_add_int(x, "identical", largest);
         cJSON_AddItemToArray(rd, x);
     }
     cJSON_AddItemToObject(o, "per_round", rd);
@@ -1019,8 +1012,8 @@ int ob_batchrep_report(const struct ob_agree_rec *copies, int width, int rounds,
         for (int k = 0; k < width; k++)
             same += state[r * width + k] == state[(r - 1) * width + k];
     cJSON *rr = cJSON_CreateObject();
-    add_int(rr, "identical", same);
-    add_int(rr, "pairs", (int64_t)(rounds - 1) * width);
+    ob_json_add_int(rr, "identical", same);
+    ob_json_add_int(rr, "pairs", (int64_t)(rounds - 1) * width);
     cJSON_AddItemToObject(o, "round_to_round", rr);
     /* the worst |dlogp| between two states, over their common positions */
     double worst = 0;
@@ -1038,7 +1031,7 @@ int ob_batchrep_report(const struct ob_agree_rec *copies, int width, int rounds,
                 label(b, lb);
                 cJSON_AddStringToObject(worst_at, "a", la);
                 cJSON_AddStringToObject(worst_at, "b", lb);
-                add_int(worst_at, "pos", c.max_pos);
+                ob_json_add_int(worst_at, "pos", c.max_pos);
             }
         }
     add_f64(o, "worst_abs_dlogp", worst);
@@ -1057,10 +1050,10 @@ int ob_batchrep_report(const struct ob_agree_rec *copies, int width, int rounds,
         hex64(ob_agree_fingerprint(x, match), fp);
         cJSON_AddStringToObject(so, "state", lab);
         cJSON_AddStringToObject(so, "fingerprint", fp);
-        add_int(so, "copies", count[s]);
-        add_int(so, "first_round", rep[s] / width);
-        add_int(so, "first_copy", rep[s] % width);
-        add_int(so, "tokens", x->n);
+        ob_json_add_int(so, "copies", count[s]);
+        ob_json_add_int(so, "first_round", rep[s] / width);
+        ob_json_add_int(so, "first_copy", rep[s] % width);
+        ob_json_add_int(so, "tokens", x->n);
         if (solo) {
             struct ob_agree_cmp c;
             ob_agree_cmp_recs(solo, x, match, &c);
@@ -1072,7 +1065,7 @@ int ob_batchrep_report(const struct ob_agree_rec *copies, int width, int rounds,
             add_f64(vs, "mean_abs_dlogp", mean);
             add_f64(vs, "max_abs_dlogp", c.max_abs);
             add_f64(vs, "same_token", keep);
-            add_int(vs, "first_divergence", c.div_pos);
+            ob_json_add_int(vs, "first_divergence", c.div_pos);
             cJSON_AddItemToObject(so, "vs_solo", vs);
             if (c.identical)
                 n_same_solo += count[s];
@@ -1089,9 +1082,9 @@ int ob_batchrep_report(const struct ob_agree_rec *copies, int width, int rounds,
         char fp[17];
         hex64(ob_agree_fingerprint(solo, match), fp);
         cJSON_AddStringToObject(vs, "fingerprint", fp);
-        add_int(vs, "tokens", solo->n);
-        add_int(vs, "identical", n_same_solo);
-        add_int(vs, "copies", total);
+        ob_json_add_int(vs, "tokens", solo->n);
+        ob_json_add_int(vs, "identical", n_same_solo);
+        ob_json_add_int(vs, "copies", total);
         cJSON_AddItemToObject(vs, "mean_abs_dlogp", spread(v1, nv));
         cJSON_AddItemToObject(vs, "same_token", spread(v2, nv));
         cJSON_AddItemToObject(o, "vs_solo", vs);

@@ -171,24 +171,17 @@ bool ob_check_ok(const struct ob_check *c)
     return c->nan == 0 && c->inf == 0;
 }
 
-static void add_u64(cJSON *o, const char *k, uint64_t v)
-{
-    char b[32];
-    snprintf(b, sizeof b, "%llu", (unsigned long long)v);
-    cJSON_AddItemToObject(o, k, cJSON_CreateRaw(b));
-}
-
 cJSON *ob_check_json(const struct ob_check *c)
 {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "sha256", c->sha256);
-    add_u64(j, "tensor_bytes", c->bytes);
-    add_u64(j, "nan", c->nan);
-    add_u64(j, "inf", c->inf);
+    ob_json_add_u64(j, "tensor_bytes", c->bytes);
+    ob_json_add_u64(j, "nan", c->nan);
+    ob_json_add_u64(j, "inf", c->inf);
     uint64_t unchecked = 0;
     for (uint64_t i = 0; i < c->n; i++)
         unchecked += !c->t[i].scales_checked;
-    add_u64(j, "tensors_unchecked", unchecked);
+    ob_json_add_u64(j, "tensors_unchecked", unchecked);
     cJSON_AddBoolToObject(j, "ok", ob_check_ok(c));
     return j;
 }
@@ -196,8 +189,8 @@ cJSON *ob_check_json(const struct ob_check *c)
 void ob_check_tensor_json(const struct ob_check *c, uint64_t i, cJSON *rec)
 {
     const struct tstat *s = &c->t[i];
-    add_u64(rec, "checked_values", s->values);
-    add_u64(rec, "nan", s->nan);
-    add_u64(rec, "inf", s->inf);
+    ob_json_add_u64(rec, "checked_values", s->values);
+    ob_json_add_u64(rec, "nan", s->nan);
+    ob_json_add_u64(rec, "inf", s->inf);
     cJSON_AddBoolToObject(rec, "scales_checked", s->scales_checked);
 }

@@ -627,13 +627,6 @@ static bool is_int_in(const cJSON *v, double lo, double hi)
            v->valuedouble <= hi;
 }
 
-static void add_raw_int(cJSON *o, const char *k, long long v)
-{
-    char b[32];
-    snprintf(b, sizeof b, "%lld", v);
-    cJSON_AddItemToObject(o, k, cJSON_CreateRaw(b));
-}
-
 /* the fields that would change the answer and that 1b does not implement: the same refusals
  * as the in-process routes (record.c), so that a record means the same on every route */
 static int refuse(const cJSON *rec)
@@ -775,7 +768,7 @@ int ob_oai_request(const cJSON *rec, const struct ob_oai_params *p, uint64_t lin
         cJSON_AddItemToObject(b, "messages", cJSON_Duplicate(msgs, true));
     else
         cJSON_AddItemToObject(b, "prompt", cJSON_Duplicate(prompt, true));
-    add_raw_int(b, "max_tokens", q->max_tokens);
+    ob_json_add_int(b, "max_tokens", q->max_tokens);
     v = field(rec, "temperature");
     cJSON_AddItemToObject(b, "temperature", v ? cJSON_Duplicate(v, false)
                                               : ob_json_f64(p->temperature));
@@ -783,7 +776,7 @@ int ob_oai_request(const cJSON *rec, const struct ob_oai_params *p, uint64_t lin
     if (v)
         cJSON_AddItemToObject(b, "seed", cJSON_Duplicate(v, false));
     else
-        add_raw_int(b, "seed", (long long)p->seed);
+        ob_json_add_int(b, "seed", (long long)p->seed);
     static const char *const pass[] = {"top_k", "top_p", "min_p", "stop"};
     for (size_t i = 0; i < sizeof pass / sizeof *pass; i++)
         if ((v = field(rec, pass[i])))
@@ -794,9 +787,9 @@ int ob_oai_request(const cJSON *rec, const struct ob_oai_params *p, uint64_t lin
     if (q->chat) {
         cJSON_AddBoolToObject(b, "logprobs", q->logprobs);
         if (q->logprobs)
-            add_raw_int(b, "top_logprobs", ask);
+            ob_json_add_int(b, "top_logprobs", ask);
     } else if (q->logprobs) {
-        add_raw_int(b, "logprobs", ask);
+        ob_json_add_int(b, "logprobs", ask);
     }
     v = field(rec, "cache_prompt");
     cJSON_AddBoolToObject(b, "cache_prompt", v ? cJSON_IsTrue(v) : false);
@@ -835,17 +828,6 @@ const char *ob_oai_error_text(const char *body, char *buf, size_t size)
     }
     cJSON_Delete(j);
     return buf;
-}
-
-static cJSON *bytes_json(const unsigned char *b, size_t n)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; i < n; i++) {
-        char s[8];
-        snprintf(s, sizeof s, "%u", b[i]);
-        cJSON_AddItemToArray(a, cJSON_CreateRaw(s));
-    }
-    return a;
 }
 
 /* the float32 of a wire decimal into o as logprob + bits; a decimal that is not a float32 is
@@ -890,9 +872,9 @@ static cJSON *entry_json(const cJSON *e, bool with_bytes, int64_t *nonf32)
     const char *text = cJSON_IsString(tok) ? tok->valuestring : NULL;
     int32_t vid = text ? vllm_id(text) : -1;
     if (is_int_in(id, 0, 2147483647.0))
-        add_raw_int(o, "id", (long long)id->valuedouble);
+        ob_json_add_int(o, "id", (long long)id->valuedouble);
     else if (vid >= 0)
-        add_raw_int(o, "id", vid);
+        ob_json_add_int(o, "id", vid);
     if (text && vid < 0)
         cJSON_AddStringToObject(o, "text", text);
     if (with_bytes) {
@@ -903,7 +885,7 @@ static cJSON *entry_json(const cJSON *e, bool with_bytes, int64_t *nonf32)
         if (ok)
             cJSON_AddItemToObject(o, "bytes", cJSON_Duplicate(by, true));
         else if (text && vid < 0)
-            cJSON_AddItemToObject(o, "bytes", bytes_json((const unsigned char *)text,
+            cJSON_AddItemToObject(o, "bytes", ob_json_bytes((const unsigned char *)text,
                                                          strlen(text)));
     }
     put_lp(o, field(e, "logprob"), nonf32);
@@ -960,11 +942,11 @@ int ob_oai_tokens(const cJSON *choice, int top_k, cJSON **tokens, int64_t *nonf3
             if (cJSON_IsString(tk)) {
                 int32_t vid = vllm_id(tk->valuestring);
                 if (vid >= 0) {
-                    add_raw_int(t, "id", vid);
+                    ob_json_add_int(t, "id", vid);
                 } else {
                     cJSON_AddStringToObject(t, "text", tk->valuestring);
                     cJSON_AddItemToObject(t, "bytes",
-                                          bytes_json((const unsigned char *)tk->valuestring,
+                                          ob_json_bytes((const unsigned char *)tk->valuestring,
                                                      strlen(tk->valuestring)));
                 }
             }
@@ -984,7 +966,7 @@ int ob_oai_tokens(const cJSON *choice, int top_k, cJSON **tokens, int64_t *nonf3
                 cJSON *o = cJSON_CreateObject();
                 int32_t vid = vllm_id(te[k].item->string);
                 if (vid >= 0)
-                    add_raw_int(o, "id", vid);
+                    ob_json_add_int(o, "id", vid);
                 else
                     cJSON_AddStringToObject(o, "text", te[k].item->string);
                 put_lp(o, te[k].item, nonf32);
@@ -1029,7 +1011,7 @@ static cJSON *result_begin(const cJSON *req, const char *id, int repeat, const c
         first->prev = first;
     }
     o->child = first;
-    add_raw_int(o, "repeat", repeat);
+    ob_json_add_int(o, "repeat", repeat);
     cJSON_AddStringToObject(o, "route", route);
     return o;
 }
@@ -1085,7 +1067,7 @@ cJSON *ob_oai_result(const cJSON *req, const struct ob_oai_req *q, int repeat, c
     const cJSON *pt = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(usage, "completion_tokens");
     if (is_int_in(pt, 0, 1e15))
-        add_raw_int(o, "prompt_tokens", (long long)pt->valuedouble);
+        ob_json_add_int(o, "prompt_tokens", (long long)pt->valuedouble);
     int64_t nonf32 = 0;
     cJSON *tokens = NULL;
     int e = ob_oai_tokens(c, q->top_logprobs, &tokens, &nonf32);
@@ -1106,12 +1088,12 @@ cJSON *ob_oai_result(const cJSON *req, const struct ob_oai_req *q, int repeat, c
     const cJSON *fr = cJSON_GetObjectItemCaseSensitive(c, "finish_reason");
     cJSON_AddStringToObject(o, "finish_reason", cJSON_IsString(fr) ? fr->valuestring : "unknown");
     int n_tok = tokens ? cJSON_GetArraySize(tokens) : 0;
-    add_raw_int(o, "completion_tokens", is_int_in(ct, 0, 1e15) ? (long long)ct->valuedouble
+    ob_json_add_int(o, "completion_tokens", is_int_in(ct, 0, 1e15) ? (long long)ct->valuedouble
                                                                 : n_tok);
-    add_raw_int(o, "nonf32_values", nonf32);
+    ob_json_add_int(o, "nonf32_values", nonf32);
     cJSON *tm = cJSON_CreateObject();
     cJSON_AddItemToObject(tm, "request_s", ob_json_f64(res->seconds));
-    add_raw_int(tm, "attempts", res->attempts);
+    ob_json_add_int(tm, "attempts", res->attempts);
     cJSON_AddItemToObject(o, "timing", tm);
     /* asked for log-probabilities and got tokens without them: unusable for measuring */
     bool generated = n_tok > 0 || (is_int_in(ct, 0, 1e15) && ct->valuedouble > 0) ||

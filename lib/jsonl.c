@@ -232,6 +232,42 @@ cJSON *ob_json_f64(double v)
     return json_float(v, ob_f64_str(v, b));
 }
 
+void ob_json_add_int(cJSON *o, const char *key, int64_t v)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%lld", (long long)v);
+    cJSON_AddItemToObject(o, key, cJSON_CreateRaw(b));
+}
+
+void ob_json_add_u64(cJSON *o, const char *key, uint64_t v)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%llu", (unsigned long long)v);
+    cJSON_AddItemToObject(o, key, cJSON_CreateRaw(b));
+}
+
+cJSON *ob_json_bytes(const void *b, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) {
+        char s[8];
+        snprintf(s, sizeof s, "%u", ((const unsigned char *)b)[i]);
+        cJSON_AddItemToArray(a, cJSON_CreateRaw(s));
+    }
+    return a;
+}
+
+cJSON *ob_json_ids(const int32_t *ids, int n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
+        char s[16];
+        snprintf(s, sizeof s, "%d", (int)ids[i]);
+        cJSON_AddItemToArray(a, cJSON_CreateRaw(s));
+    }
+    return a;
+}
+
 int ob_json_get_f32(const cJSON *it, float *out, bool *exact)
 {
     bool ex = true;

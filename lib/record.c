@@ -284,24 +284,6 @@ int ob_req_parse(const cJSON *rec, const struct ob_model *model, const struct ob
 
 /* ---- results --------------------------------------------------------------------------------- */
 
-static void add_raw_int(cJSON *o, const char *k, long long v)
-{
-    char b[32];
-    snprintf(b, sizeof b, "%lld", v);
-    cJSON_AddItemToObject(o, k, cJSON_CreateRaw(b));
-}
-
-static cJSON *bytes_json(const char *b, size_t n)
-{
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; i < n; i++) {
-        char s[8];
-        snprintf(s, sizeof s, "%u", (unsigned char)b[i]);
-        cJSON_AddItemToArray(a, cJSON_CreateRaw(s));
-    }
-    return a;
-}
-
 /* {id, text, [bytes,] logprob, bits} of one token */
 static cJSON *one_token(const struct ob_tok *tok, int32_t id, float lp, bool with_bytes)
 {
@@ -310,11 +292,11 @@ static cJSON *one_token(const struct ob_tok *tok, int32_t id, float lp, bool wit
     size_t n = 0;
     ob_tok_piece(tok, id, &b, &n);
     char *txt = ob_utf8_sanitize(b, n), hex[OB_F32_BUFSZ];
-    add_raw_int(t, "id", id);
+    ob_json_add_int(t, "id", id);
     cJSON_AddStringToObject(t, "text", txt ? txt : "");
     free(txt);
     if (with_bytes)
-        cJSON_AddItemToObject(t, "bytes", bytes_json(b, n));
+        cJSON_AddItemToObject(t, "bytes", ob_json_bytes(b, n));
     cJSON_AddItemToObject(t, "logprob", ob_json_f32(lp));
     cJSON_AddStringToObject(t, "bits", ob_f32_hex(lp, hex));
     return t;
@@ -370,21 +352,15 @@ cJSON *ob_result_begin(const cJSON *req, const struct ob_req *r, int repeat, con
     }
     first->string = strdup("id");
     o->child = first;
-    add_raw_int(o, "repeat", repeat);
+    ob_json_add_int(o, "repeat", repeat);
     cJSON_AddStringToObject(o, "route", route);
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "name", model_name);
     if (sha256)
         cJSON_AddStringToObject(m, "sha256", sha256);
     cJSON_AddItemToObject(o, "model", m);
-    add_raw_int(o, "prompt_tokens", r->n_ids);
-    cJSON *ids = cJSON_CreateArray();
-    for (int i = 0; i < r->n_ids; i++) {
-        char b[16];
-        snprintf(b, sizeof b, "%d", r->ids[i]);
-        cJSON_AddItemToArray(ids, cJSON_CreateRaw(b));
-    }
-    cJSON_AddItemToObject(o, "prompt_ids", ids);
+    ob_json_add_int(o, "prompt_tokens", r->n_ids);
+    cJSON_AddItemToObject(o, "prompt_ids", ob_json_ids(r->ids, r->n_ids));
     cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray());
     return o;
 }
@@ -398,8 +374,8 @@ int ob_result_finish(cJSON *o, const char *text, size_t text_len, const char *fi
     cJSON_AddStringToObject(o, "text", t);
     free(t);
     cJSON_AddStringToObject(o, "finish_reason", finish_reason);
-    add_raw_int(o, "completion_tokens", n_gen);
-    add_raw_int(o, "cached_tokens", n_cached);
+    ob_json_add_int(o, "completion_tokens", n_gen);
+    ob_json_add_int(o, "cached_tokens", n_cached);
     cJSON *tm = cJSON_CreateObject();
     cJSON_AddItemToObject(tm, "prefill_s", ob_json_f64(prefill_s));
     cJSON_AddItemToObject(tm, "decode_s", ob_json_f64(decode_s));

@@ -220,10 +220,33 @@ static void reader(const char *dir)
     }
 }
 
+/* whole numbers, bytes and ids are written digit for digit */
+static void exact(void)
+{
+    cJSON *o = cJSON_CreateObject();
+    ob_json_add_int(o, "a", INT64_MIN);
+    ob_json_add_int(o, "b", (INT64_C(1) << 53) + 1);
+    ob_json_add_u64(o, "c", UINT64_MAX);
+    const unsigned char bytes[] = {0, 0x7f, 0x80, 0xff};
+    cJSON_AddItemToObject(o, "d", ob_json_bytes(bytes, sizeof bytes));
+    const int32_t ids[] = {0, -1, 151935, INT32_MAX};
+    cJSON_AddItemToObject(o, "e", ob_json_ids(ids, 4));
+    cJSON_AddItemToObject(o, "f", ob_json_ids(ids, 0));
+    char *txt = cJSON_PrintUnformatted(o);
+    const char *want = "{\"a\":-9223372036854775808,\"b\":9007199254740993,"
+                       "\"c\":18446744073709551615,\"d\":[0,127,128,255],"
+                       "\"e\":[0,-1,151935,2147483647],\"f\":[]}";
+    ok(txt && strcmp(txt, want) == 0, "integers beyond 2^53, bytes and ids written exactly: %s",
+       txt ? txt : "(null)");
+    free(txt);
+    cJSON_Delete(o);
+}
+
 int main(int argc, char **argv)
 {
     tap_seed(0x1234567);
     floats();
+    exact();
     reader(argc > 1 ? argv[1] : ".");
     return tap_done();
 }
