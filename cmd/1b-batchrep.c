@@ -37,7 +37,7 @@
 enum {
     OPT_URL = 256, OPT_WIDTH, OPT_ROUNDS, OPT_MAX_TOKENS, OPT_PROMPT, OPT_MESSAGES, OPT_THINKING,
     OPT_TOP_LOGPROBS, OPT_TEMPERATURE, OPT_SEED, OPT_VS_SOLO, OPT_JSON, OPT_SELFTEST,
-    OPT_PARALLEL, OPT_WAIT, OPT_TIMEOUT, OPT_RETRIES, OPT_MATCH_BY,
+    OPT_PARALLEL, OPT_MATCH_BY,
 };
 
 static const struct ob_option options[] = {
@@ -58,19 +58,18 @@ static const struct ob_option options[] = {
     {"vs-solo", OPT_VS_SOLO, NULL, "take one solo request first and score every copy against it"},
     {"match-by", OPT_MATCH_BY, "id|text", "compare tokens by id (default) or by text"},
     {"json", OPT_JSON, "FILE", "write the full report as JSON to FILE (- : standard output)"},
-    {"wait", OPT_WAIT, "SECONDS", "--url: wait this long for the server to be ready (default 60)"},
-    {"timeout", OPT_TIMEOUT, "SECONDS", "--url: give up on a request after this long (default 600)"},
-    {"retries", OPT_RETRIES, "N", "--url: retries after a connection error (default 5)"},
     {"selftest", OPT_SELFTEST, NULL, "check the fingerprint and comparator logic, then exit"},
     {"quiet", 'q', NULL, "print no table"},
+    OB_OPT_ROWS_SERVER,
     OB_OPT_ROWS_SHARED,
     {0},
 };
 
 struct opts {
     const char *url, *model, *route, *prompt, *messages, *json;
-    int width, rounds, max_tokens, top_logprobs, thinking, threads, parallel, retries, match;
-    double temperature, wait, timeout;
+    int width, rounds, max_tokens, top_logprobs, thinking, threads, parallel, match;
+    double temperature;
+    struct ob_server_opts srv;
     uint64_t seed;
     bool vs_solo, quiet;
 };
@@ -221,7 +220,7 @@ static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *
     struct ob_oai_req q;
     memset(&q, 0, sizeof q);
     struct ob_http *h = NULL;
-    e = ob_oai_wait_ready(base, o->wait, key, &ready);
+    e = ob_oai_wait_ready(base, o->srv.wait, key, &ready);
     if (!e && ready.note[0] && !o->quiet)
         fprintf(stderr, PROG ": warning: %s\n", ready.note);
     struct ob_oai_params p = {.max_tokens = o->max_tokens, .temperature = o->temperature,
@@ -231,8 +230,8 @@ static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *
     if (!e && (e = ob_oai_request(req, &p, 1, &q)))
         ob_errprefix(e, "the request");
     struct ob_http_opts ho = OB_HTTP_OPTS_DEFAULT;
-    ho.timeout_s = o->timeout;
-    ho.retries = o->retries;
+    ho.timeout_s = o->srv.timeout;
+    ho.retries = o->srv.retries;
     ho.api_key = key;
     if (!e)
         e = ob_http_new(&ho, &h);
@@ -505,7 +504,7 @@ int main(int argc, char **argv)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     struct opts o = {.route = "cpu", .width = 4, .rounds = 4, .max_tokens = 32,
                      .top_logprobs = 5, .thinking = -1, .threads = cpus > 0 ? (int)cpus : 1,
-                     .retries = 5, .wait = 60, .timeout = 600, .match = OB_MATCH_ID};
+                     .srv = OB_SERVER_OPTS_DEFAULT, .match = OB_MATCH_ID};
     bool selftest_only = false, in_process_opt = false;
     struct ob_cmdline cl = {PROG, PROG " -m MODEL [-d ROUTE] [options]\n       " PROG
                             " --url URL [options]\n       " PROG " --selftest",
@@ -562,9 +561,9 @@ int main(int argc, char **argv)
             }
             break;
         case OPT_JSON: o.json = optarg; break;
-        case OPT_WAIT: cl.bad = !ob_opt_num(PROG, "wait", optarg, 0, 86400, &o.wait); break;
-        case OPT_TIMEOUT: cl.bad = !ob_opt_num(PROG, "timeout", optarg, 0, 86400, &o.timeout); break;
-        case OPT_RETRIES: cl.bad = !ob_opt_int(PROG, "retries", optarg, 0, 100, &o.retries); break;
+        case OB_OPT_WAIT:
+        case OB_OPT_TIMEOUT:
+        case OB_OPT_RETRIES: cl.bad = !ob_opt_server(PROG, c, optarg, &o.srv); break;
         case OPT_SELFTEST: selftest_only = true; break;
         case 'q': o.quiet = true; break;
         }

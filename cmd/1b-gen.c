@@ -39,16 +39,13 @@
 enum {
     OPT_PARALLEL = 256, OPT_CHUNK, OPT_CTX, OPT_REPEAT, OPT_KEEP_GOING, OPT_UNORDERED,
     OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_SEED, OPT_TOP_LOGPROBS, OPT_CACHE_SLOTS,
-     OPT_URL, OPT_WAIT, OPT_TIMEOUT, OPT_RETRIES, OPT_THINKING,
+     OPT_URL, OPT_THINKING,
 };
 
 static const struct ob_option options[] = {
     {"model", 'm', "MODEL", "the model (GGUF, or an archive holding one); with --url its name"},
     {"device", 'd', "ROUTE", "route: cpu (default), ref"},
     {"url", OPT_URL, "URL", "a server route: send the requests to URL (OpenAI-compatible)"},
-    {"wait", OPT_WAIT, "SECONDS", "--url: wait this long for the server to be ready (default 60)"},
-    {"timeout", OPT_TIMEOUT, "SECONDS", "--url: give up on a request after this long (default 600)"},
-    {"retries", OPT_RETRIES, "N", "--url: retries after a connection error (default 5)"},
     {"thinking", OPT_THINKING, "on|off", "default \"thinking\" of records without one"},
     {"threads", 't', "N", "threads (default: the CPUs available)"},
     {"parallel", OPT_PARALLEL, "N", "requests decoded together (default 1)"},
@@ -62,14 +59,15 @@ static const struct ob_option options[] = {
     {"temperature", OPT_TEMPERATURE, "T", "default temperature (default 0: greedy)"},
     {"seed", OPT_SEED, "N", "default seed (default 0)"},
     {"top-logprobs", OPT_TOP_LOGPROBS, "N", "default top_logprobs, 0-20 (default 0)"},
+    OB_OPT_ROWS_SERVER,
     OB_OPT_ROWS_SHARED,
     {0},
 };
 
 struct opts {
     const char *model, *route, *url;
-    int threads, parallel, chunk, ctx, cache_slots, repeat, retries, thinking;
-    double wait, timeout;
+    int threads, parallel, chunk, ctx, cache_slots, repeat, thinking;
+    struct ob_server_opts srv;
     bool keep_going, unordered;
     struct ob_req_defaults d;
 };
@@ -499,7 +497,7 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
     }
     const char *key = getenv("OB_API_KEY");
     struct ob_oai_ready ready;
-    e = ob_oai_wait_ready(base, o->wait, key, &ready);
+    e = ob_oai_wait_ready(base, o->srv.wait, key, &ready);
     if (e) {
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
         free(base);
@@ -517,8 +515,8 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
     U.endpoint_chat = ob_http_join(base, "/v1/chat/completions");
     U.endpoint_cmpl = ob_http_join(base, "/v1/completions");
     struct ob_http_opts ho = OB_HTTP_OPTS_DEFAULT;
-    ho.timeout_s = o->timeout;
-    ho.retries = o->retries;
+    ho.timeout_s = o->srv.timeout;
+    ho.retries = o->srv.retries;
     ho.api_key = key;
     if (!U.endpoint_chat || !U.endpoint_cmpl)
         e = ob_seterr(OB_ENOMEM, "out of memory");
@@ -588,8 +586,8 @@ int main(int argc, char **argv)
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     struct opts o = {.route = "cpu", .threads = cpus > 0 ? (int)cpus : 1, .parallel = 1,
-                     .chunk = 512, .ctx = 0, .repeat = 1, .retries = 5, .thinking = -1,
-                     .wait = 60, .timeout = 600,
+                     .chunk = 512, .ctx = 0, .repeat = 1, .thinking = -1,
+                     .srv = OB_SERVER_OPTS_DEFAULT,
                      .d = {.max_tokens = 128, .temperature = 0, .seed = 0, .top_logprobs = 0}};
     const char *in_process_opt = NULL;     /* the first option given that --url cannot use */
     struct ob_cmdline cl = {PROG, PROG " -m MODEL [options] [FILE...]\n       " PROG
@@ -615,16 +613,9 @@ int main(int argc, char **argv)
             in_process_opt = "--cache-slots";
             break;
         case OPT_URL: o.url = optarg; break;
-        case OPT_RETRIES: cl.bad = !ob_opt_int(PROG, "retries", optarg, 0, 100, &o.retries); break;
-        case OPT_WAIT:
-        case OPT_TIMEOUT:
-            if (ob_parse_f64(optarg, &dv) || !(dv >= 0 && dv <= 86400)) {
-                fprintf(stderr, PROG ": --%s: '%s' is not a number of seconds in [0, 86400]\n",
-                        c == OPT_WAIT ? "wait" : "timeout", optarg);
-                cl.bad = true;
-            }
-            *(c == OPT_WAIT ? &o.wait : &o.timeout) = dv;
-            break;
+        case OB_OPT_WAIT:
+        case OB_OPT_TIMEOUT:
+        case OB_OPT_RETRIES: cl.bad = !ob_opt_server(PROG, c, optarg, &o.srv); break;
         case OPT_THINKING:
             if (strcmp(optarg, "on") == 0 || strcmp(optarg, "true") == 0) {
                 o.thinking = 1;

@@ -36,8 +36,8 @@
 #define PROG "1b-logprobs"
 
 enum {
-    OPT_PARALLEL = 256, OPT_CTX, OPT_TOP_LOGPROBS, OPT_TEXT, OPT_URL, OPT_WIRE, OPT_WAIT,
-    OPT_TIMEOUT, OPT_RETRIES, OPT_KEEP_GOING,
+    OPT_PARALLEL = 256, OPT_CTX, OPT_TOP_LOGPROBS, OPT_TEXT, OPT_URL, OPT_WIRE,
+    OPT_KEEP_GOING,
 };
 
 static const struct ob_option options[] = {
@@ -52,19 +52,17 @@ static const struct ob_option options[] = {
     {"url", OPT_URL, "URL", "score on a server (OpenAI-compatible completions with echo)"},
     {"wire", OPT_WIRE, "forced|echo", "--url: send the tokens as forced_tokens (default) or "
                                       "appended to an echoed prompt"},
-    {"wait", OPT_WAIT, "SECONDS", "--url: wait this long for the server to be ready (default 60)"},
-    {"timeout", OPT_TIMEOUT, "SECONDS", "--url: give up on a request after this long (default 600)"},
-    {"retries", OPT_RETRIES, "N", "--url: retries after a connection error (default 5)"},
     {"keep-going", OPT_KEEP_GOING, NULL, "skip records that cannot be scored (exit 3 at the end)"},
+    OB_OPT_ROWS_SERVER,
     OB_OPT_ROWS_SHARED,
     {0},
 };
 
 struct opts {
     const char *model, *route, *url;
-    int threads, parallel, ctx, top, retries;
+    int threads, parallel, ctx, top;
     bool text, keep_going, wire_echo;
-    double wait, timeout;
+    struct ob_server_opts srv;
 };
 
 /* what one record is scored as */
@@ -752,7 +750,7 @@ int main(int argc, char **argv)
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     struct opts o = {.route = "cpu", .threads = cpus > 0 ? (int)cpus : 1, .parallel = 4,
-                     .top = -1, .retries = 5, .wait = 60, .timeout = 600};
+                     .top = -1, .srv = OB_SERVER_OPTS_DEFAULT};
     bool in_process_opt = false;
     struct ob_cmdline cl = {PROG, PROG " -m MODEL [-d ROUTE] [options] [FILE...]\n       " PROG
                             " --url URL [-m MODEL] [options] [FILE...]\n       " PROG
@@ -762,7 +760,6 @@ int main(int argc, char **argv)
                             "log-probabilities, total and perplexity).",
                             options};
     int c;
-    double dv;
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case 'm': o.model = optarg; break;
@@ -786,16 +783,9 @@ int main(int argc, char **argv)
                 cl.bad = true;
             }
             break;
-        case OPT_WAIT:
-        case OPT_TIMEOUT:
-            if (ob_parse_f64(optarg, &dv) || !(dv >= 0 && dv <= 86400)) {
-                fprintf(stderr, PROG ": --%s: '%s' is not a number of seconds in [0, 86400]\n",
-                        c == OPT_WAIT ? "wait" : "timeout", optarg);
-                cl.bad = true;
-            }
-            *(c == OPT_WAIT ? &o.wait : &o.timeout) = dv;
-            break;
-        case OPT_RETRIES: cl.bad = !ob_opt_int(PROG, "retries", optarg, 0, 100, &o.retries); break;
+        case OB_OPT_WAIT:
+        case OB_OPT_TIMEOUT:
+        case OB_OPT_RETRIES: cl.bad = !ob_opt_server(PROG, c, optarg, &o.srv); break;
         case OPT_KEEP_GOING: o.keep_going = true; break;
         }
     }
@@ -839,11 +829,11 @@ int main(int argc, char **argv)
         model[0] = 0;                          /* the server's name, from its replies */
         snprintf(R.route, sizeof R.route, "%s", o.url);
         struct ob_http_opts ho = OB_HTTP_OPTS_DEFAULT;
-        ho.timeout_s = o.timeout;
-        ho.retries = o.retries;
+        ho.timeout_s = o.srv.timeout;
+        ho.retries = o.srv.retries;
         ho.api_key = key;
         if (!(e = ob_http_base(o.url, &R.base)) &&
-            !(e = ob_oai_wait_ready(R.base, o.wait, key, &ready)) &&
+            !(e = ob_oai_wait_ready(R.base, o.srv.wait, key, &ready)) &&
             !(e = ob_http_new(&ho, &R.h)) &&
             !(R.endpoint = ob_http_join(R.base, "/v1/completions")))
             e = ob_seterr(OB_ENOMEM, "out of memory");

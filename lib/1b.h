@@ -413,6 +413,20 @@ enum { OB_OPT_VERSION = 0x1000, OB_OPT_LIST };
     {"help", 'h', NULL, "show this help"},                                                \
     {"version", OB_OPT_VERSION, NULL, "show the version"},                                \
     {"list-options", OB_OPT_LIST, NULL, "list options for shell completion", .hidden = true}
+/* The rows of every command that talks to a server (--url), and where their values go. */
+enum { OB_OPT_WAIT = 0x1010, OB_OPT_TIMEOUT, OB_OPT_RETRIES };
+#define OB_OPT_ROWS_SERVER                                                                \
+    {"wait", OB_OPT_WAIT, "SECONDS", "--url: wait this long for the server to be ready (default 60)"}, \
+    {"timeout", OB_OPT_TIMEOUT, "SECONDS", "--url: give up on a request after this long (default 600)"}, \
+    {"retries", OB_OPT_RETRIES, "N", "--url: retries after a connection error (default 5)"}
+struct ob_server_opts {
+    double wait, timeout;          /* seconds */
+    int retries;
+};
+#define OB_SERVER_OPTS_DEFAULT {.wait = 60, .timeout = 600, .retries = 5}
+/* c one of OB_OPT_WAIT, OB_OPT_TIMEOUT, OB_OPT_RETRIES: its argument into *so (seconds in
+ * [0, 86400]; retries 0 .. 100); false after "PROG: --NAME: why" on stderr. */
+bool ob_opt_server(const char *prog, int c, const char *arg, struct ob_server_opts *so);
 /*
  * A command's option loop over one table (rows of its own, then OB_OPT_ROWS_SHARED):
  *

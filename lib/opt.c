@@ -153,3 +153,14 @@ bool ob_opt_num(const char *prog, const char *name, const char *arg, double lo, 
     *out = v;
     return true;
 }
+
+bool ob_opt_server(const char *prog, int c, const char *arg, struct ob_server_opts *so)
+{
+    switch (c) {
+    case OB_OPT_WAIT: return ob_opt_num(prog, "wait", arg, 0, 86400, &so->wait);
+    case OB_OPT_TIMEOUT: return ob_opt_num(prog, "timeout", arg, 0, 86400, &so->timeout);
+    case OB_OPT_RETRIES: return ob_opt_int(prog, "retries", arg, 0, 100, &so->retries);
+    }
+    fprintf(stderr, "%s: internal error: option %d is not a server option\n", prog, c);
+    return false;
+}
