@@ -21,6 +21,7 @@
 #include "chat.h"
 #include "openai.h"
 #include "tok.h"
+#include "../unit/bytelevel.h"
 
 static struct ob_tok *tok;
 
@@ -28,28 +29,6 @@ static struct ob_tok *tok;
 static const char *tmpl = "{%- if enable_thinking %}<|im_start|>{{ last_query_index }}"
                           "{{ reasoning_content }}<think></think><|im_end|>";
 
-static int printable(unsigned b)
-{
-    return (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-}
-
-/* the GPT-2 byte-level spelling of byte b */
-static size_t bytechar(unsigned b, char *o)
-{
-    unsigned cp = b;
-    if (!printable(b)) {
-        cp = 256;
-        for (unsigned x = 0; x < b; x++)
-            cp += !printable(x);
-    }
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    o[0] = (char)(0xc0 | cp >> 6);
-    o[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
-}
 
 static void build(void)
 {
@@ -59,7 +38,7 @@ static void build(void)
     size_t used = 0;
     uint32_t n = 0;
     for (unsigned b = 0; b < 256; b++) {
-        size_t k = bytechar(b, pool + used);
+        size_t k = bl_char(b, pool + used);
         t[n] = (struct ob_tok_str){pool + used, k};
         ty[n++] = OB_TOK_NORMAL;
         used += k;

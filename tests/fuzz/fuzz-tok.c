@@ -16,32 +16,12 @@
 
 #include "1b.h"
 #include "tok.h"
+#include "../unit/bytelevel.h"
 
 #define MAXV 600
 
 static struct ob_tok *toks[4];
 
-static int printable(unsigned b)
-{
-    return (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-}
-
-static size_t bytechar(unsigned b, char *o)
-{
-    unsigned cp = b;
-    if (!printable(b)) {
-        cp = 256;
-        for (unsigned x = 0; x < b; x++)
-            cp += !printable(x);
-    }
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    o[0] = (char)(0xc0 | cp >> 6);
-    o[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
-}
 
 struct vocab {
     struct ob_tok_str t[MAXV];
@@ -77,7 +57,7 @@ static void build(void)
     memset(&v, 0, sizeof v);
     for (unsigned b = 0; b < 256; b++) {
         char c[2];
-        add(&v, c, bytechar(b, c), OB_TOK_NORMAL, 0);
+        add(&v, c, bl_char(b, c), OB_TOK_NORMAL, 0);
     }
     for (size_t i = 0; i < sizeof merges / sizeof *merges; i++) {
         char m[32], r[32];

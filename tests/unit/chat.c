@@ -18,6 +18,7 @@
 #include "1b.h"
 #include "chat.h"
 #include "tok.h"
+#include "bytelevel.h"
 #include "tap.h"
 
 
@@ -273,29 +274,6 @@ static void test_plain_roles(void)
 }
 
 /* ---- tokens on a small byte-level vocabulary ------------------------------------------------ */
-
-/* GPT-2's byte-level alphabet: printable bytes stand for themselves, the others for 256 + k */
-static size_t bl_char(unsigned b, char *o)
-{
-    static int map[256];
-    static int ready;
-    if (!ready) {
-        int k = 0;
-        for (unsigned c = 0; c < 256; c++) {
-            bool keep = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174;
-            map[c] = keep ? (int)c : 256 + k++;
-        }
-        ready = 1;
-    }
-    unsigned cp = (unsigned)map[b];
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    o[0] = (char)(0xc0 | cp >> 6);
-    o[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
-}
 
 enum { IM_START = 256, IM_END, THINK, UNTHINK, EOT, BOS, NV };
 

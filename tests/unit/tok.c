@@ -26,6 +26,7 @@
 
 #include "1b.h"
 #include "tok.h"
+#include "bytelevel.h"
 #include "tap.h"
 
 
@@ -61,31 +62,6 @@ static char *read_file(const char *path, size_t *len)
         s[n] = 0;
     *len = n;
     return s;
-}
-
-/* ---- GPT-2 byte-level alphabet (written out again here, independently of lib/tok.c) ------- */
-
-static int bl_printable(unsigned b)
-{
-    return (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-}
-
-/* UTF-8 of the byte-level character for byte b, into o (2 bytes at most); returns length */
-static size_t bl_char(unsigned b, char *o)
-{
-    unsigned cp = b;
-    if (!bl_printable(b)) {
-        cp = 256;
-        for (unsigned x = 0; x < b; x++)
-            cp += !bl_printable(x);
-    }
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    o[0] = (char)(0xc0 | cp >> 6);
-    o[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
 }
 
 /* ---- a vocabulary builder -------------------------------------------------------------------- */
