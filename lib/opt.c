@@ -103,13 +103,17 @@ int ob_cmdline_next(struct ob_cmdline *cl, int argc, char **argv)
             cl->stop = true;
             break;
         case ':':
-            fprintf(stderr, "%s: option '%s' needs an argument\n", cl->prog, argv[optind - 1]);
+        case '?': {
+            /* the word getopt stopped at: a short option inside a cluster (-qx) by itself */
+            char one[3] = {'-', (char)optopt, 0};
+            const char *w = argv[optind - 1];
+            if (optopt > 0 && optopt < 128 && strncmp(w, "--", 2) != 0)
+                w = one;
+            fprintf(stderr, c == ':' ? "%s: option '%s' needs an argument\n"
+                                     : "%s: unknown option '%s'\n", cl->prog, w);
             cl->bad = true;
             break;
-        case '?':
-            fprintf(stderr, "%s: unknown option '%s'\n", cl->prog, argv[optind - 1]);
-            cl->bad = true;
-            break;
+        }
         default:
             return c;                  /* the command's own */
         }

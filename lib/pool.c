@@ -13,7 +13,9 @@
  * sleeps waiting for the last task. A task is claimed by a compare-and-swap on one 64-bit word
  * (generation << 32 | next task index), so a worker that wakes late (or was preempted on a busy
  * machine) can only claim tasks of the run that is current, and the caller waits for the tasks
- * that were claimed, never for a worker that claimed none. A sleeper announces itself
+ * that were claimed, never for a worker that claimed none. While the caller writes a run's
+ * description the index is SETUP, which no one can claim, so a worker still looking at the
+ * previous run never claims against the next one's count. A sleeper announces itself
  * (sleepers / waiting) and re-checks under the mutex, and the other side signals only when
  * someone announced, so a wake-up is never lost (sequentially consistent atomics order the
  * announce and the check).
