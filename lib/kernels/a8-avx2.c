@@ -414,36 +414,18 @@ AI void a8_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, 
     }
 }
 
-#define A8_GEMM(name, kind)                                                                     \
-    static void prep_##name(const void *x, size_t xs, int nr, int k, void *p)                   \
-    {                                                                                           \
-        a8_prep(x, xs, nr, k, p, kind);                                                         \
-    }                                                                                           \
-    static void run_##name(const void *w, size_t rb, int n0, int n1, int k, const void *p,      \
-                           int nr, float *y, size_t ldy, void *scratch)                         \
-    {                                                                                           \
-        a8_run(w, rb, n0, n1, k, p, nr, y, ldy, scratch, kind);                                 \
-    }
-
-A8_GEMM(q4_0, K_Q4_0)
-A8_GEMM(q4_1, K_Q4_1)
-A8_GEMM(q5_0, K_Q5_0)
-A8_GEMM(q5_1, K_Q5_1)
-A8_GEMM(q8_0, K_Q8_0)
-
-#define SET(T, name, min_rows)                                                                  \
-    do {                                                                                        \
-        t->dot[T] = rows_##name;                                                                \
-        t->gemm[T] = (struct ob_gemm){min_rows, a8_prep_bytes, prep_##name, a8_scratch_bytes,   \
-                                      run_##name};                                              \
-    } while (0)
+GEMM_ENTRIES(a8, q4_0, K_Q4_0)
+GEMM_ENTRIES(a8, q4_1, K_Q4_1)
+GEMM_ENTRIES(a8, q5_0, K_Q5_0)
+GEMM_ENTRIES(a8, q5_1, K_Q5_1)
+GEMM_ENTRIES(a8, q8_0, K_Q8_0)
 
 /* min_rows: where the GEMM overtakes the dot kernel (measured on Zen 3; hot weights) */
 void ob_kernels_avx2_a8(struct ob_kernel_table *t)
 {
-    SET(OB_Q4_0, q4_0, 3);
-    SET(OB_Q4_1, q4_1, 3);
-    SET(OB_Q5_0, q5_0, 3);
-    SET(OB_Q5_1, q5_1, 3);
-    SET(OB_Q8_0, q8_0, 6);
+    GEMM_SET(t, OB_Q4_0, a8, q4_0, 3);
+    GEMM_SET(t, OB_Q4_1, a8, q4_1, 3);
+    GEMM_SET(t, OB_Q5_0, a8, q5_0, 3);
+    GEMM_SET(t, OB_Q5_1, a8, q5_1, 3);
+    GEMM_SET(t, OB_Q8_0, a8, q8_0, 6);
 }

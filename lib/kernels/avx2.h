@@ -324,6 +324,26 @@ AI __m256i dot_u8s8(__m256i u, __m256i s)       /* 8 int32 of 4-byte sums */
 #define GR 4
 #define GW 2
 
+/* The ob_gemm entries of one weight type of a kernel family FAM, whose FAM_prep, FAM_run,
+ * FAM_prep_bytes and FAM_scratch_bytes take the type (KIND) as their last argument, and the
+ * table rows for it (with the family's dot kernel rows_NAME). */
+#define GEMM_ENTRIES(fam, name, kind)                                                           \
+    static void prep_##name(const void *x, size_t xs, int nr, int k, void *p)                   \
+    {                                                                                           \
+        fam##_prep(x, xs, nr, k, p, kind);                                                      \
+    }                                                                                           \
+    static void run_##name(const void *w, size_t rb, int n0, int n1, int k, const void *p,      \
+                           int nr, float *y, size_t ldy, void *scratch)                         \
+    {                                                                                           \
+        fam##_run(w, rb, n0, n1, k, p, nr, y, ldy, scratch, kind);                              \
+    }
+#define GEMM_SET(t, type, fam, name, min_rows)                                                  \
+    do {                                                                                        \
+        (t)->dot[type] = rows_##name;                                                           \
+        (t)->gemm[type] = (struct ob_gemm){min_rows, fam##_prep_bytes, prep_##name,             \
+                                           fam##_scratch_bytes, run_##name};                    \
+    } while (0)
+
 /* a tile's results out[i * GR + r] (weight row row0 + i, activation row r0 + r) into
  * y[activation row * ldy + weight row]: rr real activation rows, weight rows from n1 on dropped */
 AI void tile_store(const float *out, float *y, size_t ldy, int row0, int n1, int r0, int rr)

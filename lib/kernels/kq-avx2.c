@@ -699,36 +699,18 @@ AI void kq_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, 
     }
 }
 
-#define KQ_GEMM(name, T)                                                                        \
-    static void prep_##name(const void *x, size_t xs, int nr, int k, void *p)                   \
-    {                                                                                           \
-        kq_prep(x, xs, nr, k, p, T);                                                            \
-    }                                                                                           \
-    static void run_##name(const void *w, size_t rb, int n0, int n1, int k, const void *p,      \
-                           int nr, float *y, size_t ldy, void *scratch)                         \
-    {                                                                                           \
-        kq_run(w, rb, n0, n1, k, p, nr, y, ldy, scratch, T);                                    \
-    }
-
-KQ_GEMM(q2_k, T_Q2)
-KQ_GEMM(q3_k, T_Q3)
-KQ_GEMM(q4_k, T_Q4)
-KQ_GEMM(q5_k, T_Q5)
-KQ_GEMM(q6_k, T_Q6)
-
-#define SET(TY, name, min_rows)                                                                 \
-    do {                                                                                        \
-        t->dot[TY] = rows_##name;                                                               \
-        t->gemm[TY] = (struct ob_gemm){min_rows, kq_prep_bytes, prep_##name, kq_scratch_bytes,  \
-                                       run_##name};                                             \
-    } while (0)
+GEMM_ENTRIES(kq, q2_k, T_Q2)
+GEMM_ENTRIES(kq, q3_k, T_Q3)
+GEMM_ENTRIES(kq, q4_k, T_Q4)
+GEMM_ENTRIES(kq, q5_k, T_Q5)
+GEMM_ENTRIES(kq, q6_k, T_Q6)
 
 /* min_rows: where the GEMM overtakes the dot kernel (measured on Zen 3; hot weights) */
 void ob_kernels_avx2_kq(struct ob_kernel_table *t)
 {
-    SET(OB_Q2_K, q2_k, 4);
-    SET(OB_Q3_K, q3_k, 6);
-    SET(OB_Q4_K, q4_k, 4);
-    SET(OB_Q5_K, q5_k, 4);
-    SET(OB_Q6_K, q6_k, 6);
+    GEMM_SET(t, OB_Q2_K, kq, q2_k, 4);
+    GEMM_SET(t, OB_Q3_K, kq, q3_k, 6);
+    GEMM_SET(t, OB_Q4_K, kq, q4_k, 4);
+    GEMM_SET(t, OB_Q5_K, kq, q5_k, 4);
+    GEMM_SET(t, OB_Q6_K, kq, q6_k, 6);
 }
