@@ -162,22 +162,11 @@ AI void a8_rows(const void *w, const void *a, size_t as, int k, float *out, int 
         out[r] = fold8(P[r]);
 }
 
-#define A8_DOT(name, kind)                                                                     \
-    static void rows_##name(const void *w, const void *a, size_t as, int nr, int k, float *out) \
-    {                                                                                          \
-        switch (nr) {                                                                          \
-        case 1: a8_rows(w, a, as, k, out, kind, 1); break;                                     \
-        case 2: a8_rows(w, a, as, k, out, kind, 2); break;                                     \
-        case 3: a8_rows(w, a, as, k, out, kind, 3); break;                                     \
-        default: a8_rows(w, a, as, k, out, kind, 4); break;                                    \
-        }                                                                                      \
-    }
-
-A8_DOT(q4_0, K_Q4_0)
-A8_DOT(q4_1, K_Q4_1)
-A8_DOT(q5_0, K_Q5_0)
-A8_DOT(q5_1, K_Q5_1)
-A8_DOT(q8_0, K_Q8_0)
+DOT_ROWS(a8, q4_0, K_Q4_0)
+DOT_ROWS(a8, q4_1, K_Q4_1)
+DOT_ROWS(a8, q5_0, K_Q5_0)
+DOT_ROWS(a8, q5_1, K_Q5_1)
+DOT_ROWS(a8, q8_0, K_Q8_0)
 
 /* ---- many rows: GEMM --------------------------------------------------------------------------- */
 

@@ -324,6 +324,19 @@ AI __m256i dot_u8s8(__m256i u, __m256i s)       /* 8 int32 of 4-byte sums */
 #define GR 4
 #define GW 2
 
+/* The dot kernel rows_NAME of one weight type of a family FAM whose FAM_rows takes the type
+ * (KIND) and the row count (1 to 4, a constant in each instance) as its last arguments. */
+#define DOT_ROWS(fam, name, kind)                                                              \
+    static void rows_##name(const void *w, const void *a, size_t as, int nr, int k, float *out) \
+    {                                                                                          \
+        switch (nr) {                                                                          \
+        case 1: fam##_rows(w, a, as, k, out, kind, 1); break;                                  \
+        case 2: fam##_rows(w, a, as, k, out, kind, 2); break;                                  \
+        case 3: fam##_rows(w, a, as, k, out, kind, 3); break;                                  \
+        default: fam##_rows(w, a, as, k, out, kind, 4); break;                                 \
+        }                                                                                      \
+    }
+
 /* The ob_gemm entries of one weight type of a kernel family FAM, whose FAM_prep, FAM_run,
  * FAM_prep_bytes and FAM_scratch_bytes take the type (KIND) as their last argument, and the
  * table rows for it (with the family's dot kernel rows_NAME). */

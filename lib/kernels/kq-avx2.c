@@ -423,22 +423,11 @@ AI void kq_rows(const void *w, const void *a, size_t as, int k, float *out, int 
         out[r] = fold8(P[r]);
 }
 
-#define KQ_DOT(name, T)                                                                        \
-    static void rows_##name(const void *w, const void *a, size_t as, int nr, int k, float *out) \
-    {                                                                                          \
-        switch (nr) {                                                                          \
-        case 1: kq_rows(w, a, as, k, out, T, 1); break;                                        \
-        case 2: kq_rows(w, a, as, k, out, T, 2); break;                                        \
-        case 3: kq_rows(w, a, as, k, out, T, 3); break;                                        \
-        default: kq_rows(w, a, as, k, out, T, 4); break;                                       \
-        }                                                                                      \
-    }
-
-KQ_DOT(q2_k, T_Q2)
-KQ_DOT(q3_k, T_Q3)
-KQ_DOT(q4_k, T_Q4)
-KQ_DOT(q5_k, T_Q5)
-KQ_DOT(q6_k, T_Q6)
+DOT_ROWS(kq, q2_k, T_Q2)
+DOT_ROWS(kq, q3_k, T_Q3)
+DOT_ROWS(kq, q4_k, T_Q4)
+DOT_ROWS(kq, q5_k, T_Q5)
+DOT_ROWS(kq, q6_k, T_Q6)
 
 /* ---- many rows: GEMM --------------------------------------------------------------------------- */
 
