@@ -22,6 +22,7 @@
 #include <stdbool.h>
 
 #include "arith.h"
+#include "avx2.h"
 #include "ops.h"
 
 static inline __m256 exp8(__m256 x)
@@ -78,29 +79,15 @@ static inline __m256 load_h(const uint16_t *p)
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-/* 8x8 transpose: lane j of out[l] = lane l of in[j] */
+/* 8x8 transpose: lane j of out[l] = lane l of in[j] (avx2.h's, on the float bits) */
 static inline void transpose8(const __m256 in[8], __m256 out[8])
 {
-    __m256 t0 = _mm256_unpacklo_ps(in[0], in[1]), t1 = _mm256_unpackhi_ps(in[0], in[1]);
-    __m256 t2 = _mm256_unpacklo_ps(in[2], in[3]), t3 = _mm256_unpackhi_ps(in[2], in[3]);
-    __m256 t4 = _mm256_unpacklo_ps(in[4], in[5]), t5 = _mm256_unpackhi_ps(in[4], in[5]);
-    __m256 t6 = _mm256_unpacklo_ps(in[6], in[7]), t7 = _mm256_unpackhi_ps(in[6], in[7]);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
-    __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
-    __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
-    __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
-    __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
-    out[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    out[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    out[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    out[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    out[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    out[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    out[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    out[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+    __m256i r[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_castps_si256(in[i]);
+    tr8x8_32(r);
+    for (int i = 0; i < 8; i++)
+        out[i] = _mm256_castsi256_ps(r[i]);
 }
 
 /*
