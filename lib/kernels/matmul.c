@@ -210,7 +210,8 @@ int ob_matmul(struct ob_pool *pool, int isa, const struct ob_matrix *w, const vo
     int threads = ob_pool_threads(pool);
     const struct ob_gemm *gm = &kt->gemm[w->type];
     if (gm->run && nr >= gm->min_rows) {
-        struct mm_job j = {kt, w, x, x_stride, nr, y, ldy, 0, NULL, NULL, 0, false};
+        struct mm_job j = {.kt = kt, .w = w, .x = x, .x_stride = x_stride, .nr = nr, .y = y,
+                           .ldy = ldy};
         /* tasks of whole weight-row octets (4 decoded pairs), enough of them to balance */
         int chunk = (w->n / (threads * 8) + 7) / 8 * 8;
         j.chunk = chunk < 8 ? 8 : chunk;
@@ -233,8 +234,9 @@ int ob_matmul(struct ob_pool *pool, int isa, const struct ob_matrix *w, const vo
     int chunk = w->n / (threads * 8);
     if (chunk < 4)
         chunk = 4;
-    struct mm_job j = {kt, w, x, x_stride, nr, y, ldy, chunk, NULL, NULL, 0,
-                       nr <= OB_MAXR && ob_type_actfmt(w->type) != OB_ACT_F32};
+    struct mm_job j = {.kt = kt, .w = w, .x = x, .x_stride = x_stride, .nr = nr, .y = y,
+                       .ldy = ldy, .chunk = chunk,
+                       .prefetch = nr <= OB_MAXR && ob_type_actfmt(w->type) != OB_ACT_F32};
     ob_pool_run(pool, mm_task, &j, (w->n + chunk - 1) / chunk);
     return 0;
 }
