@@ -57,28 +57,6 @@ static void d_finish(void *user, uint64_t h, const struct ob_finish *f)
 {
 }
 
-/* a comma-separated list of at most max whole numbers in [1, 4096]: its length, or -1 after
- * a message on stderr */
-static int parse_list(const char *name, const char *s, int *out, int max)
-{
-    int n = 0;
-    for (const char *p = s;; p++) {
-        char item[16];
-        size_t len = strcspn(p, ",");
-        if (n == max || len == 0 || len >= sizeof item) {
-            fprintf(stderr, "gen: --%s: '%s' is not a list of at most %d numbers\n", name, s, max);
-            return -1;
-        }
-        memcpy(item, p, len);
-        item[len] = 0;
-        if (!ob_opt_int("gen", name, item, 1, 4096, &out[n++]))
-            return -1;
-        p += len;
-        if (!*p)
-            return n;
-    }
-}
-
 static const struct ob_option options[] = {
     {"model", 'm', "MODEL", "the GGUF model"},
     {"threads", 't', "LIST", "thread counts (default 1,2)"},
@@ -190,8 +168,8 @@ int main(int argc, char **argv)
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
-        case 't': cl.bad = (nt = parse_list("threads", optarg, threads, 8)) < 1; break;
-        case 'w': cl.bad = (nw = parse_list("widths", optarg, widths, 16)) < 1; break;
+        case 't': cl.bad = !(nt = ob_opt_int_list("gen", "threads", optarg, 1, 256, threads, 8)); break;
+        case 'w': cl.bad = !(nw = ob_opt_int_list("gen", "widths", optarg, 1, 4096, widths, 16)); break;
         case 'p': cl.bad = !ob_opt_int("gen", "prompt", optarg, 1, 1 << 16, &plen); break;
         case 'n': cl.bad = !ob_opt_int("gen", "gen", optarg, 2, 1 << 16, &gen); break;
         case 'r': cl.bad = !ob_opt_int("gen", "reps", optarg, 1, 1000, &reps); break;

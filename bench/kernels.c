@@ -291,27 +291,6 @@ static int split(char *s, char **item)
     return n;
 }
 
-static int parse_int_list(const char *name, const char *arg, int lo, int hi, int *out, int *n)
-{
-    char buf[1024], *item[MAXL];
-    snprintf(buf, sizeof buf, "%s", arg);
-    int m = split(buf, item);
-    if (m <= 0) {
-        fprintf(stderr, PROG ": --%s: expected a comma-separated list of up to %d numbers\n", name, MAXL);
-        return 1;
-    }
-    for (int i = 0; i < m; i++) {
-        int64_t v;
-        if (ob_parse_i64(item[i], lo, hi, &v)) {
-            fprintf(stderr, PROG ": --%s: %s\n", name, ob_errmsg());
-            return 1;
-        }
-        out[i] = (int)v;
-    }
-    *n = m;
-    return 0;
-}
-
 static int parse_types(const char *arg, struct cfg *c)
 {
     char buf[1024], *item[MAXL];
@@ -586,9 +565,9 @@ int main(int argc, char **argv)
         switch (ch) {
         case OPT_TYPES: cl.bad = parse_types(optarg, &c); break;
         case OPT_SHAPES: cl.bad = parse_shapes(optarg, &c); break;
-        case OPT_THREADS: cl.bad = parse_int_list("threads", optarg, 1, 256, c.threads, &c.nthreads); break;
+        case OPT_THREADS: cl.bad = !(c.nthreads = ob_opt_int_list(PROG, "threads", optarg, 1, 256, c.threads, MAXL)); break;
         case OPT_WIDTHS:
-            cl.bad = parse_int_list("widths", optarg, 1, 4096, c.widths, &c.nwidths);
+            cl.bad = !(c.nwidths = ob_opt_int_list(PROG, "widths", optarg, 1, 4096, c.widths, MAXL));
             set_widths = true;
             break;
         case OPT_ISA: {

@@ -463,6 +463,10 @@ bool ob_opt_int(const char *prog, const char *name, const char *arg, int64_t lo,
 bool ob_opt_u32(const char *prog, const char *name, const char *arg, uint32_t *out);
 bool ob_opt_num(const char *prog, const char *name, const char *arg, double lo, double hi,
                 double *out);
+/* An option's argument as a comma-separated list of 1 .. max integers in [lo, hi]: their
+ * count, or 0 after "PROG: --NAME: why" on stderr. */
+int ob_opt_int_list(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
+                    int *out, int max);
 
 /* ---- small utilities used by commands ------------------------------------------------------- */
 

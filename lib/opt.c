@@ -158,6 +158,28 @@ bool ob_opt_num(const char *prog, const char *name, const char *arg, double lo, 
     return true;
 }
 
+int ob_opt_int_list(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
+                    int *out, int max)
+{
+    int n = 0;
+    for (const char *p = arg;; p++) {
+        char item[32];
+        size_t len = strcspn(p, ",");
+        if (n == max || len == 0 || len >= sizeof item) {
+            fprintf(stderr, "%s: --%s: '%s' is not a comma-separated list of 1 to %d numbers\n",
+                    prog, name, arg, max);
+            return 0;
+        }
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (!ob_opt_int(prog, name, item, lo, hi, &out[n++]))
+            return 0;
+        p += len;
+        if (!*p)
+            return n;
+    }
+}
+
 bool ob_opt_server(const char *prog, int c, const char *arg, struct ob_server_opts *so)
 {
     switch (c) {
