@@ -239,14 +239,7 @@ int main(int argc, char **argv)
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case OPT_MATCH_BY:
-            if (strcmp(optarg, "id") == 0) {
-                o.match = OB_MATCH_ID;
-            } else if (strcmp(optarg, "text") == 0) {
-                o.match = OB_MATCH_TEXT;
-            } else {
-                fprintf(stderr, PROG ": --match-by: '%s' is not id or text\n", optarg);
-                cl.bad = true;
-            }
+            cl.bad = !ob_opt_choice(PROG, "match-by", optarg, ob_agree_match_words, &o.match);
             break;
         case OPT_MAX_ABS: cl.bad = !ob_opt_num(PROG, "max-abs", optarg, 0, INFINITY, &o.max_abs); o.gated = true; break;
         case OPT_MEAN_ABS: cl.bad = !ob_opt_num(PROG, "mean-abs", optarg, 0, INFINITY, &o.mean_abs); o.gated = true; break;

@@ -529,14 +529,7 @@ int main(int argc, char **argv)
         case OPT_PROMPT: o.prompt = optarg; break;
         case OPT_MESSAGES: o.messages = optarg; break;
         case OPT_THINKING:
-            if (strcmp(optarg, "on") == 0 || strcmp(optarg, "true") == 0) {
-                o.thinking = 1;
-            } else if (strcmp(optarg, "off") == 0 || strcmp(optarg, "false") == 0) {
-                o.thinking = 0;
-            } else {
-                fprintf(stderr, PROG ": --thinking: '%s' is not on or off\n", optarg);
-                cl.bad = true;
-            }
+            cl.bad = !ob_opt_choice(PROG, "thinking", optarg, ob_opt_words_on_off, &o.thinking);
             break;
         case OPT_TOP_LOGPROBS:
             cl.bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.top_logprobs);
@@ -551,14 +544,7 @@ int main(int argc, char **argv)
             break;
         case OPT_VS_SOLO: o.vs_solo = true; break;
         case OPT_MATCH_BY:
-            if (strcmp(optarg, "id") == 0) {
-                o.match = OB_MATCH_ID;
-            } else if (strcmp(optarg, "text") == 0) {
-                o.match = OB_MATCH_TEXT;
-            } else {
-                fprintf(stderr, PROG ": --match-by: '%s' is not id or text\n", optarg);
-                cl.bad = true;
-            }
+            cl.bad = !ob_opt_choice(PROG, "match-by", optarg, ob_agree_match_words, &o.match);
             break;
         case OPT_JSON: o.json = optarg; break;
         case OB_OPT_WAIT:

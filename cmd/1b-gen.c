@@ -617,14 +617,7 @@ int main(int argc, char **argv)
         case OB_OPT_TIMEOUT:
         case OB_OPT_RETRIES: cl.bad = !ob_opt_server(PROG, c, optarg, &o.srv); break;
         case OPT_THINKING:
-            if (strcmp(optarg, "on") == 0 || strcmp(optarg, "true") == 0) {
-                o.thinking = 1;
-            } else if (strcmp(optarg, "off") == 0 || strcmp(optarg, "false") == 0) {
-                o.thinking = 0;
-            } else {
-                fprintf(stderr, PROG ": --thinking: '%s' is not on or off\n", optarg);
-                cl.bad = true;
-            }
+            cl.bad = !ob_opt_choice(PROG, "thinking", optarg, ob_opt_words_on_off, &o.thinking);
             break;
         case OPT_REPEAT: cl.bad = !ob_opt_int(PROG, "repeat", optarg, 1, 1 << 20, &o.repeat); break;
         case OPT_KEEP_GOING: o.keep_going = true; break;

@@ -773,16 +773,13 @@ int main(int argc, char **argv)
         case OPT_TOP_LOGPROBS: cl.bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.top); break;
         case OPT_TEXT: o.text = true; break;
         case OPT_URL: o.url = optarg; break;
-        case OPT_WIRE:
-            if (strcmp(optarg, "forced") == 0) {
-                o.wire_echo = false;
-            } else if (strcmp(optarg, "echo") == 0) {
-                o.wire_echo = true;
-            } else {
-                fprintf(stderr, PROG ": --wire: '%s' is not forced or echo\n", optarg);
-                cl.bad = true;
-            }
+        case OPT_WIRE: {
+            static const struct ob_opt_word wires[] = {{"forced", 0}, {"echo", 1}, {NULL, 0}};
+            int echo = 0;
+            cl.bad = !ob_opt_choice(PROG, "wire", optarg, wires, &echo);
+            o.wire_echo = echo;
             break;
+        }
         case OB_OPT_WAIT:
         case OB_OPT_TIMEOUT:
         case OB_OPT_RETRIES: cl.bad = !ob_opt_server(PROG, c, optarg, &o.srv); break;

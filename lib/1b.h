@@ -463,6 +463,16 @@ bool ob_opt_int(const char *prog, const char *name, const char *arg, int64_t lo,
 bool ob_opt_u32(const char *prog, const char *name, const char *arg, uint32_t *out);
 bool ob_opt_num(const char *prog, const char *name, const char *arg, double lo, double hi,
                 double *out);
+/* An option's argument as one of a few words (a NULL-terminated table): its value into *out;
+ * false after "PROG: --NAME: 'ARG' is not W1, W2 or W3" on stderr. */
+struct ob_opt_word {
+    const char *word;
+    int value;
+};
+bool ob_opt_choice(const char *prog, const char *name, const char *arg,
+                   const struct ob_opt_word *words, int *out);
+/* --thinking's words: on/true 1, off/false 0 */
+extern const struct ob_opt_word ob_opt_words_on_off[];
 /* An option's argument as a comma-separated list of 1 .. max integers in [lo, hi]: their
  * count, or 0 after "PROG: --NAME: why" on stderr. */
 int ob_opt_int_list(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,

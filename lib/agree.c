@@ -15,6 +15,10 @@
 #include "agree.h"
 #include "strmap.h"
 
+const struct ob_opt_word ob_agree_match_words[] = {
+    {"id", OB_MATCH_ID}, {"text", OB_MATCH_TEXT}, {NULL, 0},
+};
+
 /* ---- reading streams ------------------------------------------------------------------------- */
 
 void ob_agree_rec_free(struct ob_agree_rec *r)

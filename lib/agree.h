@@ -33,6 +33,8 @@
 #include "sample.h"
 
 enum ob_match { OB_MATCH_ID = 0, OB_MATCH_TEXT = 1 };
+/* --match-by's words */
+extern const struct ob_opt_word ob_agree_match_words[];
 
 struct ob_agree_top {
     int32_t id;                    /* -1 when the route reported none */

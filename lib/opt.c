@@ -158,6 +158,25 @@ bool ob_opt_num(const char *prog, const char *name, const char *arg, double lo, 
     return true;
 }
 
+const struct ob_opt_word ob_opt_words_on_off[] = {
+    {"on", 1}, {"off", 0}, {"true", 1}, {"false", 0}, {NULL, 0},
+};
+
+bool ob_opt_choice(const char *prog, const char *name, const char *arg,
+                   const struct ob_opt_word *words, int *out)
+{
+    int n = 0;
+    for (; words[n].word; n++)
+        if (strcmp(arg, words[n].word) == 0) {
+            *out = words[n].value;
+            return true;
+        }
+    fprintf(stderr, "%s: --%s: '%s' is not ", prog, name, arg);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "%s%s", words[i].word, i + 2 < n ? ", " : i + 1 < n ? " or " : "\n");
+    return false;
+}
+
 int ob_opt_int_list(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
                     int *out, int max)
 {
