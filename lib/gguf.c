@@ -13,6 +13,19 @@
  * before it is used, with overflow-checked arithmetic. Counts are bounded by the smallest
  * encoding of their elements before anything is allocated, so a hostile header cannot ask for
  * more memory than a constant times the file size. Nested arrays are limited in depth.
+ *
+ * Alignment: general.alignment may be any power of two (the GGUF rule, as in llama.cpp and the
+ * gguf Python package, whose default is 32), but the kernels read a tensor through pointers to
+ * its elements or blocks (float, ggml_half, struct ob_block_q8_0, ...), which C requires to be
+ * aligned to their type. So every tensor must start at a file offset that is a multiple of
+ * type_align() below (its block size's largest power-of-two divisor, at most 8: 4 for F32, 2
+ * for F16 and the fp16-scaled blocks); the mapping itself is page-aligned. A file written
+ * with general.alignment = 1 or 2 passes only when its tensors happen to land aligned.
+ *
+ * Prefix mode (ob_gguf_scan): the same parser runs over the first bytes of a file that is
+ * still arriving (an archive member being extracted). A check that fails only for want of
+ * bytes marks the scan short instead of failing it, and the data section is not looked at:
+ * the scan returns the file size the header implies, which bounds what extraction may write.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +48,9 @@ struct ob_gguf {
     const uint8_t *base;           /* whole file */
     uint64_t size;
     bool mapped;                   /* base is our mmap */
+    bool prefix;                   /* base holds only the first `size` bytes (ob_gguf_scan) */
+    bool short_read;               /* prefix mode: a check failed for want of bytes */
+    uint64_t end_min;              /* prefix mode: the end of the last tensor's data */
     uint32_t version;
     uint32_t alignment;
     uint64_t data_offset;
@@ -75,9 +91,17 @@ static uint64_t left(const struct cursor *c)
     return c->g->size - c->pos;
 }
 
+/* A length runs past the bytes there are: in prefix mode, more bytes may satisfy it (the
+ * check still fails; the flag tells ob_gguf_scan to read on). Always true. */
+static bool mark_short(struct cursor *c)
+{
+    c->g->short_read |= c->g->prefix;
+    return true;
+}
+
 static int need(struct cursor *c, uint64_t n, const char *what, const char *ctx)
 {
-    if (n > left(c))
+    if (n > left(c) && mark_short(c))
         return ob_seterr(OB_EFORMAT,
                          "offset %llu: %s%s%s needs %llu bytes but only %llu remain in the file",
                          (unsigned long long)c->pos, what, ctx[0] ? " of " : "", ctx,
@@ -113,7 +137,7 @@ static int rd_str(struct cursor *c, const char **p, uint64_t *len, const char *w
     int e = rd_u64(c, len, what, ctx);
     if (e)
         return e;
-    if (*len > left(c))
+    if (*len > left(c) && mark_short(c))
         return ob_seterr(OB_EFORMAT,
                          "offset %llu: %s%s%s has length %llu but only %llu bytes remain",
                          (unsigned long long)at, what, ctx[0] ? " of " : "", ctx,
@@ -172,6 +196,16 @@ static uint64_t min_elem_size(uint32_t t)
     return vsize[t];
 }
 
+/* The alignment a tensor's first byte needs: the largest power of two that divides its block
+ * size, capped at 8 (alignof of every element and block struct divides its size, and none is
+ * above 8). */
+static uint32_t type_align(uint32_t type)
+{
+    uint32_t size = ob_type_size(type);
+    uint32_t a = size & -size;
+    return a > 8 ? 8 : a ? a : 1;
+}
+
 static int rd_value(struct cursor *c, uint32_t type, struct ob_gguf_value *v, int depth,
                     const char *key)
 {
@@ -225,7 +259,7 @@ static int rd_value(struct cursor *c, uint32_t type, struct ob_gguf_value *v, in
     v->arr.data = NULL;
     v->arr.elems = NULL;
     uint64_t minsz = min_elem_size(et);
-    if (n > left(c) / minsz)
+    if (n > left(c) / minsz && mark_short(c))
         return ob_seterr(OB_EFORMAT,
                          "offset %llu: key '%s': array of %llu %s elements cannot fit in the %llu "
                          "bytes that remain", (unsigned long long)at, key, (unsigned long long)n,
@@ -295,7 +329,7 @@ static int parse(struct ob_gguf *g)
 {
     struct cursor c = {g, 0};
     int e;
-    if (g->size < 4 || memcmp(g->base, "GGUF", 4) != 0)
+    if ((g->size < 4 && mark_short(&c)) || memcmp(g->base, "GGUF", 4) != 0)
         return ob_seterr(OB_EFORMAT, "offset 0: not a GGUF file (bad magic)");
     c.pos = 4;
     if ((e = rd_u32(&c, &g->version, "version", "header")))
@@ -312,10 +346,10 @@ static int parse(struct ob_gguf *g)
         (e = rd_u64(&c, &g->n_kv, "metadata count", "header")))
         return e;
     /* smallest kv: 8 (key len) + 4 (type) + 1 (u8); smallest tensor info: 8+4+8+4+8 */
-    if (g->n_kv > left(&c) / 13)
+    if (g->n_kv > left(&c) / 13 && mark_short(&c))
         return ob_seterr(OB_EFORMAT, "offset 16: metadata count %llu cannot fit in the file",
                          (unsigned long long)g->n_kv);
-    if (g->n_tensors > left(&c) / 32)
+    if (g->n_tensors > left(&c) / 32 && mark_short(&c))
         return ob_seterr(OB_EFORMAT, "offset 8: tensor count %llu cannot fit in the file",
                          (unsigned long long)g->n_tensors);
     g->kv = calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kv);
@@ -412,7 +446,8 @@ static int parse(struct ob_gguf *g)
 
     /* data section */
     uint64_t a = g->alignment, pad = (a - c.pos % a) % a;
-    if (__builtin_add_overflow(c.pos, pad, &g->data_offset) || g->data_offset > g->size) {
+    if (__builtin_add_overflow(c.pos, pad, &g->data_offset) ||
+        (g->data_offset > g->size && !g->prefix)) {
         if (g->n_tensors == 0 && c.pos <= g->size) {
             g->data_offset = g->size;   /* a metadata-only file may end unpadded */
         } else {
@@ -421,7 +456,10 @@ static int parse(struct ob_gguf *g)
             goto out;
         }
     }
-    uint64_t data_size = g->size - g->data_offset;
+    if (g->prefix && g->n_tensors == 0)
+        g->data_offset = c.pos;
+    g->end_min = g->data_offset;
+    uint64_t data_size = g->prefix ? UINT64_MAX - g->data_offset : g->size - g->data_offset;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         struct ob_gguf_tensor *t = &g->tensors[i];
         t->name = g->names + koff[g->n_kv + i];
@@ -430,12 +468,25 @@ static int parse(struct ob_gguf *g)
                           "alignment %u", t->name, (unsigned long long)t->offset, g->alignment);
             goto out;
         }
+        uint64_t at = g->data_offset + t->offset;     /* no overflow: checked below first */
+        if (t->offset <= data_size && at % type_align(t->type)) {
+            e = ob_seterr(OB_EFORMAT, "tensor '%s' (%s) starts at file offset %llu, not a "
+                          "multiple of %u as its blocks need (general.alignment = %u)", t->name,
+                          ob_type_name(t->type), (unsigned long long)at, type_align(t->type),
+                          g->alignment);
+            goto out;
+        }
         if (t->offset > data_size || t->nbytes > data_size - t->offset) {
             e = ob_seterr(OB_EFORMAT, "tensor '%s': data [%llu, +%llu) lies outside the %llu-byte "
                           "data section at file offset %llu (file truncated?)", t->name,
                           (unsigned long long)t->offset, (unsigned long long)t->nbytes,
                           (unsigned long long)data_size, (unsigned long long)g->data_offset);
             goto out;
+        }
+        if (g->prefix) {
+            if (at + t->nbytes > g->end_min)
+                g->end_min = at + t->nbytes;
+            continue;
         }
         t->data = g->base + g->data_offset + t->offset;
     }
@@ -480,6 +531,29 @@ static int open_common(struct ob_gguf *g, struct ob_gguf **out)
     }
     *out = g;
     return 0;
+}
+
+int ob_gguf_scan(const void *prefix, size_t n, uint64_t *min_size, uint64_t *max_size,
+                 bool *more)
+{
+    *more = false;
+    struct ob_gguf *g = calloc(1, sizeof *g);
+    if (!g)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    g->base = prefix;
+    g->size = n;
+    g->prefix = true;
+    int e = parse(g);
+    if (e) {
+        *more = g->short_read;
+    } else {
+        /* writers pad after every tensor, the last one included (gguf-py, ggml) or not (ours) */
+        uint64_t a = g->alignment, pad = (a - g->end_min % a) % a;
+        *min_size = g->end_min;
+        *max_size = g->end_min > UINT64_MAX - pad ? UINT64_MAX : g->end_min + pad;
+    }
+    ob_gguf_close(g);
+    return e;
 }
 
 int ob_gguf_open_mem(const void *data, size_t size, struct ob_gguf **out)

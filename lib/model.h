@@ -47,4 +47,14 @@ struct ob_model {
     pthread_mutex_t sha_mu;
 };
 
+/*
+ * Scan the first n bytes of a GGUF file that is still being written (an archive member being
+ * extracted): parse its header and tensor table and give the file size they imply, from the
+ * end of the last tensor's data (min) to that rounded up to general.alignment (max; writers
+ * pad after the last tensor or not). On failure *more tells whether more bytes could help
+ * (the header runs past n) or the header is bad whatever follows.
+ */
+int ob_gguf_scan(const void *prefix, size_t n, uint64_t *min_size, uint64_t *max_size,
+                 bool *more);
+
 #endif

@@ -5,7 +5,10 @@
  *  - every truncation of a valid file is rejected with OB_EFORMAT and a located message;
  *  - hand-made hostile headers (huge counts and lengths, bad types, overflowing dimensions,
  *    misaligned or out-of-file tensors, duplicates, deep nesting) each give the expected error;
- *  - byte-flip mutations of a valid header never crash (the fuzzer does this at scale).
+ *  - byte-flip mutations of a valid header never crash (the fuzzer does this at scale);
+ *  - general.alignment 1 is refused where a tensor would start misaligned for its blocks;
+ *  - ob_gguf_scan over every prefix of a valid file: "more" until the header is whole, then the
+ *    file's size; a bad header is refused from the first bytes that show it.
  */
 #include <dirent.h>
 #include <stdarg.h>
@@ -14,6 +17,7 @@
 #include <unistd.h>
 
 #include "1b.h"
+#include "model.h"
 #include "tap.h"
 
 
@@ -183,6 +187,39 @@ static void hostile(void)
         b.p[b.n++] = 0;
     expect("duplicate tensor", &b, OB_EFORMAT, "appears twice");
 
+    /* general.alignment = 1 (a power of two, as GGUF allows): a tensor must still start where
+     * its blocks may be read (F32: 4 bytes), or the kernels read misaligned floats */
+    static const struct { uint32_t type; uint64_t ne; int pad; int code; const char *what; }
+        a1[] = {{OB_F32, 8, 1, OB_EFORMAT, "F32 at an odd offset refused"},
+                {OB_Q8_0, 32, 1, OB_EFORMAT, "Q8_0 at an odd offset refused"},
+                {OB_F32, 8, 0, 0, "F32 at a multiple of 4 accepted"},
+                {OB_I8, 8, 1, 0, "I8 at an odd offset accepted"}};
+    for (size_t i = 0; i < sizeof a1 / sizeof a1[0]; i++) {
+        header(&b, 3, 1, 1);
+        b_str(&b, "general.alignment");
+        b_u32(&b, OB_GGUF_U32);
+        b_u32(&b, 1);
+        b_str(&b, "t");
+        b_u32(&b, 1);
+        b_u64(&b, a1[i].ne);
+        b_u32(&b, a1[i].type);
+        /* the data section starts right after the header (alignment 1): put the tensor at
+         * the next multiple of 4, plus pad */
+        size_t at = b.n + 8, off = (4 - at % 4) % 4 + (size_t)a1[i].pad;
+        b_u64(&b, off);
+        memset(b.p + b.n, 0, off + 64);
+        b.n += off + 64;
+        if (a1[i].code) {
+            expect(a1[i].what, &b, a1[i].code, "general.alignment = 1");
+        } else {
+            struct ob_gguf *g;
+            int e = ob_gguf_open_mem(b.p, b.n, &g);
+            ok(e == 0, "alignment 1: %s (%s)", a1[i].what, e ? ob_errmsg() : "ok");
+            if (!e)
+                ob_gguf_close(g);
+        }
+    }
+
     /* a well-formed minimal file is accepted, v2 and v3 */
     for (uint32_t v = 2; v <= 3; v++) {
         header(&b, v, 1, 1);
@@ -320,6 +357,7 @@ static void roundtrip(const char *dir)
     ok(good, "callback-filled Q6_K tensor data");
     ok(t0->offset % 128 == 0 && t1->offset % 128 == 0 && t2->offset % 128 == 0 &&
        ob_gguf_data_offset(g) % 128 == 0, "offsets aligned to 128");
+    uint64_t data_off = ob_gguf_data_offset(g);
     ob_gguf_close(g);
 
     /* every truncation is rejected, with a located message */
@@ -346,6 +384,31 @@ static void roundtrip(const char *dir)
     }
     ok(all, "all %zu truncations rejected with OB_EFORMAT", n);
     ok(located, "every truncation message names an offset or a tensor");
+
+    /* the header scan of a file still arriving: "more" on every prefix that ends inside the
+     * header, then always the same size (our writer does not pad after the last tensor) */
+    uint64_t mn = 0, mx = 0, first = 0;
+    int scans = buf != NULL;
+    for (size_t len = 0; scans && len <= n; len++) {
+        bool more;
+        uint64_t a = 0, z = 0;
+        int r = ob_gguf_scan(buf, len, &a, &z, &more);
+        if (r == 0 && !first)
+            first = len, mn = a, mx = z;
+        if (r ? !more || first : a != mn || z != mx) {
+            scans = 0;
+            printf("# scan of %zu bytes: %s\n", len, r ? ob_errmsg() : "other sizes");
+        }
+    }
+    ok(scans && first <= data_off && mn == n && mx == (n + 127) / 128 * 128,
+       "scan: more until %llu bytes, then the file's %llu bytes (up to %llu with padding)",
+       (unsigned long long)first, (unsigned long long)mn, (unsigned long long)mx);
+    bool more = true;
+    uint64_t a, z;
+    ok(ob_gguf_scan("GGUG", 4, &a, &z, &more) == OB_EFORMAT && !more,
+       "scan: a bad magic needs no more bytes to be refused");
+    ok(ob_gguf_scan("GG", 2, &a, &z, &more) == OB_EFORMAT && more,
+       "scan: two bytes of a magic ask for more");
 
     /* byte flips in the header: accepted or rejected, never a crash */
     uint64_t hdr = 600 < n ? 600 : n;
