@@ -137,8 +137,10 @@ static int run(const struct opts *o, int *status)
         goto out;
     }
     struct ob_hparams hp;
-    if ((e = ob_hparams_read(g, &hp)))
+    if ((e = ob_hparams_read(g, &hp))) {
+        ob_errprefix(e, "%s", o->model);
         goto out;
+    }
     if (o->check && (e = ob_check_model(g, path, &chk)))
         goto out;
 

@@ -597,18 +597,26 @@ fail:
 /* ---- GGUF ---------------------------------------------------------------------------------- */
 
 /* An optional id key: absent, or a value outside the vocabulary (4294967295 is common) -> -1. */
-static int gguf_id(const struct ob_gguf *g, const char *key, int64_t *out)
+/* A special-token id: -1 as a signed integer, or 0xffffffff as llama.cpp's converter writes an
+ * absent id, mean none; any other id outside the n tokens is an error that names the key (it
+ * used to mean none silently: a bos id of 600 in a 512-token vocabulary dropped BOS). */
+static int gguf_id(const struct ob_gguf *g, const char *key, uint64_t n, int64_t *out)
 {
-    uint32_t v;
+    const struct ob_gguf_value *v = ob_gguf_get(g, key);
+    uint64_t u;
     *out = -1;
-    if (!ob_gguf_get(g, key))
+    if (!v || ((v->type == OB_GGUF_I8 || v->type == OB_GGUF_I16 || v->type == OB_GGUF_I32 ||
+                v->type == OB_GGUF_I64) && v->i < 0))
         return 0;
-    int e = ob_gguf_get_u32(g, key, &v);
-    if (e == OB_EFORMAT && ob_gguf_get(g, key)->type == OB_GGUF_I32 && ob_gguf_get(g, key)->i < 0)
-        return 0;                  /* -1 written as a signed id */
+    int e = ob_gguf_get_u64(g, key, &u);
     if (e)
         return ob_errprefix(e, "tokenizer");
-    *out = v;
+    if (u == UINT32_MAX || u == UINT64_MAX)
+        return 0;
+    if (u >= n)
+        return ob_seterr(OB_EFORMAT, "tokenizer: %s = %llu: outside the vocabulary of %llu tokens",
+                         key, (unsigned long long)u, (unsigned long long)n);
+    *out = (int64_t)u;
     return 0;
 }
 
@@ -690,10 +698,10 @@ int ob_tok_from_gguf(const struct ob_gguf *g, struct ob_tok **out)
         if (merges->arr.n > UINT32_MAX - 1)
             return ob_seterr(OB_ERANGE, "tokenizer: too many merges");
     }
-    if ((e = gguf_id(g, "tokenizer.ggml.bos_token_id", &sp.bos)) ||
-        (e = gguf_id(g, "tokenizer.ggml.eos_token_id", &sp.eos)) ||
-        (e = gguf_id(g, "tokenizer.ggml.unknown_token_id", &sp.unk)) ||
-        (e = gguf_id(g, "tokenizer.ggml.padding_token_id", &sp.pad)) ||
+    if ((e = gguf_id(g, "tokenizer.ggml.bos_token_id", n, &sp.bos)) ||
+        (e = gguf_id(g, "tokenizer.ggml.eos_token_id", n, &sp.eos)) ||
+        (e = gguf_id(g, "tokenizer.ggml.unknown_token_id", n, &sp.unk)) ||
+        (e = gguf_id(g, "tokenizer.ggml.padding_token_id", n, &sp.pad)) ||
         (e = gguf_flag(g, "tokenizer.ggml.add_bos_token", &sp.add_bos)) ||
         (e = gguf_flag(g, "tokenizer.ggml.add_space_prefix", &sp.add_space_prefix)))
         return e;

@@ -1,13 +1,17 @@
 /*
  * fuzz-gguf.c — libFuzzer harness for the GGUF reader: parse a buffer, then touch everything a
- * command would touch (every metadata value as JSON, every tensor's bytes, typed getters).
- * Any out-of-bounds read, leak or crash is a bug in lib/gguf.c.
+ * command would touch (every metadata value as JSON, every tensor's bytes, typed getters), read
+ * the hyper-parameters and their checks as 1b-load does, and decode the first row of every
+ * tensor with the kernels' block layouts, so that UBSan sees a tensor the reader let through
+ * misaligned (general.alignment = 1 once did). Any out-of-bounds read, misaligned load, leak
+ * or crash is a bug in lib/gguf.c or lib/hparams.c.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "1b.h"
+#include "quant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -45,7 +49,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 sink += p[t->nbytes - 1];
             if (ob_gguf_tensor(g, t->name) != t)
                 abort();
+            /* the reader promises each tensor aligned to its blocks (malloc'd buf: 16) */
+            uint32_t bs = ob_type_size(t->type), align = bs & -bs;
+            if ((uintptr_t)p % (align > 8 ? 8 : align))
+                abort();
+            if (ob_dequant_supported(t->type) && t->ne[0] <= 4096) {
+                float row[4096];
+                ob_dequant_row(t->type, p, row, (int64_t)t->ne[0]);
+            }
         }
+        struct ob_hparams hp;
+        ob_hparams_read(g, &hp);
         (void)sink;
         ob_gguf_close(g);
     }
