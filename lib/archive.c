@@ -8,24 +8,46 @@
  *
  * where CACHE is ob_cache_dir() and key is the sha256 of the archive's identity (device, inode,
  * size, modification time in ns): a second run stats the archive, finds the link and maps the
- * blob without reading the archive again. Extraction writes to a temporary file inside the
- * cache and renames it into place only after the whole member was read and the rest of the
- * archive was checked, so a corrupt or truncated archive leaves nothing behind.
+ * blob without reading the archive again.
+ *
+ * Extraction writes to a temporary file CACHE/blobs/.extract.XXXXXX and renames it into place
+ * only after the whole member was read, parsed as a GGUF (header, tensor table, every tensor
+ * inside the file) and the rest of the archive was checked, so a corrupt or truncated archive,
+ * or one whose member is not a whole GGUF, leaves nothing behind. What extraction may write is
+ * bounded by the member's own GGUF header, read from the first bytes of the stream: the file
+ * ends where the last tensor's data ends (plus the padding to general.alignment that writers
+ * may add); a member longer than that, or one that ends short of it, is refused, and so is one
+ * whose header does not end within GGUF_HEADER_MAX bytes. Once the size is known the cache's
+ * free space is checked before the rest is written.
+ *
+ * A process killed while extracting leaves its temporary file: the next resolve of an archive
+ * removes every such file that no live process holds (see clean_stale). Two processes that
+ * resolve the same archive at once extract it once: the second waits for the first.
  *
  * An archive must hold exactly one regular file whose name ends in ".gguf".
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <archive.h>
 #include <archive_entry.h>
 #include <openssl/evp.h>
 
-#include "1b.h"
+#include "model.h"
+
+#define TMP_PREFIX ".extract."
+/* A GGUF header (metadata and tensor table) must end within this many bytes of the member's
+ * start: real ones take a few MB (Gemma 3's 262144-token vocabulary: 6.5 MB). It bounds what
+ * is written before the header tells the file's size. */
+#define GGUF_HEADER_MAX (64ull << 20)
 
 static void hex(const unsigned char *md, int n, char *out)
 {
@@ -62,27 +84,169 @@ static bool has_suffix(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-/* Stream the current member into fd while hashing it. */
-static int extract_member(struct archive *ar, int fd, EVP_MD_CTX *md, const char *apath,
-                          const char *member, const char *tmp)
+/*
+ * Partial extractions that no live process is writing are removed: an extraction holds an
+ * exclusive flock(2) on its temporary file for as long as it runs, and the kernel drops the
+ * lock when the process ends, however it ends (SIGKILL included). A .extract.* file whose lock
+ * can be taken is an orphan. The path is checked to still name the locked file before it is
+ * unlinked, so a file another process has just created and locked is never touched.
+ */
+static void clean_stale(const char *blobs)
+{
+    DIR *d = opendir(blobs);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) != 0)
+            continue;
+        int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        struct stat a, b;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &a) == 0 &&
+            fstatat(dirfd(d), de->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+            a.st_dev == b.st_dev && a.st_ino == b.st_ino && S_ISREG(a.st_mode))
+            unlinkat(dirfd(d), de->d_name, 0);
+        close(fd);
+    }
+    closedir(d);
+}
+
+/* Create and lock a temporary file in blobs/ (see clean_stale): *tmp is malloc'd. */
+static int make_tmp(const char *blobs, char **tmp, int *fd)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        if (asprintf(tmp, "%s/" TMP_PREFIX "XXXXXX", blobs) < 0) {
+            *tmp = NULL;
+            return ob_seterr(OB_ENOMEM, "out of memory");
+        }
+        int f = mkstemp(*tmp);
+        if (f < 0) {
+            int e = ob_seterr(OB_EIO, "%s: %s", *tmp, strerror(errno));
+            free(*tmp);
+            *tmp = NULL;
+            return e;
+        }
+        /* a cleaner may have locked and removed the file between mkstemp and flock: then
+         * the name is gone (or names another file) and we start again. Where flock is not
+         * supported no cleaner can take the lock either. */
+        struct stat a, b;
+        int r;
+        while ((r = flock(f, LOCK_EX)) != 0 && errno == EINTR)
+            ;
+        if (r != 0 || (fstat(f, &a) == 0 && lstat(*tmp, &b) == 0 && a.st_dev == b.st_dev &&
+                       a.st_ino == b.st_ino)) {
+            fchmod(f, 0644);
+            *fd = f;
+            return 0;
+        }
+        close(f);
+        free(*tmp);
+        *tmp = NULL;
+    }
+    return ob_seterr(OB_EIO, "%s: cannot create a temporary file", blobs);
+}
+
+/* One member being extracted: what was written, and the bounds its GGUF header sets. */
+struct extract {
+    const char *apath, *member, *tmp, *blobs;
+    struct archive_entry *ent;
+    int fd;
+    EVP_MD_CTX *md;
+    uint64_t written;
+    bool sized;                    /* the header was read: min and max hold */
+    uint64_t min, max;             /* the file size the header implies */
+    uint64_t next_scan;            /* try to read the header again at this many bytes */
+};
+
+/* Read the header from what was written so far. 0: sized, or more bytes are needed. */
+static int scan(struct extract *x, bool at_end)
+{
+    void *p = mmap(NULL, (size_t)x->written, PROT_READ, MAP_SHARED, x->fd, 0);
+    if (p == MAP_FAILED)
+        return ob_seterr(OB_EIO, "%s: mmap: %s", x->tmp, strerror(errno));
+    bool more;
+    int e = ob_gguf_scan(p, (size_t)x->written, &x->min, &x->max, &more);
+    munmap(p, (size_t)x->written);
+    x->next_scan = 2 * x->written;
+    if (e && more && !at_end)
+        return 0;
+    if (e)
+        return ob_errprefix(e, "%s: %s", x->apath, x->member);
+    x->sized = true;
+    if (archive_entry_size_is_set(x->ent) &&
+        ((uint64_t)archive_entry_size(x->ent) < x->min ||
+         (uint64_t)archive_entry_size(x->ent) > x->max))
+        return ob_seterr(OB_EFORMAT, "%s: %s: the archive gives it %llu bytes but its GGUF header "
+                         "describes %llu", x->apath, x->member,
+                         (unsigned long long)archive_entry_size(x->ent),
+                         (unsigned long long)x->min);
+    /* the cache must have room for the rest before it is written */
+    struct statvfs sv;
+    if (x->min > x->written && fstatvfs(x->fd, &sv) == 0 &&
+        (uint64_t)sv.f_bavail * sv.f_frsize < x->min - x->written)
+        return ob_seterr(OB_EIO, "%s: %s: extracting it needs %llu more bytes in %s, where "
+                         "only %llu are free", x->apath, x->member,
+                         (unsigned long long)(x->min - x->written), x->blobs,
+                         (unsigned long long)sv.f_bavail * sv.f_frsize);
+    return 0;
+}
+
+/* Stream the current member into x->fd while hashing it, never past the size its GGUF header
+ * implies (nor past GGUF_HEADER_MAX before the header was read); then check that it is whole. */
+static int extract_member(struct archive *ar, struct extract *x)
 {
     static _Thread_local char buf[1 << 16];
+    int e;
+    x->next_scan = 1;
     for (;;) {
         la_ssize_t n = archive_read_data(ar, buf, sizeof buf);
         if (n < 0)
-            return ob_seterr(OB_EFORMAT, "%s: %s: %s", apath, member, archive_error_string(ar));
+            return ob_seterr(OB_EFORMAT, "%s: %s: %s", x->apath, x->member,
+                             archive_error_string(ar));
         if (n == 0)
-            return 0;
-        EVP_DigestUpdate(md, buf, (size_t)n);
+            break;
+        uint64_t limit = x->sized ? x->max : GGUF_HEADER_MAX;
+        if ((uint64_t)n > limit - x->written) {
+            if (x->sized)
+                return ob_seterr(OB_EFORMAT, "%s: %s: holds more than the %llu bytes its GGUF "
+                                 "header describes", x->apath, x->member,
+                                 (unsigned long long)x->max);
+            return ob_seterr(OB_EFORMAT, "%s: %s: no complete GGUF header in its first %llu "
+                             "bytes", x->apath, x->member, (unsigned long long)limit);
+        }
+        EVP_DigestUpdate(x->md, buf, (size_t)n);
         for (la_ssize_t off = 0; off < n;) {
-            ssize_t w = write(fd, buf + off, (size_t)(n - off));
+            ssize_t w = write(x->fd, buf + off, (size_t)(n - off));
             if (w < 0 && errno == EINTR)
                 continue;
             if (w < 0)
-                return ob_seterr(OB_EIO, "%s: write: %s", tmp, strerror(errno));
+                return ob_seterr(OB_EIO, "%s: write: %s", x->tmp, strerror(errno));
             off += w;
         }
+        x->written += (uint64_t)n;
+        if (!x->sized && x->written >= x->next_scan && (e = scan(x, false)))
+            return e;
     }
+    if (!x->sized && (x->written == 0 ? (e = ob_seterr(OB_EFORMAT, "%s: %s: empty file",
+                                                      x->apath, x->member))
+                                      : (e = scan(x, true))))
+        return e;
+    if (x->written < x->min)
+        return ob_seterr(OB_EFORMAT, "%s: %s: ends after %llu bytes, short of the %llu its GGUF "
+                         "header describes (truncated)", x->apath, x->member,
+                         (unsigned long long)x->written, (unsigned long long)x->min);
+    /* the whole file, as ob_gguf_open will see it */
+    void *p = mmap(NULL, (size_t)x->written, PROT_READ, MAP_SHARED, x->fd, 0);
+    if (p == MAP_FAILED)
+        return ob_seterr(OB_EIO, "%s: mmap: %s", x->tmp, strerror(errno));
+    struct ob_gguf *g;
+    e = ob_gguf_open_mem(p, (size_t)x->written, &g);
+    if (!e)
+        ob_gguf_close(g);
+    munmap(p, (size_t)x->written);
+    return e ? ob_errprefix(e, "%s: %s", x->apath, x->member) : 0;
 }
 
 int ob_model_resolve(const char *path, char **out)
@@ -109,7 +273,7 @@ int ob_model_resolve(const char *path, char **out)
     char *cache = NULL, *blobs = NULL, *links = NULL, *link = NULL, *tmp = NULL, *blob = NULL;
     struct archive *ar = NULL;
     EVP_MD_CTX *md = NULL;
-    int tfd = -1, e;
+    int tfd = -1, afd = -1, e;
     if ((e = ob_cache_dir(&cache)))
         return e;
     char key[65], idbuf[128];
@@ -125,6 +289,7 @@ int ob_model_resolve(const char *path, char **out)
         e = ob_seterr(OB_ENOMEM, "out of memory");
         goto out;
     }
+    clean_stale(blobs);
     /* cached: the link resolves to an existing blob */
     char *real = realpath(link, NULL);
     if (real) {
@@ -134,6 +299,20 @@ int ob_model_resolve(const char *path, char **out)
     }
     if ((e = mkdirs(blobs)) || (e = mkdirs(links)))
         goto out;
+    /* One extraction of an archive at a time: a second process waits here for the first,
+     * then finds its link. The lock is the archive's own (no lock file is left behind);
+     * where the file system cannot lock, both extract and the second rename wins, which is
+     * harmless: the blobs are identical. */
+    if ((afd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+        int r;
+        while ((r = flock(afd, LOCK_EX)) != 0 && errno == EINTR)
+            ;
+        if (r == 0 && (real = realpath(link, NULL))) {
+            *out = real;
+            e = 0;
+            goto out;
+        }
+    }
 
     ar = archive_read_new();
     md = EVP_MD_CTX_new();
@@ -153,13 +332,9 @@ int ob_model_resolve(const char *path, char **out)
                       archive_error_string(ar));
         goto out;
     }
-    if (asprintf(&tmp, "%s/.extract.XXXXXX", blobs) < 0) {
-        tmp = NULL;
-        e = ob_seterr(OB_ENOMEM, "out of memory");
-        goto out;
-    }
     char *found = NULL;
     int n_entries = 0;
+    struct extract x = {.apath = path, .blobs = blobs, .md = md, .fd = -1};
     for (;;) {
         struct archive_entry *ent;
         int r = archive_read_next_header(ar, &ent);
@@ -187,12 +362,13 @@ int ob_model_resolve(const char *path, char **out)
             e = ob_seterr(OB_ENOMEM, "out of memory");
             goto out_found;
         }
-        if ((tfd = mkstemp(tmp)) < 0) {
-            e = ob_seterr(OB_EIO, "%s: %s", tmp, strerror(errno));
+        if ((e = make_tmp(blobs, &tmp, &tfd)))
             goto out_found;
-        }
-        fchmod(tfd, 0644);
-        if ((e = extract_member(ar, tfd, md, path, name, tmp)))
+        x.member = found;
+        x.tmp = tmp;
+        x.ent = ent;
+        x.fd = tfd;
+        if ((e = extract_member(ar, &x)))
             goto out_found;
     }
     if (!found) {
@@ -200,12 +376,10 @@ int ob_model_resolve(const char *path, char **out)
                       n_entries);
         goto out_found;
     }
-    if (fsync(tfd) != 0 || close(tfd) != 0) {
-        tfd = -1;
+    if (fsync(tfd) != 0) {
         e = ob_seterr(OB_EIO, "%s: %s", tmp, strerror(errno));
         goto out_found;
     }
-    tfd = -1;
     unsigned char sum[32];
     char sumhex[65];
     EVP_DigestFinal_ex(md, sum, &dl);
@@ -235,10 +409,12 @@ int ob_model_resolve(const char *path, char **out)
 out_found:
     free(found);
 out:
+    if (tmp)
+        unlink(tmp);                      /* before the close that drops its lock */
     if (tfd >= 0)
         close(tfd);
-    if (tmp && tmp[strlen(tmp) - 1] != 'X')
-        unlink(tmp);
+    if (afd >= 0)
+        close(afd);
     if (ar)
         archive_read_free(ar);
     EVP_MD_CTX_free(md);
