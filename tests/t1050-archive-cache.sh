@@ -58,12 +58,14 @@ empty_cache; ok $? "  and nothing is left"
 
 # 5. a header whose tensors need more than the disk has: a sparse 4 TiB member in a 10 KB tar;
 # the free space is checked before the rest is written (exit 5, a runtime failure)
-mkdir sp && header1 $((1 << 40)) > sp/huge.gguf && truncate -s $((64 + (1 << 42))) sp/huge.gguf &&
-    tar -C sp --sparse -cf huge.tar huge.gguf
+mkdir sp && header1 $((1 << 40)) > sp/huge.gguf &&
+    truncate -s $((64 + (1 << 42))) sp/huge.gguf 2>/dev/null && tar -C sp --sparse -cf huge.tar huge.gguf
 rm -rf sp
 fresh
 free=$(df -k --output=avail "$T" | tail -1)
-if [ "$free" -lt $((1 << 31)) ]; then
+if [ ! -f huge.tar ]; then
+    skip "a 4 TiB member: refused for want of space" "this file system cannot hold a sparse 4 TiB file"
+elif [ "$free" -lt $((1 << 31)) ]; then
     out=$( (ulimit -f 20000; 1b-load huge.tar) 2>&1); rc=$?
     [ $rc -eq 5 ] && grep -q "huge.gguf: extracting it needs 4398046507072 more bytes in .*/blobs, where only" <<<"$out"
     ok $? "a 4 TiB member: refused for want of space before writing it, exit 5 ($rc: $out)"
@@ -102,14 +104,13 @@ sleep 0.3
 [ -e "$OB_CACHE_DIR/blobs/.extract.live01" ]; ok $? "a partial file a live process holds is kept"
 kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 
-# 8. a process killed while extracting (64 MiB of zeros in bzip2: a fraction of a second of
-# work, long enough to be caught)
-# leaves its partial file; the next run removes it
-mkdir k && header1 $((1 << 24)) > k/slow.gguf && truncate -s $((64 + (1 << 26))) k/slow.gguf &&
-    tar -C k -cjf slow.tar.bz2 slow.gguf && rm -r k
+# 8. a process killed while extracting (512 MiB of zeros: about a second of work, long enough
+# to be caught) leaves its partial file; the next run removes it
+mkdir k && header1 $((1 << 27)) > k/slow.gguf && truncate -s $((64 + (1 << 29))) k/slow.gguf &&
+    tar -C k --zstd -cf slow.tar.zst slow.gguf && rm -r k
 for sig in TERM KILL; do
     fresh
-    1b-load slow.tar.bz2 > /dev/null 2>&1 &
+    1b-load slow.tar.zst > /dev/null 2>&1 &
     pid=$!
     for _ in $(seq 300); do
         ls -A "$OB_CACHE_DIR/blobs" 2>/dev/null | grep -q '^\.extract\.' && break
