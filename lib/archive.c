@@ -20,6 +20,9 @@
  * whose header does not end within GGUF_HEADER_MAX bytes. Once the size is known the cache's
  * free space is checked before the rest is written.
  *
+ * A cached blob is checked against its header before it is used (one header parse), so a
+ * cache written by an older 1b, which kept truncated members, heals itself.
+ *
  * A process killed while extracting leaves its temporary file: the next resolve of an archive
  * removes every such file that no live process holds (see clean_stale). Two processes that
  * resolve the same archive at once extract it once: the second waits for the first.
@@ -111,6 +114,40 @@ static void clean_stale(const char *blobs)
         close(fd);
     }
     closedir(d);
+}
+
+/*
+ * The blob the link names, if it is still a whole GGUF: its size within what its header
+ * implies. A blob that is not (written by an older 1b that kept truncated members, or damaged
+ * since) is removed with its link, and the archive is extracted again. Costs one header parse.
+ */
+static char *cached(const char *link)
+{
+    char *real = realpath(link, NULL);
+    if (!real)
+        return NULL;
+    bool good = false;
+    struct stat st;
+    int fd = open(real, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        size_t n = (uint64_t)st.st_size < GGUF_HEADER_MAX ? (size_t)st.st_size : GGUF_HEADER_MAX;
+        void *p = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
+        uint64_t lo, hi;
+        bool more;
+        if (p != MAP_FAILED) {
+            good = ob_gguf_scan(p, n, &lo, &hi, &more) == 0 && (uint64_t)st.st_size >= lo &&
+                   (uint64_t)st.st_size <= hi;
+            munmap(p, n);
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    if (good)
+        return real;
+    unlink(link);
+    unlink(real);
+    free(real);
+    return NULL;
 }
 
 /* Create and lock a temporary file in blobs/ (see clean_stale): *tmp is malloc'd. */
@@ -290,8 +327,8 @@ int ob_model_resolve(const char *path, char **out)
         goto out;
     }
     clean_stale(blobs);
-    /* cached: the link resolves to an existing blob */
-    char *real = realpath(link, NULL);
+    /* cached: the link resolves to a blob that is a whole GGUF */
+    char *real = cached(link);
     if (real) {
         *out = real;
         e = 0;
@@ -307,7 +344,7 @@ int ob_model_resolve(const char *path, char **out)
         int r;
         while ((r = flock(afd, LOCK_EX)) != 0 && errno == EINTR)
             ;
-        if (r == 0 && (real = realpath(link, NULL))) {
+        if (r == 0 && (real = cached(link))) {
             *out = real;
             e = 0;
             goto out;

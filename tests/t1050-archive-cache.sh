@@ -5,7 +5,7 @@
 # are removed by the next run (and those of live ones are not), and two processes that resolve
 # the same archive extract it once.
 . "$(dirname "$0")/lib.sh"
-plan 18
+plan 19
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 export OB_CACHE_DIR=$T/cache
@@ -144,7 +144,15 @@ wait $p1; r1=$?; wait $p2; r2=$?
     [ "$(ls -A "$OB_CACHE_DIR/archives" | wc -l)" -eq 1 ]
 ok $? "two processes resolving one archive at once: both succeed, one blob, one link"
 
-# 10. after all that, a valid archive still extracts and is reused
+# 10. a blob damaged in the cache (or left truncated by an older 1b) is extracted again
+fresh
+1b-load m.tar > /dev/null && blob=$(ls "$OB_CACHE_DIR"/blobs/*.gguf) && truncate -s 600000 "$blob"
+out=$(1b-load --check m.tar 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q '"sha256":"270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d"' <<<"$out" &&
+    [ "$(stat -c %s "$blob")" -eq 1185376 ]
+ok $? "a cached blob cut to 600000 bytes is noticed and extracted again ($rc)"
+
+# 11. after all that, a valid archive still extracts and is reused
 fresh
 1b-load --check m.tar | grep -q '"sha256":"270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d"' &&
     ino=$(stat -c %i "$OB_CACHE_DIR"/blobs/*.gguf) && 1b-load m.tar > /dev/null &&
