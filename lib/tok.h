@@ -85,7 +85,8 @@ struct ob_tok;
  * not self-consistent (missing arrays, a merge without a separator).
  */
 int ob_tok_new(const struct ob_tok_spec *spec, struct ob_tok **out);
-/* Read the tokenizer.ggml.* keys of a GGUF file (see tok.c for the defaults). */
+/* Read the tokenizer.ggml.* keys of a GGUF file (see tok.c for the defaults). A special-token
+ * id outside the vocabulary is OB_EFORMAT naming the key (-1 and 0xffffffff mean none). */
 int ob_tok_from_gguf(const struct ob_gguf *g, struct ob_tok **out);
 void ob_tok_free(struct ob_tok *tok);
 
