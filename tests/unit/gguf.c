@@ -7,6 +7,8 @@
  *    misaligned or out-of-file tensors, duplicates, deep nesting) each give the expected error;
  *  - byte-flip mutations of a valid header never crash (the fuzzer does this at scale);
  *  - general.alignment 1 is refused where a tensor would start misaligned for its blocks;
+ *  - the tokenizer reader refuses a special-token id outside the vocabulary (-1 and 0xffffffff
+ *    still mean none);
  *  - ob_gguf_scan over every prefix of a valid file: "more" until the header is whole, then the
  *    file's size; a bad header is refused from the first bytes that show it.
  */
@@ -19,6 +21,7 @@
 #include "1b.h"
 #include "model.h"
 #include "tap.h"
+#include "tok.h"
 
 
 /* ---- a byte builder for hand-made files ------------------------------------------------- */
@@ -442,10 +445,52 @@ static void roundtrip(const char *dir)
     ob_gguf_writer_free(w);
 }
 
+/* tokenizer.ggml.bos_token_id = v (of type t) in a 3-token llama vocabulary */
+static int tok_with_bos(const char *dir, uint32_t t, int64_t v, int32_t *bos)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tok.gguf", dir);
+    struct ob_gguf_writer *w;
+    ob_gguf_writer_new(&w);
+    const char *toks[3] = {"<unk>", "<s>", "a"};
+    ob_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    ob_gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", 3, toks, NULL);
+    struct ob_gguf_value val = {.type = t};
+    if (t == OB_GGUF_I32)
+        val.i = v;
+    else
+        val.u = (uint64_t)v;
+    ob_gguf_writer_set(w, "tokenizer.ggml.bos_token_id", &val);
+    int e = ob_gguf_writer_write(w, path);
+    ob_gguf_writer_free(w);
+    struct ob_gguf *g;
+    struct ob_tok *tok = NULL;
+    if (e || (e = ob_gguf_open(path, &g)))
+        return e;
+    e = ob_tok_from_gguf(g, &tok);
+    *bos = tok ? ob_tok_bos(tok) : -2;
+    ob_tok_free(tok);
+    ob_gguf_close(g);
+    return e;
+}
+
+static void token_ids(const char *dir)
+{
+    int32_t bos;
+    int e = tok_with_bos(dir, OB_GGUF_U32, 3, &bos);
+    ok(e == OB_EFORMAT && strstr(ob_errmsg(), "tokenizer.ggml.bos_token_id = 3"),
+       "bos id 3 of 3 tokens refused (%s)", e ? ob_errmsg() : "accepted");
+    ok(tok_with_bos(dir, OB_GGUF_U32, 1, &bos) == 0 && bos == 1, "bos id 1 kept");
+    ok(tok_with_bos(dir, OB_GGUF_U32, 0xffffffff, &bos) == 0 && bos == -1,
+       "bos id 0xffffffff means none");
+    ok(tok_with_bos(dir, OB_GGUF_I32, -1, &bos) == 0 && bos == -1, "bos id -1 (i32) means none");
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : ".";
     hostile();
     roundtrip(dir);
+    token_ids(dir);
     return tap_done();
 }
