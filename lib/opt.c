@@ -1,8 +1,9 @@
 /*
  * opt.c — one option table per command gives getopt_long its tables, --help its text and
  * --list-options (used by the shell completions) its list, so the three cannot drift.
- * Writes only to the stream it is given; never exits.
+ * Writes only to the stream it is given (and its own errors to stderr); never exits.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -116,6 +117,15 @@ int ob_cmdline_next(struct ob_cmdline *cl, int argc, char **argv)
         }
         default:
             return c;                  /* the command's own */
+        }
+        /* an answer that did not reach standard output is a failure (exit 5), not a success */
+        if (cl->stop && !cl->status) {
+            errno = 0;
+            if (fflush(stdout) != 0 || ferror(stdout)) {
+                fprintf(stderr, "%s: stdout: %s\n", cl->prog,
+                        errno ? strerror(errno) : "write error");
+                cl->status = OB_EXIT_FAILURE;
+            }
         }
     }
     free(cl->longs);
