@@ -318,9 +318,11 @@ int main(int argc, char **argv)
          * "nothing in common" */
         const cJSON *p;
         cJSON_ArrayForEach(p, get(rep, "pairs"))
-            if (o.match == OB_MATCH_ID && num(p, "tokens_without_id") > 0 && !quiet)
-                fprintf(stderr, PROG ": %s: tokens without ids never match by id; "
-                        "--match-by text compares them\n", str(p, "pair"));
+            if (o.match == OB_MATCH_ID && num(p, "tokens_without_id") > 0 && !quiet) {
+                ob_seterr(0, "%s: tokens without ids never match by id; --match-by text "
+                          "compares them", str(p, "pair"));    /* escaped */
+                fprintf(stderr, PROG ": %s\n", ob_errmsg());
+            }
         if (jf) {
             int e = ob_jsonl_write(jf, rep);
             if (!json_out && fclose(jf) != 0 && !e)

@@ -354,7 +354,8 @@ static int uflush(struct urun *U)
             continue;
         }
         if (p->err) {
-            fprintf(stderr, PROG ": %s: id %s: %s\n", U->base, p->q.id, p->msg);
+            ob_seterr(0, "%s: id %s: %s", U->base, p->q.id, p->msg);   /* escaped */
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
             int st = p->err == OB_EFORMAT ? OB_EXIT_DATA : OB_EXIT_FAILURE;
             if (st > U->status)
                 U->status = st;

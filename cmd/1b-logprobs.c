@@ -410,9 +410,11 @@ static int flush(struct run *R, const char *model_name)
             if (!R->o->keep_going)
                 R->stop = R->halted = true;
         } else {
-            if (j->ids_from_text)
-                fprintf(stderr, PROG ": id %s: the tokens carry no ids; scored the ids their "
-                        "text has in this vocabulary\n", j->id);
+            if (j->ids_from_text) {
+                ob_seterr(0, "id %s: the tokens carry no ids; scored the ids their text has in "
+                          "this vocabulary", j->id);             /* escaped */
+                fprintf(stderr, PROG ": %s\n", ob_errmsg());
+            }
             cJSON *rec = job_record(R, j, model_name);
             int e = rec ? ob_jsonl_write(stdout, rec) : ob_seterr(OB_ENOMEM, "out of memory");
             cJSON_Delete(rec);
@@ -613,9 +615,11 @@ static int score_url(struct run *R, struct job *j, char *model, size_t model_siz
     cJSON_Delete(toks);
     j->tokens = out;
     j->done = true;
-    if (nonf32)
-        fprintf(stderr, PROG ": id %s: %lld log-probabilit%s on the wire %s not float32\n", j->id,
-                (long long)nonf32, nonf32 == 1 ? "y" : "ies", nonf32 == 1 ? "was" : "were");
+    if (nonf32) {
+        ob_seterr(0, "id %s: %lld log-probabilit%s on the wire %s not float32", j->id,
+                  (long long)nonf32, nonf32 == 1 ? "y" : "ies", nonf32 == 1 ? "was" : "were");
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());            /* escaped */
+    }
     return 0;
 }
 

@@ -110,8 +110,8 @@ int ob_cmdline_next(struct ob_cmdline *cl, int argc, char **argv)
             const char *w = argv[optind - 1];
             if (optopt > 0 && optopt < 128 && strncmp(w, "--", 2) != 0)
                 w = one;
-            fprintf(stderr, c == ':' ? "%s: option '%s' needs an argument\n"
-                                     : "%s: unknown option '%s'\n", cl->prog, w);
+            ob_seterr(0, c == ':' ? "option '%s' needs an argument" : "unknown option '%s'", w);
+            fprintf(stderr, "%s: %s\n", cl->prog, ob_errmsg());    /* the word, escaped */
             cl->bad = true;
             break;
         }

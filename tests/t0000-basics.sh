@@ -7,7 +7,7 @@
 cmds=()
 for c in "$OB_TOP"/cmd/1b-*.c; do cmds+=("$(basename "$c" .c)"); done
 pages=("$OB_TOP"/man/*.[17])
-plan $(( ${#cmds[@]} * 6 + ${#pages[@]} + 2 + ${#cmds[@]} + 5 ))
+plan $(( ${#cmds[@]} * 6 + ${#pages[@]} + 2 + ${#cmds[@]} + 6 ))
 
 for c in "${cmds[@]}"; do
     out=$("$BIN/$c" --help 2>&1); rc=$?
@@ -80,3 +80,11 @@ ok $? "1b-synth -o DIR, -o MISSING/FILE: refused before the model is made, named
 "$BIN/1b-serve" -m "$SHARED/models/stories260K.gguf" --api-key-file "$T/dir" 2> "$T/err"; rc=$?
 [ $rc -eq 3 ] && [ "$(cat "$T/err")" = "1b-serve: --api-key-file: $T/dir: is a directory" ]
 ok $? "1b-serve --api-key-file DIR: exit 3, named as a directory, not as empty"
+
+# a word on the command line is quoted with its control bytes escaped
+bad=""
+for c in "${cmds[@]}"; do
+    "$BIN/$c" $'--x\e[31m' 2> "$T/err" > /dev/null
+    [ "$(head -1 "$T/err")" = "$c: unknown option '--x\x1b[31m'" ] || bad="$bad $c"
+done
+[ -z "$bad" ]; ok $? "an unknown option with an escape character is quoted escaped${bad:+:$bad}"
