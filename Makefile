@@ -90,6 +90,21 @@ $(SAN_LIB): $(SAN_OBJ)
 	rm -f $@
 	$(AR) rcs $@ $^
 
+# every command and the engine's unit tests under ASan/UBSan: tests/t5020-sanitize.sh runs
+# the engine and serve tests against them (make check builds them)
+SAN_CMDS  := $(patsubst cmd/%.c,bin/san/%,$(CMD_SRC))
+SAN_UNITS := bin/san/unit/engine bin/san/unit/engine-fail
+
+bin/san/unit/%: tests/unit/%.c $(SAN_LIB)
+	@mkdir -p bin/san/unit
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) $(LDFLAGS) -o $@ $< $(SAN_LIB) $(LDLIBS)
+bin/san/%: cmd/%.c $(SAN_LIB)
+	@mkdir -p bin/san
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) $(LDFLAGS) -o $@ $< $(SAN_LIB) $(LDLIBS)
+
+check: $(SAN_CMDS) $(SAN_UNITS)
+-include $(wildcard bin/san/*.d bin/san/unit/*.d)
+
 # ---- fuzz harnesses: libFuzzer under clang; the same files replay a corpus under ASan -------
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz-*.c))
 REPLAYS  := $(patsubst tests/fuzz/%.c,bin/replay/%,$(FUZZ_SRC))

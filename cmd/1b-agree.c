@@ -20,6 +20,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "1b.h"
@@ -268,15 +269,30 @@ int main(int argc, char **argv)
     if (stdin_uses > 1)
         return usage_error("standard input (-) can be read only once");
 
+    /* the report's file is opened before any work, so that an unwritable one is found at once
+     * (and one that is also an input is refused before it is emptied) */
+    bool json_out = json && strcmp(json, "-") == 0;
+    struct stat js, is;
+    if (json && !json_out && stat(json, &js) == 0)
+        for (int i = optind; i < argc; i++)
+            if (strcmp(argv[i], "-") != 0 && stat(argv[i], &is) == 0 && is.st_dev == js.st_dev &&
+                is.st_ino == js.st_ino)
+                return usage_error("--json names one of the inputs");
+    FILE *jf = json_out ? stdout : json ? fopen(json, "w") : NULL;
+    if (json && !jf) {
+        fprintf(stderr, PROG ": %s: %s\n", json, strerror(errno));
+        return EXIT_TROUBLE;
+    }
     struct ob_agree_set **sets = calloc((size_t)n, sizeof *sets);
     if (!sets)
         return EXIT_TROUBLE;
     int status = 0;
+    bool out_failed = false;
     for (int i = 0; i < n && !status; i++) {
         const char *name = argv[optind + i];
-        FILE *f = strcmp(name, "-") == 0 ? stdin : fopen(name, "r");
-        if (!f) {
-            fprintf(stderr, PROG ": %s: cannot open: %s\n", name, strerror(errno));
+        FILE *f;
+        if (ob_open_input(name, &f)) {
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
             status = EXIT_TROUBLE;
             break;
         }
@@ -302,17 +318,22 @@ int main(int argc, char **argv)
          * "nothing in common" */
         const cJSON *p;
         cJSON_ArrayForEach(p, get(rep, "pairs"))
-            if (o.match == OB_MATCH_ID && num(p, "tokens_without_id") > 0 && !quiet)
-                fprintf(stderr, PROG ": %s: tokens without ids never match by id; "
-                        "--match-by text compares them\n", str(p, "pair"));
-        if (json) {
-            bool out = strcmp(json, "-") == 0;
-            FILE *f = out ? stdout : fopen(json, "w");
-            if (!f || ob_jsonl_write(f, rep) || (!out && fclose(f) != 0)) {
-                fprintf(stderr, PROG ": %s: cannot write\n", json);
+            if (o.match == OB_MATCH_ID && num(p, "tokens_without_id") > 0 && !quiet) {
+                ob_seterr(0, "%s: tokens without ids never match by id; --match-by text "
+                          "compares them", str(p, "pair"));    /* escaped */
+                fprintf(stderr, PROG ": %s\n", ob_errmsg());
+            }
+        if (jf) {
+            int e = ob_jsonl_write(jf, rep);
+            if (!json_out && fclose(jf) != 0 && !e)
+                e = ob_seterr(OB_EIO, "close: %s", strerror(errno));
+            jf = NULL;
+            if (e) {
+                fprintf(stderr, PROG ": %s: %s\n", json_out ? "stdout" : json, ob_errmsg());
+                out_failed = json_out;
                 status = EXIT_TROUBLE;
             }
-            if (out)
+            if (json_out)
                 quiet = true;              /* the table would mix with the JSON */
         }
         if (!quiet && !status)
@@ -324,8 +345,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++)
         ob_agree_set_free(sets[i]);
     free(sets);
-    if (fclose(stdout) != 0) {
-        perror(PROG ": stdout");
+    if (jf && !json_out)                   /* not written: the run failed first */
+        fclose(jf);
+    if (ob_stdout_close()) {
+        if (!out_failed)
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
         return EXIT_TROUBLE;
     }
     return status;

@@ -18,6 +18,7 @@
  * used (an error reply, no log-probabilities); 4 the route is unavailable or the server
  * unreachable (or not ready within --wait); 5 any other failure.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -126,7 +127,8 @@ static void on_copy(void *user, int round, int copy, const struct ob_finish *f,
         return;
     if (f->reason == OB_FINISH_ERROR || f->reason == OB_FINISH_CANCELLED) {
         c->err = OB_EINTERNAL;
-        snprintf(c->why, sizeof c->why, "round %d copy %d did not finish", round, copy);
+        snprintf(c->why, sizeof c->why, "round %d copy %d did not finish: %s", round, copy,
+                 f->error ? f->error : "cancelled");
         return;
     }
     c->err = ob_agree_rec_from_info(toks, n, true, &c->recs[round * c->width + copy]);
@@ -486,6 +488,10 @@ static int selftest(void)
     ob_agree_rec_free(&b);
     ob_agree_rec_free(&c);
     printf("1..%d\n", st_n);
+    if (ob_stdout_close()) {
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+        return OB_EXIT_FAILURE;
+    }
     return st_bad ? OB_EXIT_NO : OB_EXIT_OK;
 }
 
@@ -578,12 +584,21 @@ int main(int argc, char **argv)
             return usage_error("--messages is not a JSON array");
     }
 
+    /* the report's file is opened before the measurement: an unwritable one is found at once */
+    bool json_out = o.json && strcmp(o.json, "-") == 0;
+    FILE *jf = json_out ? stdout : o.json ? fopen(o.json, "w") : NULL;
+    if (o.json && !jf) {
+        fprintf(stderr, PROG ": %s: %s\n", o.json, strerror(errno));
+        return OB_EXIT_FAILURE;
+    }
     cJSON *req = probe_record(&o);
     int total = o.width * o.rounds;
     struct ob_agree_rec *copies = calloc((size_t)total, sizeof *copies), solo;
     memset(&solo, 0, sizeof solo);
     if (!req || !copies) {
         fprintf(stderr, PROG ": out of memory\n");
+        if (jf && !json_out)
+            fclose(jf);
         return OB_EXIT_FAILURE;
     }
     char route[256] = "", model[256] = "";
@@ -595,6 +610,7 @@ int main(int argc, char **argv)
         e = run_inprocess(&o, req, copies, &solo, route, sizeof route, model, sizeof model);
     }
     int status = OB_EXIT_OK;
+    bool out_failed = false;               /* a failed write to stdout, already reported */
     cJSON *rep = NULL;
     int states = 0, same = 0;
     if (e) {
@@ -628,25 +644,31 @@ int main(int argc, char **argv)
                                 : states == 1 ? "one state, but not the solo one"
                                               : "not repeatable (more than one state)");
         status = ok ? OB_EXIT_OK : OB_EXIT_NO;
-        bool json_out = o.json && strcmp(o.json, "-") == 0;
-        if (o.json) {
-            FILE *f = json_out ? stdout : fopen(o.json, "w");
-            if (!f || ob_jsonl_write(f, rep) || (!json_out && fclose(f) != 0)) {
-                fprintf(stderr, PROG ": %s: cannot write\n", o.json);
+        if (jf) {
+            int we = ob_jsonl_write(jf, rep);
+            if (!json_out && fclose(jf) != 0 && !we)
+                we = ob_seterr(OB_EIO, "close: %s", strerror(errno));
+            jf = NULL;
+            if (we) {
+                fprintf(stderr, PROG ": %s: %s\n", json_out ? "stdout" : o.json, ob_errmsg());
+                out_failed = json_out;
                 status = OB_EXIT_FAILURE;
             }
         }
         if (!o.quiet && !json_out)
             print_report(stdout, rep);
     }
+    if (jf && !json_out)                   /* not written: the measurement failed */
+        fclose(jf);
     cJSON_Delete(rep);
     cJSON_Delete(req);
     for (int i = 0; i < total; i++)
         ob_agree_rec_free(&copies[i]);
     free(copies);
     ob_agree_rec_free(&solo);
-    if (fclose(stdout) != 0) {
-        perror(PROG ": stdout");
+    if (ob_stdout_close()) {
+        if (!out_failed)
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
         return OB_EXIT_FAILURE;
     }
     return status;

@@ -79,7 +79,9 @@ struct pending {
     const struct ob_tok *tok;
     char *text;
     size_t text_len, text_cap;
-    bool done, failed;
+    const char *name;              /* the input and line it came from, for messages */
+    uint64_t line;
+    bool done, failed, oom;
     struct pending *next;
 };
 
@@ -92,6 +94,7 @@ struct run {
     int in_flight;
     long written, bad, gen_tokens;
     int status;
+    bool out_failed;               /* a write to standard output failed (and was reported) */
 };
 
 static void on_token(void *user, uint64_t h, const struct ob_token_info *ti)
@@ -108,7 +111,7 @@ static void on_token(void *user, uint64_t h, const struct ob_token_info *ti)
             cap *= 2;
         char *t = realloc(p->text, cap);
         if (!t) {
-            p->failed = true;
+            p->oom = true;
             return;
         }
         p->text = t;
@@ -121,8 +124,9 @@ static void on_token(void *user, uint64_t h, const struct ob_token_info *ti)
 static void on_finish(void *user, uint64_t h, const struct ob_finish *f)
 {
     struct pending *p = user;
-    if (f->reason == OB_FINISH_ERROR) {
-        cJSON_AddStringToObject(p->rec, "error", f->error ? f->error : "failed");
+    if (f->reason == OB_FINISH_ERROR || p->oom) {
+        cJSON_AddStringToObject(p->rec, "error", p->oom ? "out of memory"
+                                                 : f->error ? f->error : "failed");
         p->failed = true;
     }
     ob_result_finish(p->rec, p->text, f->text_len, ob_finish_name(f->reason), f->n_gen,
@@ -138,7 +142,8 @@ static void pending_free(struct pending *p)
     free(p);
 }
 
-/* write finished results: the leading ones (ordered) or all (unordered) */
+/* write finished results: the leading ones (ordered) or all (unordered); a failed request's
+ * record carries its error, which is also reported on standard error */
 static int flush(struct run *R)
 {
     for (struct pending **pp = &R->head; *pp;) {
@@ -149,11 +154,18 @@ static int flush(struct run *R)
             pp = &p->next;
             continue;
         }
-        int e = ob_jsonl_write(stdout, p->rec);
-        if (e)
-            return e;
-        if (p->failed)
+        if (p->failed) {
+            const cJSON *err = cJSON_GetObjectItemCaseSensitive(p->rec, "error");
+            ob_seterr(0, "%s:%llu: id %s: %s", p->name, (unsigned long long)p->line, p->r.id,
+                      cJSON_IsString(err) ? err->valuestring : "failed");
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
             R->status = OB_EXIT_FAILURE;
+        }
+        int e = ob_jsonl_write(stdout, p->rec);
+        if (e) {
+            R->out_failed = true;
+            return ob_errprefix(e, "stdout");
+        }
         R->written++;
         R->in_flight--;
         *pp = p->next;
@@ -164,12 +176,15 @@ static int flush(struct run *R)
     return 0;
 }
 
-static int submit(struct run *R, const cJSON *rec, const struct ob_req *parsed, int repeat)
+static int submit(struct run *R, const cJSON *rec, const struct ob_req *parsed, int repeat,
+                  const char *name, uint64_t line)
 {
     struct pending *p = calloc(1, sizeof *p);
     if (!p)
         return ob_seterr(OB_ENOMEM, "out of memory");
     p->tok = ob_model_tok(R->m);
+    p->name = name;
+    p->line = line;
     /* each repeat owns a copy of the parsed request */
     p->r = *parsed;
     p->r.id = strdup(parsed->id);
@@ -236,32 +251,37 @@ static int run_stream(struct run *R, FILE *f, const char *name, bool *stop)
                 if (r >= 0)
                     ob_req_free(&q);
                 cJSON_Delete(rec);
-                if (e == OB_EIO || e == OB_ENOMEM) {
-                    ob_jsonl_close(in);
-                    return e;
-                }
+                if (e == OB_EIO || e == OB_ENOMEM)
+                    break;                     /* the caller reports it */
                 fprintf(stderr, PROG ": %s\n", ob_errmsg());
+                e = 0;                         /* reported: not again by the caller */
                 R->bad++;
                 if (!R->o->keep_going)
                     *stop = true;
                 continue;
             }
             for (int k = 0; k < R->o->repeat && !e; k++)
-                e = submit(R, rec, &q, k);
-            ob_req_free(&q);
-            cJSON_Delete(rec);
-            if (e) {
-                fprintf(stderr, PROG ": %s:%llu: %s\n", name,
-                        (unsigned long long)ob_jsonl_line(in), ob_errmsg());
+                e = submit(R, rec, &q, k, name, ob_jsonl_line(in));
+            if (e && e != OB_ENOMEM) {         /* refused by the engine: a bad record */
+                ob_errprefix(e, "%s:%llu: id %s", name, (unsigned long long)ob_jsonl_line(in),
+                             q.id);
+                fprintf(stderr, PROG ": %s\n", ob_errmsg());
+                e = 0;
                 R->bad++;
                 if (!R->o->keep_going)
                     *stop = true;
             }
+            ob_req_free(&q);
+            cJSON_Delete(rec);
+            if (e)
+                break;
         }
+        if (e)
+            break;
         if (R->in_flight == 0)
             break;
-        if ((e = ob_engine_step(R->eng)) < 0)
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
+        /* a failing step ends its requests with an error: each is reported with its record */
+        ob_engine_step(R->eng);
         if ((e = flush(R)))
             break;
         if (tty)
@@ -303,6 +323,7 @@ struct urun {
     int64_t nonf32;
     int status;                    /* worst reply status so far (3 or 5) */
     bool unreachable;
+    bool out_failed;               /* a write to standard output failed (and was reported) */
 };
 
 static void upending_free(struct upending *p)
@@ -333,14 +354,17 @@ static int uflush(struct urun *U)
             continue;
         }
         if (p->err) {
-            fprintf(stderr, PROG ": %s: id %s: %s\n", U->base, p->q.id, p->msg);
+            ob_seterr(0, "%s: id %s: %s", U->base, p->q.id, p->msg);   /* escaped */
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
             int st = p->err == OB_EFORMAT ? OB_EXIT_DATA : OB_EXIT_FAILURE;
             if (st > U->status)
                 U->status = st;
         }
         int e = ob_jsonl_write(stdout, p->rec);
-        if (e)
-            return e;
+        if (e) {
+            U->out_failed = true;
+            return ob_errprefix(e, "stdout");
+        }
         U->written++;
         U->pending--;
         *pp = p->next;
@@ -524,22 +548,22 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
         e = ob_http_new(&ho, &U.h);
     bool stop = false;
     int read_status = 0;
-    if (!e) {
-        if (first == argc) {
-            e = urun_stream(&U, stdin, "-", &stop);
-        } else {
-            for (int i = first; i < argc && !e && !stop && !U.unreachable; i++) {
-                FILE *f = strcmp(argv[i], "-") == 0 ? stdin : fopen(argv[i], "r");
-                if (!f) {
-                    fprintf(stderr, PROG ": %s: cannot open\n", argv[i]);
-                    read_status = OB_EXIT_DATA;
-                    break;
-                }
-                e = urun_stream(&U, f, argv[i], &stop);
-                if (f != stdin)
-                    fclose(f);
-            }
+    static char *const dash[] = {"-"};
+    char *const *ops = first == argc ? dash : argv + first;
+    int n_ops = first == argc ? 1 : argc - first;
+    for (int i = 0; i < n_ops && !e && !stop && !U.unreachable; i++) {
+        FILE *f;
+        int oe = ob_open_input(ops[i], &f);
+        if (oe) {                          /* like a bad record: --keep-going goes on */
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
+            if (ob_exit_status(oe) > read_status)
+                read_status = ob_exit_status(oe);
+            stop = !o->keep_going;
+            continue;
         }
+        e = urun_stream(&U, f, ops[i], &stop);
+        if (f != stdin)
+            fclose(f);
     }
     if (e)
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
@@ -552,9 +576,9 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
         status = OB_EXIT_DEVICE;
     else if (e)
         status = ob_exit_status(e);
-    else if (read_status)
+    else if (read_status > status)
         status = read_status;
-    else if (U.bad && status < OB_EXIT_DATA)
+    if (!U.unreachable && !e && U.bad && status < OB_EXIT_DATA)
         status = OB_EXIT_DATA;
     while (U.head) {
         struct upending *p = U.head;
@@ -566,8 +590,9 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
     free(U.endpoint_cmpl);
     ob_oai_ready_free(&ready);
     free(base);
-    if (fclose(stdout) != 0) {
-        perror(PROG ": stdout");
+    if (ob_stdout_close()) {
+        if (!U.out_failed)
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
         return OB_EXIT_FAILURE;
     }
     return status;
@@ -679,28 +704,32 @@ int main(int argc, char **argv)
     R.route = ob_ctx_route(ctx);
 
     bool stop = false;
-    if (optind == argc) {
-        e = run_stream(&R, stdin, "-", &stop);
-    } else {
-        for (int i = optind; i < argc && !e && !stop; i++) {
-            FILE *f = strcmp(argv[i], "-") == 0 ? stdin : fopen(argv[i], "r");
-            if (!f) {
-                fprintf(stderr, PROG ": %s: cannot open\n", argv[i]);
-                e = OB_EIO;
-                R.status = OB_EXIT_DATA;
-                break;
-            }
-            e = run_stream(&R, f, argv[i], &stop);
-            if (f != stdin)
-                fclose(f);
+    int open_status = 0;
+    static char *const dash[] = {"-"};
+    char *const *ops = optind == argc ? dash : argv + optind;
+    int n_ops = optind == argc ? 1 : argc - optind;
+    for (int i = 0; i < n_ops && !e && !stop; i++) {
+        FILE *f;
+        int oe = ob_open_input(ops[i], &f);
+        if (oe) {                          /* like a bad record: --keep-going goes on */
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
+            if (ob_exit_status(oe) > open_status)
+                open_status = ob_exit_status(oe);
+            stop = !o.keep_going;
+            continue;
         }
+        e = run_stream(&R, f, ops[i], &stop);
+        if (f != stdin)
+            fclose(f);
     }
-    if (e && e != OB_EIO)
+    if (e)
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
     int status = R.status;
-    if (e)
-        status = status ? status : ob_exit_status(e);
-    else if (R.bad)
+    if (e && ob_exit_status(e) > status)
+        status = ob_exit_status(e);
+    if (open_status > status)
+        status = open_status;
+    if (R.bad && status < OB_EXIT_DATA)
         status = OB_EXIT_DATA;
     while (R.head) {                       /* results that could not be written */
         struct pending *p = R.head;
@@ -710,8 +739,9 @@ int main(int argc, char **argv)
     ob_engine_free(R.eng);
     ob_ctx_free(ctx);
     ob_model_close(R.m);
-    if (fclose(stdout) != 0) {
-        perror(PROG ": stdout");
+    if (ob_stdout_close()) {
+        if (!R.out_failed)
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
         return OB_EXIT_FAILURE;
     }
     return status;

@@ -212,8 +212,10 @@ static int run(const struct opts *o, int *status)
     if (chk)
         cJSON_AddItemToObject(rec, "check", ob_check_json(chk));
 
-    if ((e = ob_jsonl_write(stdout, rec)))
+    if ((e = ob_jsonl_write(stdout, rec))) {
+        ob_errprefix(e, "stdout");
         goto out;
+    }
     if (o->tensors) {
         for (uint64_t i = 0; i < n; i++) {
             const struct ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
@@ -228,8 +230,10 @@ static int run(const struct opts *o, int *status)
                 ob_check_tensor_json(chk, i, tr);
             e = ob_jsonl_write(stdout, tr);
             cJSON_Delete(tr);
-            if (e)
+            if (e) {
+                ob_errprefix(e, "stdout");
                 goto out;
+            }
         }
     }
     if (chk && !ob_check_ok(chk))
@@ -280,9 +284,7 @@ int main(int argc, char **argv)
     int e = run(&o, &status);
     if (e)
         return fail(e, NULL);
-    if (fclose(stdout) != 0) {
-        perror(PROG ": stdout");
-        return OB_EXIT_FAILURE;
-    }
+    if ((e = ob_stdout_close()))
+        return fail(e, NULL);
     return status;
 }

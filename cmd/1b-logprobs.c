@@ -75,11 +75,14 @@ struct job {
     int n_forced;
     int top;
     bool ids_from_text;
+    const char *name;              /* the input and line it came from, for messages */
+    uint64_t line;
     /* results */
     cJSON *tokens;                 /* scored tokens in record shape */
     int n_got;
     double sum;                    /* text mode: float64 sum of the scored logprobs */
     bool done, failed;
+    int fail_status;               /* failed: OB_EXIT_DATA (the record), else the route's */
     char why[320];
     struct job *next;
 };
@@ -105,6 +108,8 @@ struct run {
     struct job *head, **tail;
     int in_flight;
     long bad;
+    int status;                    /* the worst failure of a scored record so far */
+    bool out_failed;               /* a write to standard output failed (and was reported) */
     bool stop;                     /* read no more records */
     bool halted;                   /* a scored record failed: write no more either */
     /* --url */
@@ -211,7 +216,9 @@ static int job_from_record(struct run *R, cJSON *rec, uint64_t line, struct job 
     int e;
     /* the context */
     const cJSON *pids = cJSON_GetObjectItemCaseSensitive(rec, "prompt_ids");
-    if (cJSON_IsArray(pids) && pids->child) {
+    if (pids && !cJSON_IsNull(pids) && (!cJSON_IsArray(pids) || !pids->child))
+        return ob_seterr(OB_EFORMAT, "prompt_ids is not a non-empty array of token ids");
+    if (pids && !cJSON_IsNull(pids)) {
         if ((e = ids_array(pids, nv, &j->prompt, &j->n_prompt, "prompt_ids")))
             return e;
     } else {
@@ -274,12 +281,19 @@ static int job_from_record(struct run *R, cJSON *rec, uint64_t line, struct job 
         j->ids_from_text = true;
     }
     j->n_forced = n;
+    /* alternatives: --top-logprobs, else the record's top_logprobs, else as many as its
+     * tokens carry */
     const cJSON *tl = cJSON_GetObjectItemCaseSensitive(rec, "top_logprobs");
-    j->top = o->top >= 0 ? o->top : cJSON_IsNumber(tl) && tl->valuedouble >= 0 &&
-                                            tl->valuedouble <= OB_MAX_TOP
-                                        ? (int)tl->valuedouble : maxtop;
-    if (j->top > OB_MAX_TOP)
-        j->top = OB_MAX_TOP;
+    if (o->top >= 0) {
+        j->top = o->top;
+    } else if (tl && !cJSON_IsNull(tl)) {
+        if (!cJSON_IsNumber(tl) || tl->valuedouble != floor(tl->valuedouble) ||
+            tl->valuedouble < 0 || tl->valuedouble > OB_MAX_TOP)
+            return ob_seterr(OB_ERANGE, "top_logprobs is not an integer in [0, %d]", OB_MAX_TOP);
+        j->top = (int)tl->valuedouble;
+    } else {
+        j->top = maxtop > OB_MAX_TOP ? OB_MAX_TOP : maxtop;
+    }
     return 0;
 }
 
@@ -386,17 +400,28 @@ static int flush(struct run *R, const char *model_name)
         if (R->halted) {
             /* read after a record that stopped the run: not written, as if never read */
         } else if (j->failed) {
-            fprintf(stderr, PROG ": id %s: %s\n", j->id, j->why);
-            R->bad++;
+            ob_seterr(0, "%s:%llu: id %s: %s", j->name, (unsigned long long)j->line, j->id,
+                      j->why);
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
+            if (j->fail_status == OB_EXIT_DATA)
+                R->bad++;
+            else if (j->fail_status > R->status)
+                R->status = j->fail_status;
             if (!R->o->keep_going)
                 R->stop = R->halted = true;
         } else {
-            if (j->ids_from_text)
-                fprintf(stderr, PROG ": id %s: the tokens carry no ids; scored the ids their "
-                        "text has in this vocabulary\n", j->id);
+            if (j->ids_from_text) {
+                ob_seterr(0, "id %s: the tokens carry no ids; scored the ids their text has in "
+                          "this vocabulary", j->id);             /* escaped */
+                fprintf(stderr, PROG ": %s\n", ob_errmsg());
+            }
             cJSON *rec = job_record(R, j, model_name);
             int e = rec ? ob_jsonl_write(stdout, rec) : ob_seterr(OB_ENOMEM, "out of memory");
             cJSON_Delete(rec);
+            if (e == OB_EIO) {
+                R->out_failed = true;
+                return ob_errprefix(e, "stdout");
+            }
             if (e)
                 return e;
         }
@@ -426,11 +451,13 @@ static void on_token(void *user, uint64_t h, const struct ob_token_info *ti)
 static void on_finish(void *user, uint64_t h, const struct ob_finish *f)
 {
     struct job *j = user;
-    if (f->reason == OB_FINISH_ERROR) {
+    if (f->reason == OB_FINISH_ERROR) {       /* the route failed, not the record */
         j->failed = true;
+        j->fail_status = OB_EXIT_FAILURE;
         snprintf(j->why, sizeof j->why, "%s", f->error ? f->error : "scoring failed");
     } else if (j->n_got != j->n_forced) {
         j->failed = true;
+        j->fail_status = OB_EXIT_DATA;
         snprintf(j->why, sizeof j->why, "only %d of %d tokens fit in the context (--ctx)",
                  j->n_got, j->n_forced);
     }
@@ -588,9 +615,11 @@ static int score_url(struct run *R, struct job *j, char *model, size_t model_siz
     cJSON_Delete(toks);
     j->tokens = out;
     j->done = true;
-    if (nonf32)
-        fprintf(stderr, PROG ": id %s: %lld log-probabilit%s on the wire %s not float32\n", j->id,
-                (long long)nonf32, nonf32 == 1 ? "y" : "ies", nonf32 == 1 ? "was" : "were");
+    if (nonf32) {
+        ob_seterr(0, "id %s: %lld log-probabilit%s on the wire %s not float32", j->id,
+                  (long long)nonf32, nonf32 == 1 ? "y" : "ies", nonf32 == 1 ? "was" : "were");
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());            /* escaped */
+    }
     return 0;
 }
 
@@ -607,15 +636,17 @@ static int add_job(struct run *R, struct job *j, char *model, size_t model_size)
         if (e && e != OB_ENOMEM && e != OB_EDEVICE && e != OB_EIO) {
             j->failed = true;
             j->done = true;
+            j->fail_status = OB_EXIT_DATA;
             snprintf(j->why, sizeof j->why, "%s", ob_errmsg());
             e = 0;
         }
         return e;
     }
     e = submit_engine(R, j);
-    if (e && e != OB_ENOMEM) {
+    if (e && e != OB_ENOMEM) {                 /* refused by the engine: the record's fault */
         j->failed = true;
         j->done = true;
+        j->fail_status = OB_EXIT_DATA;
         snprintf(j->why, sizeof j->why, "%s", ob_errmsg());
         e = 0;
     }
@@ -648,21 +679,26 @@ static int run_stream(struct run *R, FILE *f, const char *name, char *model, siz
                 if (n < 0) {
                     free(j);
                     if (ferror(f))
-                        e = ob_seterr(OB_EIO, "%s: read error", name);
+                        e = ob_seterr(OB_EIO, "%s: read: %s", name, strerror(errno ? errno : EIO));
                     eof = true;
                     break;
                 }
                 at = ++lineno;
+                j->name = name;
+                j->line = at;
                 while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
                     line[--n] = 0;
                 size_t k = 0;
                 while (line[k] == ' ' || line[k] == '\t')
                     k++;
-                if (!line[k]) {
+                if (memchr(line, 0, (size_t)n)) {
+                    /* the text would end at it: refused, never cut */
+                    e = ob_seterr(OB_EFORMAT, "%s:%llu: line contains a NUL byte", name,
+                                  (unsigned long long)at);
+                } else if (!line[k]) {
                     free(j);
                     continue;
-                }
-                if (line[k] == '{') {      /* a record: {"id","text"} */
+                } else if (line[k] == '{') {      /* a record: {"id","text"} */
                     rec = cJSON_Parse(line);
                     const cJSON *t = cJSON_GetObjectItemCaseSensitive(rec, "text");
                     if (!cJSON_IsString(t)) {
@@ -678,6 +714,8 @@ static int run_stream(struct run *R, FILE *f, const char *name, char *model, siz
                     cJSON_AddStringToObject(rec, "id", idb);
                     cJSON_AddStringToObject(rec, "text", line);
                 }
+                if (!e && !rec)
+                    e = ob_seterr(OB_ENOMEM, "out of memory");
                 if (!e) {
                     const char *t = cJSON_GetObjectItemCaseSensitive(rec, "text")->valuestring;
                     j->in = rec;
@@ -693,6 +731,8 @@ static int run_stream(struct run *R, FILE *f, const char *name, char *model, siz
                     break;
                 }
                 at = ob_jsonl_line(in);
+                j->name = name;
+                j->line = at;
                 if (r < 0) {
                     e = r;
                 } else {
@@ -722,9 +762,9 @@ static int run_stream(struct run *R, FILE *f, const char *name, char *model, siz
             break;
         if (R->in_flight == 0)
             break;
-        if (!R->o->url && R->head && !R->head->done && (e = ob_engine_step(R->eng)) < 0)
-            break;
-        e = 0;
+        /* a failing step ends its jobs with the error, each reported when it is flushed */
+        if (!R->o->url && R->head && !R->head->done)
+            ob_engine_step(R->eng);
         if ((e = flush(R, model)))
             break;
         if ((R->stop || eof) && R->in_flight == 0)
@@ -852,26 +892,30 @@ int main(int argc, char **argv)
     }
 
     int status = OB_EXIT_OK;
-    if (optind == argc) {
-        e = run_stream(&R, stdin, "-", model, sizeof model);
-    } else {
-        for (int i = optind; i < argc && !e && !R.stop; i++) {
-            FILE *f = strcmp(argv[i], "-") == 0 ? stdin : fopen(argv[i], "r");
-            if (!f) {
-                fprintf(stderr, PROG ": %s: cannot open\n", argv[i]);
-                status = OB_EXIT_DATA;
-                break;
-            }
-            e = run_stream(&R, f, argv[i], model, sizeof model);
-            if (f != stdin)
-                fclose(f);
+    static char *const dash[] = {"-"};
+    char *const *ops = optind == argc ? dash : argv + optind;
+    int n_ops = optind == argc ? 1 : argc - optind;
+    for (int i = 0; i < n_ops && !e && !R.stop; i++) {
+        FILE *f;
+        int oe = ob_open_input(ops[i], &f);
+        if (oe) {                          /* like a bad record: --keep-going goes on */
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
+            if (ob_exit_status(oe) > status)
+                status = ob_exit_status(oe);
+            R.stop = !o.keep_going;
+            continue;
         }
+        e = run_stream(&R, f, ops[i], model, sizeof model);
+        if (f != stdin)
+            fclose(f);
     }
     if (e)
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
-    if (e)
+    if (e && ob_exit_status(e) > status)
         status = ob_exit_status(e);
-    else if (R.bad && !status)
+    if (R.status > status)
+        status = R.status;
+    if (R.bad && status < OB_EXIT_DATA)
         status = OB_EXIT_DATA;
     while (R.head) {
         struct job *j = R.head;
@@ -886,8 +930,9 @@ int main(int argc, char **argv)
     free(R.base);
     free(R.endpoint);
     ob_oai_ready_free(&ready);
-    if (fclose(stdout) != 0) {
-        perror(PROG ": stdout");
+    if (ob_stdout_close()) {
+        if (!R.out_failed)
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
         return OB_EXIT_FAILURE;
     }
     return status;

@@ -144,16 +144,23 @@ static int bytes_opt(const char *arg, size_t *out)
 
 static int read_key_file(const char *path, char **out)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return ob_seterr(OB_EIO, "%s: %s", path, strerror(errno));
+    if (strcmp(path, "-") == 0)                  /* a file name here, not standard input */
+        path = "./-";
+    FILE *f;
+    int e = ob_open_input(path, &f);
+    if (e)
+        return e;
     char *line = NULL;
     size_t cap = 0;
+    errno = 0;
     ssize_t n = getline(&line, &cap, f);
+    int en = errno;
+    bool failed = n < 0 && ferror(f);
     fclose(f);
     if (n < 0) {
         free(line);
-        return ob_seterr(OB_EFORMAT, "%s: empty", path);
+        return failed ? ob_seterr(OB_EIO, "%s: read: %s", path, strerror(en ? en : EIO))
+                      : ob_seterr(OB_EFORMAT, "%s: empty", path);
     }
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ' ||
                      line[n - 1] == '\t'))

@@ -6,9 +6,13 @@
  *
  * Exit status as in 1b(7): 0 ok, 2 usage, 3 bad tokenizer file, 5 other failure.
  */
+#include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "1b.h"
 
@@ -112,9 +116,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: " PROG " [options] -o FILE  (see " PROG " --help)\n");
         return OB_EXIT_USAGE;
     }
-    int e = ob_synth_write(&s, out);
-    if (e) {
-        fprintf(stderr, PROG ": %s: %s\n", out, ob_errmsg());
+    /* the output's place is checked before the model is made (the writer creates it beside
+     * PATH and renames it at the end) */
+    struct stat st;
+    char *dir = strdup(out);
+    int e = dir ? 0 : ob_seterr(OB_ENOMEM, "out of memory");
+    if (!e && stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+        e = ob_seterr(OB_EIO, "%s: is a directory", out);
+    else if (!e && access(dirname(dir), W_OK | X_OK) != 0)
+        e = ob_seterr(OB_EIO, "%s: %s", out, strerror(errno));
+    free(dir);
+    /* the library's messages name the file they are about */
+    if (e || (e = ob_synth_write(&s, out))) {
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
         return ob_exit_status(e);
     }
     return 0;

@@ -490,6 +490,13 @@ int ob_sha256_file(const char *path, char out[65]);
 char *ob_utf8_sanitize(const char *s, size_t len);
 /* Directory for cached data: $OB_CACHE_DIR, else $XDG_CACHE_HOME/1b, else ~/.cache/1b. */
 int ob_cache_dir(char **out);
+/* An input operand opened for reading ("-": standard input). A missing file is OB_ENOTFOUND;
+ * a directory or an unreadable file OB_EFORMAT (both bad input: exit status 3); the message
+ * names the path. */
+int ob_open_input(const char *path, FILE **out);
+/* At the end of a command: flush and close standard output. OB_EIO ("stdout: why") if a
+ * write to it failed, earlier (its error flag) or now. */
+int ob_stdout_close(void);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,7 @@
  * way.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -92,9 +93,11 @@ struct ob_engine {
     uint64_t *cancel;                      /* handles to cancel at the next step */
     size_t n_cancel, cap_cancel;
     int pub_waiting, pub_live;             /* the driver's counts, published */
-    /* step buffers */
+    /* step buffers: n_rows rows in the step being run; row_job[i] is NULL once its job has
+     * finished (and been freed) in that step, so that nothing touches it again */
     int32_t *tok, *pos, *seq, *want;
     struct job **row_job;
+    int n_rows;
     float *logits;
     struct ob_sample_scratch *ss;
     struct ob_engine_stats stats;
@@ -167,8 +170,6 @@ static void job_free(struct job *j)
     free(j->stop);
     free(j->stop_ids);
     free(j->forced);
-    if (j->feed != j->prompt)
-        free(j->feed);
     free(j->text);
     free(j);
 }
@@ -361,6 +362,11 @@ static void publish_locked(struct ob_engine *e)
 
 /* ---- one step ------------------------------------------------------------------------------- */
 
+/* End a job: take it off its slot and the live list, clear the step's rows that point at it,
+ * report it (on_finish) and free it. The caller must not touch j afterwards; in a step, the
+ * rows still to be handled see NULL instead (a forced job has several rows per step, and any
+ * of them may end it). The error message is copied before the callback runs: a callback may
+ * call into the library, which may overwrite ob_errmsg()'s buffer. */
 static void finish(struct ob_engine *e, struct job *j, int reason, const char *error)
 {
     double t = now();
@@ -374,8 +380,16 @@ static void finish(struct ob_engine *e, struct job *j, int reason, const char *e
         .decode_s = j->t_first > 0 ? t - j->t_first : 0,
         .error = error,
     };
+    char msg[1024];
+    if (error) {
+        snprintf(msg, sizeof msg, "%s", error);
+        f.error = msg;
+    }
     if (reason == OB_FINISH_STOP_STRING)
         f.text_len = j->stop_at;
+    for (int i = 0; i < e->n_rows; i++)
+        if (e->row_job[i] == j)
+            e->row_job[i] = NULL;
     if (j->slot >= 0) {
         struct slot *s = &e->slots[j->slot];
         s->phase = S_FREE;
@@ -605,6 +619,7 @@ static void emit(struct ob_engine *e, struct job *j, const float *logits, double
 
 int ob_engine_step(struct ob_engine *e)
 {
+    e->n_rows = 0;                               /* no rows yet: nothing for finish to clear */
     admit(e);
     /* cancellations of live jobs */
     for (int i = 0; i < e->n_live;) {
@@ -660,19 +675,19 @@ int ob_engine_step(struct ob_engine *e)
     }
     if (n == 0)
         return 0;
+    e->n_rows = n;
     /* want[] must be increasing: decode rows come first, prompt ends after them */
     int err = ob_ctx_forward(e->ctx, n, e->tok, e->pos, e->seq, e->want, n_want, e->logits, NULL);
     if (err) {
-        /* a failing forward pass ends every sequence that was in the batch */
-        const char *msg = ob_errmsg();
-        for (int i = 0; i < n; i++) {
-            struct job *j = e->row_job[i];
-            bool live = false;
-            for (int k = 0; k < e->n_live; k++)
-                live |= e->live_order[k] == j;
-            if (live)
-                finish(e, j, OB_FINISH_ERROR, msg);
-        }
+        /* a failing forward pass ends every sequence that was in the batch (once: finish
+         * clears the job's other rows) */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ob_errmsg());
+        for (int i = 0; i < n; i++)
+            if (e->row_job[i])
+                finish(e, e->row_job[i], OB_FINISH_ERROR, msg);
+        ob_seterr(err, "%s", msg);
+        e->n_rows = 0;
         return err;
     }
     pthread_mutex_lock(&e->mu);
@@ -693,8 +708,10 @@ int ob_engine_step(struct ob_engine *e)
     double t = now();
     for (int w = 0; w < n_want; w++) {
         struct job *j = e->row_job[e->want[w]];
-        emit(e, j, e->logits + (size_t)w * e->n_vocab, t);
+        if (j)                                   /* NULL: finished by an earlier row */
+            emit(e, j, e->logits + (size_t)w * e->n_vocab, t);
     }
+    e->n_rows = 0;
     return n;
 }
 

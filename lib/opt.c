@@ -1,8 +1,9 @@
 /*
  * opt.c — one option table per command gives getopt_long its tables, --help its text and
  * --list-options (used by the shell completions) its list, so the three cannot drift.
- * Writes only to the stream it is given; never exits.
+ * Writes only to the stream it is given (and its own errors to stderr); never exits.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -109,13 +110,22 @@ int ob_cmdline_next(struct ob_cmdline *cl, int argc, char **argv)
             const char *w = argv[optind - 1];
             if (optopt > 0 && optopt < 128 && strncmp(w, "--", 2) != 0)
                 w = one;
-            fprintf(stderr, c == ':' ? "%s: option '%s' needs an argument\n"
-                                     : "%s: unknown option '%s'\n", cl->prog, w);
+            ob_seterr(0, c == ':' ? "option '%s' needs an argument" : "unknown option '%s'", w);
+            fprintf(stderr, "%s: %s\n", cl->prog, ob_errmsg());    /* the word, escaped */
             cl->bad = true;
             break;
         }
         default:
             return c;                  /* the command's own */
+        }
+        /* an answer that did not reach standard output is a failure (exit 5), not a success */
+        if (cl->stop && !cl->status) {
+            errno = 0;
+            if (fflush(stdout) != 0 || ferror(stdout)) {
+                fprintf(stderr, "%s: stdout: %s\n", cl->prog,
+                        errno ? strerror(errno) : "write error");
+                cl->status = OB_EXIT_FAILURE;
+            }
         }
     }
     free(cl->longs);

@@ -1,11 +1,14 @@
 /*
- * util.c — strict option parsing, file hashing, the cache directory.
+ * util.c — strict option parsing, file hashing, the cache directory, opening input operands
+ * and closing standard output.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -128,4 +131,40 @@ char *ob_utf8_sanitize(const char *s, size_t len)
     }
     *q = 0;
     return o;
+}
+
+int ob_open_input(const char *path, FILE **out)
+{
+    struct stat st;
+    if (strcmp(path, "-") == 0) {
+        if (fstat(0, &st) == 0 && S_ISDIR(st.st_mode))
+            return ob_seterr(OB_EFORMAT, "-: standard input is a directory");
+        *out = stdin;
+        return 0;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        int en = errno;
+        int code = en == ENOENT || en == ENOTDIR ? OB_ENOTFOUND
+                   : en == EACCES || en == EISDIR ? OB_EFORMAT : OB_EIO;
+        return ob_seterr(code, "%s: %s", path, strerror(en));
+    }
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return ob_seterr(OB_EFORMAT, "%s: is a directory", path);
+    }
+    *out = f;
+    return 0;
+}
+
+int ob_stdout_close(void)
+{
+    errno = 0;
+    bool bad = fflush(stdout) != 0 || ferror(stdout);
+    int en = errno;
+    if (fclose(stdout) != 0 && !bad) {
+        bad = true;
+        en = errno;
+    }
+    return bad ? ob_seterr(OB_EIO, "stdout: %s", en ? strerror(en) : "write error") : 0;
 }

@@ -7,7 +7,7 @@
 cmds=()
 for c in "$OB_TOP"/cmd/1b-*.c; do cmds+=("$(basename "$c" .c)"); done
 pages=("$OB_TOP"/man/*.[17])
-plan $(( ${#cmds[@]} * 6 + ${#pages[@]} + 2 ))
+plan $(( ${#cmds[@]} * 6 + ${#pages[@]} + 2 + ${#cmds[@]} + 6 ))
 
 for c in "${cmds[@]}"; do
     out=$("$BIN/$c" --help 2>&1); rc=$?
@@ -45,3 +45,46 @@ if command -v zsh >/dev/null; then
 else
     skip "zsh completion parses" "zsh not installed"
 fi
+
+# what does not reach standard output is a failure: --help, --version and --list-options to
+# /dev/full exit 5 (1b-agree: 2, its "trouble") with one line naming stdout
+for c in "${cmds[@]}"; do
+    want=5; [ "$c" = 1b-agree ] && want=2
+    bad=""
+    for o in --help --version --list-options; do
+        "$BIN/$c" $o > /dev/full 2> "$T/err"; rc=$?
+        [ $rc -eq $want ] && [ "$(cat "$T/err")" = "$c: stdout: No space left on device" ] || bad="$bad $o(exit $rc)"
+    done
+    [ -z "$bad" ]; ok $? "$c: --help, --version, --list-options > /dev/full: exit $want, one line${bad:+:$bad}"
+done
+# and so is a record or a report that cannot be written
+"$BIN/1b-load" "$SHARED/models/stories260K.gguf" > /dev/full 2> "$T/err"; rc=$?
+[ $rc -eq 5 ] && [ "$(cat "$T/err")" = "1b-load: stdout: write: No space left on device" ]
+ok $? "1b-load > /dev/full: exit 5, one line ($(head -1 "$T/err"))"
+echo '{"id":"a","tokens":[{"id":1,"logprob":-0.5}]}' > "$T/a.jsonl"
+"$BIN/1b-agree" "$T/a.jsonl" "$T/a.jsonl" > /dev/full 2> "$T/err"; rc=$?
+"$BIN/1b-agree" --json - "$T/a.jsonl" "$T/a.jsonl" > /dev/full 2>> "$T/err"; rc2=$?
+[ $rc -eq 2 ] && [ $rc2 -eq 2 ] && [ "$(wc -l < "$T/err")" -eq 2 ]
+ok $? "1b-agree > /dev/full (table, --json -): exit 2, one line each"
+
+# an output that cannot be written is found before the work (here: before a missing input or
+# tokenizer is even looked at); an input that is a directory is named as one
+mkdir -p "$T/dir"
+"$BIN/1b-agree" --json "$T/dir" "$T/missing.jsonl" 2> "$T/err"; rc=$?
+[ $rc -eq 2 ] && [ "$(cat "$T/err")" = "1b-agree: $T/dir: Is a directory" ]
+ok $? "1b-agree --json DIR: refused before the inputs are read ($(head -1 "$T/err"))"
+"$BIN/1b-synth" --tokenizer "$T/missing.json" -o "$T/dir" 2> "$T/err"; rc=$?
+"$BIN/1b-synth" --tokenizer "$T/missing.json" -o "$T/missing-dir/m.gguf" 2>> "$T/err"; rc2=$?
+[ $rc -eq 5 ] && [ $rc2 -eq 5 ] && [ "$(cat "$T/err")" = "$(printf '%s\n' "1b-synth: $T/dir: is a directory" "1b-synth: $T/missing-dir/m.gguf: No such file or directory")" ]
+ok $? "1b-synth -o DIR, -o MISSING/FILE: refused before the model is made, named once ($(head -1 "$T/err"))"
+"$BIN/1b-serve" -m "$SHARED/models/stories260K.gguf" --api-key-file "$T/dir" 2> "$T/err"; rc=$?
+[ $rc -eq 3 ] && [ "$(cat "$T/err")" = "1b-serve: --api-key-file: $T/dir: is a directory" ]
+ok $? "1b-serve --api-key-file DIR: exit 3, named as a directory, not as empty"
+
+# a word on the command line is quoted with its control bytes escaped
+bad=""
+for c in "${cmds[@]}"; do
+    "$BIN/$c" $'--x\e[31m' 2> "$T/err" > /dev/null
+    [ "$(head -1 "$T/err")" = "$c: unknown option '--x\x1b[31m'" ] || bad="$bad $c"
+done
+[ -z "$bad" ]; ok $? "an unknown option with an escape character is quoted escaped${bad:+:$bad}"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # 1b-gen on real models: the stories260K golden continuation (byte-identical records, timing
 # aside), repetition, --repeat numbering, chat records, stop strings, bad records with line and
-# id, --keep-going, exit statuses, and a write error.
+# id, --keep-going, exit statuses, and a write error; every failure is one line on standard
+# error that names the input and the problem (unreadable operands, NaN logits, control bytes).
 . "$(dirname "$0")/lib.sh"
-plan 23
+plan 33
 S=$SHARED/models/stories260K.gguf
 untimed() { jq -c 'del(.timing)' "$@"; }
 cd "$T" || exit 1
@@ -92,3 +93,60 @@ check_exit 2 "no model" 1b-gen < once.jsonl
 check_exit 4 "route hrx is not built in" 1b-gen -m "$S" -d hrx < once.jsonl
 check_exit 3 "a model that is not one" 1b-gen -m /etc/hostname < once.jsonl
 check_exit 5 "a write error on stdout" sh -c "1b-gen -m '$S' < once.jsonl > /dev/full"
+
+# every failure: one line naming the input and the problem, and the documented status
+# (one_line FILE WANT: FILE holds exactly the line WANT)
+one_line() { [ "$(wc -l < "$1")" -eq 1 ] && [ "$(cat "$1")" = "$2" ] || { sed 's/^/# got: /' "$1"; false; }; }
+1b-gen -m "$S" < once.jsonl > /dev/full 2> err.txt; rc=$?
+[ $rc -eq 5 ] && one_line err.txt "1b-gen: stdout: write: No space left on device"
+ok $? "a write error on stdout: exit 5, one line naming stdout"
+mkdir dir
+1b-gen -m "$S" dir > out.jsonl 2> err.txt; rc=$?
+[ $rc -eq 3 ] && [ ! -s out.jsonl ] && one_line err.txt "1b-gen: dir: is a directory"
+ok $? "a directory operand: exit 3, one line"
+1b-gen -m "$S" < dir > out.jsonl 2> err.txt; rc=$?
+[ $rc -eq 3 ] && one_line err.txt "1b-gen: -: standard input is a directory"
+ok $? "a directory as standard input: exit 3, one line"
+1b-gen -m "$S" --keep-going dir nothere once.jsonl > out.jsonl 2> err.txt; rc=$?
+[ $rc -eq 3 ] && [ "$(jq -r .id out.jsonl)" = once ] && [ "$(wc -l < err.txt)" -eq 2 ] &&
+    grep -qx "1b-gen: nothere: No such file or directory" err.txt
+ok $? "--keep-going goes past a directory and a missing operand to the next, exit 3"
+1b-gen -m "$S" --ctx 256 long.jsonl > /dev/null 2> err.txt; rc=$?
+[ $rc -eq 3 ] && one_line err.txt "1b-gen: long.jsonl:1: id long: the prompt has 1202 tokens; the context holds 256 (one more is needed to generate)"
+ok $? "a prompt longer than the context is reported once, with its line and id"
+printf '{"id":"n",\0"prompt":"x"}\n' > nul.jsonl
+1b-gen -m "$S" nul.jsonl > /dev/null 2> err.txt; rc=$?
+[ $rc -eq 3 ] && one_line err.txt "1b-gen: nul.jsonl:1: line contains a NUL byte"
+ok $? "a line with a NUL byte is reported once"
+
+# NaN logits (a NaN written into output_norm.weight): the result record says why, and so
+# does one line on standard error
+cp "$S" nan.gguf
+off=$(1b-load --tensors nan.gguf | grep '"output_norm.weight"' | grep -o '"offset":[0-9]*' | cut -d: -f2)
+printf '\x00\x00\xc0\x7f' | dd of=nan.gguf bs=1 seek="$off" conv=notrunc status=none
+printf '%s\n' '{"id":"a","prompt":"Once upon a time","max_tokens":4}' '{"id":"b","prompt":"Hi","max_tokens":4}' > two.jsonl
+1b-gen -m nan.gguf two.jsonl > out.jsonl 2> err.txt; rc=$?
+[ $rc -eq 5 ] && [ "$(jq -r '[.id, .finish_reason, .error] | join(" ")' out.jsonl | tr '\n' ';')" = "a error logit of token 0 is NaN;b error logit of token 0 is NaN;" ] &&
+    [ "$(cat err.txt)" = "$(printf '%s\n' '1b-gen: two.jsonl:1: id a: logit of token 0 is NaN' '1b-gen: two.jsonl:2: id b: logit of token 0 is NaN')" ]
+ok $? "NaN logits: error records, one line each naming the input, line and id, exit 5 ($(head -1 err.txt))"
+
+# bytes that are not text are escaped in messages: an architecture name with a newline and
+# an escape character, a file name with a newline, a record id with a control character
+"$PY" - "$S" arch.gguf <<'PYEOF'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+k = b.index(b"general.architecture") + len("general.architecture") + 4 + 8
+assert b[k:k + 5] == b"llama"
+b[k:k + 5] = b"ll\nm\x1b"
+open(sys.argv[2], "wb").write(b)
+PYEOF
+1b-gen -m arch.gguf < once.jsonl > /dev/null 2> err.txt; rc=$?
+[ $rc -eq 3 ] && [ "$(wc -l < err.txt)" -eq 1 ] && grep -qF "architecture 'll\\x0am\\x1b' has no forward pass" err.txt
+ok $? "an architecture name with control bytes: one line, escaped ($(head -c 80 err.txt))"
+1b-gen -m "$S" "$(printf 'no\nsuch')" > /dev/null 2> err.txt; rc=$?
+[ $rc -eq 3 ] && one_line err.txt '1b-gen: no\x0asuch: No such file or directory'
+ok $? "a file name with a newline: one line, escaped"
+printf '{"id":"x\\u0007y","prompt":5}\n' > ctl.jsonl
+1b-gen -m "$S" ctl.jsonl > /dev/null 2> err.txt; rc=$?
+[ $rc -eq 3 ] && [ "$(wc -l < err.txt)" -eq 1 ] && grep -qF 'id x\x07y:' err.txt
+ok $? "a record id with a control character: escaped in the message"

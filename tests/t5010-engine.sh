@@ -1,14 +1,33 @@
 #!/usr/bin/env bash
 # The batching engine: the in-process barrier (N identical copies in the same steps, R
 # rounds, widths 1-8, greedy and sampled: every copy equals the solo run, fingerprints printed),
-# teacher forcing, cancellation, max_tokens 0, oversized prompts.
+# teacher forcing, cancellation, max_tokens 0, oversized prompts; and rows that cannot be
+# scored (a model with one non-finite weight): every request ends once, with the reason.
 . "$(dirname "$0")/lib.sh"
 cd "$T" || exit 1
 1b-synth --preset qwen3-small --vocab 8000 --type q4_k_m \
     --tokenizer "$SHARED/models/qwen3-tokenizer/tokenizer.json" -o q.gguf
-plan 2
+plan 4
 for m in "$SHARED/models/stories260K.gguf" q.gguf; do
     out=$("$UNIT/engine" "$m" 2>&1); rc=$?
     ok $rc "$(basename "$m"): engine ($(grep -c '^ok' <<<"$out") checks)" || grep -v '^ok' <<<"$out" | grep -v '#   round' | head -20 | sed 's/^/# /'
+    grep '^ok\|^not ok' <<<"$out" | sed 's/^/#   /'
+done
+
+# stories260K with one weight made non-finite, as a hostile file may hold (1b-load accepts
+# both): a NaN in output_norm.weight (every logit NaN) and 3e38 in output.weight (token 0's
+# logit +Inf in some rows only)
+S=$SHARED/models/stories260K.gguf
+poke() {    # poke FILE TENSOR BYTES: write BYTES (printf escapes) at the tensor's first value
+    local off
+    off=$(1b-load --tensors "$1" | grep "\"tensor\":\"$2\"" | grep -o '"offset":[0-9]*' | cut -d: -f2)
+    [ -n "$off" ] && printf "$3" | dd of="$1" bs=1 seek="$off" conv=notrunc status=none
+}
+cp "$S" nan.gguf && poke nan.gguf output_norm.weight '\x00\x00\xc0\x7f'
+cp "$S" big.gguf && poke big.gguf output.weight '\xe6\xb1\x61\x7f'
+for m in nan.gguf big.gguf; do
+    out=$("$UNIT/engine-fail" "$m" 2>&1); rc=$?
+    ok $rc "$m: forced multi-row jobs that fail to score end once, with the reason ($(grep -c '^ok' <<<"$out") checks)" ||
+        grep -v '^ok' <<<"$out" | head -20 | sed 's/^/# /'
     grep '^ok\|^not ok' <<<"$out" | sed 's/^/#   /'
 done

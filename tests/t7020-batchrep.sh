@@ -5,7 +5,7 @@
 # counted as the field report counts them); readiness and bad replies; usage.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
-plan 16
+plan 21
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
 FX=$OB_TOP/tests/fixtures/url
@@ -64,3 +64,27 @@ out=$(1b-batchrep --url "$URL_nolp" --width 2 --rounds 1 --messages '[{"role":"u
 check_exit 2 "no route" 1b-batchrep --width 2
 check_exit 2 "--url with -d" 1b-batchrep --url http://127.0.0.1:1 -d cpu
 check_exit 2 "--messages that is not an array" 1b-batchrep -m "$S" --messages '{"role":"user"}'
+
+# outputs: a --json file that cannot be written is found before the measurement (here before
+# the model is even opened); a failed write to standard output is exit 5 with one line
+one_line() { [ "$(wc -l < "$1")" -eq 1 ] && [ "$(cat "$1")" = "$2" ] || { sed 's/^/# got: /' "$1"; false; }; }
+mkdir dir
+1b-batchrep -m no-such-model.gguf --json dir > out.txt 2> err.txt; rc=$?
+[ $rc -eq 5 ] && [ ! -s out.txt ] && one_line err.txt "1b-batchrep: dir: Is a directory"
+ok $? "--json DIR: exit 5 at once, before the model is opened"
+1b-batchrep --selftest > /dev/full 2> err.txt; rc=$?
+[ $rc -eq 5 ] && one_line err.txt "1b-batchrep: stdout: No space left on device"
+ok $? "--selftest > /dev/full: exit 5"
+1b-batchrep -m "$S" --width 2 --rounds 1 --max-tokens 4 > /dev/full 2> err.txt; rc=$?
+[ $rc -eq 5 ] && one_line err.txt "1b-batchrep: stdout: No space left on device"
+ok $? "the report to /dev/full: exit 5, one line"
+1b-batchrep -m "$S" --width 2 --rounds 1 --max-tokens 4 --json - > /dev/full 2> err.txt; rc=$?
+[ $rc -eq 5 ] && one_line err.txt "1b-batchrep: stdout: write: No space left on device"
+ok $? "--json - to /dev/full: exit 5, one line"
+# NaN logits: every copy fails; the reason is reported
+cp "$S" nan.gguf
+off=$(1b-load --tensors nan.gguf | grep '"output_norm.weight"' | grep -o '"offset":[0-9]*' | cut -d: -f2)
+printf '\x00\x00\xc0\x7f' | dd of=nan.gguf bs=1 seek="$off" conv=notrunc status=none
+1b-batchrep -m nan.gguf --width 3 --rounds 2 --max-tokens 4 > out.txt 2> err.txt; rc=$?
+[ $rc -eq 5 ] && one_line err.txt "1b-batchrep: round 0 copy 0 did not finish: logit of token 0 is NaN"
+ok $? "a model whose logits are NaN: exit 5 with the reason"

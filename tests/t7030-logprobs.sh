@@ -7,7 +7,7 @@
 # records and exit statuses.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
-plan 21
+plan 30
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
 FX=$OB_TOP/tests/fixtures/url
@@ -112,3 +112,57 @@ ok $? "--wire echo: the tokens appended to an echoed prompt, the last ones taken
 echo '{"id":"m","prompt_ids":[1,2,3],"tokens":[{"id":11},{"id":1052},{"id":999}]}' > m.jsonl
 out=$(1b-logprobs --url "$URL_score" < m.jsonl 2>&1); rc=$?
 [ $rc -eq 3 ] && grep -q "is id 572, not the forced 999" <<<"$out"; ok $? "a reply that scored other tokens: exit 3 ($out)"
+
+# every failure: one line naming the input and the problem, and the documented status
+one_line() { [ "$(wc -l < "$1")" -eq 1 ] && [ "$(cat "$1")" = "$2" ] || { sed 's/^/# got: /' "$1"; false; }; }
+head -1 gen.jsonl > one.jsonl
+bad=0
+while IFS='|' read -r what filter want; do
+    jq -c "$filter" one.jsonl > bad.jsonl
+    1b-logprobs -m "$S" bad.jsonl > out.jsonl 2> err.txt; rc=$?
+    { [ $rc -eq 3 ] && [ ! -s out.jsonl ] && one_line err.txt "1b-logprobs: bad.jsonl:1: id r1: $want"; } || { echo "# $what: exit $rc"; bad=1; }
+done <<'EOF'
+prompt_ids a string|.prompt_ids = "1 2 3"|prompt_ids is not a non-empty array of token ids
+prompt_ids empty|.prompt_ids = []|prompt_ids is not a non-empty array of token ids
+prompt_ids with a token out of the vocabulary|.prompt_ids = [1, 99999]|prompt_ids[1] is not a token id of this model
+top_logprobs 50|.top_logprobs = 50|top_logprobs is not an integer in [0, 20]
+top_logprobs -1|.top_logprobs = -1|top_logprobs is not an integer in [0, 20]
+top_logprobs 2.5|.top_logprobs = 2.5|top_logprobs is not an integer in [0, 20]
+top_logprobs a string|.top_logprobs = "3"|top_logprobs is not an integer in [0, 20]
+EOF
+ok $bad "a malformed prompt_ids or top_logprobs is refused with one line, exit 3 (never ignored)"
+jq -c '.top_logprobs = 50' one.jsonl | 1b-logprobs -m "$S" --top-logprobs 2 > out.jsonl; rc=$?
+[ $rc -eq 0 ] && jq -e 'all(.tokens[]; (.top | length) == 2)' out.jsonl > /dev/null
+ok $? "--top-logprobs overrides the record's top_logprobs"
+printf 'Once upon a time\0 there was\n' > nul.txt
+1b-logprobs -m "$S" --text nul.txt > out.jsonl 2> err.txt; rc=$?
+[ $rc -eq 3 ] && [ ! -s out.jsonl ] && one_line err.txt "1b-logprobs: nul.txt:1: line contains a NUL byte"
+ok $? "--text: a line with a NUL byte is refused, not cut at it"
+mkdir dir
+1b-logprobs -m "$S" dir > out.jsonl 2> err.txt; rc=$?
+[ $rc -eq 3 ] && one_line err.txt "1b-logprobs: dir: is a directory"
+ok $? "a directory operand: exit 3, one line"
+1b-logprobs -m "$S" --keep-going dir one.jsonl > out.jsonl 2> err.txt; rc=$?
+[ $rc -eq 3 ] && [ "$(jq -r .id out.jsonl)" = r1 ]
+ok $? "--keep-going goes past it to the next operand, exit 3"
+1b-logprobs -m "$S" one.jsonl > /dev/full 2> err.txt; rc=$?
+[ $rc -eq 5 ] && one_line err.txt "1b-logprobs: stdout: write: No space left on device"
+ok $? "a write error on stdout: exit 5, one line"
+
+# a model with one non-finite weight (both accepted by 1b-load): scoring fails with the
+# reason, once per record, exit 5 (it used to free the job twice and abort)
+poke() {    # poke FILE TENSOR BYTES: write BYTES (printf escapes) at the tensor's first value
+    local off
+    off=$(1b-load --tensors "$1" | grep "\"tensor\":\"$2\"" | grep -o '"offset":[0-9]*' | cut -d: -f2)
+    [ -n "$off" ] && printf "$3" | dd of="$1" bs=1 seek="$off" conv=notrunc status=none
+}
+cp "$S" nan.gguf && poke nan.gguf output_norm.weight '\x00\x00\xc0\x7f'
+cp "$S" big.gguf && poke big.gguf output.weight '\xe6\xb1\x61\x7f'
+for m in nan big; do
+    1b-logprobs -m $m.gguf --text text.txt > out.jsonl 2> err.txt; rc=$?
+    [ $rc -eq 5 ] && [ ! -s out.jsonl ] && [ "$(wc -l < err.txt)" -eq 1 ] && grep -q "^1b-logprobs: text.txt:1: id 1: logit of token 0 is " err.txt
+    ok $? "--text on $m.gguf: exit 5, one line ($(head -1 err.txt))"
+done
+1b-logprobs -m nan.gguf --keep-going gen.jsonl > out.jsonl 2> err.txt; rc=$?
+[ $rc -eq 5 ] && [ ! -s out.jsonl ] && [ "$(grep -c 'logit of token 0 is NaN' err.txt)" -eq 5 ]
+ok $? "records on nan.gguf with --keep-going: each reported once, exit 5"
