@@ -84,7 +84,7 @@ static cJSON *probe_record(const struct opts *o)
     } else {
         cJSON *m = NULL;
         if (o->messages) {
-            m = cJSON_Parse(o->messages);
+            ob_json_parse(o->messages, strlen(o->messages), 0, &m);
         } else {
             m = cJSON_CreateArray();
             cJSON *u = cJSON_CreateObject();
@@ -194,9 +194,11 @@ static int reply_rec(const cJSON *req, const struct ob_oai_req *q, const char *r
     if (!err) {
         /* through text, as any reader of the records would see them */
         char *s = cJSON_PrintUnformatted(rec);
-        cJSON *back = s ? cJSON_Parse(s) : NULL;
+        cJSON *back = NULL;
+        err = !s ? ob_seterr(OB_ENOMEM, "out of memory") : ob_json_parse(s, strlen(s), 0, &back);
         cJSON_free(s);
-        err = back ? ob_agree_rec_from_json(back, out) : ob_seterr(OB_ENOMEM, "out of memory");
+        if (!err)
+            err = ob_agree_rec_from_json(back, out);
         const cJSON *mn = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(back, "model"), "name");
         if (cJSON_IsString(mn) && model && !model[0])
@@ -383,8 +385,8 @@ static void mk(struct ob_agree_rec *r, int n, const int32_t *ids, const float *l
 
 static cJSON *st_parse(const char *s)
 {
-    cJSON *j = cJSON_Parse(s);
-    if (!j)
+    cJSON *j;
+    if (ob_json_parse(s, strlen(s), 0, &j))
         abort();
     return j;
 }
@@ -571,11 +573,14 @@ int main(int argc, char **argv)
     if (!o.parallel)
         o.parallel = o.width;
     if (o.messages) {
-        cJSON *m = cJSON_Parse(o.messages);
+        cJSON *m = NULL;
+        char why[600];
+        snprintf(why, sizeof why, "--messages: %s", ob_json_parse(o.messages, strlen(o.messages),
+                 0, &m) ? ob_errmsg() : "not a JSON array");
         bool ok = cJSON_IsArray(m);
         cJSON_Delete(m);
         if (!ok)
-            return usage_error("--messages is not a JSON array");
+            return usage_error(why);
     }
 
     cJSON *req = probe_record(&o);

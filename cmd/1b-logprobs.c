@@ -662,10 +662,14 @@ static int run_stream(struct run *R, FILE *f, const char *name, char *model, siz
                     free(j);
                     continue;
                 }
-                if (line[k] == '{') {      /* a record: {"id","text"} */
-                    rec = cJSON_Parse(line);
+                if (memchr(line, 0, (size_t)n)) {   /* text is cut at a NUL: refuse it */
+                    e = ob_seterr(OB_EFORMAT, "%s:%llu: line contains a NUL byte", name,
+                                  (unsigned long long)at);
+                } else if (line[k] == '{') {      /* a record: {"id","text"} */
+                    if ((e = ob_json_parse(line, (size_t)n, 0, &rec)))
+                        ob_errprefix(e, "%s:%llu", name, (unsigned long long)at);
                     const cJSON *t = cJSON_GetObjectItemCaseSensitive(rec, "text");
-                    if (!cJSON_IsString(t)) {
+                    if (!e && !cJSON_IsString(t)) {
                         cJSON_Delete(rec);
                         rec = NULL;
                         e = ob_seterr(OB_EFORMAT, "%s:%llu: not a {\"id\",\"text\"} record", name,
