@@ -210,12 +210,15 @@ static int reply_rec(const cJSON *req, const struct ob_oai_req *q, const char *r
 }
 
 static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *copies,
-                   struct ob_agree_rec *solo, char *model_name, size_t model_size)
+                   struct ob_agree_rec *solo, char *route, size_t route_size, char *model_name,
+                   size_t model_size)
 {
-    char *base = NULL, *url = NULL;
-    int e = ob_http_base(o->url, &base);
+    char *base = NULL, *url = NULL, *shown = NULL;
+    int e = ob_http_base(o->url, &base, &shown);
     if (e)
-        return e;
+        return ob_errprefix(e, "--url");
+    snprintf(route, route_size, "%s", shown);          /* without credentials */
+    free(shown);
     const char *key = getenv("OB_API_KEY");
     struct ob_oai_ready ready;
     memset(&ready, 0, sizeof ready);
@@ -242,7 +245,7 @@ static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *
     if (!e && o->vs_solo) {
         struct ob_http_result *r;
         if (!(e = ob_http_fetch(h, url, q.body, &r))) {
-            e = reply_rec(req, &q, o->url, r, solo, model_name, model_size);
+            e = reply_rec(req, &q, route, r, solo, model_name, model_size);
             if (e)
                 ob_errprefix(e, "solo");
             ob_http_result_free(r);
@@ -264,7 +267,7 @@ static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *
                 break;
             }
             struct ob_agree_rec *dst = r->user;
-            e = reply_rec(req, &q, o->url, r, dst, model_name, model_size);
+            e = reply_rec(req, &q, route, r, dst, model_name, model_size);
             if (e)
                 ob_errprefix(e, "round %d copy %d", round, (int)(dst - copies) % o->width);
             ob_http_result_free(r);
@@ -594,8 +597,7 @@ int main(int argc, char **argv)
     char route[256] = "", model[256] = "";
     int e;
     if (o.url) {
-        snprintf(route, sizeof route, "%s", o.url);
-        e = run_url(&o, req, copies, &solo, model, sizeof model);
+        e = run_url(&o, req, copies, &solo, route, sizeof route, model, sizeof model);
     } else {
         e = run_inprocess(&o, req, copies, &solo, route, sizeof route, model, sizeof model);
     }
