@@ -7,7 +7,7 @@
 # JSON in valid UTF-8. The JSON fuzz corpus replays under ASan/UBSan.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 20
+plan 21
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 
@@ -62,6 +62,18 @@ assert r["keep"] == "a\x01b\u00e9\"\\/\t\U0010FFFF", r["keep"]
 assert r["n2"] == 1e308 and r["k"] == {"x\u00e9": [1, "\x02"]}
 '
 ok $? "valid escapes, a surrogate pair, U+10FFFF and nested pass-through fields are carried whole"
+
+# a writer whose strings come from a file: 1b-load's tensor names (GGUF strings are bytes)
+"$PY" -c '
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+i = b.find(b"output_norm.weight")
+b[i + 17] = 0xff
+open("bad-name.gguf", "wb").write(b)
+' "$S"
+1b-load --tensors bad-name.gguf > load.jsonl 2> /dev/null && strict_jsonl load.jsonl &&
+    jq -e -s 'any(.[]; .tensor == "output_norm.weigh\ufffd")' load.jsonl > /dev/null
+ok $? "1b-load: a tensor name with ill-formed UTF-8 is written as valid JSON (U+FFFD)"
 
 # 1b-serve: the same texts are a 400, never a cut prompt
 serve_start a -m "$S" -t 1
