@@ -622,9 +622,11 @@ void ob_oai_ready_free(struct ob_oai_ready *r)
     r->model = NULL;
 }
 
-/* GET base+path: the HTTP status (0 when no connection) and the body (*len bytes) */
+/* GET base+path: the HTTP status (0 when no reply) and the body (*len bytes); why, when not
+ * NULL, gets the reason of a transfer that failed after the server answered (a reply cut short,
+ * a timeout), so that such a server is not called unreachable */
 static int get(struct ob_http *h, const char *base, const char *path, long *status, char **body,
-               size_t *len)
+               size_t *len, char *why, size_t why_size)
 {
     char *url = ob_http_join(base, path);
     if (!url)
@@ -642,6 +644,8 @@ static int get(struct ob_http *h, const char *base, const char *path, long *stat
         *body = r->body;
         *len = r->len;
         r->body = NULL;
+    } else if (r->err == OB_EIO && why) {
+        snprintf(why, why_size, "%s", r->msg);
     }
     ob_http_result_free(r);
     return 0;
@@ -691,18 +695,19 @@ int ob_oai_wait_ready(const char *base, double wait_s, const char *api_key,
     }
     double deadline = now_s() + (wait_s > 0 ? wait_s : 0), pause = 0.05;
     bool answered = false, no_health = false, ready = false;
+    char broken[480] = "";             /* the last probe that failed after a connection */
     long last = 0;
     const char *last_path = "/health";
     for (;;) {
         long st;
         char *body;
         size_t blen;
-        if ((e = get(h, base, "/health", &st, &body, &blen)))
+        if ((e = get(h, base, "/health", &st, &body, &blen, broken, sizeof broken)))
             break;
         last_path = "/health";
         if (st == 404 || st == 405) {        /* no /health: the OpenAI-style path */
             free(body);
-            if ((e = get(h, base, "/v1/health", &st, &body, &blen)))
+            if ((e = get(h, base, "/v1/health", &st, &body, &blen, broken, sizeof broken)))
                 break;
             last_path = "/v1/health";
             no_health = st == 404 || st == 405;
@@ -727,7 +732,9 @@ int ob_oai_wait_ready(const char *base, double wait_s, const char *api_key,
         pause = pause * 2 < 0.5 ? pause * 2 : 0.5;
     }
     if (!e && !ready) {
-        if (!answered) {
+        if (!answered && broken[0]) {
+            e = ob_seterr(OB_EDEVICE, "%s: not ready after %g s: %s", shown, wait_s, broken);
+        } else if (!answered) {
             e = ob_seterr(OB_EDEVICE, "%s: unreachable (no connection within %g s)", shown,
                           wait_s);
         } else {
@@ -735,7 +742,7 @@ int ob_oai_wait_ready(const char *base, double wait_s, const char *api_key,
             long st;
             char *body;
             size_t blen;
-            if (!(e = get(h, base, "/v1/models", &st, &body, &blen))) {
+            if (!(e = get(h, base, "/v1/models", &st, &body, &blen, broken, sizeof broken))) {
                 if (st == 200) {
                     ready = true;
                     if (no_health)
@@ -760,7 +767,7 @@ int ob_oai_wait_ready(const char *base, double wait_s, const char *api_key,
         long st;
         char *body;
         size_t blen;
-        if (!get(h, base, "/v1/models", &st, &body, &blen) && st == 200)
+        if (!get(h, base, "/v1/models", &st, &body, &blen, broken, sizeof broken) && st == 200)
             out->model = first_model(body, blen);
         free(body);
     }

@@ -7,7 +7,7 @@
 # float32, replies without log-probabilities and failed requests, each with its exit status.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
-plan 40
+plan 41
 cd "$T" || exit 1
 FX=$OB_TOP/tests/fixtures/url
 G=$OB_TOP/tests/golden
@@ -155,6 +155,12 @@ one errtext | 1b-gen --url "$URL_broken" > et.jsonl 2> et.txt; rc=$?
 [ $rc -eq 3 ] && strict_jsonl et.jsonl && [ "$(jq -r .error et.jsonl)" = "HTTP 400: bad $(printf '\xef\xbf\xbd') [31m red line" ] &&
     [ "$(wc -l < et.txt)" -eq 1 ] && ! grep -q "$(printf '\033')" et.txt
 ok $? "an error message with ill-formed UTF-8, ESC and a newline: one clean line ($(cat et.txt))"
+
+printf '%s\n' '{"health": [{"raw": "HTTP/1.1 200 OK\r\nContent-Le"}], "models": {"status": 404, "body": {}}}' > cuth.json
+fixture_start cuth cuth.json
+out=$(1b-gen --url "$URL_cuth" --wait 1 < "$REQ" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 4 ] && grep -q "not ready after 1 s: .*/health: the reply was cut short (in its headers)" <<<"$out"
+ok $? "a health probe cut in its headers is no answer, and the message says so ($out)"
 
 # credentials in the URL: sent (basic auth), never copied into records or messages
 cred=http://user:secret@${URL_nolp#http://}
