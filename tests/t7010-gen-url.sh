@@ -4,10 +4,13 @@
 # result records (golden), the request sent, readiness (503 while loading, "stalled", no
 # health route, never ready, unreachable, a server that comes up late), retries on connection
 # errors only, --parallel keeping input order, servers without ids, values that are not
-# float32, replies without log-probabilities and failed requests, each with its exit status.
+# float32, replies without log-probabilities and failed requests, each with its exit status;
+# replies cut short (in the headers or the body: one status), binary, with ill-formed UTF-8 or
+# \u0000; URLs checked up front, credentials kept out of records and messages, OB_API_KEY
+# without control characters, --timeout always a limit.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
-plan 41
+plan 42
 cd "$T" || exit 1
 FX=$OB_TOP/tests/fixtures/url
 G=$OB_TOP/tests/golden
@@ -117,6 +120,10 @@ out=$(1b-gen --url "$URL_llama" bad.jsonl 2>&1); rc=$?
 [ $rc -eq 3 ] && grep -q "bad.jsonl:1: id x: field 'n' is not supported" <<<"$out"; ok $? "a record 1b refuses: exit 3 ($out)"
 check_exit 2 "--url with -d" 1b-gen --url "$URL_llama" -d cpu < "$REQ"
 check_exit 2 "a URL that is not http" 1b-gen --url "ftp://127.0.0.1/" < "$REQ"
+
+out=$("$UNIT/http" 2>&1); rc=$?
+ok $rc "unit: URLs through curl_url, the route without credentials, API keys, error text" ||
+    grep -v '^ok' <<<"$out" | sed 's/^/# /'
 
 # replies cut short, binary, with ill-formed UTF-8 or \u0000 (tests/fixtures/url/broken.json)
 fixture_start broken "$FX/broken.json"
