@@ -377,8 +377,8 @@ int ob_jsonl_write(FILE *f, const cJSON *rec);
  * are refused here (OB_EFORMAT, "what at byte N"), never truncated: a NUL byte, a control
  * byte other than tab, LF and CR (and none of those inside a string), an escape other than
  * \" \\ \/ \b \f \n \r \t \uXXXX, \u0000, an unpaired surrogate, ill-formed UTF-8 (in strings
- * too, unless flags has OB_JSON_ANY_BYTES), and anything cJSON refuses. *out: the value
- * (cJSON_Delete), NULL on error.
+ * too, unless flags has OB_JSON_ANY_BYTES), a number beyond a double (cJSON would write it back
+ * as null), and anything cJSON refuses. *out: the value (cJSON_Delete), NULL on error.
  */
 enum {
     OB_JSON_ANY_BYTES = 1,         /* strings may hold ill-formed UTF-8, kept as they are (a
