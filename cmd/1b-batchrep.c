@@ -85,7 +85,7 @@ static cJSON *probe_record(const struct opts *o)
     } else {
         cJSON *m = NULL;
         if (o->messages) {
-            m = cJSON_Parse(o->messages);
+            ob_json_parse(o->messages, strlen(o->messages), 0, &m);
         } else {
             m = cJSON_CreateArray();
             cJSON *u = cJSON_CreateObject();
@@ -196,9 +196,11 @@ static int reply_rec(const cJSON *req, const struct ob_oai_req *q, const char *r
     if (!err) {
         /* through text, as any reader of the records would see them */
         char *s = cJSON_PrintUnformatted(rec);
-        cJSON *back = s ? cJSON_Parse(s) : NULL;
+        cJSON *back = NULL;
+        err = !s ? ob_seterr(OB_ENOMEM, "out of memory") : ob_json_parse(s, strlen(s), 0, &back);
         cJSON_free(s);
-        err = back ? ob_agree_rec_from_json(back, out) : ob_seterr(OB_ENOMEM, "out of memory");
+        if (!err)
+            err = ob_agree_rec_from_json(back, out);
         const cJSON *mn = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(back, "model"), "name");
         if (cJSON_IsString(mn) && model && !model[0])
@@ -210,12 +212,15 @@ static int reply_rec(const cJSON *req, const struct ob_oai_req *q, const char *r
 }
 
 static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *copies,
-                   struct ob_agree_rec *solo, char *model_name, size_t model_size)
+                   struct ob_agree_rec *solo, char *route, size_t route_size, char *model_name,
+                   size_t model_size)
 {
-    char *base = NULL, *url = NULL;
-    int e = ob_http_base(o->url, &base);
+    char *base = NULL, *url = NULL, *shown = NULL;
+    int e = ob_http_base(o->url, &base, &shown);
     if (e)
-        return e;
+        return ob_errprefix(e, "--url");
+    snprintf(route, route_size, "%s", shown);          /* without credentials */
+    free(shown);
     const char *key = getenv("OB_API_KEY");
     struct ob_oai_ready ready;
     memset(&ready, 0, sizeof ready);
@@ -242,7 +247,7 @@ static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *
     if (!e && o->vs_solo) {
         struct ob_http_result *r;
         if (!(e = ob_http_fetch(h, url, q.body, &r))) {
-            e = reply_rec(req, &q, o->url, r, solo, model_name, model_size);
+            e = reply_rec(req, &q, route, r, solo, model_name, model_size);
             if (e)
                 ob_errprefix(e, "solo");
             ob_http_result_free(r);
@@ -264,7 +269,7 @@ static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *
                 break;
             }
             struct ob_agree_rec *dst = r->user;
-            e = reply_rec(req, &q, o->url, r, dst, model_name, model_size);
+            e = reply_rec(req, &q, route, r, dst, model_name, model_size);
             if (e)
                 ob_errprefix(e, "round %d copy %d", round, (int)(dst - copies) % o->width);
             ob_http_result_free(r);
@@ -385,8 +390,8 @@ static void mk(struct ob_agree_rec *r, int n, const int32_t *ids, const float *l
 
 static cJSON *st_parse(const char *s)
 {
-    cJSON *j = cJSON_Parse(s);
-    if (!j)
+    cJSON *j;
+    if (ob_json_parse(s, strlen(s), 0, &j))
         abort();
     return j;
 }
@@ -577,11 +582,14 @@ int main(int argc, char **argv)
     if (!o.parallel)
         o.parallel = o.width;
     if (o.messages) {
-        cJSON *m = cJSON_Parse(o.messages);
+        cJSON *m = NULL;
+        char why[600];
+        snprintf(why, sizeof why, "--messages: %s", ob_json_parse(o.messages, strlen(o.messages),
+                 0, &m) ? ob_errmsg() : "not a JSON array");
         bool ok = cJSON_IsArray(m);
         cJSON_Delete(m);
         if (!ok)
-            return usage_error("--messages is not a JSON array");
+            return usage_error(why);
     }
 
     /* the report's file is opened before the measurement: an unwritable one is found at once */
@@ -604,8 +612,7 @@ int main(int argc, char **argv)
     char route[256] = "", model[256] = "";
     int e;
     if (o.url) {
-        snprintf(route, sizeof route, "%s", o.url);
-        e = run_url(&o, req, copies, &solo, model, sizeof model);
+        e = run_url(&o, req, copies, &solo, route, sizeof route, model, sizeof model);
     } else {
         e = run_inprocess(&o, req, copies, &solo, route, sizeof route, model, sizeof model);
     }

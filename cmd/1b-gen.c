@@ -513,8 +513,8 @@ static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
 
 static int run_url(struct opts *o, int argc, char **argv, int first)
 {
-    char *base = NULL;
-    int e = ob_http_base(o->url, &base);
+    char *base = NULL, *route = NULL;
+    int e = ob_http_base(o->url, &base, &route);
     if (e) {
         fprintf(stderr, PROG ": --url: %s\n", ob_errmsg());
         return OB_EXIT_USAGE;
@@ -525,12 +525,13 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
     if (e) {
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
         free(base);
+        free(route);
         fclose(stdout);
         return ob_exit_status(e);
     }
     if (ready.note[0])
         fprintf(stderr, PROG ": warning: %s\n", ready.note);
-    struct urun U = {.o = o, .base = o->url, .status = OB_EXIT_OK};
+    struct urun U = {.o = o, .base = route, .status = OB_EXIT_OK};
     U.tail = &U.head;
     U.params = (struct ob_oai_params){.max_tokens = o->d.max_tokens,
                                       .temperature = o->d.temperature, .seed = o->d.seed,
@@ -569,7 +570,7 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
     if (U.nonf32)
         fprintf(stderr, PROG ": %s: %lld log-probabilit%s on the wire %s not float32 (rounded "
-                "to float32; the wire value is kept as wire_logprob)\n", o->url,
+                "to float32; the wire value is kept as wire_logprob)\n", route,
                 (long long)U.nonf32, U.nonf32 == 1 ? "y" : "ies", U.nonf32 == 1 ? "was" : "were");
     int status = U.status;
     if (U.unreachable)
@@ -590,6 +591,7 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
     free(U.endpoint_cmpl);
     ob_oai_ready_free(&ready);
     free(base);
+    free(route);
     if (ob_stdout_close()) {
         if (!U.out_failed)
             fprintf(stderr, PROG ": %s\n", ob_errmsg());

@@ -529,9 +529,11 @@ static int score_url(struct run *R, struct job *j, char *model, size_t model_siz
         e = ob_seterr(r->err, "%s", r->msg);
     } else if (r->status != 200) {
         e = ob_seterr(r->status >= 500 ? OB_EIO : OB_EFORMAT, "HTTP %ld: %s", r->status,
-                      ob_oai_error_text(r->body, t, sizeof t));
+                      ob_oai_error_text(r->body, r->len, t, sizeof t));
     }
-    cJSON *reply = e ? NULL : cJSON_Parse(r->body);
+    cJSON *reply = NULL;
+    if (!e && ob_json_parse(r->body, r->len, OB_JSON_ANY_BYTES, &reply))
+        e = ob_errprefix(OB_EFORMAT, "the reply cannot be read");
     ob_http_result_free(r);
     if (e)
         return e;
@@ -699,9 +701,10 @@ static int run_stream(struct run *R, FILE *f, const char *name, char *model, siz
                     free(j);
                     continue;
                 } else if (line[k] == '{') {      /* a record: {"id","text"} */
-                    rec = cJSON_Parse(line);
+                    if ((e = ob_json_parse(line, (size_t)n, 0, &rec)))
+                        ob_errprefix(e, "%s:%llu", name, (unsigned long long)at);
                     const cJSON *t = cJSON_GetObjectItemCaseSensitive(rec, "text");
-                    if (!cJSON_IsString(t)) {
+                    if (!e && !cJSON_IsString(t)) {
                         cJSON_Delete(rec);
                         rec = NULL;
                         e = ob_seterr(OB_EFORMAT, "%s:%llu: not a {\"id\",\"text\"} record", name,
@@ -864,12 +867,17 @@ int main(int argc, char **argv)
     if (!e && o.url) {
         const char *key = getenv("OB_API_KEY");
         model[0] = 0;                          /* the server's name, from its replies */
-        snprintf(R.route, sizeof R.route, "%s", o.url);
         struct ob_http_opts ho = OB_HTTP_OPTS_DEFAULT;
         ho.timeout_s = o.srv.timeout;
         ho.retries = o.srv.retries;
         ho.api_key = key;
-        if (!(e = ob_http_base(o.url, &R.base)) &&
+        char *route = NULL;                    /* the URL without its credentials */
+        if (!(e = ob_http_base(o.url, &R.base, &route)))
+            snprintf(R.route, sizeof R.route, "%s", route);
+        else
+            ob_errprefix(e, "--url");
+        free(route);
+        if (!e &&
             !(e = ob_oai_wait_ready(R.base, o.srv.wait, key, &ready)) &&
             !(e = ob_http_new(&ho, &R.h)) &&
             !(R.endpoint = ob_http_join(R.base, "/v1/completions")))

@@ -364,8 +364,34 @@ int ob_jsonl_next(struct ob_jsonl *r, cJSON **out);
 uint64_t ob_jsonl_line(const struct ob_jsonl *r);   /* line number of the last record read */
 const char *ob_jsonl_name(const struct ob_jsonl *r);
 
-/* Write one record as one compact line and flush it. OB_EIO if the stream failed. */
+/* Write one record as one compact line and flush it. OB_EIO if the stream failed. The line is
+ * always valid UTF-8: ill-formed bytes in a string are written as U+FFFD. */
 int ob_jsonl_write(FILE *f, const cJSON *rec);
+
+/*
+ * The one way 1b reads JSON text (records, request bodies, server replies, tokenizer files):
+ * len bytes (NUL-terminated or not) as one JSON value, with nothing but blanks after it.
+ * cJSON's strings end at their first NUL, so cJSON 1.7 cuts a string short at "\u0000" and at
+ * an escape such as "\uZZZZ" (which it reads as 0), and it takes raw control bytes and
+ * ill-formed UTF-8 into strings that are then written back out as invalid JSON. All of these
+ * are refused here (OB_EFORMAT, "what at byte N"), never truncated: a NUL byte, a control
+ * byte other than tab, LF and CR (and none of those inside a string), an escape other than
+ * \" \\ \/ \b \f \n \r \t \uXXXX, \u0000, an unpaired surrogate, ill-formed UTF-8 (in strings
+ * too, unless flags has OB_JSON_ANY_BYTES), a number beyond a double (cJSON would write it back
+ * as null), and anything cJSON refuses. *out: the value (cJSON_Delete), NULL on error.
+ */
+enum {
+    OB_JSON_ANY_BYTES = 1,         /* strings may hold ill-formed UTF-8, kept as they are (a
+                                      server's token text may be part of a character); whoever
+                                      writes them out replaces them (ob_utf8_sanitize) */
+};
+int ob_json_parse(const char *text, size_t len, int flags, cJSON **out);
+/* Length of the well-formed UTF-8 sequence at s (1-4; no overlong forms, surrogates or code
+ * points above U+10FFFF), or 0 when the byte at s does not start one (NUL counts as
+ * ill-formed) or it runs past end. */
+int ob_utf8_len(const char *s, const char *end);
+/* Strict UTF-8 as above; NUL bytes pass. */
+bool ob_utf8_valid(const char *s, size_t n);
 
 /*
  * Float32 in records: the shortest decimal that reads back (strtof) to the same bits, e.g.
@@ -424,8 +450,9 @@ struct ob_server_opts {
     int retries;
 };
 #define OB_SERVER_OPTS_DEFAULT {.wait = 60, .timeout = 600, .retries = 5}
-/* c one of OB_OPT_WAIT, OB_OPT_TIMEOUT, OB_OPT_RETRIES: its argument into *so (seconds in
- * [0, 86400]; retries 0 .. 100); false after "PROG: --NAME: why" on stderr. */
+/* c one of OB_OPT_WAIT, OB_OPT_TIMEOUT, OB_OPT_RETRIES: its argument into *so (--wait seconds
+ * in [0, 86400], --timeout in [0.001, 86400]: there is always a limit; retries 0 .. 100); false
+ * after "PROG: --NAME: why" on stderr. */
 bool ob_opt_server(const char *prog, int c, const char *arg, struct ob_server_opts *so);
 /*
  * A command's option loop over one table (rows of its own, then OB_OPT_ROWS_SHARED):

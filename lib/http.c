@@ -27,15 +27,154 @@ static int oom(void)
     return ob_seterr(OB_ENOMEM, "out of memory");
 }
 
+/* ---- URLs ------------------------------------------------------------------------------------ */
+
+/* URLs are taken apart and put together by libcurl's URL API (curl_url), which is what
+ * libcurl itself will read them with. */
+
+/* url parsed into a new handle; OB_EUSAGE when libcurl refuses it (the message does not repeat
+ * the URL: it may hold a password) */
+static int url_parse(const char *url, CURLU **out)
+{
+    *out = curl_url();
+    if (!*out)
+        return oom();
+    CURLUcode rc = curl_url_set(*out, CURLUPART_URL, url, 0);
+    if (rc == CURLUE_OK)
+        return 0;
+    curl_url_cleanup(*out);
+    *out = NULL;
+    if (rc == CURLUE_OUT_OF_MEMORY)
+        return oom();
+    return ob_seterr(OB_EUSAGE, "not a valid URL (%s)", curl_url_strerror(rc));
+}
+
+/* The URL as records and messages show it: the URL as given, or without its user name and
+ * password when it has them (libcurl sends them as basic authentication; they must not be
+ * copied into every record and message). NULL when out of memory; a URL that libcurl does not
+ * parse (refused before any transfer by ob_http_base) shows as a placeholder. */
+static char *url_shown(const char *url)
+{
+    CURLU *u;
+    if (url_parse(url, &u))
+        return strdup("(invalid URL)");
+    char *user = NULL, *pass = NULL, *opts = NULL, *s = NULL;
+    curl_url_get(u, CURLUPART_USER, &user, 0);
+    curl_url_get(u, CURLUPART_PASSWORD, &pass, 0);
+    curl_url_get(u, CURLUPART_OPTIONS, &opts, 0);
+    if (!user && !pass && !opts) {
+        s = strdup(url);
+    } else if (curl_url_set(u, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
+               curl_url_set(u, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
+               curl_url_set(u, CURLUPART_OPTIONS, NULL, 0) == CURLUE_OK) {
+        char *c = NULL;
+        if (curl_url_get(u, CURLUPART_URL, &c, 0) == CURLUE_OK)
+            s = strdup(c);
+        curl_free(c);
+    }
+    curl_free(user);
+    curl_free(pass);
+    curl_free(opts);
+    curl_url_cleanup(u);
+    return s;
+}
+
+/* base + path as messages show it */
+static char *shown_join(const char *base, const char *path)
+{
+    char *u = ob_http_join(base, path), *s = u ? url_shown(u) : NULL;
+    free(u);
+    return s;
+}
+
+int ob_http_base(const char *url, char **base, char **route)
+{
+    *base = NULL;
+    if (route)
+        *route = NULL;
+    CURLU *u;
+    int e = url_parse(url, &u);
+    if (e)
+        return e;
+    char *scheme = NULL, *host = NULL, *path = NULL, *b = NULL;
+    if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+        (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
+        e = ob_seterr(OB_EUSAGE, "not an http:// or https:// URL (%s://)", scheme ? scheme : "?");
+        goto out;
+    }
+    if (curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK || !*host) {
+        e = ob_seterr(OB_EUSAGE, "the URL names no host");
+        goto out;
+    }
+    /* the server's root: without trailing slashes and an OpenAI-style "/v1"; a fragment is
+     * never sent, a query is kept for every request */
+    if (curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK) {
+        e = oom();
+        goto out;
+    }
+    size_t n = strlen(path);
+    while (n > 0 && path[n - 1] == '/')
+        n--;
+    if (n >= 3 && memcmp(path + n - 3, "/v1", 3) == 0)
+        n -= 3;
+    while (n > 0 && path[n - 1] == '/')
+        n--;
+    path[n] = 0;
+    if (curl_url_set(u, CURLUPART_PATH, n ? path : "/", 0) != CURLUE_OK ||
+        curl_url_set(u, CURLUPART_FRAGMENT, NULL, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_URL, &b, 0) != CURLUE_OK || !(*base = strdup(b))) {
+        e = oom();
+        goto out;
+    }
+    if (route && !(*route = url_shown(url))) {
+        free(*base);
+        *base = NULL;
+        e = oom();
+    }
+out:
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(path);
+    curl_free(b);
+    curl_url_cleanup(u);
+    return e;
+}
+
+char *ob_http_join(const char *base, const char *path)
+{
+    CURLU *u;
+    if (url_parse(base, &u))
+        return NULL;
+    char *bp = NULL, *p = NULL, *s = NULL, *out = NULL;
+    if (curl_url_get(u, CURLUPART_PATH, &bp, 0) == CURLUE_OK) {
+        size_t n = strlen(bp);
+        while (n > 0 && bp[n - 1] == '/')
+            n--;
+        if (asprintf(&p, "%.*s%s", (int)n, bp, path) < 0)
+            p = NULL;
+    }
+    if (p && curl_url_set(u, CURLUPART_PATH, p, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_URL, &s, 0) == CURLUE_OK)
+        out = strdup(s);
+    curl_free(bp);
+    curl_free(s);
+    free(p);
+    curl_url_cleanup(u);
+    return out;
+}
+
 /* ---- transport ------------------------------------------------------------------------------- */
 
 struct xfer {
     CURL *easy;
     char *url, *body;
+    char *shown;                   /* url without its credentials, for messages */
     void *user;
     char *resp;
     size_t len, cap;
     bool too_big;
+    bool replied;                  /* a header line or a body byte has come */
+    bool head_done;                /* the reply's (last) header block has ended */
     int attempts;
     bool active;                   /* in the multi handle */
     double retry_at;               /* waiting to be re-added */
@@ -71,6 +210,14 @@ int ob_http_new(const struct ob_http_opts *o, struct ob_http **out)
     if (!h)
         return oom();
     h->o = *o;
+    /* the key becomes a header line: CR or LF in it would add headers of its own */
+    for (const char *p = o->api_key; p && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            free(h);
+            return ob_seterr(OB_EUSAGE, "OB_API_KEY holds a control character (0x%02x at byte "
+                             "%zu); it cannot be sent in a header", (unsigned char)*p,
+                             (size_t)(p - o->api_key) + 1);
+        }
     h->multi = curl_multi_init();
     h->hdr = curl_slist_append(NULL, "Content-Type: application/json");
     /* no "Expect: 100-continue" round trip before a large body */
@@ -104,6 +251,7 @@ static void xfer_free(struct ob_http *h, struct xfer *x)
         curl_easy_cleanup(x->easy);
     }
     free(x->url);
+    free(x->shown);
     free(x->body);
     free(x->resp);
     free(x);
@@ -156,6 +304,23 @@ static size_t on_data(char *p, size_t size, size_t n, void *user)
     memcpy(x->resp + x->len, p, k);
     x->len += k;
     x->resp[x->len] = 0;
+    x->replied = true;
+    return k;
+}
+
+/* One whole header line at a time, the empty line that ends a block included. A status line
+ * starts a block (a 1xx reply has one of its own before the real one). libcurl takes a
+ * connection closed in the middle of the headers as the end of a reply with no body; without
+ * the empty line that reply is known to be cut. */
+static size_t on_header(char *p, size_t size, size_t n, void *user)
+{
+    struct xfer *x = user;
+    size_t k = size * n;
+    x->replied = true;
+    if (k >= 5 && memcmp(p, "HTTP/", 5) == 0)
+        x->head_done = false;
+    else if ((k == 2 && p[0] == '\r' && p[1] == '\n') || (k == 1 && p[0] == '\n'))
+        x->head_done = true;
     return k;
 }
 
@@ -163,6 +328,8 @@ static int xfer_add(struct ob_http *h, struct xfer *x)
 {
     x->len = 0;
     x->too_big = false;
+    x->replied = false;
+    x->head_done = false;
     x->errbuf[0] = 0;
     x->attempts++;
     x->t0 = now_s();
@@ -180,9 +347,10 @@ int ob_http_start(struct ob_http *h, const char *url, const char *body, void *us
         return oom();
     x->user = user;
     x->url = strdup(url);
+    x->shown = url_shown(url);
     x->body = body ? strdup(body) : NULL;
     x->easy = curl_easy_init();
-    if (!x->url || (body && !x->body) || !x->easy) {
+    if (!x->url || !x->shown || (body && !x->body) || !x->easy) {
         xfer_free(h, x);
         return oom();
     }
@@ -192,6 +360,8 @@ int ob_http_start(struct ob_http *h, const char *url, const char *body, void *us
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, h->hdr);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
@@ -199,10 +369,11 @@ int ob_http_start(struct ob_http *h, const char *url, const char *body, void *us
      * take loopback traffic, unless the user set no_proxy themselves */
     if (!getenv("no_proxy") && !getenv("NO_PROXY"))
         curl_easy_setopt(e, CURLOPT_NOPROXY, "localhost,127.0.0.1,::1");
+    /* whole milliseconds, rounded up: 0 would mean no limit to libcurl */
     if (h->o.timeout_s > 0)
-        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(h->o.timeout_s * 1000));
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)ceil(h->o.timeout_s * 1000));
     if (h->o.connect_timeout_s > 0)
-        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)(h->o.connect_timeout_s * 1000));
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)ceil(h->o.connect_timeout_s * 1000));
     if (body) {
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
@@ -227,13 +398,13 @@ int ob_http_pending(const struct ob_http *h)
     return n;
 }
 
-static bool retryable(CURLcode rc, long status, size_t len)
+static bool retryable(CURLcode rc, const struct xfer *x)
 {
     if (rc == CURLE_COULDNT_CONNECT)
         return true;
     /* closed or reset before any byte of a reply: the server went away, not the request */
     return (rc == CURLE_GOT_NOTHING || rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR) &&
-           status == 0 && len == 0;
+           !x->replied;
 }
 
 static int push_done(struct ob_http *h, struct xfer *x, CURLcode rc)
@@ -251,21 +422,31 @@ static int push_done(struct ob_http *h, struct xfer *x, CURLcode rc)
         free(r);
         return oom();
     }
-    if (rc == CURLE_OK) {
+    /* A reply cut short is one failure wherever the cut falls (OB_EIO, as a timeout): in its
+     * headers (libcurl reports success, see on_header) or in its body. */
+    if (rc == CURLE_OK && x->head_done) {
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &r->status);
+    } else if (rc == CURLE_OK) {
+        r->err = OB_EIO;
+        snprintf(r->msg, sizeof r->msg, "%.200s: the reply was cut short (in its headers)",
+                 x->shown);
     } else {
         const char *why = x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc);
         if (x->too_big) {
             r->err = OB_EIO;
-            snprintf(r->msg, sizeof r->msg, "%.200s: the reply is larger than %zu MiB", x->url,
+            snprintf(r->msg, sizeof r->msg, "%.200s: the reply is larger than %zu MiB", x->shown,
                      MAX_REPLY >> 20);
-        } else if (retryable(rc, 0, x->len) || rc == CURLE_COULDNT_RESOLVE_HOST) {
+        } else if (retryable(rc, x) || rc == CURLE_COULDNT_RESOLVE_HOST) {
             r->err = OB_EDEVICE;
-            snprintf(r->msg, sizeof r->msg, "%.200s: unreachable: %.200s (%d attempt%s)", x->url, why,
-                     x->attempts, x->attempts == 1 ? "" : "s");
+            snprintf(r->msg, sizeof r->msg, "%.200s: unreachable: %.200s (%d attempt%s)",
+                     x->shown, why, x->attempts, x->attempts == 1 ? "" : "s");
+        } else if (x->replied && rc != CURLE_OPERATION_TIMEDOUT) {
+            r->err = OB_EIO;
+            snprintf(r->msg, sizeof r->msg, "%.200s: the reply was cut short (%s: %.200s)",
+                     x->shown, x->head_done ? "in its body" : "in its headers", why);
         } else {
             r->err = OB_EIO;
-            snprintf(r->msg, sizeof r->msg, "%.200s: %.200s", x->url, why);
+            snprintf(r->msg, sizeof r->msg, "%.200s: %.200s", x->shown, why);
         }
     }
     if (h->n_done == h->cap_done) {
@@ -314,9 +495,7 @@ static int turn(struct ob_http *h)
         CURLcode rc = m->data.result;
         curl_multi_remove_handle(h->multi, x->easy);
         x->active = false;
-        long status = 0;
-        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
-        if (rc != CURLE_OK && !x->too_big && retryable(rc, status, x->len) &&
+        if (rc != CURLE_OK && !x->too_big && retryable(rc, x) &&
             x->attempts <= h->o.retries) {
             double pause = h->o.backoff_s;
             for (int i = 1; i < x->attempts && pause < h->o.backoff_max_s; i++)
@@ -433,36 +612,6 @@ int ob_http_fetch(struct ob_http *h, const char *url, const char *body,
     return e;
 }
 
-int ob_http_base(const char *url, char **base)
-{
-    *base = NULL;
-    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
-        return ob_seterr(OB_EUSAGE, "'%s' is not an http:// or https:// URL", url);
-    const char *host = strstr(url, "://") + 3;
-    if (!*host || *host == '/')
-        return ob_seterr(OB_EUSAGE, "'%s' names no host", url);
-    char *b = strdup(url);
-    if (!b)
-        return oom();
-    size_t n = strlen(b);
-    while (n > 0 && b[n - 1] == '/')
-        b[--n] = 0;
-    if (n >= 3 && strcmp(b + n - 3, "/v1") == 0)
-        b[n -= 3] = 0;
-    while (n > 0 && b[n - 1] == '/')
-        b[--n] = 0;
-    *base = b;
-    return 0;
-}
-
-char *ob_http_join(const char *base, const char *path)
-{
-    char *s = NULL;
-    if (asprintf(&s, "%s%s", base, path) < 0)
-        return NULL;
-    return s;
-}
-
 /* ---- readiness ------------------------------------------------------------------------------- */
 
 void ob_oai_ready_free(struct ob_oai_ready *r)
@@ -473,8 +622,11 @@ void ob_oai_ready_free(struct ob_oai_ready *r)
     r->model = NULL;
 }
 
-/* GET base+path: the HTTP status (0 when no connection) and the body */
-static int get(struct ob_http *h, const char *base, const char *path, long *status, char **body)
+/* GET base+path: the HTTP status (0 when no reply) and the body (*len bytes); why, when not
+ * NULL, gets the reason of a transfer that failed after the server answered (a reply cut short,
+ * a timeout), so that such a server is not called unreachable */
+static int get(struct ob_http *h, const char *base, const char *path, long *status, char **body,
+               size_t *len, char *why, size_t why_size)
 {
     char *url = ob_http_join(base, path);
     if (!url)
@@ -484,33 +636,43 @@ static int get(struct ob_http *h, const char *base, const char *path, long *stat
     free(url);
     *status = 0;
     *body = NULL;
+    *len = 0;
     if (e)
         return e;
     if (r->err == 0) {
         *status = r->status;
         *body = r->body;
+        *len = r->len;
         r->body = NULL;
+    } else if (r->err == OB_EIO && why) {
+        snprintf(why, why_size, "%s", r->msg);
     }
     ob_http_result_free(r);
     return 0;
 }
 
-static bool says_stalled(const char *body)
+static bool says_stalled(const char *body, size_t len)
 {
-    cJSON *j = body ? cJSON_Parse(body) : NULL;
+    cJSON *j = NULL;
+    if (body)
+        ob_json_parse(body, len, OB_JSON_ANY_BYTES, &j);
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "status");
     bool st = cJSON_IsString(s) && strcmp(s->valuestring, "stalled") == 0;
     cJSON_Delete(j);
     return st;
 }
 
-static char *first_model(const char *body)
+/* the first model's id, as valid UTF-8 (it is sent back in every request body) */
+static char *first_model(const char *body, size_t len)
 {
-    cJSON *j = body ? cJSON_Parse(body) : NULL;
+    cJSON *j = NULL;
+    if (body)
+        ob_json_parse(body, len, OB_JSON_ANY_BYTES, &j);
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "data");
     const cJSON *m = cJSON_IsArray(d) ? cJSON_GetArrayItem(d, 0) : NULL;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "id");
-    char *s = cJSON_IsString(id) ? strdup(id->valuestring) : NULL;
+    char *s = cJSON_IsString(id) ? ob_utf8_sanitize(id->valuestring, strlen(id->valuestring))
+                                 : NULL;
     cJSON_Delete(j);
     return s;
 }
@@ -525,19 +687,27 @@ int ob_oai_wait_ready(const char *base, double wait_s, const char *api_key,
     int e = ob_http_new(&o, &h);
     if (e)
         return e;
+    /* base and base + path as messages show them (without credentials) */
+    char *shown = url_shown(base), *shown_path = NULL;
+    if (!shown) {
+        ob_http_free(h);
+        return oom();
+    }
     double deadline = now_s() + (wait_s > 0 ? wait_s : 0), pause = 0.05;
     bool answered = false, no_health = false, ready = false;
+    char broken[480] = "";             /* the last probe that failed after a connection */
     long last = 0;
     const char *last_path = "/health";
     for (;;) {
         long st;
         char *body;
-        if ((e = get(h, base, "/health", &st, &body)))
+        size_t blen;
+        if ((e = get(h, base, "/health", &st, &body, &blen, broken, sizeof broken)))
             break;
         last_path = "/health";
         if (st == 404 || st == 405) {        /* no /health: the OpenAI-style path */
             free(body);
-            if ((e = get(h, base, "/v1/health", &st, &body)))
+            if ((e = get(h, base, "/v1/health", &st, &body, &blen, broken, sizeof broken)))
                 break;
             last_path = "/v1/health";
             no_health = st == 404 || st == 405;
@@ -546,11 +716,13 @@ int ob_oai_wait_ready(const char *base, double wait_s, const char *api_key,
         last = st;
         if (st == 200) {
             ready = true;
-        } else if (st == 503 && says_stalled(body)) {
+        } else if (st == 503 && says_stalled(body, blen)) {
             ready = true;
+            free(shown_path);
+            shown_path = shown_join(base, last_path);
             snprintf(out->note, sizeof out->note,
-                     "%s%s reports \"stalled\" (an idle server that has loaded); "
-                     "taken as ready", base, last_path);
+                     "%s reports \"stalled\" (an idle server that has loaded); "
+                     "taken as ready", shown_path ? shown_path : shown);
         }
         free(body);
         if (ready || no_health || now_s() + pause > deadline)
@@ -560,29 +732,32 @@ int ob_oai_wait_ready(const char *base, double wait_s, const char *api_key,
         pause = pause * 2 < 0.5 ? pause * 2 : 0.5;
     }
     if (!e && !ready) {
-        if (!answered) {
-            e = ob_seterr(OB_EDEVICE, "%s: unreachable (no connection within %g s)", base,
+        if (!answered && broken[0]) {
+            e = ob_seterr(OB_EDEVICE, "%s: not ready after %g s: %s", shown, wait_s, broken);
+        } else if (!answered) {
+            e = ob_seterr(OB_EDEVICE, "%s: unreachable (no connection within %g s)", shown,
                           wait_s);
         } else {
             /* liveness only: /v1/models answers before the model has loaded */
             long st;
             char *body;
-            if (!(e = get(h, base, "/v1/models", &st, &body))) {
+            size_t blen;
+            if (!(e = get(h, base, "/v1/models", &st, &body, &blen, broken, sizeof broken))) {
                 if (st == 200) {
                     ready = true;
                     if (no_health)
                         snprintf(out->note, sizeof out->note,
                                  "%s has no /health or /v1/health; /v1/models answers, so going "
                                  "on (it shows the server is alive, not that it is ready)",
-                                 base);
-                    else
+                                 shown);
+                    else if ((shown_path = shown_join(base, last_path)))
                         snprintf(out->note, sizeof out->note,
-                                 "%s%s still answers %ld after %g s; /v1/models answers, so "
+                                 "%s still answers %ld after %g s; /v1/models answers, so "
                                  "going on (it shows the server is alive, not that it is ready)",
-                                 base, last_path, last, wait_s);
+                                 shown_path, last, wait_s);
                 } else {
                     e = ob_seterr(OB_EDEVICE, "%s: not ready after %g s (%s answers %ld, "
-                                  "/v1/models %ld)", base, wait_s, last_path, last, st);
+                                  "/v1/models %ld)", shown, wait_s, last_path, last, st);
                 }
                 free(body);
             }
@@ -591,11 +766,14 @@ int ob_oai_wait_ready(const char *base, double wait_s, const char *api_key,
     if (!e) {
         long st;
         char *body;
-        if (!get(h, base, "/v1/models", &st, &body) && st == 200)
-            out->model = first_model(body);
+        size_t blen;
+        if (!get(h, base, "/v1/models", &st, &body, &blen, broken, sizeof broken) && st == 200)
+            out->model = first_model(body, blen);
         free(body);
     }
     ob_http_free(h);
+    free(shown);
+    free(shown_path);
     return e;
 }
 
@@ -808,26 +986,70 @@ int ob_oai_request(const cJSON *rec, const struct ob_oai_params *p, uint64_t lin
 
 /* ---- replies --------------------------------------------------------------------------------- */
 
-const char *ob_oai_error_text(const char *body, char *buf, size_t size)
+/* s (n bytes) into buf as one line of valid UTF-8: control characters become spaces, ill-formed
+ * UTF-8 U+FFFD; cut at a character boundary when it does not fit (with "...") */
+static void one_line(const char *s, size_t n, char *buf, size_t size)
 {
-    cJSON *j = body ? cJSON_Parse(body) : NULL;
+    char *t = ob_utf8_sanitize(s, n);
+    size_t k = 0;
+    if (!t) {
+        snprintf(buf, size, "(out of memory)");
+        return;
+    }
+    const char *p = t, *end = t + strlen(t);
+    while (p < end) {
+        int l = ob_utf8_len(p, end);
+        l = l ? l : 1;
+        if (k + (size_t)l + 4 > size)
+            break;
+        for (int i = 0; i < l; i++)
+            buf[k++] = l == 1 && ((unsigned char)p[i] < 0x20 || p[i] == 0x7f) ? ' ' : p[i];
+        p += l;
+    }
+    if (p < end && size >= 4) {
+        memcpy(buf + k, "...", 3);
+        k += 3;
+    }
+    buf[k] = 0;
+    free(t);
+}
+
+const char *ob_oai_error_text(const char *body, size_t len, char *buf, size_t size)
+{
+    cJSON *j = NULL;
+    if (body && len)
+        ob_json_parse(body, len, OB_JSON_ANY_BYTES, &j);
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
     const cJSON *m = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "message") : e;
     if (!cJSON_IsString(m))
         m = cJSON_GetObjectItemCaseSensitive(j, "message");
     if (cJSON_IsString(m)) {
-        snprintf(buf, size, "%s", m->valuestring);
+        one_line(m->valuestring, strlen(m->valuestring), buf, size);
+    } else if (!body || !len) {
+        snprintf(buf, size, "(empty reply)");
     } else {
-        /* the start of the body, on one line */
-        size_t k = 0;
-        for (const char *p = body ? body : ""; *p && k + 1 < size && k < 160; p++)
-            buf[k++] = *p == '\n' || *p == '\r' ? ' ' : *p;
-        buf[k] = 0;
-        if (!k)
-            snprintf(buf, size, "(empty reply)");
+        /* the start of the body, on one line, if it is text */
+        bool text = ob_utf8_valid(body, len);
+        for (size_t i = 0; i < len && text; i++) {
+            unsigned char c = (unsigned char)body[i];
+            text = c >= 0x20 ? c != 0x7f : c == '\n' || c == '\r' || c == '\t';
+        }
+        if (text)
+            one_line(body, len < 160 ? len : 160, buf, size);
+        else
+            snprintf(buf, size, "(a binary reply of %zu bytes)", len);
     }
     cJSON_Delete(j);
     return buf;
+}
+
+/* a string from a reply into o as valid UTF-8 (ill-formed sequences become U+FFFD: a token's
+ * exact bytes are kept in its "bytes") */
+static void add_text(cJSON *o, const char *key, const char *s)
+{
+    char *t = ob_utf8_sanitize(s, strlen(s));
+    cJSON_AddStringToObject(o, key, t ? t : "");
+    free(t);
 }
 
 /* the float32 of a wire decimal into o as logprob + bits; a decimal that is not a float32 is
@@ -876,7 +1098,7 @@ static cJSON *entry_json(const cJSON *e, bool with_bytes, int64_t *nonf32)
     else if (vid >= 0)
         ob_json_add_int(o, "id", vid);
     if (text && vid < 0)
-        cJSON_AddStringToObject(o, "text", text);
+        add_text(o, "text", text);
     if (with_bytes) {
         bool ok = cJSON_IsArray(by);
         const cJSON *it, *arr = ok ? by : NULL;
@@ -944,7 +1166,7 @@ int ob_oai_tokens(const cJSON *choice, int top_k, cJSON **tokens, int64_t *nonf3
                 if (vid >= 0) {
                     ob_json_add_int(t, "id", vid);
                 } else {
-                    cJSON_AddStringToObject(t, "text", tk->valuestring);
+                    add_text(t, "text", tk->valuestring);
                     cJSON_AddItemToObject(t, "bytes",
                                           ob_json_bytes((const unsigned char *)tk->valuestring,
                                                      strlen(tk->valuestring)));
@@ -968,7 +1190,7 @@ int ob_oai_tokens(const cJSON *choice, int top_k, cJSON **tokens, int64_t *nonf3
                 if (vid >= 0)
                     ob_json_add_int(o, "id", vid);
                 else
-                    cJSON_AddStringToObject(o, "text", te[k].item->string);
+                    add_text(o, "text", te[k].item->string);
                 put_lp(o, te[k].item, nonf32);
                 cJSON_AddItemToArray(top, o);
             }
@@ -1040,19 +1262,25 @@ cJSON *ob_oai_result(const cJSON *req, const struct ob_oai_req *q, int repeat, c
     if (res->status != 200) {
         char t[256];
         snprintf(msg, sizeof msg, "HTTP %ld: %s", res->status,
-                 ob_oai_error_text(res->body, t, sizeof t));
+                 ob_oai_error_text(res->body, res->len, t, sizeof t));
         *err = ob_seterr(res->status >= 500 ? OB_EIO : OB_EFORMAT, "%s", msg);
         cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray());
         fail_record(o, msg);
         return o;
     }
-    cJSON *j = cJSON_Parse(res->body);
+    /* token text may be part of a UTF-8 character: kept as bytes, written out as U+FFFD */
+    cJSON *j = NULL;
+    bool json = ob_json_parse(res->body, res->len, OB_JSON_ANY_BYTES, &j) == 0;
     const cJSON *choices = cJSON_GetObjectItemCaseSensitive(j, "choices");
     const cJSON *c = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
     if (!cJSON_IsObject(c)) {
         char t[256];
-        snprintf(msg, sizeof msg, "the reply is not a completion: %s",
-                 ob_oai_error_text(res->body, t, sizeof t));
+        if (json || !res->len)
+            ob_oai_error_text(res->body, res->len, t, sizeof t);
+        else
+            snprintf(t, sizeof t, "%s", ob_errmsg());
+        snprintf(msg, sizeof msg, "%s: %s", json || !res->len ? "the reply is not a completion"
+                 : "the reply cannot be read", t);
         *err = ob_seterr(OB_EFORMAT, "%s", msg);
         cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray());
         fail_record(o, msg);
@@ -1061,7 +1289,7 @@ cJSON *ob_oai_result(const cJSON *req, const struct ob_oai_req *q, int repeat, c
     }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "name", cJSON_IsString(model) ? model->valuestring : "");
+    add_text(m, "name", cJSON_IsString(model) ? model->valuestring : "");
     cJSON_AddItemToObject(o, "model", m);
     const cJSON *usage = cJSON_GetObjectItemCaseSensitive(j, "usage");
     const cJSON *pt = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
@@ -1082,11 +1310,11 @@ cJSON *ob_oai_result(const cJSON *req, const struct ob_oai_req *q, int repeat, c
     const cJSON *text = q->chat ? cJSON_GetObjectItemCaseSensitive(msgo, "content")
                                 : cJSON_GetObjectItemCaseSensitive(c, "text");
     const cJSON *rc = cJSON_GetObjectItemCaseSensitive(msgo, "reasoning_content");
-    cJSON_AddStringToObject(o, "text", cJSON_IsString(text) ? text->valuestring : "");
+    add_text(o, "text", cJSON_IsString(text) ? text->valuestring : "");
     if (cJSON_IsString(rc) && *rc->valuestring)
-        cJSON_AddStringToObject(o, "reasoning_content", rc->valuestring);
+        add_text(o, "reasoning_content", rc->valuestring);
     const cJSON *fr = cJSON_GetObjectItemCaseSensitive(c, "finish_reason");
-    cJSON_AddStringToObject(o, "finish_reason", cJSON_IsString(fr) ? fr->valuestring : "unknown");
+    add_text(o, "finish_reason", cJSON_IsString(fr) ? fr->valuestring : "unknown");
     int n_tok = tokens ? cJSON_GetArraySize(tokens) : 0;
     ob_json_add_int(o, "completion_tokens", is_int_in(ct, 0, 1e15) ? (long long)ct->valuedouble
                                                                 : n_tok);

@@ -32,11 +32,13 @@
 /* ---- transport ------------------------------------------------------------------------------- */
 
 struct ob_http_opts {
-    double timeout_s;              /* a whole transfer; 0: none */
+    double timeout_s;              /* a whole transfer (rounded up to whole ms); 0: none */
     double connect_timeout_s;      /* 0: curl's default */
     int retries;                   /* further attempts after a connection error */
     double backoff_s, backoff_max_s;
-    const char *api_key;           /* sent as "Authorization: Bearer KEY"; NULL: none */
+    const char *api_key;           /* sent as "Authorization: Bearer KEY"; NULL: none; a key
+                                      with a control character (CR, LF) is refused with
+                                      OB_EUSAGE by ob_http_new (every tool reads OB_API_KEY) */
 };
 #define OB_HTTP_OPTS_DEFAULT ((struct ob_http_opts){.timeout_s = 600, .connect_timeout_s = 10, \
                                                     .retries = 5, .backoff_s = 0.2,            \
@@ -46,10 +48,12 @@ struct ob_http_result {
     void *user;                    /* as given to ob_http_start */
     int err;                       /* 0: a reply arrived (any status); OB_EDEVICE: no connection
                                       (refused, or closed before a reply) after every retry;
-                                      OB_EIO: the transfer failed otherwise (timeout, reset
-                                      mid-reply, a reply too large) */
+                                      OB_EIO: the transfer failed otherwise (a timeout, a
+                                      reply too large, a reply cut short: in its headers or
+                                      in its body alike) */
     long status;                   /* HTTP status when err is 0 */
-    char *body;                    /* the reply, NUL-terminated (never NULL) */
+    char *body;                    /* the reply, NUL-terminated (never NULL); it may hold
+                                      NUL bytes of its own: len is its length */
     size_t len;
     int attempts;
     double seconds;                /* the last attempt, start to end */
@@ -73,10 +77,16 @@ void ob_http_result_free(struct ob_http_result *r);
 int ob_http_fetch(struct ob_http *h, const char *url, const char *json_body,
                   struct ob_http_result **out);
 
-/* "http://host:port/" or ".../v1" -> "http://host:port" (malloc'd); OB_EUSAGE when it is not
- * an http:// or https:// URL. */
-int ob_http_base(const char *url, char **base);
-/* base + path, malloc'd; NULL when out of memory */
+/*
+ * A server's URL as given to --url, checked before anything is sent (libcurl's URL API):
+ * OB_EUSAGE when libcurl cannot parse it, or it is not http:// or https://, or names no host.
+ * *base is the server's root for ob_http_join: "http://host:port/" or ".../v1" ->
+ * "http://host:port/" (credentials and a query kept, a fragment dropped). *route (unless route
+ * is NULL) is the URL as records and messages show it: as given, without "user:password@".
+ * Both malloc'd.
+ */
+int ob_http_base(const char *url, char **base, char **route);
+/* base + path ("/v1/models"), malloc'd; NULL when out of memory */
 char *ob_http_join(const char *base, const char *path);
 
 /* ---- readiness ------------------------------------------------------------------------------- */
@@ -149,8 +159,9 @@ int ob_oai_tokens(const cJSON *choice, int top_k, cJSON **tokens, int64_t *nonf3
 cJSON *ob_oai_result(const cJSON *req, const struct ob_oai_req *q, int repeat, const char *route,
                      const struct ob_http_result *res, int *err);
 
-/* The message of an error reply ({"error":{"message":...}} or {"error":"..."}), or the start
- * of the body; written to buf. */
-const char *ob_oai_error_text(const char *body, char *buf, size_t size);
+/* The message of an error reply ({"error":{"message":...}} or {"error":"..."}), else the start
+ * of the body when it is text, else "(empty reply)" or "(a binary reply of N bytes)"; written
+ * to buf as one line of valid UTF-8 (control characters as spaces). */
+const char *ob_oai_error_text(const char *body, size_t len, char *buf, size_t size);
 
 #endif

@@ -70,24 +70,10 @@ int ob_jsonl_next(struct ob_jsonl *r, cJSON **out)
         if (memchr(r->line, 0, len))
             return ob_seterr(OB_EFORMAT, "%s:%llu: line contains a NUL byte", r->name,
                              (unsigned long long)r->lineno);
-        const char *end = NULL;
-        cJSON *j = cJSON_ParseWithLengthOpts(r->line, len, &end, 0);
-        if (!j) {
-            size_t at = end ? (size_t)(end - r->line) : 0;
-            if (at > len)
-                at = len;
-            return ob_seterr(OB_EFORMAT, "%s:%llu: invalid JSON at column %zu", r->name,
-                             (unsigned long long)r->lineno, at + 1);
-        }
-        /* nothing but blanks may follow the value */
-        size_t k = end ? (size_t)(end - r->line) : len;
-        while (k < len && (r->line[k] == ' ' || r->line[k] == '\t'))
-            k++;
-        if (k < len) {
-            cJSON_Delete(j);
-            return ob_seterr(OB_EFORMAT, "%s:%llu: extra data after the JSON value at column %zu",
-                             r->name, (unsigned long long)r->lineno, k + 1);
-        }
+        cJSON *j;
+        int e = ob_json_parse(r->line, len, 0, &j);
+        if (e)
+            return ob_errprefix(e, "%s:%llu", r->name, (unsigned long long)r->lineno);
         if (!cJSON_IsObject(j)) {
             cJSON_Delete(j);
             return ob_seterr(OB_EFORMAT, "%s:%llu: a record must be a JSON object", r->name,
@@ -104,11 +90,203 @@ int ob_jsonl_write(FILE *f, const cJSON *rec)
     if (!s)
         return ob_seterr(OB_ENOMEM, "out of memory formatting a record");
     size_t n = strlen(s);
+    /* cJSON copies a string's bytes as they are: a string that holds ill-formed UTF-8 (text
+     * from a server's reply that a writer did not clean) would make the line invalid JSON.
+     * Such bytes occur only inside strings, so replacing them by U+FFFD keeps every string
+     * where it is; the exact bytes of a token are in its "bytes" array. */
+    if (!ob_utf8_valid(s, n)) {
+        char *t = ob_utf8_sanitize(s, n);
+        cJSON_free(s);
+        if (!t)
+            return ob_seterr(OB_ENOMEM, "out of memory formatting a record");
+        n = strlen(t);
+        s = cJSON_malloc(n + 1);
+        if (s)
+            memcpy(s, t, n + 1);
+        free(t);
+        if (!s)
+            return ob_seterr(OB_ENOMEM, "out of memory formatting a record");
+    }
     s[n] = '\n';                          /* replaces the NUL; we know the length */
+    errno = 0;
     size_t w = fwrite(s, 1, n + 1, f);
     cJSON_free(s);
     if (w != n + 1 || fflush(f) != 0)
         return ob_seterr(OB_EIO, "write: %s", strerror(errno ? errno : EIO));
+    return 0;
+}
+
+/* ---- reading JSON text ------------------------------------------------------------------- */
+
+int ob_utf8_len(const char *s, const char *end)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    unsigned c = *p;
+    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || end - s < n || (n == 1 && c == 0))
+        return 0;
+    if (n == 1)
+        return 1;
+    uint32_t cp = c & (0x7f >> n);
+    for (int k = 1; k < n; k++) {
+        if ((p[k] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[k] & 0x3f);
+    }
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
+        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+bool ob_utf8_valid(const char *s, size_t n)
+{
+    const char *end = s + n;
+    while (s < end) {
+        if (!*s) {                       /* NUL is valid UTF-8 (JSON rejects it raw anyway) */
+            s++;
+            continue;
+        }
+        int k = ob_utf8_len(s, end);
+        if (!k)
+            return false;
+        s += k;
+    }
+    return true;
+}
+
+/* the value of 4 hex digits at p (p + 4 <= end), or -1 */
+static long hex4(const char *p, const char *end)
+{
+    if (end - p < 4)
+        return -1;
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v << 4 | d;
+    }
+    return v;
+}
+
+/*
+ * What cJSON 1.7.15 does not refuse but cannot carry (see 1b.h): one pass over the bytes that
+ * knows only whether it is inside a string. The JSON grammar itself is cJSON's to check; where
+ * the text is not JSON this pass may name a problem that cJSON would have reported elsewhere,
+ * and the text is refused either way. Offsets in messages count bytes from 1.
+ */
+static int json_check(const char *text, size_t len, int flags)
+{
+    const char *p = text, *end = text + len;
+    bool in_str = false;
+    while (p < end) {
+        unsigned char c = (unsigned char)*p;
+        size_t at = (size_t)(p - text) + 1;
+        if (c >= 0x80) {
+            int k = ob_utf8_len(p, end);
+            if (!k && !(in_str && (flags & OB_JSON_ANY_BYTES)))
+                return ob_seterr(OB_EFORMAT, "invalid UTF-8 at byte %zu", at);
+            p += k ? k : 1;
+            continue;
+        }
+        if (c == 0)
+            return ob_seterr(OB_EFORMAT, "invalid JSON at byte %zu: a NUL byte", at);
+        if (!in_str) {
+            if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+                return ob_seterr(OB_EFORMAT, "invalid JSON at byte %zu: control byte 0x%02x", at,
+                                 c);
+            if (c == '-' || (c >= '0' && c <= '9')) {
+                /* a number cJSON would read as infinity and write back as null; cJSON reads at
+                 * most 63 characters of one (and refuses a longer one) */
+                char num[64];
+                size_t k = 0;
+                while (p + k < end && k < sizeof num - 1 && p[k] &&
+                       strchr("+-.eE0123456789", p[k])) {
+                    num[k] = p[k];
+                    k++;
+                }
+                num[k] = 0;
+                if (isinf(strtod(num, NULL)))
+                    return ob_seterr(OB_EFORMAT, "a number out of range at byte %zu: %.40s", at,
+                                     num);
+                p += k;
+                continue;
+            }
+            in_str = c == '"';
+            p++;
+            continue;
+        }
+        if (c < 0x20)
+            return ob_seterr(OB_EFORMAT, "invalid JSON at byte %zu: raw control byte 0x%02x in a "
+                             "string (JSON writes it as \\u%04x)", at, c, c);
+        if (c == '"') {
+            in_str = false;
+            p++;
+            continue;
+        }
+        if (c != '\\') {
+            p++;
+            continue;
+        }
+        if (end - p < 2)
+            return ob_seterr(OB_EFORMAT, "invalid JSON: the text ends early");
+        char e = p[1];
+        if (e && strchr("\"\\/bfnrt", e)) {
+            p += 2;
+            continue;
+        }
+        if (e != 'u')
+            return (unsigned char)e > 0x20 && (unsigned char)e < 0x7f
+                   ? ob_seterr(OB_EFORMAT, "invalid JSON at byte %zu: \\%c is not an escape", at, e)
+                   : ob_seterr(OB_EFORMAT, "invalid JSON at byte %zu: an invalid escape", at);
+        long u = hex4(p + 2, end);
+        if (u < 0)
+            return ob_seterr(OB_EFORMAT, "invalid JSON at byte %zu: \\u without 4 hex digits", at);
+        if (u == 0)
+            return ob_seterr(OB_EFORMAT, "\\u0000 at byte %zu: text with a NUL character is "
+                             "not supported (it would be cut there)", at);
+        if (u >= 0xdc00 && u <= 0xdfff)
+            return ob_seterr(OB_EFORMAT, "invalid JSON at byte %zu: unpaired surrogate \\u%04lx",
+                             at, u);
+        if (u >= 0xd800 && u <= 0xdbff) {
+            long lo = end - p >= 12 && p[6] == '\\' && p[7] == 'u' ? hex4(p + 8, end) : -1;
+            if (!(lo >= 0xdc00 && lo <= 0xdfff))
+                return ob_seterr(OB_EFORMAT, "invalid JSON at byte %zu: unpaired surrogate "
+                                 "\\u%04lx", at, u);
+            p += 12;
+            continue;
+        }
+        p += 6;
+    }
+    return 0;
+}
+
+int ob_json_parse(const char *text, size_t len, int flags, cJSON **out)
+{
+    *out = NULL;
+    int e = json_check(text, len, flags);
+    if (e)
+        return e;
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    if (!j) {
+        size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
+        if (at >= len)
+            return ob_seterr(OB_EFORMAT, "invalid JSON: the text ends early");
+        return ob_seterr(OB_EFORMAT, "invalid JSON at byte %zu", at + 1);
+    }
+    /* nothing but blanks may follow the value */
+    size_t k = end ? (size_t)(end - text) : len;
+    while (k < len && (text[k] == ' ' || text[k] == '\t' || text[k] == '\n' || text[k] == '\r'))
+        k++;
+    if (k < len) {
+        cJSON_Delete(j);
+        return ob_seterr(OB_EFORMAT, "extra data after the JSON value at byte %zu", k + 1);
+    }
+    *out = j;
     return 0;
 }
 

@@ -76,45 +76,6 @@ void ob_sb_fmt(struct ob_sb *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-/* Length of the well-formed UTF-8 sequence at p (1-4), or 0 when the byte at p does not start
- * one. The same decision, byte for byte, as ob_utf8_sanitize, so that text sent in pieces
- * (ob_api_stream_safe) reads the same as text sent whole. NUL counts as ill-formed. */
-static int utf8_len(const unsigned char *p, const unsigned char *end)
-{
-    unsigned c = *p;
-    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || end - p < n || (n == 1 && c == 0))
-        return 0;
-    if (n == 1)
-        return 1;
-    uint32_t cp = c & (0x7f >> n);
-    for (int k = 1; k < n; k++) {
-        if ((p[k] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (p[k] & 0x3f);
-    }
-    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) ||
-        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
-}
-
-bool ob_utf8_valid(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s, *end = p + n;
-    while (p < end) {
-        if (*p == 0) {                   /* NUL is valid UTF-8 (JSON rejects it raw anyway) */
-            p++;
-            continue;
-        }
-        int k = utf8_len(p, end);
-        if (!k)
-            return false;
-        p += k;
-    }
-    return true;
-}
-
 void ob_sb_json(struct ob_sb *b, const char *s, size_t n)
 {
     /* worst case 6 bytes out per byte in (\u00XX) */
@@ -124,7 +85,7 @@ void ob_sb_json(struct ob_sb *b, const char *s, size_t n)
     *q++ = '"';
     const unsigned char *p = (const unsigned char *)s, *end = p + n;
     while (p < end) {
-        int k = utf8_len(p, end);
+        int k = ob_utf8_len((const char *)p, (const char *)end);
         if (!k) {
             memcpy(q, "\xef\xbf\xbd", 3);
             q += 3;
@@ -437,6 +398,17 @@ static int parse_messages(const cJSON *arr, struct ob_api_req *r, struct ob_api_
     return 0;
 }
 
+/* A body as JSON (ob_json_parse): text that cJSON would cut short (\u0000, a bad escape), raw
+ * control bytes in strings and ill-formed UTF-8 are refused with a 400, never truncated. */
+static int parse_body(const char *body, size_t len, cJSON **root, struct ob_api_err *e)
+{
+    if (!ob_utf8_valid(body, len))
+        return BAD(e, NULL, "invalid_utf8", "the request body is not valid UTF-8");
+    if (ob_json_parse(body, len, 0, root))
+        return BAD(e, NULL, "invalid_json", "the request body: %s", ob_errmsg());
+    return 0;
+}
+
 static int parse_prompt(const cJSON *p, struct ob_api_req *r, struct ob_api_err *e)
 {
     if (!p)
@@ -470,20 +442,8 @@ int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_def
     memset(r, 0, sizeof *r);
     r->kind = kind;
     int err = 0;
-    if (!ob_utf8_valid(body, len))
-        return BAD(e, NULL, "invalid_utf8", "the request body is not valid UTF-8");
-    const char *end = NULL;
-    r->root = cJSON_ParseWithLengthOpts(body, len, &end, false);
-    if (!r->root) {
-        const char *at = cJSON_GetErrorPtr();
-        return BAD(e, NULL, "invalid_json", "the request body is not valid JSON (at byte %lld)",
-                   at && at >= body && at <= body + len ? (long long)(at - body) : -1LL);
-    }
-    for (const char *p = end; p && p < body + len; p++)
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            err = BAD(e, NULL, "invalid_json", "the request body has text after the JSON value");
-            goto fail;
-        }
+    if ((err = parse_body(body, len, &r->root, e)))
+        return err;
     const cJSON *o = r->root;
     if (!cJSON_IsObject(o)) {
         err = BAD(e, NULL, "invalid_json", "the request body must be a JSON object");
@@ -743,16 +703,10 @@ int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const ch
 
 static cJSON *parse_object(const char *body, size_t len, struct ob_api_err *e)
 {
-    if (!ob_utf8_valid(body, len)) {
-        BAD(e, NULL, "invalid_utf8", "the request body is not valid UTF-8");
+    cJSON *root;
+    if (parse_body(body, len, &root, e))
         return NULL;
-    }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
-    bool trailing = false;
-    for (const char *p = end; root && p && p < body + len; p++)
-        trailing |= *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r';
-    if (!root || trailing || !cJSON_IsObject(root)) {
+    if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         BAD(e, NULL, "invalid_json", "the request body must be one JSON object");
         return NULL;
@@ -1170,7 +1124,7 @@ size_t ob_api_stream_safe(const char *text, size_t from, size_t len, const char 
             if (cont)
                 break;
         }
-        int k = utf8_len(t + safe, t + len);
+        int k = ob_utf8_len(text + safe, text + len);
         safe += k ? (size_t)k : 1;
     }
     /* hold back from the first place where a stop string matches or may match */

@@ -138,8 +138,6 @@ int ob_api_parse_tokenize(const char *body, size_t len, cJSON **root, const char
 /* POST /detokenize {"tokens": [ids]}; *ids is malloc'd, checked below n_vocab. */
 int ob_api_parse_detokenize(const char *body, size_t len, uint32_t n_vocab, int32_t **ids,
                             int *n, struct ob_api_err *e);
-/* Strict UTF-8 (no overlong forms, surrogates or code points above U+10FFFF). */
-bool ob_utf8_valid(const char *s, size_t n);
 
 /* ---- responses --------------------------------------------------------------------------------- */
 

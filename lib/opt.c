@@ -213,7 +213,9 @@ bool ob_opt_server(const char *prog, int c, const char *arg, struct ob_server_op
 {
     switch (c) {
     case OB_OPT_WAIT: return ob_opt_num(prog, "wait", arg, 0, 86400, &so->wait);
-    case OB_OPT_TIMEOUT: return ob_opt_num(prog, "timeout", arg, 0, 86400, &so->timeout);
+    case OB_OPT_TIMEOUT:
+        /* a limit always: 0 would read as "no limit" to libcurl, and as "at once" to a user */
+        return ob_opt_num(prog, "timeout", arg, 0.001, 86400, &so->timeout);
     case OB_OPT_RETRIES: return ob_opt_int(prog, "retries", arg, 0, 100, &so->retries);
     }
     fprintf(stderr, "%s: internal error: option %d is not a server option\n", prog, c);

@@ -161,11 +161,13 @@ static char *sibling_template(const char *tokenizer_json)
     if (asprintf(&p, "%.*stokenizer_config.json", slash ? (int)(slash - tokenizer_json + 1) : 0,
                  tokenizer_json) < 0)
         return NULL;
-    char *txt = read_file(p, NULL);
+    size_t len;
+    char *txt = read_file(p, &len);
     free(p);
     if (!txt)
         return NULL;
-    cJSON *j = cJSON_Parse(txt);
+    cJSON *j = NULL;
+    ob_json_parse(txt, len, 0, &j);        /* not JSON, or cut short: no template */
     free(txt);
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "chat_template");
     char *s = cJSON_IsString(t) ? strdup(t->valuestring) : NULL;
@@ -179,8 +181,11 @@ static int bpe_vocab(const char *path, uint64_t n_vocab, struct vocab *v)
     char *txt = read_file(path, &len);
     if (!txt)
         return ob_errprefix(OB_EUSAGE, "tokenizer");
-    cJSON *j = cJSON_ParseWithLength(txt, len);
+    cJSON *j = NULL;
+    int pe = ob_json_parse(txt, len, 0, &j);
     free(txt);
+    if (pe)
+        return ob_errprefix(pe, "%s", path);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
     const cJSON *vj = cJSON_GetObjectItemCaseSensitive(model, "vocab");
     const cJSON *mj = cJSON_GetObjectItemCaseSensitive(model, "merges");

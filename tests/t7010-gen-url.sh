@@ -4,10 +4,13 @@
 # result records (golden), the request sent, readiness (503 while loading, "stalled", no
 # health route, never ready, unreachable, a server that comes up late), retries on connection
 # errors only, --parallel keeping input order, servers without ids, values that are not
-# float32, replies without log-probabilities and failed requests, each with its exit status.
+# float32, replies without log-probabilities and failed requests, each with its exit status;
+# replies cut short (in the headers or the body: one status), binary, with ill-formed UTF-8 or
+# \u0000; URLs checked up front, credentials kept out of records and messages, OB_API_KEY
+# without control characters, --timeout always a limit.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
-plan 28
+plan 42
 cd "$T" || exit 1
 FX=$OB_TOP/tests/fixtures/url
 G=$OB_TOP/tests/golden
@@ -117,3 +120,102 @@ out=$(1b-gen --url "$URL_llama" bad.jsonl 2>&1); rc=$?
 [ $rc -eq 3 ] && grep -q "bad.jsonl:1: id x: field 'n' is not supported" <<<"$out"; ok $? "a record 1b refuses: exit 3 ($out)"
 check_exit 2 "--url with -d" 1b-gen --url "$URL_llama" -d cpu < "$REQ"
 check_exit 2 "a URL that is not http" 1b-gen --url "ftp://127.0.0.1/" < "$REQ"
+
+out=$("$UNIT/http" 2>&1); rc=$?
+ok $rc "unit: URLs through curl_url, the route without credentials, API keys, error text" ||
+    grep -v '^ok' <<<"$out" | sed 's/^/# /'
+
+# replies cut short, binary, with ill-formed UTF-8 or \u0000 (tests/fixtures/url/broken.json)
+fixture_start broken "$FX/broken.json"
+one() { printf '{"id":"%s","prompt":"%s","max_tokens":1,"top_logprobs":2}\n' "$1" "$1"; }
+strict_jsonl() {
+    "$PY" -c '
+import json, sys
+for line in open(sys.argv[1], "rb").read().split(b"\n")[:-1]:
+    json.loads(line.decode("utf-8", "strict"), strict=True)
+' "$1"
+}
+one cut-head | 1b-gen --url "$URL_broken" --retries 0 > ch.jsonl 2> ch.txt; rc1=$?
+one cut-body | 1b-gen --url "$URL_broken" --retries 0 > cb.jsonl 2> cb.txt; rc2=$?
+[ $rc1 -eq 5 ] && [ $rc2 -eq 5 ] && grep -q "the reply was cut short (in its headers)" ch.txt &&
+    grep -q "the reply was cut short (in its body" cb.txt && jq -e '.finish_reason == "error"' ch.jsonl cb.jsonl > /dev/null
+ok $? "a reply cut in its headers and one cut in its body: the same failure, exit 5 ($rc1, $rc2)"
+one binary | 1b-gen --url "$URL_broken" > bin.jsonl 2> /dev/null; rc=$?
+[ $rc -eq 5 ] && [ "$(jq -r .error bin.jsonl)" = "HTTP 500: (a binary reply of 8 bytes)" ]
+ok $? "a binary error body is named as such, not \"(empty reply)\" ($(jq -r .error bin.jsonl))"
+{ one partial; one legacy; } | 1b-gen --url "$URL_broken" > part.jsonl 2> /dev/null; rc=$?
+[ $rc -eq 0 ] && strict_jsonl part.jsonl && "$PY" -c '
+import json
+a, b = [json.loads(l) for l in open("part.jsonl", encoding="utf-8")]
+t = a["tokens"][0]
+assert t["bytes"] == [226, 130] and t["text"] == "\ufffd\ufffd" and a["text"] == "\ufffd\ufffd", t
+assert [x["text"] for x in t["top"]] == ["\ufffd\ufffd", "\ufffd"] and a["model"]["name"] == "m\ufffd\ufffd"
+assert [x["bytes"] for x in b["tokens"]] == [[97], [226]] and b["tokens"][1]["text"] == "\ufffd"
+assert [x["text"] for x in b["tokens"][1]["top"]] == ["\ufffd", "\ufffd\ufffd\ufffd"]
+'
+ok $? "token text that is part of a character: valid JSON, U+FFFD in text, the exact bytes in bytes (both wire forms)"
+one nul | 1b-gen --url "$URL_broken" > nul.jsonl 2> nul.txt; rc=$?
+[ $rc -eq 3 ] && jq -e '.error | startswith("the reply cannot be read: \\u0000 at byte")' nul.jsonl > /dev/null &&
+    jq -e '.tokens == []' nul.jsonl > /dev/null
+ok $? "a reply with \\u0000 in a token: refused (exit 3), not cut to \"a\" ($(jq -r .error nul.jsonl))"
+one errtext | 1b-gen --url "$URL_broken" > et.jsonl 2> et.txt; rc=$?
+[ $rc -eq 3 ] && strict_jsonl et.jsonl && [ "$(jq -r .error et.jsonl)" = "HTTP 400: bad $(printf '\xef\xbf\xbd') [31m red line" ] &&
+    [ "$(wc -l < et.txt)" -eq 1 ] && ! grep -q "$(printf '\033')" et.txt
+ok $? "an error message with ill-formed UTF-8, ESC and a newline: one clean line ($(cat et.txt))"
+
+printf '%s\n' '{"health": [{"raw": "HTTP/1.1 200 OK\r\nContent-Le"}], "models": {"status": 404, "body": {}}}' > cuth.json
+fixture_start cuth cuth.json
+out=$(1b-gen --url "$URL_cuth" --wait 1 < "$REQ" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 4 ] && grep -q "not ready after 1 s: .*/health: the reply was cut short (in its headers)" <<<"$out"
+ok $? "a health probe cut in its headers is no answer, and the message says so ($out)"
+
+# credentials in the URL: sent (basic auth), never copied into records or messages
+cred=http://user:secret@${URL_nolp#http://}
+1b-gen --url "$cred" < "$REQ" > cred.jsonl 2> cred.txt; rc=$?
+[ $rc -eq 5 ] && jq -e -s --arg u "$URL_nolp" 'length == 2 and all(.route == $u + "/")' cred.jsonl > /dev/null &&
+    ! grep -q secret cred.jsonl cred.txt && grep -q "id p1" cred.txt
+ok $? "1b-gen: user:password stripped from route and messages ($(jq -r .route cred.jsonl | head -1))"
+port=$(free_port)
+out=$(1b-gen --url "http://user:secret@127.0.0.1:$port" --wait 0 < "$REQ" 2>&1); rc=$?
+[ $rc -eq 4 ] && ! grep -q secret <<<"$out"; ok $? "nor in an unreachable message ($out)"
+echo '{"id":"s","prompt_ids":[1,2,3],"tokens":[{"id":11},{"id":1052},{"id":572}],"top_logprobs":2}' > s.jsonl
+jq '{health: [{"status": 200, "body": {"status": "ok"}}], models: .models,
+     completions: [.completions[1] | .match = ""]}' "$FX/llama.json" > score.json
+fixture_start score score.json
+1b-logprobs --url "http://user:secret@${URL_score#http://}" < s.jsonl > sc.jsonl 2> sc.txt; rc=$?
+1b-batchrep --url "http://user:secret@${URL_llama#http://}" --width 1 --rounds 1 --prompt "Once upon a time" \
+    --max-tokens 3 --top-logprobs 2 -q --json br.json > /dev/null 2> br.txt; rc2=$?
+[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && ! grep -q secret sc.jsonl sc.txt br.json br.txt &&
+    jq -e '.route | startswith("http://127.0.0.1:")' sc.jsonl br.json > /dev/null
+ok $? "1b-logprobs and 1b-batchrep: the same ($rc, $rc2)"
+
+# OB_API_KEY with CR/LF would add headers to every request: refused before anything is sent
+fixture_start inj "$FX/llama.json"
+bad=0
+for tool in "1b-gen --url $URL_inj" "1b-logprobs --url $URL_inj" "1b-batchrep --url $URL_inj -q"; do
+    out=$(OB_API_KEY=$'k\r\nX-Injected: 1' $tool < "$REQ" 2>&1 >/dev/null); rc=$?
+    [ $rc -eq 2 ] && grep -q "OB_API_KEY holds a control character (0x0d at byte 2)" <<<"$out" || { bad=1; break; }
+done
+[ $bad -eq 0 ] && [ ! -s "$T/inj.log" ]
+ok $? "OB_API_KEY with CR/LF: usage error in every --url tool, nothing sent (${tool%% *}: $rc, $out)"
+
+# URLs checked up front, --timeout always a limit
+bad=0
+for tool in 1b-gen 1b-logprobs 1b-batchrep; do
+    t0=$SECONDS
+    out=$($tool --url 'http://[::1' --wait 30 < "$REQ" 2>&1 >/dev/null); rc=$?
+    [ $rc -eq 2 ] && [ $((SECONDS - t0)) -le 5 ] && grep -q -- "--url: not a valid URL" <<<"$out" || { bad=1; break; }
+done
+ok $bad "--url 'http://[::1': a usage error at once in every --url tool ($tool: $rc, $(head -1 <<<"$out"))"
+bad=0
+for tool in 1b-gen 1b-logprobs 1b-batchrep; do
+    out=$($tool --url "$URL_llama" --timeout 0 < "$REQ" 2>&1 >/dev/null); rc=$?
+    [ $rc -eq 2 ] && grep -q -- "--timeout: '0' is not a number in \[0.001, 86400\]" <<<"$out" || { bad=1; break; }
+done
+ok $bad "--timeout 0 is refused (it would mean no limit) in every --url tool ($tool: $rc)"
+slow=$(jq '.completions[1].replies[0].delay = 3' "$FX/llama.json")
+printf '%s\n' "$slow" > slow.json
+fixture_start slow slow.json
+t0=$SECONDS
+tail -1 "$REQ" | 1b-gen --url "$URL_slow" --timeout 0.5 > /dev/null 2> slow.txt; rc=$?
+[ $rc -eq 5 ] && [ $((SECONDS - t0)) -lt 3 ] && grep -qi "timed out" slow.txt; ok $? "--timeout 0.5 cuts a 3 s reply: exit 5 ($(cat slow.txt))"

@@ -7,7 +7,8 @@
  *
  * For every body that parses, the answer side is exercised as well and checked:
  *  - the fields are in their documented ranges;
- *  - a whole answer and every stream chunk built from the request's tokens are valid JSON;
+ *  - a whole answer and every stream chunk built from the request's tokens are strict JSON
+ *    (ob_json_parse: valid UTF-8, control characters escaped);
  *  - streaming the text piece by piece (ob_api_stream_safe, cut at the request's stop strings
  *    the way the engine cuts) gives exactly the text of the whole answer.
  * Anything else aborts.
@@ -62,10 +63,11 @@ static void build(void)
         abort();
 }
 
+/* strict JSON (ob_json_parse): valid UTF-8, no raw control bytes, nothing cJSON would cut */
 static void must_parse(const char *s, size_t n, const char *what)
 {
-    cJSON *j = cJSON_ParseWithLength(s, n);
-    if (!j) {
+    cJSON *j = NULL;
+    if (ob_json_parse(s, n, 0, &j)) {
         fprintf(stderr, "invalid JSON from %s: %.*s\n", what, (int)(n < 400 ? n : 400), s);
         abort();
     }

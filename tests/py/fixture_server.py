@@ -19,7 +19,10 @@ from the scenario, a JSON object:
                                       token array) or in the last message's content answers;
                                       its replies are used in turn, cycling
 
-where R is {"status": 200, "body": {...} or "text", "delay": seconds}. Every request is
+where R is {"status": 200, "body": {...} or "text", "delay": seconds}, or {"raw": "TEXT"}: the
+whole reply as it goes on the wire (status line, headers, body: each character U+0000..U+00FF
+one byte, so replies cut short, binary bodies and ill-formed UTF-8 can be written), after
+which the connection is closed. Every request is
 appended to the log as one JSON line {"method", "path", "body"}; SIGTERM stops the server.
 """
 import argparse
@@ -64,6 +67,12 @@ class Handler(BaseHTTPRequestHandler):
     def reply(self, r):
         if r.get("delay"):
             time.sleep(r["delay"])
+        if "raw" in r:
+            self.wfile.write(r["raw"].encode("latin-1"))
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         body = r.get("body", {})
         data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
         self.send_response(r.get("status", 200))

@@ -7,7 +7,12 @@
  *    same bits too, so records stay exact even for readers that ignore the hex field;
  *  - float64 shortest round trip;
  *  - the line reader: blank lines, CRLF, invalid JSON, non-objects, trailing garbage, NUL bytes,
- *    a 4 MiB line, with line numbers in every error, and the reader usable after each error.
+ *    a 4 MiB line, with line numbers in every error, and the reader usable after each error;
+ *  - ob_json_parse, the one JSON reader: every text that cJSON 1.7 would cut short or carry
+ *    into invalid output (\u0000, \uZZZZ, unpaired surrogates, raw control bytes, ill-formed
+ *    UTF-8) is refused with its byte offset, what it accepts is carried whole (strings
+ *    compared byte for byte), OB_JSON_ANY_BYTES keeps a partial character's bytes;
+ *  - the writer emits valid UTF-8 whatever bytes a string holds.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -220,6 +225,126 @@ static void reader(const char *dir)
     }
 }
 
+/* ---- ob_json_parse ------------------------------------------------------------------------ */
+
+#define TXT(s) s, sizeof s - 1
+
+static void json_refusals(void)
+{
+    /* text, flags, the message's needle; cJSON 1.7.15 alone accepts the first nine and cuts
+     * or corrupts a string in each */
+    static const struct { const char *t; size_t n; int flags; const char *needle; } bad[] = {
+        {TXT("{\"p\":\"ab\\u0000cd\"}"), 0, "\\u0000 at byte 9: text with a NUL character"},
+        {TXT("{\"p\":\"ab\\uZZZZcd\"}"), 0, "invalid JSON at byte 9: \\u without 4 hex digits"},
+        {TXT("{\"p\":\"ab\\u00e\"}"), 0, "at byte 9: \\u without 4 hex digits"},
+        {TXT("{\"a\\u0000b\":1}"), 0, "\\u0000 at byte 4"},
+        {TXT("{\"p\":\"a\x01" "b\"}"), 0, "at byte 8: raw control byte 0x01 in a string"},
+        {TXT("{\"p\":\"a\tb\"}"), 0, "at byte 8: raw control byte 0x09 in a string"},
+        {TXT("\x01{\"p\":1}"), 0, "invalid JSON at byte 1: control byte 0x01"},
+        {TXT("{\"p\":\"a\xff" "b\"}"), 0, "invalid UTF-8 at byte 8"},
+        {TXT("{\"p\":\"a\xe2\x82\"}"), 0, "invalid UTF-8 at byte 8"},
+        {TXT("{\"p\":\"\xc0\xaf\"}"), 0, "invalid UTF-8 at byte 7"},         /* overlong '/' */
+        {TXT("{\"p\":\"\xed\xa0\x80\"}"), 0, "invalid UTF-8 at byte 7"},     /* a surrogate */
+        {TXT("{\"p\":\"\xf4\x90\x80\x80\"}"), 0, "invalid UTF-8 at byte 7"}, /* > U+10FFFF */
+        {TXT("{\"p\":\"a\\ud800b\"}"), 0, "at byte 8: unpaired surrogate \\ud800"},
+        {TXT("{\"p\":\"a\\ud800\\u0041\"}"), 0, "at byte 8: unpaired surrogate \\ud800"},
+        {TXT("{\"p\":\"a\\udc00\"}"), 0, "at byte 8: unpaired surrogate \\udc00"},
+        {TXT("{\"p\":\"a\\qb\"}"), 0, "at byte 8: \\q is not an escape"},
+        {TXT("{\"p\":\"a\\"), 0, "the text ends early"},
+        {TXT("{\"p\":\"a\0b\"}"), 0, "at byte 8: a NUL byte"},
+        {TXT("{\"p\":1} x"), 0, "extra data after the JSON value at byte 9"},
+        {TXT("{\"p\":}"), 0, "invalid JSON at byte 6"},
+        {TXT(""), 0, "invalid JSON"},
+        {TXT("{\"x\":1e400}"), 0, "a number out of range at byte 6: 1e400"},    /* cJSON: null */
+        {TXT("[-2E+999]"), 0, "a number out of range at byte 2"},
+        /* what OB_JSON_ANY_BYTES still refuses: anything but ill-formed UTF-8 in a string */
+        {TXT("{\"p\":\"ab\\u0000cd\"}"), OB_JSON_ANY_BYTES, "\\u0000 at byte 9"},
+        {TXT("{\"p\":\"a\x01\"}"), OB_JSON_ANY_BYTES, "raw control byte 0x01"},
+        {TXT("{\"p\xff\":1}"), OB_JSON_ANY_BYTES, NULL},                        /* a key: cJSON */
+        {TXT("{\"p\":1,\xff}"), OB_JSON_ANY_BYTES, "invalid UTF-8 at byte 8"},  /* outside */
+    };
+    int good = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *j = (cJSON *)1;
+        int e = ob_json_parse(bad[i].t, bad[i].n, bad[i].flags, &j);
+        /* the key case is refused by nobody: ill-formed bytes in a key are a string's */
+        if (!bad[i].needle && e == 0 && j) {
+            cJSON_Delete(j);
+            continue;
+        }
+        if (e != OB_EFORMAT || j || (bad[i].needle && !strstr(ob_errmsg(), bad[i].needle))) {
+            printf("# case %zu: rc %d, '%s'\n", i, e, ob_errmsg());
+            good = 0;
+        }
+        if (e == 0)
+            cJSON_Delete(j);
+    }
+    ok(good, "ob_json_parse refuses \\u0000, bad escapes, unpaired surrogates, raw control "
+       "bytes, ill-formed UTF-8, NUL, trailing data, each with its byte offset");
+}
+
+static void json_accepts(void)
+{
+    /* every escape, a surrogate pair, U+10FFFF, DEL, blanks around: carried whole */
+    const char *t = " {\"a\":\"x\\\"\\\\\\/\\b\\f\\n\\r\\t\\u0001\\u00e9\\ud83d\\ude00\xf4\x8f\xbf\xbf\x7f" "z\","
+                    "\"k\\u00e9\":[1,\"\xe2\x82\xac\"]}\r\n";
+    cJSON *j = NULL;
+    int e = ob_json_parse(t, strlen(t), 0, &j);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "a");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "k\xc3\xa9");
+    const char want[] = "x\"\\/\b\f\n\r\t\x01\xc3\xa9\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf\x7f" "z";
+    ok(e == 0 && cJSON_IsString(a) && strlen(a->valuestring) == sizeof want - 1 &&
+       memcmp(a->valuestring, want, sizeof want) == 0 && cJSON_IsArray(k) &&
+       strcmp(cJSON_GetArrayItem(k, 1)->valuestring, "\xe2\x82\xac") == 0,
+       "ob_json_parse carries every escape, pairs, U+10FFFF and keys whole (%s)",
+       e ? ob_errmsg() : "ok");
+    cJSON_Delete(j);
+    /* the length is the text's: no NUL needed, nothing read past len */
+    char buf[] = "{\"a\":1}{\"b\":2}";
+    e = ob_json_parse(buf, 7, 0, &j);
+    ok(e == 0 && cJSON_GetObjectItemCaseSensitive(j, "a") && !cJSON_GetObjectItemCaseSensitive(j, "b"),
+       "ob_json_parse reads exactly len bytes");
+    cJSON_Delete(j);
+    e = ob_json_parse(TXT("[1.7976931348623157e308,-1e-400,0]"), 0, &j);
+    ok(e == 0 && cJSON_GetArrayItem(j, 0)->valuedouble == 1.7976931348623157e308,
+       "the largest double is a number, not out of range");
+    cJSON_Delete(j);
+    /* a server's partial character: kept as bytes with OB_JSON_ANY_BYTES, refused without */
+    const char r[] = "{\"token\":\"\xe2\x82\",\"x\":\"\xff\"}";
+    e = ob_json_parse(r, sizeof r - 1, OB_JSON_ANY_BYTES, &j);
+    const cJSON *tk = cJSON_GetObjectItemCaseSensitive(j, "token");
+    ok(e == 0 && cJSON_IsString(tk) && strcmp(tk->valuestring, "\xe2\x82") == 0 &&
+       ob_json_parse(r, sizeof r - 1, 0, &(cJSON *){NULL}) == OB_EFORMAT,
+       "OB_JSON_ANY_BYTES keeps a partial UTF-8 character's bytes; strict reading refuses them");
+    /* the writer: the same record is written as valid UTF-8, U+FFFD for each bad byte */
+    char *line = NULL;
+    size_t cap = 0;
+    FILE *f = open_memstream(&line, &cap);
+    e = ob_jsonl_write(f, j);
+    fclose(f);
+    ok(e == 0 && strcmp(line, "{\"token\":\"\xef\xbf\xbd\xef\xbf\xbd\",\"x\":\"\xef\xbf\xbd\"}\n") == 0 &&
+       ob_json_parse(line, strlen(line), 0, &(cJSON *){NULL}) == 0,
+       "ob_jsonl_write writes ill-formed UTF-8 as U+FFFD: the line is valid JSON (%s)", line);
+    free(line);
+    cJSON_Delete(j);
+}
+
+static void utf8(void)
+{
+    static const struct { const char *s; int n; } c[] = {
+        {"a", 1}, {"\x7f", 1}, {"\xc3\xa9", 2}, {"\xe2\x82\xac", 3}, {"\xf0\x9f\x98\x80", 4},
+        {"\xf4\x8f\xbf\xbf", 4}, {"\xc0\x80", 0}, {"\xe0\x80\x80", 0}, {"\xed\xbf\xbf", 0},
+        {"\xf4\x90\x80\x80", 0}, {"\x80", 0}, {"\xe2\x82", 0}, {"\xf8\x88\x80\x80\x80", 0},
+    };
+    int good = 1;
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        good &= ob_utf8_len(c[i].s, c[i].s + strlen(c[i].s)) == c[i].n;
+    good &= ob_utf8_len("", "" + 1) == 0;                  /* NUL is not text */
+    good &= ob_utf8_valid("a\0b", 3) && !ob_utf8_valid("\xe2\x82", 2);
+    ok(good, "ob_utf8_len: well-formed sequences of 1-4 bytes; overlong forms, surrogates, "
+       "> U+10FFFF, stray and cut sequences and NUL are not");
+}
+
 /* whole numbers, bytes and ids are written digit for digit */
 static void exact(void)
 {
@@ -248,5 +373,8 @@ int main(int argc, char **argv)
     floats();
     exact();
     reader(argc > 1 ? argv[1] : ".");
+    json_refusals();
+    json_accepts();
+    utf8();
     return tap_done();
 }
