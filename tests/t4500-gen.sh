@@ -4,7 +4,7 @@
 # id, --keep-going, exit statuses, and a write error; every failure is one line on standard
 # error that names the input and the problem (unreadable operands, NaN logits, control bytes).
 . "$(dirname "$0")/lib.sh"
-plan 33
+plan 34
 S=$SHARED/models/stories260K.gguf
 untimed() { jq -c 'del(.timing)' "$@"; }
 cd "$T" || exit 1
@@ -141,8 +141,20 @@ b[k:k + 5] = b"ll\nm\x1b"
 open(sys.argv[2], "wb").write(b)
 PYEOF
 1b-gen -m arch.gguf < once.jsonl > /dev/null 2> err.txt; rc=$?
-[ $rc -eq 3 ] && [ "$(wc -l < err.txt)" -eq 1 ] && grep -qF "architecture 'll\\x0am\\x1b' has no forward pass" err.txt
-ok $? "an architecture name with control bytes: one line, escaped ($(head -c 80 err.txt))"
+[ $rc -eq 3 ] && [ "$(wc -l < err.txt)" -eq 1 ] && grep -qF "general.architecture" err.txt &&
+    ! LC_ALL=C grep -q "$(printf '\033')" err.txt
+ok $? "an architecture name with control bytes: one line naming the key, no raw bytes ($(head -c 80 err.txt))"
+# a tensor name is echoed in the message that refuses it: its control bytes are escaped
+"$PY" - "$S" tname.gguf <<'PYEOF'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+k = b.index(b"output_norm.weight")
+b[k + 16:k + 18] = b"\n\x1b"
+open(sys.argv[2], "wb").write(b)
+PYEOF
+1b-gen -m tname.gguf < once.jsonl > /dev/null 2> err.txt; rc=$?
+[ $rc -eq 3 ] && [ "$(wc -l < err.txt)" -eq 1 ] && grep -qF "'output_norm.weig\\x0a\\x1b'" err.txt
+ok $? "a tensor name with control bytes: one line, escaped ($(head -c 100 err.txt))"
 1b-gen -m "$S" "$(printf 'no\nsuch')" > /dev/null 2> err.txt; rc=$?
 [ $rc -eq 3 ] && one_line err.txt '1b-gen: no\x0asuch: No such file or directory'
 ok $? "a file name with a newline: one line, escaped"
