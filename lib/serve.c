@@ -95,6 +95,11 @@ static const struct {
 
 static int route(const char *url)
 {
+    /* the absolute form a client may send (GET http://host/health): its path */
+    if (!strncasecmp(url, "http://", 7) || !strncasecmp(url, "https://", 8)) {
+        const char *p = strchr(strstr(url, "//") + 2, '/');
+        url = p ? p : "/";
+    }
     for (int i = 0; i < EP_OTHER; i++)
         if (!strcmp(url, eps[i].path) || (eps[i].alias && !strcmp(url, eps[i].alias)))
             return i;
@@ -1592,12 +1597,15 @@ static bool auth_ok(const struct ob_serve *s, struct MHD_Connection *c)
 struct framing {
     int n_cl, n_te, n_expect;
     const char *te, *expect;
+    const char *bad_name;          /* a header name with white space in it */
 };
 
 static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
                                      const char *value)
 {
     struct framing *f = cls;
+    if (!f->bad_name && strpbrk(key, " \t"))
+        f->bad_name = key;         /* "Content-Length : 5" is not a Content-Length to MHD */
     if (!strcasecmp(key, "Content-Length")) {
         f->n_cl++;
     } else if (!strcasecmp(key, "Transfer-Encoding")) {
@@ -1625,6 +1633,9 @@ static enum MHD_Result first_call(struct sreq *r, const char *version)
     struct framing f = {0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
     r->must_close = true;          /* for the refusals of bad framing below */
+    if (f.bad_name)
+        return fail(r, 400, "invalid_request_error", "invalid_framing",
+                    "white space in a header name ('%.64s')", f.bad_name);
     if (f.n_te > 1 || (f.n_te && strcasecmp(f.te, "chunked")))
         return fail(r, 501, "invalid_request_error", "unsupported_transfer_encoding",
                     "Transfer-Encoding '%.64s'%s is not supported: send the body with "
