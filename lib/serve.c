@@ -152,7 +152,9 @@ struct sreq {
     char *body;
     size_t body_len, body_cap, body_seen;
     size_t body_want;              /* its Content-Length */
+    size_t body_res;               /* bytes of the server's body budget it holds (under mu) */
     bool too_large;
+    bool too_busy;                 /* over the server's body budget: 503 once it is read */
     bool must_close;               /* the request's framing is bad: close after the answer */
     /* preparation on a prep thread (prep, perr_set under mu) */
     int prep;                      /* enum prep */
@@ -242,6 +244,7 @@ struct ob_serve {
     uint64_t http[EP_N][600];      /* answers by endpoint and status */
     struct hist duration[2], ttft[2];
     uint64_t rejected_queue, cancelled_client, timed_out;
+    size_t body_mem;               /* bytes reserved for bodies being read or parsed */
     uint64_t *cancel_q;            /* handles to cancel, passed to the engine by the driver */
     size_t n_cancel_q, cap_cancel_q;
     struct ob_engine_stats es;     /* the engine's counters, as the driver last read them */
@@ -499,8 +502,38 @@ static void *guard_main(void *arg)
 
 /* ---- requests: life and death ------------------------------------------------------------------ */
 
+/* bodies being read or parsed may hold this many bytes in all: the bodies of as many
+ * requests as may be admitted (parallel + queue, at least 16), each of the largest size */
+static size_t body_budget(const struct ob_serve *s)
+{
+    int n = s->parallel + s->p.queue > 16 ? s->parallel + s->p.queue : 16;
+    return (size_t)n * (s->p.max_body + 1);
+}
+
+/* Reserve n more bytes of the body budget for r; false: the budget is spent. */
+static bool body_reserve(struct sreq *r, size_t n)
+{
+    struct ob_serve *s = r->s;
+    pthread_mutex_lock(&s->mu);
+    bool ok = s->body_mem + n <= body_budget(s);
+    if (ok) {
+        s->body_mem += n;
+        r->body_res += n;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+/* give r's share of the body budget back (mu held) */
+static void body_release(struct sreq *r)
+{
+    r->s->body_mem -= r->body_res;
+    r->body_res = 0;
+}
+
 static void sreq_free(struct sreq *r)
 {
+    body_release(r);
     ob_api_free(&r->q);
     free(r->body);
     free(r->ids);
@@ -1030,6 +1063,9 @@ static enum MHD_Result do_metrics(struct sreq *r)
                (unsigned long long)s->cancelled_client, (unsigned long long)s->timed_out);
     metric(&b, "ob_requests_in_flight", "gauge", "Generation requests accepted and not yet answered.");
     ob_sb_fmt(&b, "ob_requests_in_flight %d\n", s->n_open_gen);
+    metric(&b, "ob_request_body_bytes", "gauge",
+           "Bytes held for request bodies being read or parsed.");
+    ob_sb_fmt(&b, "ob_request_body_bytes %zu\n", s->body_mem);
     metric(&b, "ob_ready", "gauge", "1 when the server can serve (what /health says).");
     ob_sb_fmt(&b, "ob_ready %d\n", s->ready && !s->draining);
     for (int k = 0; k < 2; k++) {
@@ -1129,12 +1165,15 @@ static void too_many_values(struct sreq *r)
            max_values(r->s));
 }
 
-/* the body is parsed: its bytes are not needed any more */
+/* the body is parsed (or refused): its bytes are not needed any more */
 static void drop_body(struct sreq *r)
 {
     free(r->body);
     r->body = NULL;
     r->body_cap = 0;
+    pthread_mutex_lock(&r->s->mu);
+    body_release(r);
+    pthread_mutex_unlock(&r->s->mu);
 }
 
 /* ---- /tokenize and /detokenize (prep threads) ------------------------------------------------- */
@@ -1695,12 +1734,19 @@ static enum MHD_Result first_call(struct sreq *r, const char *version)
                         s->parallel + s->p.queue);
         r->gen = true;
     }
+    if (r->body_want && !body_reserve(r, r->body_want + 1)) {
+        r->must_close = true;      /* its body is not read */
+        return fail(r, 503, "server_error", "overloaded",
+                    "the server is reading too many large bodies (%zu bytes); retry later",
+                    body_budget(s));
+    }
     return MHD_YES;
 }
 
-/* Append a body piece (body_len + n <= max_body); false: out of memory. An announced body
- * gets its buffer in one piece; a chunked one grows by doubling, up to max_body + 1. */
-static bool body_add(struct sreq *r, const char *data, size_t n)
+/* Append a body piece (body_len + n <= max_body): 0, or 1 when the server's body budget is
+ * spent, -1 when memory is. An announced body gets its buffer in one piece (reserved by
+ * first_call); a chunked one grows by doubling, up to max_body + 1. */
+static int body_add(struct sreq *r, const char *data, size_t n)
 {
     size_t need = r->body_len + n + 1;
     if (need > r->body_cap) {
@@ -1710,16 +1756,18 @@ static bool body_add(struct sreq *r, const char *data, size_t n)
             cap *= 2;
         if (cap > r->s->p.max_body + 1)
             cap = r->s->p.max_body + 1;
+        if (cap > r->body_res && !body_reserve(r, cap - r->body_res))
+            return 1;
         char *p = realloc(r->body, cap);
         if (!p)
-            return false;
+            return -1;
         r->body = p;
         r->body_cap = cap;
     }
     memcpy(r->body + r->body_len, data, n);
     r->body_len += n;
     r->body[r->body_len] = 0;
-    return true;
+    return 0;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -1737,8 +1785,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return first_call(r, version);
     }
     if (*size) {
-        /* a body larger than announced (or sent in chunks): keep reading, answer 413 at the
-         * end; a client that goes on much longer is disconnected */
+        /* a body larger than announced (or sent in chunks), or over the server's budget:
+         * keep reading, answer 413 (503) at the end; a client that goes on much longer is
+         * disconnected */
         r->body_seen += *size;
         if (r->body_len + *size > s->p.max_body) {
             r->too_large = true;
@@ -1747,8 +1796,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             if (r->body_seen > 16 * s->p.max_body)
                 return MHD_NO;
         }
-        if (!r->too_large && !body_add(r, data, *size))
-            return MHD_NO;
+        if (!r->too_large && !r->too_busy) {
+            int e = body_add(r, data, *size);
+            if (e < 0)
+                return MHD_NO;
+            if (e > 0) {
+                r->too_busy = true;
+                drop_body(r);
+                r->body_len = 0;
+            }
+        }
         *size = 0;
         return MHD_YES;
     }
@@ -1759,6 +1816,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (r->too_large)
         return fail(r, 413, "invalid_request_error", "request_too_large",
                     "the request body is larger than %zu bytes", s->p.max_body);
+    if (r->too_busy)
+        return fail(r, 503, "server_error", "overloaded",
+                    "the server is reading too many large bodies (%zu bytes); retry later",
+                    body_budget(s));
     switch (r->ep) {
     case EP_HEALTH: return do_health(r);
     case EP_LIVEZ: {

@@ -5,13 +5,17 @@
 #    peak RSS (VmHWM in /proc/PID/status) stays within 150 MB of its start, and what it holds
 #    afterwards (VmRSS) within 80 MB. Bodies of legitimate size (a prompt and forced tokens
 #    of the whole context) are still taken.
+#  - bodies being read hold at most --max-body x max(16, --parallel + --queue) bytes in all:
+#    24 clients announcing 1 MiB each and sending slowly, against --max-body 1M --parallel 1
+#    --queue 1, get 16 of them read and the other 8 refused at once (503 overloaded, with
+#    Retry-After); the reservation is given back when they go.
 #  - 4 clients sending 4 MB text prompts at once (as many as HTTP threads) (each tokenized, then refused for its
 #    length): /health and /livez, on new connections and on one kept alive, answer within
 #    1 s meanwhile (a load balancer's probe timeout), because bodies are parsed and tokenized
 #    off the threads that answer them.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 8
+plan 9
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 serve_start a -m "$S" -t 1
@@ -110,5 +114,39 @@ ok $? "4 text prompts of 4 MB at once: each tokenized and refused (400 context_l
 jq -e '.probes_ok and .probe_max < 1' <<<"$r" > /dev/null
 ok $? "meanwhile $(jq .probes <<<"$r") probes of /health and /livez all answered within 1 s (slowest $(jq .probe_max <<<"$r") s)"
 
-kill -TERM "$PID_a"; serve_wait_exit "$PID_a" 10
-[ "$RC" = 0 ] && [ -z "$(grep -v '^{' a.log)" ]; ok $? "SIGTERM: exit 0, stderr held only JSON lines"
+serve_start b -m "$S" -t 1 --max-body 1M --parallel 1 --queue 1
+out=$(python3 - "${URL_b##*:}" <<'EOF'
+import collections, socket, subprocess, sys, time
+port = int(sys.argv[1])
+conns = []
+for i in range(24):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n" +
+              b'{"prompt":"' + b"a" * 1000)
+    conns.append(s)
+time.sleep(0.5)
+c = collections.Counter()
+for s in conns:
+    s.setblocking(False)
+    try:
+        d = s.recv(4096)
+        c[d.split(b"\r\n")[0].decode() + (" Retry-After" if b"\r\nRetry-After: 1\r\n" in d else "")
+          + (" overloaded" if b'"code":"overloaded"' in d else "")] += 1
+    except BlockingIOError:
+        c["reading"] += 1
+m = subprocess.run(["curl", "-s", f"http://127.0.0.1:{port}/metrics"], capture_output=True, text=True).stdout
+held = [l for l in m.splitlines() if l.startswith("ob_request_body_bytes ")]
+for s in conns:
+    s.close()
+time.sleep(0.3)
+m = subprocess.run(["curl", "-s", f"http://127.0.0.1:{port}/metrics"], capture_output=True, text=True).stdout
+after = [l for l in m.splitlines() if l.startswith("ob_request_body_bytes ")]
+print(dict(c), held, after)
+sys.exit(0 if c == {"reading": 16, "HTTP/1.1 503 Service Unavailable Retry-After overloaded": 8}
+         and held == ["ob_request_body_bytes 16777232"] and after == ["ob_request_body_bytes 0"] else 1)
+EOF
+)
+ok $? "24 bodies of 1 MiB announced against a budget of 16: 16 read, 8 refused at once with 503 and Retry-After; all given back ($out)"
+
+kill -TERM "$PID_a" "$PID_b"; serve_wait_exit "$PID_a" 10; a=$RC; serve_wait_exit "$PID_b" 10
+[ "$a" = 0 ] && [ "$RC" = 0 ] && [ -z "$(grep -hv '^{' a.log b.log)" ]; ok $? "SIGTERM: exit 0, stderr held only JSON lines"
