@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdarg.h>
@@ -260,6 +261,52 @@ static double mono(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* The model, its context and its engine are made on a thread of their own, so that a signal
+ * during a long load (a large file's checksum, an archive's extraction) is answered at once.
+ * The loader says it is done with this byte on the signal pipe. */
+#define LOADED 255
+
+struct load {
+    const char *model, *route;
+    int threads, parallel, cache_slots, chunk, ctx_len;   /* ctx_len 0: the model's, <= 4096 */
+    struct ob_model *m;
+    struct ob_ctx *ctx;
+    struct ob_engine *eng;
+    int err;
+    char msg[1024];                /* ob_errmsg() of the loader's thread */
+    double secs;
+};
+
+static void *load_main(void *arg)
+{
+    struct load *L = arg;
+    double t0 = mono();
+    int e = ob_model_open(L->model, &L->m);
+    if (!e) {
+        const struct ob_hparams *hp = ob_model_hparams(L->m);
+        if (!L->ctx_len)
+            L->ctx_len = hp->n_ctx_train && hp->n_ctx_train < 4096 ? (int)hp->n_ctx_train : 4096;
+        struct ob_ctx_params cp = {.route = L->route, .n_threads = L->threads,
+                                   .n_slots = L->parallel + L->cache_slots, .n_ctx = L->ctx_len,
+                                   .max_batch = 512};
+        e = ob_ctx_new(L->m, &cp, &L->ctx);
+    }
+    struct ob_engine_params ep = {.parallel = L->parallel, .chunk = L->chunk};
+    if (!e)
+        e = ob_engine_new(L->ctx, &ep, &L->eng);
+    const char *sha;
+    if (!e)
+        e = ob_model_sha256(L->m, &sha);     /* computed once, here rather than in main */
+    if (e)
+        snprintf(L->msg, sizeof L->msg, "%s", ob_errmsg());
+    L->err = e;
+    L->secs = mono() - t0;
+    unsigned char c = LOADED;
+    ssize_t w = write(sig_pipe[1], &c, 1);
+    (void)w;
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
@@ -388,27 +435,39 @@ int main(int argc, char **argv)
           ob_serve_port(srv), (int)getpid());
     event("loading", "\"model\":%s", jstr(model, jm, sizeof jm));
 
-    double t_load = mono();
-    struct ob_model *m = NULL;
-    struct ob_ctx *ctx = NULL;
-    struct ob_engine *eng = NULL;
-    e = ob_model_open(model, &m);
-    if (!e) {
-        const struct ob_hparams *hp = ob_model_hparams(m);
-        if (!ctx_len)
-            ctx_len = hp->n_ctx_train && hp->n_ctx_train < 4096 ? (int)hp->n_ctx_train : 4096;
-        struct ob_ctx_params cp = {.route = route, .n_threads = threads,
-                                   .n_slots = parallel + cache_slots, .n_ctx = ctx_len,
-                                   .max_batch = 512};
-        e = ob_ctx_new(m, &cp, &ctx);
+    struct load L = {.model = model, .route = route, .threads = threads, .parallel = parallel,
+                     .cache_slots = cache_slots, .chunk = chunk, .ctx_len = ctx_len};
+    pthread_t loader;
+    if (pthread_create(&loader, NULL, load_main, &L)) {
+        fprintf(stderr, PROG ": cannot start a thread\n");
+        ob_serve_free(srv, 0);
+        free(file_key);
+        return OB_EXIT_FAILURE;
     }
-    struct ob_engine_params ep = {.parallel = parallel, .chunk = chunk};
-    if (!e)
-        e = ob_engine_new(ctx, &ep, &eng);
-    if (!e)
-        e = ob_serve_attach(srv, m, ctx, eng, parallel);
-    if (e) {
+    int sig;
+    while ((sig = wait_signal(-1)) != LOADED) {
+        if (drains(sig)) {
+            /* stop without waiting for the load: nothing is being served yet; _exit, since
+             * the loader's thread is still running (as if killed, but with a log line) */
+            event("stopped", "\"cancelled\":0,\"signal\":\"%s\",\"while\":\"loading\"",
+                  sig_name(sig));
+            ob_serve_free(srv, 0);
+            _exit(OB_EXIT_OK);
+        }
+        if (sig)
+            event("signal", "\"signal\":\"%s\",\"action\":\"ignored\"", sig_name(sig));
+    }
+    pthread_join(loader, NULL);
+    struct ob_model *m = L.m;
+    struct ob_ctx *ctx = L.ctx;
+    struct ob_engine *eng = L.eng;
+    ctx_len = L.ctx_len;
+    e = L.err;
+    if (e)
+        fprintf(stderr, PROG ": %s\n", L.msg);
+    else if ((e = ob_serve_attach(srv, m, ctx, eng, parallel)))
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
+    if (e) {
         ob_serve_free(srv, 0);
         ob_engine_free(eng);
         ob_ctx_free(ctx);
@@ -422,10 +481,9 @@ int main(int argc, char **argv)
                    "\"parallel\":%d,\"ctx\":%d,\"threads\":%d,\"load_s\":%.3f",
           jstr(model, jm, sizeof jm), jstr(ob_model_name(m), js, sizeof js), sha ? sha : "",
           ob_ctx_route(ctx), ob_ctx_isa(ctx) ? ob_ctx_isa(ctx) : "", parallel, ctx_len, threads,
-          mono() - t_load);
+          L.secs);
 
     /* serve until a signal that drains; then drain */
-    int sig;
     while (!drains(sig = wait_signal(-1)))
         if (sig)
             event("signal", "\"signal\":\"%s\",\"action\":\"ignored\"", sig_name(sig));

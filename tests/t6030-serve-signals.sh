@@ -3,13 +3,13 @@
 # during a request lets it finish (whole or streamed) and exits 0 within --grace, refusing new
 # connections meanwhile; past the grace period (or on a second signal) running requests are
 # cancelled cleanly (503, or an error event in a stream) and it still exits 0; every 503 while
-# loading or draining carries Retry-After; a client still sending its body does not hold the
-# drain up; SIGHUP and SIGQUIT drain as SIGTERM does (SIGHUP stays ignored under nohup),
-# SIGUSR1, SIGUSR2 and SIGALRM are logged and ignored; the exit statuses of a bad command
-# line, a bad model, an unknown route and a port in use.
+# loading or draining carries Retry-After; a signal during the load stops it at once; a client
+# still sending its body does not hold the drain up; SIGHUP and SIGQUIT drain as SIGTERM does
+# (SIGHUP stays ignored under nohup), SIGUSR1, SIGUSR2 and SIGALRM are logged and ignored; the
+# exit statuses of a bad command line, a bad model, an unknown route and a port in use.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 24
+plan 25
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 C=/v1/completions
@@ -31,6 +31,15 @@ ok $? "every 503 while loading carries Retry-After, /health's too"
 ( trap '' PIPE; echo "not a model" > model.fifo ) 2> /dev/null
 serve_wait_exit "$fp" 10
 [ "$RC" = 3 ] && grep -q "1b-serve: model.fifo" f.log; ok $? "then a bad model: exit 3 ($(grep -v '^{' f.log))"
+# a signal while the model loads (here: forever) stops the server at once
+1b-serve --port 0 -m model.fifo 2> f2.log &
+fp=$!
+_serve_pids+=("$fp")
+for i in $(seq 1 100); do grep -q loading f2.log && break; sleep 0.05; done
+kill -TERM "$fp"
+serve_wait_exit "$fp" 5
+[ "$RC" = 0 ] && grep -q '"event":"stopped",.*"signal":"SIGTERM","while":"loading"' f2.log
+ok $? "SIGTERM while the model loads: exit 0 at once ($RC after ${WAITED}s), logged"
 
 # SIGTERM during a whole answer: it completes, the server exits 0
 serve_start a -m "$S" -t 1 --grace 10
@@ -92,7 +101,8 @@ kill -INT "$PID_e"; serve_wait_exit "$PID_e" 5
 [ "$RC" = 0 ]; ok $? "SIGINT on an idle server: exit 0"
 
 # draining: on a connection kept alive from before the signal, /health and the API answer 503
-# with Retry-After (and the API's closes the connection)
+# with Retry-After (and the API's closes the connection). The drain lasts while a stream of
+# several MB is not read by its client.
 serve_start g -m "$S" -t 1 --grace 10
 out=$(python3 - "${URL_g##*:}" "$PID_g" <<'EOF'
 import http.client, json, os, signal, socket, sys, time
@@ -102,7 +112,8 @@ keep.request("GET", "/health")
 r = keep.getresponse(); r.read()
 assert r.status == 200
 long = socket.create_connection(("127.0.0.1", port))
-b = json.dumps({"prompt": "Once upon a time", "max_tokens": 600, "temperature": 0}).encode()
+b = json.dumps({"prompt": "Once upon a time", "max_tokens": 2000, "temperature": 0, "stream": True,
+                "logprobs": 20}).encode()
 long.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(b) + b)
 time.sleep(0.3)
 os.kill(pid, signal.SIGTERM)
@@ -116,18 +127,18 @@ r = keep.getresponse(); body = r.read()
 res.append((r.status, json.loads(body)["error"]["code"], r.getheader("Retry-After"), r.getheader("Connection")))
 long.settimeout(20)
 d = b""
-while b"finish_reason" not in d:
-    x = long.recv(65536)
+while b"data: [DONE]" not in d[-100:]:
+    x = long.recv(1 << 20)
     if not x:
         break
     d += x
-res.append(d.split(b"\r\n")[0].decode())
+res.append(d.split(b"\r\n")[0].decode() + (" [DONE]" if b"data: [DONE]" in d[-100:] else ""))
 print(json.dumps(res))
 EOF
 )
 serve_wait_exit "$PID_g" 10
 echo "# $out"
-[ "$out" = '[[503, "{\"status\":\"draining\"}", "1"], [503, "shutting_down", "1", "close"], "HTTP/1.1 200 OK"]' ] && [ "$RC" = 0 ]
+[ "$out" = '[[503, "{\"status\":\"draining\"}", "1"], [503, "shutting_down", "1", "close"], "HTTP/1.1 200 OK [DONE]"]' ] && [ "$RC" = 0 ]
 ok $? "draining: /health 503 draining and the API 503 shutting_down, both with Retry-After, on an open connection; the running request completes"
 
 # a client still sending its body does not hold the drain up (it would only get 503)
