@@ -142,7 +142,7 @@ echo "# $out"
 ok $? "draining: /health 503 draining and the API 503 shutting_down, both with Retry-After, on an open connection; the running request completes"
 
 # a client still sending its body does not hold the drain up (it would only get 503)
-serve_start h -m "$S" -t 1 --grace 5 --body-timeout 100
+serve_start h -m "$S" -t 1 --grace 5
 python3 - "${URL_h##*:}" > dribble.out <<'EOF' &
 import socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
