@@ -500,7 +500,7 @@ static void *guard_main(void *arg)
     return NULL;
 }
 
-/* ---- requests: life and death ------------------------------------------------------------------ */
+/* ---- requests: life and death ---------------------------------------------------------------- */
 
 /* bodies being read or parsed may hold this many bytes in all: the bodies of as many
  * requests as may be admitted (parallel + queue, at least 16), each of the largest size */
@@ -644,7 +644,7 @@ static void log_request(struct ob_serve *s, struct sreq *r, const char *end)
     ob_sb_free(&b);
 }
 
-/* ---- answers ------------------------------------------------------------------------------------ */
+/* ---- answers --------------------------------------------------------------------------------- */
 
 static void count_answer(struct sreq *r, int status)
 {
@@ -744,7 +744,7 @@ static void refuse(struct sreq *r, int status, const char *type, const char *cod
     r->perr_set = true;
 }
 
-/* ---- engine callbacks (driver thread) ----------------------------------------------------------- */
+/* ---- engine callbacks (driver thread) -------------------------------------------------------- */
 
 static bool push_tok(struct ob_token_info **a, int *n, int *cap, const struct ob_token_info *t)
 {
@@ -1176,7 +1176,7 @@ static void drop_body(struct sreq *r)
     pthread_mutex_unlock(&r->s->mu);
 }
 
-/* ---- /tokenize and /detokenize (prep threads) ------------------------------------------------- */
+/* ---- /tokenize and /detokenize (prep threads) ------------------------------------------------ */
 
 static void prep_tokenize(struct sreq *r)
 {
@@ -1517,7 +1517,7 @@ static enum MHD_Result queue_stream(struct sreq *r)
     return ret;
 }
 
-/* ---- prep threads ------------------------------------------------------------------------------ */
+/* ---- prep threads ---------------------------------------------------------------------------- */
 
 /* a body this large is followed by malloc_trim: what parsing and tokenizing it took goes back
  * to the system instead of staying in the prep thread's malloc arena */
@@ -1608,7 +1608,7 @@ static enum MHD_Result prepared(struct sreq *r)
     return answer(r);
 }
 
-/* ---- MHD callbacks ---------------------------------------------------------------------------- */
+/* ---- MHD callbacks --------------------------------------------------------------------------- */
 
 /* Is the Authorization header "Bearer KEY"? The comparison takes the same time whatever the
  * header holds (for a given key length). */
@@ -1658,13 +1658,13 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
 }
 
 /* Checks on the headers alone: a refusal is queued at once. MHD itself refuses a
- * Content-Length that is not all digits, or too large for 64 bits, with 400 and closes (libmicrohttpd
- * 0.9.75 sends its status line and headers twice then, before its HTML body; 1.0 sends them
- * once); it reads a body of unknown length until the connection closes when
- * Transfer-Encoding is anything but chunked, and keeps the first of repeated headers, so
- * those cases are refused here, before the body: a request whose length is ambiguous is one
- * a proxy in front may read differently (request smuggling). Such refusals close the
- * connection. */
+ * Content-Length that is not all digits (400) or too large for 64 bits (413) and closes, before
+ * the handler is called (libmicrohttpd 0.9.75 sends its status line and headers twice then,
+ * before its HTML body, a bug of its state machine that 1.0 fixed). It reads a body of unknown
+ * length until the connection closes when Transfer-Encoding is anything but chunked, and
+ * keeps the first of repeated headers, so those cases are refused here, before the body: a
+ * request whose length is ambiguous is one a proxy in front may read differently (request
+ * smuggling). Such refusals close the connection. */
 static enum MHD_Result first_call(struct sreq *r, const char *version)
 {
     struct ob_serve *s = r->s;
@@ -1678,7 +1678,8 @@ static enum MHD_Result first_call(struct sreq *r, const char *version)
     if (f.n_te > 1 || (f.n_te && strcasecmp(f.te, "chunked")))
         return fail(r, 501, "invalid_request_error", "unsupported_transfer_encoding",
                     "Transfer-Encoding '%.64s'%s is not supported: send the body with "
-                    "Content-Length, or chunked", f.te, f.n_te > 1 ? " (more than one header)" : "");
+                    "Content-Length, or chunked", f.te,
+                    f.n_te > 1 ? " (more than one header)" : "");
     if (f.n_te && f.n_cl)
         return fail(r, 400, "invalid_request_error", "invalid_framing",
                     "a request may not have both Transfer-Encoding and Content-Length");
@@ -1904,7 +1905,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx,
         ob_engine_wake(s->e);
 }
 
-/* ---- life cycle --------------------------------------------------------------------------------- */
+/* ---- life cycle ------------------------------------------------------------------------------ */
 
 /* the server's own memory, once every thread is stopped */
 static void serve_destroy(struct ob_serve *s)
