@@ -4,10 +4,13 @@
  *   1b-serve -m MODEL [-d ROUTE] [--host ADDR] [--port N] [--parallel N] [options]
  *
  * It listens first (so that /health can say "loading"), then loads the model, builds the
- * context and the engine exactly as 1b-gen does, and serves until SIGTERM or SIGINT: then it
- * stops accepting connections, lets running requests finish for --grace seconds, cancels the
- * rest and exits 0. Everything about HTTP is in lib/serve.c; the numbers are the engine's, so
- * an answer's bits do not depend on what else the server is doing.
+ * context and the engine exactly as 1b-gen does, and serves until SIGTERM, SIGINT, SIGHUP or
+ * SIGQUIT: then it stops accepting connections, lets running requests finish for --grace
+ * seconds, cancels the rest and exits 0. SIGUSR1, SIGUSR2 and SIGALRM are logged and
+ * ignored, SIGPIPE and SIGXFSZ ignored (a write fails instead), so that no signal an operator
+ * or a library may send ends the server without its drain. Everything about HTTP is in
+ * lib/serve.c; the numbers are the engine's, so an answer's bits do not depend on what else
+ * the server is doing.
  *
  * Logs go to standard error, one JSON object per line: startup and shutdown events and one
  * line per request.
@@ -19,7 +22,9 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +40,8 @@
 enum {
     OPT_PARALLEL = 256, OPT_CHUNK, OPT_CTX, OPT_CACHE_SLOTS, OPT_HOST, OPT_PORT, OPT_HTTP_THREADS,
     OPT_QUEUE, OPT_MAX_BODY, OPT_MAX_TOKENS_CAP, OPT_TIMEOUT, OPT_IDLE_TIMEOUT, OPT_GRACE,
-    OPT_API_KEY, OPT_API_KEY_FILE, OPT_ALIAS, OPT_TEMPERATURE, OPT_SEED,
+    OPT_API_KEY, OPT_API_KEY_FILE, OPT_ALIAS, OPT_TEMPERATURE, OPT_SEED, OPT_HEADER_TIMEOUT,
+    OPT_BODY_TIMEOUT, OPT_MAX_CONNECTIONS, OPT_MAX_PER_CLIENT,
 };
 
 static const struct ob_option options[] = {
@@ -48,13 +54,17 @@ static const struct ob_option options[] = {
     {"cache-slots", OPT_CACHE_SLOTS, "N", "extra KV slots kept as prompt cache (default 0)"},
     {"host", OPT_HOST, "ADDR", "address to listen on (default 127.0.0.1)"},
     {"port", OPT_PORT, "N", "port to listen on; 0 = any free one (default 8080)"},
-    {"http-threads", OPT_HTTP_THREADS, "N", "HTTP threads (default 4)"},
+    {"http-threads", OPT_HTTP_THREADS, "N", "HTTP threads, and as many that parse bodies (default 4)"},
     {"queue", OPT_QUEUE, "N", "requests that may wait for a slot; more get 503 (default 64)"},
     {"max-body", OPT_MAX_BODY, "BYTES", "largest request body, K or M suffix allowed (default 4M)"},
     {"max-tokens-cap", OPT_MAX_TOKENS_CAP, "N", "largest max_tokens a request may ask (default 4096)"},
     {"timeout", OPT_TIMEOUT, "SECONDS", "time limit of a generation request; 0 = none (default 600)"},
     {"idle-timeout", OPT_IDLE_TIMEOUT, "SECONDS", "close connections silent this long (default 60)"},
-    {"grace", OPT_GRACE, "SECONDS", "on SIGTERM, time running requests get to finish (default 30)"},
+    {"header-timeout", OPT_HEADER_TIMEOUT, "SECONDS", "time for a request's headers to arrive; 0 = none (default 10)"},
+    {"body-timeout", OPT_BODY_TIMEOUT, "SECONDS", "time for a request's body to arrive; 0 = none (default 30)"},
+    {"max-connections", OPT_MAX_CONNECTIONS, "N", "open connections in all (default 1024)"},
+    {"max-connections-per-client", OPT_MAX_PER_CLIENT, "N", "open connections from one address; 0 = no limit (default 128)"},
+    {"grace", OPT_GRACE, "SECONDS", "on SIGTERM or SIGHUP, time running requests get to finish (default 30)"},
     {"api-key", OPT_API_KEY, "KEY", "require 'Authorization: Bearer KEY' (not on /health, /livez)"},
     {"api-key-file", OPT_API_KEY_FILE, "FILE", "the same, the key read from the first line of FILE"},
     {"alias", OPT_ALIAS, "NAME", "the model id in answers and /v1/models (default: the file name)"},
@@ -173,6 +183,63 @@ static int read_key_file(const char *path, char **out)
     return 0;
 }
 
+/* What a signal does: drain and exit 0 (as SIGTERM), or be logged and ignored. SIGHUP drains,
+ * since a hangup of the terminal would otherwise end the server at once, unless it was
+ * ignored when we started (nohup): then it stays ignored. */
+static const int drain_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+static const int note_signals[] = {SIGUSR1, SIGUSR2, SIGALRM};
+
+static bool drains(int sig)
+{
+    for (size_t i = 0; i < sizeof drain_signals / sizeof *drain_signals; i++)
+        if (sig == drain_signals[i])
+            return true;
+    return false;
+}
+
+static const char *sig_name(int sig)
+{
+    switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGALRM: return "SIGALRM";
+    }
+    return "signal";
+}
+
+/* Enough file descriptors for --max-connections, the model, the listening socket and the
+ * threads' own: raise the soft limit if it is too low (up to the hard one); if even that is
+ * too low, serve fewer connections and say so. */
+static int fd_room(int *max_conn)
+{
+    enum { SPARE = 64 };
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    rlim_t need = (rlim_t)*max_conn + SPARE;
+    if (rl.rlim_cur >= need)
+        return 0;
+    rlim_t had = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl))
+        rl.rlim_cur = had;
+    if (rl.rlim_cur >= need)
+        return 0;
+    if (rl.rlim_cur <= SPARE + 16) {
+        fprintf(stderr, PROG ": only %llu file descriptors may be open (ulimit -n): too few\n",
+                (unsigned long long)rl.rlim_cur);
+        return OB_EXIT_FAILURE;
+    }
+    *max_conn = (int)(rl.rlim_cur - SPARE);
+    event("warning", "\"message\":\"--max-connections lowered to %d: only %llu file descriptors "
+                     "may be open (ulimit -n)\"", *max_conn, (unsigned long long)rl.rlim_cur);
+    return 0;
+}
+
 static int sig_pipe[2] = {-1, -1};
 
 static void on_signal(int sig)
@@ -201,6 +268,52 @@ static double mono(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* The model, its context and its engine are made on a thread of their own, so that a signal
+ * during a long load (a large file's checksum, an archive's extraction) is answered at once.
+ * The loader says it is done with this byte on the signal pipe. */
+#define LOADED 255
+
+struct load {
+    const char *model, *route;
+    int threads, parallel, cache_slots, chunk, ctx_len;   /* ctx_len 0: the model's, <= 4096 */
+    struct ob_model *m;
+    struct ob_ctx *ctx;
+    struct ob_engine *eng;
+    int err;
+    char msg[1024];                /* ob_errmsg() of the loader's thread */
+    double secs;
+};
+
+static void *load_main(void *arg)
+{
+    struct load *L = arg;
+    double t0 = mono();
+    int e = ob_model_open(L->model, &L->m);
+    if (!e) {
+        const struct ob_hparams *hp = ob_model_hparams(L->m);
+        if (!L->ctx_len)
+            L->ctx_len = hp->n_ctx_train && hp->n_ctx_train < 4096 ? (int)hp->n_ctx_train : 4096;
+        struct ob_ctx_params cp = {.route = L->route, .n_threads = L->threads,
+                                   .n_slots = L->parallel + L->cache_slots, .n_ctx = L->ctx_len,
+                                   .max_batch = 512};
+        e = ob_ctx_new(L->m, &cp, &L->ctx);
+    }
+    struct ob_engine_params ep = {.parallel = L->parallel, .chunk = L->chunk};
+    if (!e)
+        e = ob_engine_new(L->ctx, &ep, &L->eng);
+    const char *sha;
+    if (!e)
+        e = ob_model_sha256(L->m, &sha);     /* computed once, here rather than in main */
+    if (e)
+        snprintf(L->msg, sizeof L->msg, "%s", ob_errmsg());
+    L->err = e;
+    L->secs = mono() - t0;
+    unsigned char c = LOADED;
+    ssize_t w = write(sig_pipe[1], &c, 1);
+    (void)w;
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
@@ -211,6 +324,7 @@ int main(int argc, char **argv)
     struct ob_serve_params sp = {
         .host = "127.0.0.1", .port = 8080, .http_threads = 4, .queue = 64,
         .max_body = 4 << 20, .max_tokens_cap = 4096, .timeout = 600, .idle_timeout = 60,
+        .header_timeout = 10, .body_timeout = 30, .max_connections = 1024, .max_per_client = 128,
         .temperature = 1.0f, .seed = 0, .log = log_line,
     };
     struct ob_cmdline cl = {PROG, PROG " -m MODEL [options]",
@@ -239,6 +353,15 @@ int main(int argc, char **argv)
         case OPT_TIMEOUT: cl.bad = seconds_opt("timeout", optarg, &sp.timeout); break;
         case OPT_IDLE_TIMEOUT: cl.bad = !ob_opt_int(PROG, "idle-timeout", optarg, 0, 1 << 24, &sp.idle_timeout); break;
         case OPT_GRACE: cl.bad = seconds_opt("grace", optarg, &grace); break;
+        case OPT_HEADER_TIMEOUT: cl.bad = seconds_opt("header-timeout", optarg, &sp.header_timeout); break;
+        case OPT_BODY_TIMEOUT: cl.bad = seconds_opt("body-timeout", optarg, &sp.body_timeout); break;
+        case OPT_MAX_CONNECTIONS:
+            cl.bad = !ob_opt_int(PROG, "max-connections", optarg, 16, 1 << 20, &sp.max_connections);
+            break;
+        case OPT_MAX_PER_CLIENT:
+            cl.bad = !ob_opt_int(PROG, "max-connections-per-client", optarg, 0, 1 << 20,
+                                 &sp.max_per_client);
+            break;
         case OPT_API_KEY: sp.api_key = optarg; break;
         case OPT_API_KEY_FILE: key_file = optarg; break;
         case OPT_ALIAS: sp.alias = optarg; break;
@@ -280,20 +403,32 @@ int main(int argc, char **argv)
         sp.api_key = file_key;
     }
 
+    if (fd_room(&sp.max_connections)) {
+        free(file_key);
+        return OB_EXIT_FAILURE;
+    }
+
     /* Signals: a handler that writes the signal's number to a pipe, read by this thread
      * below. Whichever thread the kernel picks (libraries may start threads of their own
      * before main, with the signals unblocked), the signal ends up here. Writes to a closed
-     * socket give EPIPE, not a signal. */
+     * socket give EPIPE, and writes past a file size limit EFBIG, not a signal. */
     if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK)) {
         perror(PROG ": pipe");
         free(file_key);
         return OB_EXIT_FAILURE;
     }
-    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART}, old;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    for (size_t i = 0; i < sizeof drain_signals / sizeof *drain_signals; i++) {
+        int sig = drain_signals[i];
+        if (sig == SIGHUP && !sigaction(SIGHUP, NULL, &old) && old.sa_handler == SIG_IGN)
+            continue;              /* nohup */
+        sigaction(sig, &sa, NULL);
+    }
+    for (size_t i = 0; i < sizeof note_signals / sizeof *note_signals; i++)
+        sigaction(note_signals[i], &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
 
     struct ob_serve *srv = NULL;
     int e = ob_serve_new(&sp, &srv);
@@ -307,27 +442,39 @@ int main(int argc, char **argv)
           ob_serve_port(srv), (int)getpid());
     event("loading", "\"model\":%s", jstr(model, jm, sizeof jm));
 
-    double t_load = mono();
-    struct ob_model *m = NULL;
-    struct ob_ctx *ctx = NULL;
-    struct ob_engine *eng = NULL;
-    e = ob_model_open(model, &m);
-    if (!e) {
-        const struct ob_hparams *hp = ob_model_hparams(m);
-        if (!ctx_len)
-            ctx_len = hp->n_ctx_train && hp->n_ctx_train < 4096 ? (int)hp->n_ctx_train : 4096;
-        struct ob_ctx_params cp = {.route = route, .n_threads = threads,
-                                   .n_slots = parallel + cache_slots, .n_ctx = ctx_len,
-                                   .max_batch = 512};
-        e = ob_ctx_new(m, &cp, &ctx);
+    struct load L = {.model = model, .route = route, .threads = threads, .parallel = parallel,
+                     .cache_slots = cache_slots, .chunk = chunk, .ctx_len = ctx_len};
+    pthread_t loader;
+    if (pthread_create(&loader, NULL, load_main, &L)) {
+        fprintf(stderr, PROG ": cannot start a thread\n");
+        ob_serve_free(srv, 0);
+        free(file_key);
+        return OB_EXIT_FAILURE;
     }
-    struct ob_engine_params ep = {.parallel = parallel, .chunk = chunk};
-    if (!e)
-        e = ob_engine_new(ctx, &ep, &eng);
-    if (!e)
-        e = ob_serve_attach(srv, m, ctx, eng, parallel);
-    if (e) {
+    int sig;
+    while ((sig = wait_signal(-1)) != LOADED) {
+        if (drains(sig)) {
+            /* stop without waiting for the load: nothing is being served yet; _exit, since
+             * the loader's thread is still running (as if killed, but with a log line) */
+            event("stopped", "\"cancelled\":0,\"signal\":\"%s\",\"while\":\"loading\"",
+                  sig_name(sig));
+            ob_serve_free(srv, 0);
+            _exit(OB_EXIT_OK);
+        }
+        if (sig)
+            event("signal", "\"signal\":\"%s\",\"action\":\"ignored\"", sig_name(sig));
+    }
+    pthread_join(loader, NULL);
+    struct ob_model *m = L.m;
+    struct ob_ctx *ctx = L.ctx;
+    struct ob_engine *eng = L.eng;
+    ctx_len = L.ctx_len;
+    e = L.err;
+    if (e)
+        fprintf(stderr, PROG ": %s\n", L.msg);
+    else if ((e = ob_serve_attach(srv, m, ctx, eng, parallel)))
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
+    if (e) {
         ob_serve_free(srv, 0);
         ob_engine_free(eng);
         ob_ctx_free(ctx);
@@ -341,22 +488,24 @@ int main(int argc, char **argv)
                    "\"parallel\":%d,\"ctx\":%d,\"threads\":%d,\"load_s\":%.3f",
           jstr(model, jm, sizeof jm), jstr(ob_model_name(m), js, sizeof js), sha ? sha : "",
           ob_ctx_route(ctx), ob_ctx_isa(ctx) ? ob_ctx_isa(ctx) : "", parallel, ctx_len, threads,
-          mono() - t_load);
+          L.secs);
 
-    /* serve until a signal; then drain */
-    int sig;
-    while (!(sig = wait_signal(-1)))
-        ;
-    event("draining", "\"signal\":\"%s\",\"in_flight\":%d,\"grace_s\":%g",
-          sig == SIGTERM ? "SIGTERM" : "SIGINT", ob_serve_in_flight(srv), grace);
+    /* serve until a signal that drains; then drain */
+    while (!drains(sig = wait_signal(-1)))
+        if (sig)
+            event("signal", "\"signal\":\"%s\",\"action\":\"ignored\"", sig_name(sig));
+    event("draining", "\"signal\":\"%s\",\"in_flight\":%d,\"grace_s\":%g", sig_name(sig),
+          ob_serve_in_flight(srv), grace);
     ob_serve_quiesce(srv);
     double until = mono() + grace;
     bool again = false;
     while (ob_serve_in_flight(srv) > 0 && mono() < until) {
-        if (wait_signal(20)) {
+        if (drains(sig = wait_signal(20))) {
             again = true;              /* a second signal: do not wait any longer */
             break;
         }
+        if (sig)
+            event("signal", "\"signal\":\"%s\",\"action\":\"ignored\"", sig_name(sig));
     }
     int left = ob_serve_in_flight(srv);
     if (left)

@@ -2,31 +2,43 @@
  * serve.c — 1b-serve's HTTP layer: libmicrohttpd (MHD) in front of the continuous-batching
  * engine (see serve.h for the threads and the life cycle, openai.h for the wire shapes).
  *
+ * One connection (struct sconn, MHD's socket context) lives from accept to close and carries
+ * the deadline the guard thread enforces: its first request's headers within header_timeout
+ * of the accept, a later request's within header_timeout of its request line (and within
+ * idle_timeout + header_timeout of the answer before it), a body within body_timeout of its
+ * headers; none while the request is being answered.
+ *
  * One request (struct sreq) goes through:
- *   1. MHD's first call of the access handler (headers only): route, method, API key,
- *      Content-Length, readiness and the queue are checked; a refusal is answered at once.
+ *   1. MHD's first call of the access handler (headers only): framing (Content-Length,
+ *      Transfer-Encoding, Expect), route, method, API key, size, readiness and the queue are
+ *      checked; a refusal is answered at once.
  *   2. body calls: the body is collected (at most max_body bytes).
- *   3. the last call: the body is parsed (ob_api_parse), tokenized, checked against the
- *      context and admitted (at most parallel + queue generation requests at a time), and
- *      its job submitted to the engine. A non-streaming request then suspends its connection;
- *      a streaming one queues a chunked response whose reader suspends whenever it has
- *      nothing to send.
+ *   3. the last call: a body to parse is queued for a prep thread and the connection
+ *      suspended. The prep thread parses it (ob_api_parse, with cJSON's allocations bounded),
+ *      tokenizes it, checks it against the context, admits it (at most parallel + queue
+ *      generation requests at a time) and submits its job to the engine, or makes the answer
+ *      of /tokenize and /detokenize; then it resumes the connection. Resumed, the handler
+ *      answers a refusal, or (non-streaming) suspends again until the job is done, or
+ *      (streaming) queues a chunked response whose reader suspends whenever it has nothing to
+ *      send.
  *   4. on the driver thread, the engine's callbacks append tokens (on_token) and the finish
  *      (on_finish) to the sreq under the server lock and resume its connection.
  *   5. resumed, MHD calls the handler (non-streaming: the whole body is formatted and sent)
  *      or the reader (streaming: the next chunks) again.
  *   6. MHD's request-completed callback logs the request and, if its job still runs (the
  *      client went away), cancels it.
- * An sreq is freed when both MHD (step 6) and the engine (the job's finish) are done with it.
+ * An sreq is freed when MHD (step 6), the prep thread and the engine (the job's finish) are
+ * all done with it.
  *
  * Echo with logprobs (/v1/completions): the prompt's tokens are scored first by teacher
  * forcing (a job whose prompt is the first token and whose forced tokens are the rest), then
  * the generation job runs on the whole prompt (which the prompt cache then mostly holds).
  *
- * Locking: one server mutex (mu) guards every sreq field the driver touches, the registry of
- * open requests and the counters. The engine's own lock is taken inside ob_engine_* calls,
- * some of which are made with mu held; the engine never calls back with its lock held, so the
- * order is always mu, then the engine's.
+ * Locking: one server mutex (mu) guards every sreq field the driver or a prep thread touches,
+ * the registry of open requests, the prep queue and the counters. The engine's own lock is
+ * taken inside ob_engine_* calls, some of which are made with mu held; the engine never calls
+ * back with its lock held, so the order is always mu, then the engine's. The connection table
+ * has its own mutex (cmu), never held while taking another.
  *
  * Only the driver thread calls ob_engine_cancel and ob_engine_stats: both walk the engine's
  * job lists, which ob_engine_step changes (and frees jobs from) without the engine's lock.
@@ -36,6 +48,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <netdb.h>
 #include <poll.h>
@@ -82,6 +95,11 @@ static const struct {
 
 static int route(const char *url)
 {
+    /* the absolute form a client may send (GET http://host/health): its path */
+    if (!strncasecmp(url, "http://", 7) || !strncasecmp(url, "https://", 8)) {
+        const char *p = strchr(strstr(url, "//") + 2, '/');
+        url = p ? p : "/";
+    }
     for (int i = 0; i < EP_OTHER; i++)
         if (!strcmp(url, eps[i].path) || (eps[i].alias && !strcmp(url, eps[i].alias)))
             return i;
@@ -92,6 +110,24 @@ static int route(const char *url)
 
 enum phase { P_NONE, P_SCORE, P_GEN, P_DONE };
 enum why { W_NONE, W_CLIENT, W_TIMEOUT, W_SHUTDOWN };
+enum prep { PREP_NONE, PREP_QUEUED, PREP_DONE };
+
+/* A connection's phase, for its deadline: waiting for a request (none yet, or between two),
+ * reading a request's headers (its request line is in), reading its body, answering it. */
+enum cphase { C_WAIT, C_HEAD, C_BODY, C_BUSY };
+static const char *const cphase_name[] = {"wait", "headers", "body", "answer"};
+
+/* one TCP connection (MHD's socket context); every field under cmu */
+struct sconn {
+    struct sconn *prev, *next;
+    int fd;                        /* valid until MHD's CLOSED notification unlinks us */
+    int phase;                     /* enum cphase */
+    double t0;                     /* accepted (CLOCK_MONOTONIC seconds) */
+    double deadline;               /* shut down after this; 0: no deadline */
+    int cut;                       /* shut down: 1 + the phase past its deadline, or -1 when
+                                    * the server stopped; 0: not */
+    char remote[64];
+};
 
 /* latency histogram: fixed buckets in seconds */
 static const double buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
@@ -106,6 +142,7 @@ struct hist {
 struct sreq {
     struct ob_serve *s;
     struct MHD_Connection *conn;
+    struct sconn *sc;              /* its connection; NULL if untracked; MHD threads only */
     int fd;
     struct sreq *prev, *next;      /* the registry of open requests */
     int ep;
@@ -114,9 +151,20 @@ struct sreq {
     /* body */
     char *body;
     size_t body_len, body_cap, body_seen;
+    size_t body_want;              /* its Content-Length */
+    size_t body_res;               /* bytes of the server's body budget it holds (under mu) */
     bool too_large;
+    bool too_busy;                 /* over the server's body budget: 503 once it is read */
+    bool must_close;               /* the request's framing is bad: close after the answer */
+    /* preparation on a prep thread (prep, perr_set under mu) */
+    int prep;                      /* enum prep */
+    struct sreq *prep_next;        /* the prep queue */
+    bool perr_set;                 /* prepared: answer with perr */
+    struct ob_api_err perr;
+    struct ob_sb pout;             /* prepared: the answer of /tokenize, /detokenize */
     /* generation */
-    bool gen;                      /* a generation request (counted by ob_serve_in_flight) */
+    bool gen;                      /* a generation endpoint */
+    bool admitted;                 /* its job was submitted (counted by ob_serve_in_flight) */
     bool counted;                  /* holds one of the parallel + queue places */
     struct ob_api_req q;
     int32_t *ids;
@@ -171,6 +219,20 @@ struct ob_serve {
     /* the driver */
     pthread_t driver;
     bool driver_started, driver_stop;
+    /* prep threads: their queue, stop flag and condition are under mu */
+    pthread_t *prep_th;
+    int n_prep;
+    pthread_cond_t prep_cond;
+    struct sreq *pq_head, *pq_tail;
+    bool prep_stop;
+    /* connections and the guard thread (under cmu) */
+    pthread_mutex_t cmu;
+    pthread_cond_t guard_cond;
+    pthread_t guard;
+    bool guard_started, guard_stop;
+    struct sconn *conns;
+    int n_conns;
+    uint64_t cut[4];               /* connections shut down, by phase */
     /* everything below under mu */
     pthread_mutex_t mu;
     bool ready, draining;
@@ -182,10 +244,17 @@ struct ob_serve {
     uint64_t http[EP_N][600];      /* answers by endpoint and status */
     struct hist duration[2], ttft[2];
     uint64_t rejected_queue, cancelled_client, timed_out;
+    size_t body_mem;               /* bytes reserved for bodies being read or parsed */
     uint64_t *cancel_q;            /* handles to cancel, passed to the engine by the driver */
     size_t n_cancel_q, cap_cancel_q;
     struct ob_engine_stats es;     /* the engine's counters, as the driver last read them */
+    pthread_mutex_t lmu;           /* guards the two below: MHD may log with mu held */
     char mhd_msg[256];             /* MHD's last log message (for a failed start) */
+    struct {                       /* MHD's recent messages, logged at most once a second */
+        char msg[128];
+        double t;
+        uint64_t quiet;            /* times it came since it was last logged */
+    } mhd_recent[8];
 };
 
 static double now(void)
@@ -224,10 +293,39 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
         msg[--n] = 0;
-    pthread_mutex_lock(&s->mu);
+    /* the same message within a second of its last log line is only counted: a flood of
+     * refused or broken connections must not become a flood of log lines */
+    double t = now();
+    uint64_t quiet = 0;
+    pthread_mutex_lock(&s->lmu);
     memcpy(s->mhd_msg, msg, n + 1);
-    pthread_mutex_unlock(&s->mu);
-    logf_event(s, "http", "%s", msg);
+    int slot = 0;
+    for (int i = 0; i < 8; i++) {
+        if (!strncmp(s->mhd_recent[i].msg, msg, sizeof s->mhd_recent[i].msg - 1)) {
+            slot = i;
+            break;
+        }
+        if (s->mhd_recent[i].t < s->mhd_recent[slot].t)
+            slot = i;              /* else the oldest one's place */
+    }
+    if (strncmp(s->mhd_recent[slot].msg, msg, sizeof s->mhd_recent[slot].msg - 1)) {
+        snprintf(s->mhd_recent[slot].msg, sizeof s->mhd_recent[slot].msg, "%s", msg);
+        s->mhd_recent[slot].t = 0;
+        s->mhd_recent[slot].quiet = 0;
+    } else if (t - s->mhd_recent[slot].t < 1) {
+        s->mhd_recent[slot].quiet++;
+        pthread_mutex_unlock(&s->lmu);
+        return;
+    }
+    quiet = s->mhd_recent[slot].quiet;
+    s->mhd_recent[slot].t = t;
+    s->mhd_recent[slot].quiet = 0;
+    pthread_mutex_unlock(&s->lmu);
+    if (quiet)
+        logf_event(s, "http", "%s (and %llu times more in the second before)", msg,
+                   (unsigned long long)quiet);
+    else
+        logf_event(s, "http", "%s", msg);
 }
 
 static void hist_add(struct hist *h, double v)
@@ -240,10 +338,202 @@ static void hist_add(struct hist *h, double v)
     h->count++;
 }
 
-/* ---- requests: life and death ------------------------------------------------------------------ */
+/* the client's address as text ("" if unknown) */
+static void client_address(struct MHD_Connection *c, char *buf, size_t n)
+{
+    buf[0] = 0;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr)
+        return;
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)n);
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)n);
+}
+
+/* ---- connections and their deadlines --------------------------------------------------------- */
+
+/* MHD's connection notifications (the connection's MHD thread): track it from accept to
+ * close. MHD calls CLOSED before it closes the socket, so the guard, which shuts sockets down
+ * only under cmu, never touches a descriptor that may have been reused. */
+static void notify_conn(void *cls, struct MHD_Connection *c, void **sctx,
+                        enum MHD_ConnectionNotificationCode code)
+{
+    struct ob_serve *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        struct sconn *k = calloc(1, sizeof *k);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!k || !ci) {
+            free(k);
+            return;                /* untracked: MHD's idle timeout still applies */
+        }
+        k->fd = ci->connect_fd;
+        client_address(c, k->remote, sizeof k->remote);
+        k->t0 = now();
+        k->phase = C_WAIT;
+        k->deadline = s->p.header_timeout > 0 ? k->t0 + s->p.header_timeout : 0;
+        pthread_mutex_lock(&s->cmu);
+        k->next = s->conns;
+        if (s->conns)
+            s->conns->prev = k;
+        s->conns = k;
+        s->n_conns++;
+        pthread_mutex_unlock(&s->cmu);
+        *sctx = k;
+        return;
+    }
+    struct sconn *k = *sctx;
+    if (!k)
+        return;
+    pthread_mutex_lock(&s->cmu);
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        s->conns = k->next;
+    if (k->next)
+        k->next->prev = k->prev;
+    s->n_conns--;
+    pthread_mutex_unlock(&s->cmu);
+    free(k);
+    *sctx = NULL;
+}
+
+/* A request line has arrived (MHD's URI log callback, before the headers): its headers are
+ * due within header_timeout. Returns no request context (the handler makes its own). */
+static void *request_line(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    struct ob_serve *s = cls;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct sconn *k = ci ? ci->socket_context : NULL;
+    if (!k)
+        return NULL;
+    pthread_mutex_lock(&s->cmu);
+    k->phase = C_HEAD;
+    if (s->p.header_timeout > 0) {
+        double d = now() + s->p.header_timeout;
+        if (!k->deadline || d < k->deadline)
+            k->deadline = d;
+    }
+    pthread_mutex_unlock(&s->cmu);
+    return NULL;
+}
+
+/* the connection enters a phase: a deadline `secs` from now (0: none) */
+static void conn_phase(struct ob_serve *s, struct sconn *k, int phase, double secs)
+{
+    if (!k)
+        return;
+    pthread_mutex_lock(&s->cmu);
+    k->phase = phase;
+    k->deadline = secs > 0 ? now() + secs : 0;
+    pthread_mutex_unlock(&s->cmu);
+}
+
+/* Shut down the sockets of connections past their deadline (every one not being answered,
+ * with all), and log each. shutdown(2) wakes MHD's poll on the socket: it reads the end of
+ * the stream and closes the connection as if the client had (its request, if MHD had begun
+ * one, ends "header_timeout" or "body_timeout" in the log). */
+static void guard_pass(struct ob_serve *s, bool all)
+{
+    enum { MAXL = 8 };            /* lines per pass; the rest are counted */
+    struct {
+        char remote[64];
+        int phase;
+        double age;
+    } cut[MAXL];
+    int nl = 0, more = 0;
+    double t = now();
+    pthread_mutex_lock(&s->cmu);
+    for (struct sconn *k = s->conns; k; k = k->next) {
+        if (k->cut || (all ? k->phase == C_BUSY : !k->deadline || t < k->deadline))
+            continue;
+        shutdown(k->fd, SHUT_RDWR);
+        if (all) {
+            k->cut = -1;           /* stopping: not a timeout */
+            continue;
+        }
+        k->cut = k->phase + 1;
+        s->cut[k->phase]++;
+        if (nl < MAXL) {
+            memcpy(cut[nl].remote, k->remote, sizeof k->remote);
+            cut[nl].phase = k->phase;
+            cut[nl++].age = t - k->t0;
+        } else {
+            more++;
+        }
+    }
+    pthread_mutex_unlock(&s->cmu);
+    for (int i = 0; i < nl; i++) {
+        struct ob_sb b = {0};
+        ob_sb_str(&b, "{\"event\":\"timeout\",\"remote\":");
+        ob_sb_json(&b, cut[i].remote, strlen(cut[i].remote));
+        ob_sb_fmt(&b, ",\"phase\":\"%s\",\"connection_s\":%.3f}", cphase_name[cut[i].phase],
+                  cut[i].age);
+        slog(s, &b);
+        ob_sb_free(&b);
+    }
+    if (more)
+        logf_event(s, "timeout", "%d more connections shut down past their deadlines", more);
+}
+
+static void *guard_main(void *arg)
+{
+    struct ob_serve *s = arg;
+    pthread_mutex_lock(&s->cmu);
+    while (!s->guard_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 100 * 1000 * 1000;       /* 0.1 s: how late a deadline may be kept */
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->guard_cond, &s->cmu, &ts);
+        if (s->guard_stop)
+            break;
+        pthread_mutex_unlock(&s->cmu);
+        guard_pass(s, false);
+        pthread_mutex_lock(&s->cmu);
+    }
+    pthread_mutex_unlock(&s->cmu);
+    return NULL;
+}
+
+/* ---- requests: life and death ---------------------------------------------------------------- */
+
+/* bodies being read or parsed may hold this many bytes in all: the bodies of as many
+ * requests as may be admitted (parallel + queue, at least 16), each of the largest size */
+static size_t body_budget(const struct ob_serve *s)
+{
+    int n = s->parallel + s->p.queue > 16 ? s->parallel + s->p.queue : 16;
+    return (size_t)n * (s->p.max_body + 1);
+}
+
+/* Reserve n more bytes of the body budget for r; false: the budget is spent. */
+static bool body_reserve(struct sreq *r, size_t n)
+{
+    struct ob_serve *s = r->s;
+    pthread_mutex_lock(&s->mu);
+    bool ok = s->body_mem + n <= body_budget(s);
+    if (ok) {
+        s->body_mem += n;
+        r->body_res += n;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+/* give r's share of the body budget back (mu held) */
+static void body_release(struct sreq *r)
+{
+    r->s->body_mem -= r->body_res;
+    r->body_res = 0;
+}
 
 static void sreq_free(struct sreq *r)
 {
+    body_release(r);
     ob_api_free(&r->q);
     free(r->body);
     free(r->ids);
@@ -251,6 +541,7 @@ static void sreq_free(struct sreq *r)
     free(r->toks);
     free(r->text);
     ob_sb_free(&r->out);
+    ob_sb_free(&r->pout);
     free(r);
 }
 
@@ -282,16 +573,10 @@ static struct sreq *sreq_new(struct ob_serve *s, struct MHD_Connection *c, const
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci)
         r->fd = ci->connect_fd;
-    ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (ci && ci->client_addr) {
-        const struct sockaddr *sa = ci->client_addr;
-        if (sa->sa_family == AF_INET)
-            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, r->remote,
-                      sizeof r->remote);
-        else if (sa->sa_family == AF_INET6)
-            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, r->remote,
-                      sizeof r->remote);
-    }
+    ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci)
+        r->sc = ci->socket_context;
+    client_address(c, r->remote, sizeof r->remote);
     pthread_mutex_lock(&s->mu);
     r->next = s->head;
     if (s->head)
@@ -340,7 +625,7 @@ static void log_request(struct ob_serve *s, struct sreq *r, const char *end)
     ob_sb_json(&b, r->path, strlen(r->path));
     ob_sb_fmt(&b, ",\"status\":%d", r->status);
     double t = now();
-    if (r->gen && r->ids) {
+    if (r->gen && r->n_ids) {
         ob_sb_fmt(&b, ",\"stream\":%s,\"prompt_tokens\":%d,\"cached_tokens\":%d,"
                        "\"completion_tokens\":%d",
                    r->stream ? "true" : "false", r->n_ids, r->n_cached, r->n_toks);
@@ -359,11 +644,12 @@ static void log_request(struct ob_serve *s, struct sreq *r, const char *end)
     ob_sb_free(&b);
 }
 
-/* ---- answers ------------------------------------------------------------------------------------ */
+/* ---- answers --------------------------------------------------------------------------------- */
 
 static void count_answer(struct sreq *r, int status)
 {
     struct ob_serve *s = r->s;
+    conn_phase(s, r->sc, C_BUSY, 0);
     pthread_mutex_lock(&s->mu);
     r->status = status;
     r->answered = true;
@@ -426,7 +712,7 @@ static enum MHD_Result reply_error(struct sreq *r, const struct ob_api_err *e)
         v = eps[r->ep].post ? "POST" : "GET, HEAD";
     }
     pthread_mutex_lock(&r->s->mu);
-    bool close = e->status == 503 && r->s->draining;
+    bool close = r->must_close || (e->status == 503 && r->s->draining);
     pthread_mutex_unlock(&r->s->mu);
     return reply(r, e->status, "application/json", &b, h, v, close);
 }
@@ -444,7 +730,21 @@ static enum MHD_Result fail(struct sreq *r, int status, const char *type, const 
     return reply_error(r, &e);
 }
 
-/* ---- engine callbacks (driver thread) ----------------------------------------------------------- */
+/* The same on a prep thread: the error is kept for the connection's MHD thread to answer. */
+static void refuse(struct sreq *r, int status, const char *type, const char *code,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void refuse(struct sreq *r, int status, const char *type, const char *code,
+                   const char *fmt, ...)
+{
+    r->perr = (struct ob_api_err){.status = status, .type = type, .code = code};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->perr.message, sizeof r->perr.message, fmt, ap);
+    va_end(ap);
+    r->perr_set = true;
+}
+
+/* ---- engine callbacks (driver thread) -------------------------------------------------------- */
 
 static bool push_tok(struct ob_token_info **a, int *n, int *cap, const struct ob_token_info *t)
 {
@@ -698,7 +998,9 @@ static enum MHD_Result do_health(struct sreq *r)
     pthread_mutex_unlock(&s->mu);
     struct ob_sb b = {0};
     ob_sb_fmt(&b, "{\"status\":\"%s\"}", st);
-    return reply_json(r, strcmp(st, "ok") ? 503 : 200, &b);
+    if (strcmp(st, "ok"))           /* every 503 says when to come back */
+        return reply(r, 503, "application/json", &b, "Retry-After", "1", false);
+    return reply_json(r, 200, &b);
 }
 
 static enum MHD_Result do_models(struct sreq *r)
@@ -761,6 +1063,9 @@ static enum MHD_Result do_metrics(struct sreq *r)
                (unsigned long long)s->cancelled_client, (unsigned long long)s->timed_out);
     metric(&b, "ob_requests_in_flight", "gauge", "Generation requests accepted and not yet answered.");
     ob_sb_fmt(&b, "ob_requests_in_flight %d\n", s->n_open_gen);
+    metric(&b, "ob_request_body_bytes", "gauge",
+           "Bytes held for request bodies being read or parsed.");
+    ob_sb_fmt(&b, "ob_request_body_bytes %zu\n", s->body_mem);
     metric(&b, "ob_ready", "gauge", "1 when the server can serve (what /health says).");
     ob_sb_fmt(&b, "ob_ready %d\n", s->ready && !s->draining);
     for (int k = 0; k < 2; k++) {
@@ -793,69 +1098,169 @@ static enum MHD_Result do_metrics(struct sreq *r)
     ob_sb_fmt(&b, "ob_slots_busy %d\n", es.live);
     metric(&b, "ob_slots", "gauge", "Slots (--parallel).");
     ob_sb_fmt(&b, "ob_slots %d\n", s->parallel);
+    pthread_mutex_lock(&s->cmu);
+    int open = s->n_conns;
+    uint64_t cut[4];
+    memcpy(cut, s->cut, sizeof cut);
+    pthread_mutex_unlock(&s->cmu);
+    metric(&b, "ob_connections_open", "gauge", "Open HTTP connections.");
+    ob_sb_fmt(&b, "ob_connections_open %d\n", open);
+    metric(&b, "ob_connections_timed_out_total", "counter",
+           "Connections closed because a request did not arrive in full by its deadline.");
+    ob_sb_fmt(&b, "ob_connections_timed_out_total{phase=\"headers\"} %llu\n"
+                  "ob_connections_timed_out_total{phase=\"body\"} %llu\n",
+              (unsigned long long)(cut[C_WAIT] + cut[C_HEAD]), (unsigned long long)cut[C_BODY]);
     return reply(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b, NULL, NULL, false);
 }
 
-static enum MHD_Result do_tokenize(struct sreq *r)
+/* ---- the memory a body's parse may take ------------------------------------------------------ */
+
+/* cJSON's allocations on this thread: counted against jb_left while jb_on (see max_values) */
+static _Thread_local bool jb_on, jb_over;
+static _Thread_local size_t jb_left;
+
+static void *jb_malloc(size_t n)
+{
+    if (jb_on) {
+        if (n > jb_left) {
+            jb_over = true;
+            return NULL;
+        }
+        jb_left -= n;
+    }
+    return malloc(n);
+}
+
+static void jb_free(void *p)
+{
+    free(p);
+}
+
+/* JSON values a body may hold: a prompt and forced tokens of a whole context each, and room
+ * for messages and fields. cJSON takes one node (sizeof(cJSON), 64 bytes) per value, plus the
+ * bytes of its strings, which are at most the body's. */
+static size_t max_values(const struct ob_serve *s)
+{
+    return 4 * (size_t)s->n_ctx + 4096;
+}
+
+static void jb_arm(const struct ob_serve *s, size_t body_len)
+{
+    jb_left = body_len + 64 + max_values(s) * (sizeof(cJSON) + 16);
+    jb_over = false;
+    jb_on = true;
+}
+
+/* true if the parse went over its budget (its allocation failed: it failed) */
+static bool jb_disarm(void)
+{
+    jb_on = false;
+    return jb_over;
+}
+
+static void too_many_values(struct sreq *r)
+{
+    refuse(r, 413, "invalid_request_error", "request_too_large",
+           "the request body holds more JSON values than this server takes (%zu)",
+           max_values(r->s));
+}
+
+/* the body is parsed (or refused): its bytes are not needed any more */
+static void drop_body(struct sreq *r)
+{
+    free(r->body);
+    r->body = NULL;
+    r->body_cap = 0;
+    pthread_mutex_lock(&r->s->mu);
+    body_release(r);
+    pthread_mutex_unlock(&r->s->mu);
+}
+
+/* ---- /tokenize and /detokenize (prep threads) ------------------------------------------------ */
+
+static void prep_tokenize(struct sreq *r)
 {
     struct ob_serve *s = r->s;
-    struct ob_api_err e;
-    cJSON *root;
+    cJSON *root = NULL;
     const char *content;
     bool add_special, parse_special, with_pieces;
-    if (ob_api_parse_tokenize(r->body ? r->body : "", r->body_len, &root, &content, &add_special,
-                              &parse_special, &with_pieces, &e))
-        return reply_error(r, &e);
+    jb_arm(s, r->body_len);
+    int err = ob_api_parse_tokenize(r->body ? r->body : "", r->body_len, &root, &content,
+                                    &add_special, &parse_special, &with_pieces, &r->perr);
+    bool over = jb_disarm();
+    drop_body(r);
+    if (over) {
+        if (!err)
+            cJSON_Delete(root);
+        too_many_values(r);
+        return;
+    }
+    if (err) {
+        r->perr_set = true;
+        return;
+    }
     int32_t *ids;
     size_t n;
-    int err = ob_tok_encode(s->tok, content, strlen(content), parse_special, &ids, &n);
+    err = ob_tok_encode(s->tok, content, strlen(content), parse_special, &ids, &n);
     cJSON_Delete(root);
-    if (err)
-        return fail(r, 500, "server_error", NULL, "%s", ob_errmsg());
+    if (err) {
+        refuse(r, 500, "server_error", NULL, "%s", ob_errmsg());
+        return;
+    }
     bool bos = add_special && ob_tok_add_bos(s->tok) && ob_tok_bos(s->tok) >= 0;
-    struct ob_sb b = {0};
-    ob_sb_str(&b, "{\"tokens\":[");
+    struct ob_sb *b = &r->pout;
+    ob_sb_str(b, "{\"tokens\":[");
     for (size_t i = 0; i < n + bos; i++) {
         int32_t id = bos ? (i ? ids[i - 1] : ob_tok_bos(s->tok)) : ids[i];
         if (i)
-            ob_sb_add(&b, ",", 1);
+            ob_sb_add(b, ",", 1);
         if (with_pieces) {
             const char *p = "";
             size_t pl = 0;
             ob_tok_piece(s->tok, id, &p, &pl);
-            ob_sb_fmt(&b, "{\"id\":%d,\"piece\":", id);
-            ob_sb_json(&b, p, pl);
-            ob_sb_add(&b, "}", 1);
+            ob_sb_fmt(b, "{\"id\":%d,\"piece\":", id);
+            ob_sb_json(b, p, pl);
+            ob_sb_add(b, "}", 1);
         } else {
-            ob_sb_fmt(&b, "%d", id);
+            ob_sb_fmt(b, "%d", id);
         }
     }
-    ob_sb_str(&b, "]}");
+    ob_sb_str(b, "]}");
     free(ids);
-    return reply_json(r, 200, &b);
 }
 
-static enum MHD_Result do_detokenize(struct sreq *r)
+static void prep_detokenize(struct sreq *r)
 {
     struct ob_serve *s = r->s;
-    struct ob_api_err e;
-    int32_t *ids;
+    int32_t *ids = NULL;
     int n;
-    if (ob_api_parse_detokenize(r->body ? r->body : "", r->body_len, ob_tok_n_vocab(s->tok), &ids,
-                                &n, &e))
-        return reply_error(r, &e);
+    jb_arm(s, r->body_len);
+    int err = ob_api_parse_detokenize(r->body ? r->body : "", r->body_len,
+                                      ob_tok_n_vocab(s->tok), &ids, &n, &r->perr);
+    bool over = jb_disarm();
+    drop_body(r);
+    if (over) {
+        if (!err)
+            free(ids);
+        too_many_values(r);
+        return;
+    }
+    if (err) {
+        r->perr_set = true;
+        return;
+    }
     char *text;
     size_t len;
-    int err = ob_tok_decode(s->tok, ids, (size_t)n, &text, &len);
+    err = ob_tok_decode(s->tok, ids, (size_t)n, &text, &len);
     free(ids);
-    if (err)
-        return fail(r, 500, "server_error", NULL, "%s", ob_errmsg());
-    struct ob_sb b = {0};
-    ob_sb_str(&b, "{\"content\":");
-    ob_sb_json(&b, text, len);
-    ob_sb_str(&b, "}");
+    if (err) {
+        refuse(r, 500, "server_error", NULL, "%s", ob_errmsg());
+        return;
+    }
+    ob_sb_str(&r->pout, "{\"content\":");
+    ob_sb_json(&r->pout, text, len);
+    ob_sb_str(&r->pout, "}");
     free(text);
-    return reply_json(r, 200, &b);
 }
 
 /* ---- generation ---------------------------------------------------------------------------- */
@@ -1012,40 +1417,64 @@ static bool model_matches(const struct ob_serve *s, const char *name)
     return !strcmp(name, base ? base + 1 : path);
 }
 
-static enum MHD_Result do_generate(struct sreq *r)
+/* Parse, tokenize and admit a generation request, and submit its job (a prep thread); or
+ * leave the refusal in r->perr. */
+static void prep_generate(struct sreq *r)
 {
     struct ob_serve *s = r->s;
-    struct ob_api_err e;
     int kind = r->ep == EP_CHAT ? OB_API_CHAT : OB_API_COMPLETION;
-    if (ob_api_parse(r->body ? r->body : "", r->body_len, kind, &s->defaults, &r->q, &e))
-        return reply_error(r, &e);
-    if (!model_matches(s, r->q.model))
-        return fail(r, 404, "invalid_request_error", "model_not_found",
-                    "the model '%s' does not exist here; this server has '%s' (GET /v1/models)",
-                    r->q.model, s->model_id);
-    if (ob_api_tokens(&r->q, s->tok, s->tmpl, &r->ids, &r->n_ids, r->stop_ids, &r->n_stop_ids, &e))
-        return reply_error(r, &e);
-    if (r->n_ids >= s->n_ctx)
-        return fail(r, 400, "invalid_request_error", "context_length_exceeded",
-                    "the prompt has %d tokens; the context holds %d (one more is needed to "
-                    "generate)", r->n_ids, s->n_ctx);
-    if (r->q.n_forced > 0 && (int64_t)r->n_ids + r->q.n_forced > s->n_ctx)
-        return fail(r, 400, "invalid_request_error", "context_length_exceeded",
-                    "the prompt (%d tokens) and forced_tokens (%d) do not fit in the context "
-                    "of %d", r->n_ids, r->q.n_forced, s->n_ctx);
-    r->stream = r->q.stream;
+    jb_arm(s, r->body_len);
+    int err = ob_api_parse(r->body ? r->body : "", r->body_len, kind, &s->defaults, &r->q,
+                           &r->perr);
+    bool over = jb_disarm();
+    drop_body(r);
+    if (over) {
+        ob_api_free(&r->q);
+        too_many_values(r);
+        return;
+    }
+    if (err) {
+        r->perr_set = true;
+        return;
+    }
+    if (!model_matches(s, r->q.model)) {
+        refuse(r, 404, "invalid_request_error", "model_not_found",
+               "the model '%s' does not exist here; this server has '%s' (GET /v1/models)",
+               r->q.model, s->model_id);
+        return;
+    }
+    if (ob_api_tokens(&r->q, s->tok, s->tmpl, &r->ids, &r->n_ids, r->stop_ids, &r->n_stop_ids,
+                      &r->perr)) {
+        r->perr_set = true;
+        return;
+    }
+    if (r->n_ids >= s->n_ctx) {
+        refuse(r, 400, "invalid_request_error", "context_length_exceeded",
+               "the prompt has %d tokens; the context holds %d (one more is needed to "
+               "generate)", r->n_ids, s->n_ctx);
+        return;
+    }
+    if (r->q.n_forced > 0 && (int64_t)r->n_ids + r->q.n_forced > s->n_ctx) {
+        refuse(r, 400, "invalid_request_error", "context_length_exceeded",
+               "the prompt (%d tokens) and forced_tokens (%d) do not fit in the context "
+               "of %d", r->n_ids, r->q.n_forced, s->n_ctx);
+        return;
+    }
 
     pthread_mutex_lock(&s->mu);
+    r->stream = r->q.stream;
     if (s->draining) {
         pthread_mutex_unlock(&s->mu);
-        return fail(r, 503, "server_error", "shutting_down", "the server is shutting down");
+        refuse(r, 503, "server_error", "shutting_down", "the server is shutting down");
+        return;
     }
     if (s->n_active >= s->parallel + s->p.queue) {
         s->rejected_queue++;
         pthread_mutex_unlock(&s->mu);
-        return fail(r, 503, "server_error", "overloaded",
-                    "the server is busy (%d requests running or queued); retry later",
-                    s->parallel + s->p.queue);
+        refuse(r, 503, "server_error", "overloaded",
+               "the server is busy (%d requests running or queued); retry later",
+               s->parallel + s->p.queue);
+        return;
     }
     s->n_active++;
     r->counted = true;
@@ -1053,7 +1482,7 @@ static enum MHD_Result do_generate(struct sreq *r)
     if (s->p.timeout > 0)
         r->deadline = r->t0 + s->p.timeout;
     bool scoring = r->q.echo && r->q.logprobs && r->n_ids > 1;
-    int err = submit(r, scoring);
+    err = submit(r, scoring);
     if (err) {
         r->counted = false;
         s->n_active--;
@@ -1062,17 +1491,18 @@ static enum MHD_Result do_generate(struct sreq *r)
         char msg[256];
         snprintf(msg, sizeof msg, "%s", r->fin_error);
         pthread_mutex_unlock(&s->mu);
-        return fail(r, err == OB_ENOMEM ? 500 : 400, err == OB_ENOMEM ? "server_error"
-                    : "invalid_request_error", NULL, "%s", msg);
+        refuse(r, err == OB_ENOMEM ? 500 : 400,
+               err == OB_ENOMEM ? "server_error" : "invalid_request_error", NULL, "%s", msg);
+        return;
     }
-    if (!r->stream) {
-        /* the driver resumes the connection when the answer is complete */
-        r->suspended = true;
-        MHD_suspend_connection(r->conn);
-        pthread_mutex_unlock(&s->mu);
-        return MHD_YES;
-    }
+    r->admitted = true;
+    s->n_open_gen++;
     pthread_mutex_unlock(&s->mu);
+}
+
+/* an admitted streaming request: its chunked response */
+static enum MHD_Result queue_stream(struct sreq *r)
+{
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, reader,
                                                                   r, NULL);
     if (!resp)
@@ -1087,7 +1517,98 @@ static enum MHD_Result do_generate(struct sreq *r)
     return ret;
 }
 
-/* ---- MHD callbacks ---------------------------------------------------------------------------- */
+/* ---- prep threads ---------------------------------------------------------------------------- */
+
+/* a body this large is followed by malloc_trim: what parsing and tokenizing it took goes back
+ * to the system instead of staying in the prep thread's malloc arena */
+#define TRIM_AFTER ((size_t)1 << 20)
+
+static void *prep_main(void *arg)
+{
+    struct ob_serve *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->pq_head && !s->prep_stop)
+            pthread_cond_wait(&s->prep_cond, &s->mu);
+        struct sreq *r = s->pq_head;
+        if (!r)
+            break;                 /* stopping, and nothing left */
+        s->pq_head = r->prep_next;
+        if (!s->pq_head)
+            s->pq_tail = NULL;
+        pthread_mutex_unlock(&s->mu);
+        size_t seen = r->body_seen;
+        if (r->ep == EP_TOKENIZE)
+            prep_tokenize(r);
+        else if (r->ep == EP_DETOKENIZE)
+            prep_detokenize(r);
+        else
+            prep_generate(r);
+        if (r->perr_set) {
+            /* refused: nothing of it is needed but the error (and the count, for the log) */
+            ob_api_free(&r->q);
+            free(r->ids);
+            r->ids = NULL;
+        }
+        if (seen >= TRIM_AFTER)
+            malloc_trim(0);
+        pthread_mutex_lock(&s->mu);
+        r->prep = PREP_DONE;
+        wake(r);
+        sreq_unref(r);             /* the prep thread's reference */
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Queue the request for a prep thread and suspend its connection (mu held). */
+static void prep_queue(struct sreq *r)
+{
+    struct ob_serve *s = r->s;
+    r->prep = PREP_QUEUED;
+    r->refs++;                     /* the prep thread's reference */
+    r->prep_next = NULL;
+    if (s->pq_tail)
+        s->pq_tail->prep_next = r;
+    else
+        s->pq_head = r;
+    s->pq_tail = r;
+    pthread_cond_signal(&s->prep_cond);
+    r->suspended = true;
+    MHD_suspend_connection(r->conn);
+}
+
+/* The last call for a request whose body a prep thread handles: queue it, or wait for it (or
+ * for its job), or answer. */
+static enum MHD_Result prepared(struct sreq *r)
+{
+    struct ob_serve *s = r->s;
+    pthread_mutex_lock(&s->mu);
+    if (r->prep == PREP_NONE) {
+        prep_queue(r);
+        pthread_mutex_unlock(&s->mu);
+        return MHD_YES;
+    }
+    bool waiting = r->prep == PREP_QUEUED ||
+                   (!r->perr_set && r->admitted && !r->stream && r->phase != P_DONE);
+    if (waiting) {
+        /* resumed before there is anything to answer: wait again */
+        r->suspended = true;
+        MHD_suspend_connection(r->conn);
+        pthread_mutex_unlock(&s->mu);
+        return MHD_YES;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (r->perr_set)
+        return reply_error(r, &r->perr);
+    if (r->ep == EP_TOKENIZE || r->ep == EP_DETOKENIZE)
+        return reply_json(r, 200, &r->pout);
+    if (r->stream)
+        return queue_stream(r);
+    return answer(r);
+}
+
+/* ---- MHD callbacks --------------------------------------------------------------------------- */
 
 /* Is the Authorization header "Bearer KEY"? The comparison takes the same time whatever the
  * header holds (for a given key length). */
@@ -1111,11 +1632,67 @@ static bool auth_ok(const struct ob_serve *s, struct MHD_Connection *c)
     return d == 0;
 }
 
-/* checks on the headers alone: a refusal is queued at once */
-static enum MHD_Result first_call(struct sreq *r)
+/* the framing headers of a request, all of them (MHD keeps the first of each) */
+struct framing {
+    int n_cl, n_te, n_expect;
+    const char *te, *expect;
+    const char *bad_name;          /* a header name with white space in it */
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    struct framing *f = cls;
+    if (!f->bad_name && strpbrk(key, " \t"))
+        f->bad_name = key;         /* "Content-Length : 5" is not a Content-Length to MHD */
+    if (!strcasecmp(key, "Content-Length")) {
+        f->n_cl++;
+    } else if (!strcasecmp(key, "Transfer-Encoding")) {
+        f->n_te++;
+        f->te = value ? value : "";
+    } else if (!strcasecmp(key, "Expect")) {
+        f->n_expect++;
+        f->expect = value ? value : "";
+    }
+    return MHD_YES;
+}
+
+/* Checks on the headers alone: a refusal is queued at once. MHD itself refuses a
+ * Content-Length that is not all digits (400) or too large for 64 bits (413) and closes, before
+ * the handler is called (libmicrohttpd 0.9.75 sends its status line and headers twice then,
+ * before its HTML body, a bug of its state machine that 1.0 fixed). It reads a body of unknown
+ * length until the connection closes when Transfer-Encoding is anything but chunked, and
+ * keeps the first of repeated headers, so those cases are refused here, before the body: a
+ * request whose length is ambiguous is one a proxy in front may read differently (request
+ * smuggling). Such refusals close the connection. */
+static enum MHD_Result first_call(struct sreq *r, const char *version)
 {
     struct ob_serve *s = r->s;
     struct MHD_Connection *c = r->conn;
+    struct framing f = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+    r->must_close = true;          /* for the refusals of bad framing below */
+    if (f.bad_name)
+        return fail(r, 400, "invalid_request_error", "invalid_framing",
+                    "white space in a header name ('%.64s')", f.bad_name);
+    if (f.n_te > 1 || (f.n_te && strcasecmp(f.te, "chunked")))
+        return fail(r, 501, "invalid_request_error", "unsupported_transfer_encoding",
+                    "Transfer-Encoding '%.64s'%s is not supported: send the body with "
+                    "Content-Length, or chunked", f.te,
+                    f.n_te > 1 ? " (more than one header)" : "");
+    if (f.n_te && f.n_cl)
+        return fail(r, 400, "invalid_request_error", "invalid_framing",
+                    "a request may not have both Transfer-Encoding and Content-Length");
+    if (f.n_te && version && !strcmp(version, "HTTP/1.0"))
+        return fail(r, 400, "invalid_request_error", "invalid_framing",
+                    "Transfer-Encoding is not HTTP/1.0");
+    if (f.n_cl > 1)
+        return fail(r, 400, "invalid_request_error", "invalid_framing",
+                    "more than one Content-Length header");
+    if (f.n_expect > 1 || (f.n_expect && strcasecmp(f.expect, "100-continue")))
+        return fail(r, 417, "invalid_request_error", "expectation_failed",
+                    "the only expectation this server meets is Expect: 100-continue");
+    r->must_close = false;
     if (r->ep == EP_OTHER)
         return fail(r, 404, "invalid_request_error", "not_found", "no such endpoint: %s %s",
                     r->method, r->path);
@@ -1128,6 +1705,9 @@ static enum MHD_Result first_call(struct sreq *r)
         return fail(r, 401, "invalid_request_error", "invalid_api_key",
                     "a valid API key is needed: send the header 'Authorization: Bearer KEY'");
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (eps[r->ep].post && !cl && !f.n_te)
+        return fail(r, 411, "invalid_request_error", "length_required",
+                    "the request body needs a Content-Length (or Transfer-Encoding: chunked)");
     if (cl) {
         char *end;
         errno = 0;
@@ -1135,6 +1715,7 @@ static enum MHD_Result first_call(struct sreq *r)
         if (errno || end == cl || v > s->p.max_body)
             return fail(r, 413, "invalid_request_error", "request_too_large",
                         "the request body is larger than %zu bytes", s->p.max_body);
+        r->body_want = (size_t)v;
     }
     pthread_mutex_lock(&s->mu);
     bool ready = s->ready, draining = s->draining;
@@ -1152,12 +1733,42 @@ static enum MHD_Result first_call(struct sreq *r)
             return fail(r, 503, "server_error", "overloaded",
                         "the server is busy (%d requests running or queued); retry later",
                         s->parallel + s->p.queue);
-        pthread_mutex_lock(&s->mu);
         r->gen = true;
-        s->n_open_gen++;
-        pthread_mutex_unlock(&s->mu);
+    }
+    if (r->body_want && !body_reserve(r, r->body_want + 1)) {
+        r->must_close = true;      /* its body is not read */
+        return fail(r, 503, "server_error", "overloaded",
+                    "the server is reading too many large bodies (%zu bytes); retry later",
+                    body_budget(s));
     }
     return MHD_YES;
+}
+
+/* Append a body piece (body_len + n <= max_body): 0, or 1 when the server's body budget is
+ * spent, -1 when memory is. An announced body gets its buffer in one piece (reserved by
+ * first_call); a chunked one grows by doubling, up to max_body + 1. */
+static int body_add(struct sreq *r, const char *data, size_t n)
+{
+    size_t need = r->body_len + n + 1;
+    if (need > r->body_cap) {
+        size_t cap = r->body_want + 1 >= need ? r->body_want + 1
+                     : r->body_cap ? 2 * r->body_cap : 4096;
+        while (cap < need)
+            cap *= 2;
+        if (cap > r->s->p.max_body + 1)
+            cap = r->s->p.max_body + 1;
+        if (cap > r->body_res && !body_reserve(r, cap - r->body_res))
+            return 1;
+        char *p = realloc(r->body, cap);
+        if (!p)
+            return -1;
+        r->body = p;
+        r->body_cap = cap;
+    }
+    memcpy(r->body + r->body_len, data, n);
+    r->body_len += n;
+    r->body[r->body_len] = 0;
+    return 0;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -1170,55 +1781,46 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!(r = sreq_new(s, c, url, method)))
             return MHD_NO;
         *ctx = r;
-        return first_call(r);
+        /* the headers are in: now the body has its deadline */
+        conn_phase(s, r->sc, C_BODY, s->p.body_timeout);
+        return first_call(r, version);
     }
     if (*size) {
-        /* a body larger than announced (or sent in chunks): keep reading, answer 413 at the
-         * end; a client that goes on much longer is disconnected */
+        /* a body larger than announced (or sent in chunks), or over the server's budget:
+         * keep reading, answer 413 (503) at the end; a client that goes on much longer is
+         * disconnected */
         r->body_seen += *size;
-        if (r->body_len + *size > r->s->p.max_body) {
+        if (r->body_len + *size > s->p.max_body) {
             r->too_large = true;
-            free(r->body);
-            r->body = NULL;
-            r->body_len = r->body_cap = 0;
-            if (r->body_seen > 16 * r->s->p.max_body)
+            drop_body(r);
+            r->body_len = 0;
+            if (r->body_seen > 16 * s->p.max_body)
                 return MHD_NO;
         }
-        if (!r->too_large) {
-            if (r->body_len + *size + 1 > r->body_cap) {
-                size_t cap = r->body_cap ? 2 * r->body_cap : 4096;
-                while (cap < r->body_len + *size + 1)
-                    cap *= 2;
-                char *p = realloc(r->body, cap);
-                if (!p)
-                    return MHD_NO;
-                r->body = p;
-                r->body_cap = cap;
+        if (!r->too_large && !r->too_busy) {
+            int e = body_add(r, data, *size);
+            if (e < 0)
+                return MHD_NO;
+            if (e > 0) {
+                r->too_busy = true;
+                drop_body(r);
+                r->body_len = 0;
             }
-            memcpy(r->body + r->body_len, data, *size);
-            r->body_len += *size;
-            r->body[r->body_len] = 0;
         }
         *size = 0;
         return MHD_YES;
     }
+    /* the whole request is in */
+    conn_phase(s, r->sc, C_BUSY, 0);
     if (r->answered)
         return MHD_YES;
-    pthread_mutex_lock(&s->mu);
-    int phase = r->phase;
-    if (phase != P_NONE && phase != P_DONE) {
-        /* resumed before the answer was complete: wait again */
-        r->suspended = true;
-        MHD_suspend_connection(c);
-        pthread_mutex_unlock(&s->mu);
-        return MHD_YES;
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (phase == P_DONE)
-        return answer(r);
     if (r->too_large)
         return fail(r, 413, "invalid_request_error", "request_too_large",
                     "the request body is larger than %zu bytes", s->p.max_body);
+    if (r->too_busy)
+        return fail(r, 503, "server_error", "overloaded",
+                    "the server is reading too many large bodies (%zu bytes); retry later",
+                    body_budget(s));
     switch (r->ep) {
     case EP_HEALTH: return do_health(r);
     case EP_LIVEZ: {
@@ -1228,10 +1830,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     case EP_METRICS: return do_metrics(r);
     case EP_MODELS: return do_models(r);
-    case EP_TOKENIZE: return do_tokenize(r);
-    case EP_DETOKENIZE: return do_detokenize(r);
+    case EP_TOKENIZE:
+    case EP_DETOKENIZE:
     case EP_CHAT:
-    case EP_COMPLETIONS: return do_generate(r);
+    case EP_COMPLETIONS: return prepared(r);
     }
     return fail(r, 404, "invalid_request_error", "not_found", "no such endpoint");
 }
@@ -1241,6 +1843,19 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx,
 {
     struct ob_serve *s = cls;
     struct sreq *r = *ctx;
+    /* the connection waits for its next request: the client may stay silent for
+     * idle_timeout (MHD closes it then), and its headers are due header_timeout later */
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct sconn *k = ci ? ci->socket_context : NULL;
+    int cut = 0;
+    if (k) {
+        pthread_mutex_lock(&s->cmu);
+        cut = k->cut;
+        k->phase = C_WAIT;
+        k->deadline = s->p.header_timeout > 0 && s->p.idle_timeout > 0
+                          ? now() + s->p.idle_timeout + s->p.header_timeout : 0;
+        pthread_mutex_unlock(&s->cmu);
+    }
     if (!r)
         return;
     *ctx = NULL;
@@ -1263,7 +1878,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx,
         s->head = r->next;
     if (r->next)
         r->next->prev = r->prev;
-    if (r->gen)
+    if (r->admitted)
         s->n_open_gen--;
     if (r->job) {
         if (r->why == W_NONE)
@@ -1279,6 +1894,10 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx,
         end = "shutdown";
     else if (r->why == W_CLIENT || (r->stream && !r->sent_end && !strcmp(end, "ok")))
         end = "client_abort";
+    if (cut > 0 && !r->answered)
+        end = cut - 1 == C_BODY ? "body_timeout" : "header_timeout";
+    else if (cut < 0 && !r->answered)
+        end = "shutdown";
     log_request(s, r, end);
     sreq_unref(r);                 /* MHD's reference */
     pthread_mutex_unlock(&s->mu);
@@ -1286,7 +1905,20 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx,
         ob_engine_wake(s->e);
 }
 
-/* ---- life cycle --------------------------------------------------------------------------------- */
+/* ---- life cycle ------------------------------------------------------------------------------ */
+
+/* the server's own memory, once every thread is stopped */
+static void serve_destroy(struct ob_serve *s)
+{
+    pthread_cond_destroy(&s->guard_cond);
+    pthread_cond_destroy(&s->prep_cond);
+    pthread_mutex_destroy(&s->cmu);
+    pthread_mutex_destroy(&s->lmu);
+    pthread_mutex_destroy(&s->mu);
+    free(s->prep_th);
+    free(s->cancel_q);
+    free(s);
+}
 
 int ob_serve_new(const struct ob_serve_params *p, struct ob_serve **out)
 {
@@ -1296,6 +1928,17 @@ int ob_serve_new(const struct ob_serve_params *p, struct ob_serve **out)
     s->p = *p;
     s->listen_fd = MHD_INVALID_SOCKET;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->cmu, NULL);
+    pthread_mutex_init(&s->lmu, NULL);
+    pthread_cond_init(&s->prep_cond, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->guard_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    /* count what cJSON allocates while a body is parsed (jb_malloc); process-wide, set
+     * before any thread of ours parses */
+    cJSON_InitHooks(&(cJSON_Hooks){.malloc_fn = jb_malloc, .free_fn = jb_free});
     uint32_t boot = 0;
     if (getrandom(&boot, sizeof boot, 0) != sizeof boot)
         boot = (uint32_t)time(NULL) ^ (uint32_t)getpid();
@@ -1307,7 +1950,7 @@ int ob_serve_new(const struct ob_serve_params *p, struct ob_serve **out)
     snprintf(port, sizeof port, "%d", p->port);
     int gai = getaddrinfo(p->host, port, &hints, &ai);
     if (gai || !ai) {
-        free(s);
+        serve_destroy(s);
         return ob_seterr(OB_EUSAGE, "cannot resolve host '%s': %s", p->host, gai_strerror(gai));
     }
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
@@ -1318,6 +1961,13 @@ int ob_serve_new(const struct ob_serve_params *p, struct ob_serve **out)
         {MHD_OPTION_THREAD_POOL_SIZE, p->http_threads > 1 ? p->http_threads : 2, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, p->idle_timeout > 0 ? p->idle_timeout : 0, NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, s},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_conn, s},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)request_line, s},
+        /* shared out among the pool's threads; at the limit, new connections wait in the
+         * listen backlog */
+        {MHD_OPTION_CONNECTION_LIMIT, p->max_connections > 0 ? p->max_connections : 1024, NULL},
+        /* more from one address are closed at once */
+        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, p->max_per_client > 0 ? p->max_per_client : 0, NULL},
         {MHD_OPTION_LISTEN_BACKLOG_SIZE, 256, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
@@ -1330,12 +1980,24 @@ int ob_serve_new(const struct ob_serve_params *p, struct ob_serve **out)
         const char *why = strrchr(s->mhd_msg, ':');
         int err = ob_seterr(OB_EIO, "cannot listen on %s port %d%s%s", p->host, p->port,
                             why ? ":" : "", why ? why + 1 : "");
-        pthread_mutex_destroy(&s->mu);
-        free(s);
+        serve_destroy(s);
         return err;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : p->port;
+    int n = p->http_threads > 1 ? p->http_threads : 2;
+    s->prep_th = calloc((size_t)n, sizeof *s->prep_th);
+    bool ok = s->prep_th != NULL;
+    while (ok && s->n_prep < n) {
+        ok = !pthread_create(&s->prep_th[s->n_prep], NULL, prep_main, s);
+        s->n_prep += ok;
+    }
+    if (ok)
+        ok = s->guard_started = !pthread_create(&s->guard, NULL, guard_main, s);
+    if (!ok) {
+        ob_serve_free(s, 0);
+        return ob_seterr(OB_EIO, "cannot start the server's threads");
+    }
     *out = s;
     return 0;
 }
@@ -1430,6 +2092,9 @@ void ob_serve_free(struct ob_serve *s, double linger)
         ob_serve_quiesce(s);
         if (s->e)
             ob_serve_cancel_all(s);
+        /* close the connections that are not being answered: a request still on its way in
+         * would only get 503, so a client slow to send one does not hold the stop up */
+        guard_pass(s, true);
         /* let the answers go out: every job finishes (the driver resumes its connection)
          * and MHD completes every request */
         double until = now() + linger;
@@ -1461,6 +2126,20 @@ void ob_serve_free(struct ob_serve *s, double linger)
             MHD_stop_daemon(s->d);     /* else leave it to the process's exit */
         s->d = NULL;
     }
+    if (s->guard_started) {
+        pthread_mutex_lock(&s->cmu);
+        s->guard_stop = true;
+        pthread_cond_signal(&s->guard_cond);
+        pthread_mutex_unlock(&s->cmu);
+        pthread_join(s->guard, NULL);
+    }
+    /* prep threads finish what is queued (MHD is stopped: nothing more comes) */
+    pthread_mutex_lock(&s->mu);
+    s->prep_stop = true;
+    pthread_cond_broadcast(&s->prep_cond);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->n_prep; i++)
+        pthread_join(s->prep_th[i], NULL);
     if (s->driver_started) {
         pthread_mutex_lock(&s->mu);
         s->driver_stop = true;
@@ -1470,7 +2149,5 @@ void ob_serve_free(struct ob_serve *s, double linger)
     }
     /* requests MHD completed while their jobs ran are freed when the jobs finish; the
      * engine is freed by the caller after us, so drop what is left here */
-    pthread_mutex_destroy(&s->mu);
-    free(s->cancel_q);
-    free(s);
+    serve_destroy(s);
 }

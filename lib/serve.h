@@ -4,19 +4,34 @@
  * operational ones (/health, /livez, /metrics, /tokenize, /detokenize). man/1b-serve.1
  * documents every endpoint and status.
  *
- * Threads: HTTP threads parse requests, submit engine jobs, queue cancellations and format
- * answers; one driver thread, started by ob_serve_attach, owns the engine (ob_engine_step in
- * a loop, ob_engine_wait when idle, and every ob_engine_cancel and ob_engine_stats) and hands
- * tokens and finishes to the HTTP threads under the server's lock, resuming the suspended
- * connection that waits for them. The driver also watches the sockets of waiting
- * connections, so that a client that goes away cancels its sequence and frees its slot, and
- * cancels requests that pass their time limit.
+ * Threads: HTTP threads (libmicrohttpd's pool) read requests, answer the quick endpoints,
+ * queue cancellations and format answers; they never parse or tokenize a body, so that
+ * /health and /livez answer at once whatever else comes in. Prep threads (as many as HTTP
+ * threads) parse and tokenize bodies and submit engine jobs, the request's connection
+ * suspended meanwhile. One driver thread, started by ob_serve_attach, owns the engine
+ * (ob_engine_step in a loop, ob_engine_wait when idle, and every ob_engine_cancel and
+ * ob_engine_stats) and hands tokens and finishes to the HTTP threads under the server's lock,
+ * resuming the suspended connection that waits for them. The driver also watches the sockets
+ * of waiting connections, so that a client that goes away cancels its sequence and frees its
+ * slot, and cancels requests that pass their time limit. A guard thread holds every connection
+ * to its deadlines: the request's headers must arrive in full within header_timeout of the
+ * connection (or of the request line, on a connection kept alive), its body within
+ * body_timeout of the headers; it shuts down (shutdown(2)) the socket of a connection past its
+ * deadline, whatever the client's pace (libmicrohttpd's own timeout is an idle timeout, which
+ * one byte a second keeps resetting).
+ *
+ * Memory: cJSON builds the whole tree of a body before it is read, about 80 bytes a value, so
+ * a parse may allocate at most the body's size plus max_values(ctx) values' worth (see
+ * serve.c): a 4 MiB body of two million token ids is refused (413) having cost a few MiB, not
+ * hundreds. ob_serve_new sets cJSON's allocation hooks (cJSON_InitHooks) for the whole process
+ * to count this; they count only on a thread that is parsing a body.
  *
  * Life cycle: ob_serve_new listens at once (/health answers 503 "loading"); the caller loads
  * the model and builds the context and engine, then ob_serve_attach makes the server ready.
  * To stop: ob_serve_quiesce (no new connections, /health 503 "draining"), wait while
  * ob_serve_in_flight > 0 for as long as the grace period allows, ob_serve_cancel_all, then
- * ob_serve_free. The library logs through params.log only (one JSON object per call, no
+ * ob_serve_free, which closes at once every connection that is not being answered (a client
+ * still sending its request would only get 503). The library logs through params.log only (one JSON object per call, no
  * newline); it never prints.
  *
  * Ownership: the model, context and engine belong to the caller and must outlive the server
@@ -41,6 +56,10 @@ struct ob_serve_params {
     int max_tokens_cap;            /* larger max_tokens: 400; also the chat default */
     double timeout;                /* seconds per generation request; 0: none */
     int idle_timeout;              /* seconds a connection may stay silent; 0: none */
+    double header_timeout;         /* seconds for a request's headers to arrive in full; 0: none */
+    double body_timeout;           /* seconds for its body, from the end of its headers; 0: none */
+    int max_connections;           /* open connections in all; more wait in the listen backlog */
+    int max_per_client;            /* open connections from one client address; 0: no limit */
     const char *api_key;           /* Bearer key for everything but /health and /livez */
     const char *alias;             /* the model id; NULL: the model file's name */
     float temperature;             /* for requests that set none */
@@ -56,12 +75,12 @@ int ob_serve_port(const struct ob_serve *s);
 int ob_serve_attach(struct ob_serve *s, struct ob_model *m, struct ob_ctx *ctx,
                     struct ob_engine *e, int parallel);
 void ob_serve_quiesce(struct ob_serve *s);
-/* generation requests accepted and not yet answered in full */
+/* generation requests admitted (their jobs submitted) and not yet answered in full */
 int ob_serve_in_flight(struct ob_serve *s);
 /* cancel every running generation: its client gets 503 (or an error event in a stream) */
 void ob_serve_cancel_all(struct ob_serve *s);
-/* Stop: waits up to `linger` seconds for answers on their way out, closes every connection,
- * stops the driver. */
+/* Stop: closes the connections that are not being answered, waits up to `linger` seconds for
+ * answers on their way out, closes every connection, stops the threads. */
 void ob_serve_free(struct ob_serve *s, double linger);
 
 #endif

@@ -2,11 +2,14 @@
 # 1b-serve's life cycle: /health says "loading" until the model is in, then "ok"; SIGTERM
 # during a request lets it finish (whole or streamed) and exits 0 within --grace, refusing new
 # connections meanwhile; past the grace period (or on a second signal) running requests are
-# cancelled cleanly (503, or an error event in a stream) and it still exits 0; the exit
-# statuses of a bad command line, a bad model, an unknown route and a port in use.
+# cancelled cleanly (503, or an error event in a stream) and it still exits 0; every 503 while
+# loading or draining carries Retry-After; a signal during the load stops it at once; a client
+# still sending its body does not hold the drain up; SIGHUP and SIGQUIT drain as SIGTERM does
+# (SIGHUP stays ignored under nohup), SIGUSR1, SIGUSR2 and SIGALRM are logged and ignored; the
+# exit statuses of a bad command line, a bad model, an unknown route and a port in use.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 17
+plan 25
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 C=/v1/completions
@@ -22,9 +25,21 @@ F=http://127.0.0.1:$(grep -m1 listening f.log | jq -r .port)
 [ "$(curl -s -w ' %{http_code}' "$F/health")" = '{"status":"loading"} 503' ] && cx 503 null loading "$F/v1/models" &&
     cx 503 - loading "$F$C" -d '{"prompt":"x"}' && cx 200 - - "$F/livez"
 ok $? "while the model loads: /health 503 loading, the API 503, /livez 200"
+curl -s -o /dev/null -D health.hdr "$F/health" && grep -q '^HTTP/1.1 503' health.hdr &&
+    grep -qi '^Retry-After: 1' health.hdr && cx -H Retry-After 503 - loading "$F/tokenize" -d '{"content":"x"}'
+ok $? "every 503 while loading carries Retry-After, /health's too"
 ( trap '' PIPE; echo "not a model" > model.fifo ) 2> /dev/null
 serve_wait_exit "$fp" 10
 [ "$RC" = 3 ] && grep -q "1b-serve: model.fifo" f.log; ok $? "then a bad model: exit 3 ($(grep -v '^{' f.log))"
+# a signal while the model loads (here: forever) stops the server at once
+1b-serve --port 0 -m model.fifo 2> f2.log &
+fp=$!
+_serve_pids+=("$fp")
+for i in $(seq 1 100); do grep -q loading f2.log && break; sleep 0.05; done
+kill -TERM "$fp"
+serve_wait_exit "$fp" 5
+[ "$RC" = 0 ] && grep -q '"event":"stopped",.*"signal":"SIGTERM","while":"loading"' f2.log
+ok $? "SIGTERM while the model loads: exit 0 at once ($RC after ${WAITED}s), logged"
 
 # SIGTERM during a whole answer: it completes, the server exits 0
 serve_start a -m "$S" -t 1 --grace 10
@@ -84,6 +99,108 @@ ok $? "SIGTERM then SIGINT: cancelled at once, exit 0 after ${WAITED}s"
 serve_start e -m "$S" -t 1
 kill -INT "$PID_e"; serve_wait_exit "$PID_e" 5
 [ "$RC" = 0 ]; ok $? "SIGINT on an idle server: exit 0"
+
+# draining: on a connection kept alive from before the signal, /health and the API answer 503
+# with Retry-After (and the API's closes the connection). The drain lasts while a stream of
+# several MB is not read by its client.
+serve_start g -m "$S" -t 1 --grace 10
+out=$(python3 - "${URL_g##*:}" "$PID_g" <<'EOF'
+import http.client, json, os, signal, socket, sys, time
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+keep = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+keep.request("GET", "/health")
+r = keep.getresponse(); r.read()
+assert r.status == 200
+long = socket.create_connection(("127.0.0.1", port))
+b = json.dumps({"prompt": "Once upon a time", "max_tokens": 2000, "temperature": 0, "stream": True,
+                "logprobs": 20}).encode()
+long.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(b) + b)
+time.sleep(0.3)
+os.kill(pid, signal.SIGTERM)
+time.sleep(0.3)
+res = []
+keep.request("GET", "/health")
+r = keep.getresponse(); body = r.read()
+res.append((r.status, body.decode(), r.getheader("Retry-After")))
+keep.request("POST", "/v1/completions", body=b'{"prompt":"x","max_tokens":1}')
+r = keep.getresponse(); body = r.read()
+res.append((r.status, json.loads(body)["error"]["code"], r.getheader("Retry-After"), r.getheader("Connection")))
+long.settimeout(20)
+d = b""
+while b"data: [DONE]" not in d[-100:]:
+    x = long.recv(1 << 20)
+    if not x:
+        break
+    d += x
+res.append(d.split(b"\r\n")[0].decode() + (" [DONE]" if b"data: [DONE]" in d[-100:] else ""))
+print(json.dumps(res))
+EOF
+)
+serve_wait_exit "$PID_g" 10
+echo "# $out"
+[ "$out" = '[[503, "{\"status\":\"draining\"}", "1"], [503, "shutting_down", "1", "close"], "HTTP/1.1 200 OK [DONE]"]' ] && [ "$RC" = 0 ]
+ok $? "draining: /health 503 draining and the API 503 shutting_down, both with Retry-After, on an open connection; the running request completes"
+
+# a client still sending its body does not hold the drain up (it would only get 503)
+serve_start h -m "$S" -t 1 --grace 5
+python3 - "${URL_h##*:}" > dribble.out <<'EOF' &
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+s.settimeout(0.2)
+t0 = time.time()
+for i in range(200):
+    try:
+        s.send(b" ")
+        if s.recv(100) == b"":
+            break
+    except socket.timeout:
+        pass
+    except OSError:
+        break
+print(f"closed after {time.time() - t0:.1f}s")
+EOF
+dp=$!
+sleep 0.5
+kill -TERM "$PID_h"
+serve_wait_exit "$PID_h" 15
+wait $dp
+[ "$RC" = 0 ] && awk -v w="$WAITED" 'BEGIN { exit !(w < 2) }' && grep -q '"end":"shutdown"' h.log
+ok $? "SIGTERM with a client dribbling its body (--grace 5): its connection is closed, exit 0 after ${WAITED}s ($(cat dribble.out))"
+
+# the other signals
+serve_start i -m "$S" -t 1 --grace 10
+curl -sN -o s3.txt "$URL_i$C" -d "${LONG%\}},\"stream\":true}" &
+c1=$!
+sleep 0.4
+kill -HUP "$PID_i"
+wait $c1
+serve_wait_exit "$PID_i" 10
+[ "$RC" = 0 ] && [ "$(grep -c '^data: {' s3.txt)" = 601 ] && [ "$(tail -n 2 s3.txt | head -n 1)" = "data: [DONE]" ] &&
+    grep -q '"event":"draining","signal":"SIGHUP"' i.log
+ok $? "SIGHUP during a stream drains as SIGTERM: all 600 tokens and [DONE], exit 0 ($RC)"
+serve_start j -m "$S" -t 1
+kill -QUIT "$PID_j"; serve_wait_exit "$PID_j" 5
+[ "$RC" = 0 ] && grep -q '"event":"draining","signal":"SIGQUIT"' j.log
+ok $? "SIGQUIT drains too: exit 0 ($RC), no core"
+serve_start k -m "$S" -t 1
+kill -USR1 "$PID_k"; kill -USR2 "$PID_k"; kill -ALRM "$PID_k"; kill -PIPE "$PID_k"; kill -XFSZ "$PID_k"
+sleep 0.3
+kill -0 "$PID_k" && cx 200 - - "$URL_k$C" -d '{"prompt":"Once upon a time","max_tokens":3}' &&
+    [ "$(grep -c '"event":"signal",.*"action":"ignored"' k.log)" = 3 ]
+ok $? "SIGUSR1, SIGUSR2, SIGALRM (logged), SIGPIPE and SIGXFSZ: the server serves on"
+kill -TERM "$PID_k"; serve_wait_exit "$PID_k" 5
+# as nohup starts it: SIGHUP ignored, and so it stays
+( trap '' HUP; exec 1b-serve --port 0 -m "$S" -t 1 2> l.log ) &
+lp=$!
+_serve_pids+=("$lp")
+for i in $(seq 1 100); do grep -q '"event":"ready"' l.log && break; sleep 0.05; done
+kill -HUP "$lp"; sleep 0.3
+kill -0 "$lp" && ! grep -q draining l.log
+a=$?
+kill -TERM "$lp"; serve_wait_exit "$lp" 5
+[ $a = 0 ] && [ "$RC" = 0 ]
+ok $? "started with SIGHUP ignored (nohup): SIGHUP still ignored, SIGTERM drains (exit $RC)"
 
 # exit statuses
 serve_start f -m "$S" -t 1
