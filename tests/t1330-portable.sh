@@ -19,7 +19,9 @@ declare -A where=()
 sets=()
 for comp in "" "CFLAGS=-O2 -march=native" "CC=clang|CFLAGS=-O2 -march=native"; do
     IFS='|' read -ra vars <<<"$comp"
-    lines=$(make -s -C "$OB_TOP" print-cflags "${vars[@]}" 2>&1) || { sets+=("make print-cflags $comp failed: $lines"); continue; }
+    # a make of its own (not a sub-make of make check's jobserver)
+    lines=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$OB_TOP" print-cflags "${vars[@]}" 2>"$T/make.err") ||
+        { sets+=("make print-cflags $comp failed: $(head -c 300 "$T/make.err")"); continue; }
     while IFS= read -r l; do
         s=${l#*: }
         [ -n "${where[$s]+x}" ] && continue

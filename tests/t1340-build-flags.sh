@@ -6,6 +6,7 @@
 # (-Ofast, x87 arithmetic) is refused; the command line cannot drop the fixed flags.
 . "$(dirname "$0")/lib.sh"
 S=$SHARED/models/stories260K.gguf
+mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make "$@"; }   # a make of its own, not make check's
 levels=(scalar avx2 avx512)
 best=$("$UNIT/kernels" --best-isa 2>&1) || best="kernels --best-isa failed: $best"
 builds=("-O2 -march=native" "-O3 -ffp-contract=fast -ffast-math")
@@ -42,7 +43,7 @@ n=0
 for flags in "${builds[@]}"; do
     n=$((n + 1))
     rm -rf "$T/b$n"; cp -r "$T/src" "$T/b$n"
-    make -s -C "$T/b$n" -j2 CFLAGS="$flags" bin/1b-gen > "$T/b$n.log" 2>&1
+    mk -s -C "$T/b$n" -j2 CFLAGS="$flags" bin/1b-gen > "$T/b$n.log" 2>&1
     ok $? "make CFLAGS='$flags' bin/1b-gen builds" || sed 's/^/# /' "$T/b$n.log" | tail -5
     # crtfastmath.o (linked by -ffast-math unless undone) would flush subnormals at start-up
     [ -x "$T/b$n/bin/1b-gen" ] && ! nm "$T/b$n/bin/1b-gen" | grep -q set_fast_math
@@ -59,15 +60,15 @@ for flags in "${builds[@]}"; do
 done
 
 # refused at parse time, before anything is built
-out=$(make -s -C "$T/src" -n CFLAGS='-O2 -Ofast' bin/1b-gen 2>&1); rc=$?
+out=$(mk -s -C "$T/src" -n CFLAGS='-O2 -Ofast' bin/1b-gen 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "Ofast: refused" <<<"$out"; ok $? "CFLAGS=-Ofast is refused (exit $rc: $out)"
-out=$(make -s -C "$T/src" -n CFLAGS='-O2 -mfpmath=387' bin/1b-gen 2>&1); rc=$?
+out=$(mk -s -C "$T/src" -n CFLAGS='-O2 -mfpmath=387' bin/1b-gen 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "refused.*__FLT_EVAL_METHOD__" <<<"$out"; ok $? "CFLAGS=-mfpmath=387 is refused (exit $rc: $out)"
 
 # the command line cannot drop what the build needs: every object keeps -ffp-contract=off as its
 # last word on contraction, and the AVX2 kernels keep their ISA flags
-out=$(make -s -C "$T/src" print-cflags CFLAGS='-O2 -ffp-contract=fast' OB_EXACT= OB_ISA_avx2= \
-      OB_WARN= ALL_CPPFLAGS= 2>&1)
+out=$(mk -s -C "$T/src" print-cflags CFLAGS='-O2 -ffp-contract=fast' OB_EXACT= OB_ISA_avx2= \
+      OB_WARN= ALL_CPPFLAGS= 2>"$T/make.err")
 bad=$(awk -F': ' '{ c = ""; n = split($2, w, " "); for (i = 1; i <= n; i++) if (w[i] ~ /^-ffp-contract=/) c = w[i];
                     if (c != "-ffp-contract=off") print $1 }' <<<"$out" | head -3)
 [ -z "$bad" ] && [ "$(wc -l <<<"$out")" -gt 30 ]; ok $? "make OB_EXACT= CFLAGS=-ffp-contract=fast: every object still ends on -ffp-contract=off${bad:+ (not: $bad)}"
