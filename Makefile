@@ -17,23 +17,71 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/vendor-completions
 
 CC      ?= cc
+# CFLAGS, CPPFLAGS, LDFLAGS and LDLIBS are the user's (optimisation, debugging, warnings, -march,
+# extra include and library paths): `make CFLAGS=...` replaces them and nothing else. What the
+# build needs is kept in override variables that the command line cannot change, and is placed
+# around the user's flags (git's BASIC_CFLAGS/ALL_CFLAGS pattern): warnings before them, so a
+# user's -Wno-... or -Werror works; the flags the arithmetic needs after them, so they win.
 OPT     ?= -O2
-# -ffp-contract=off: no silent a*b+c -> fma; every fma in the numeric path is written as fmaf().
-# -fno-math-errno only drops errno writes; it never changes a result bit. No -ffast-math, ever.
 CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -pthread \
-           -ffp-contract=off -fno-math-errno -fno-strict-aliasing
-CPPFLAGS += -Ilib -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
+FUZZ_CC ?= clang
+FUZZ_CFLAGS ?= -g -O1
+override OB_WARN := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+# The bits: -ffp-contract=off, no silent a*b+c -> fma (every fma in the numeric path is written as
+# fmaf()); the -fno-/-f flags undo each part of -ffast-math a user may have given (reassociation,
+# reciprocals, finite-only math, unsigned zeros); -fno-math-errno only drops errno writes and
+# never changes a result bit. -Ofast and -mdaz-ftz are refused below: they also link
+# crtfastmath.o, which flushes subnormals to zero at start-up whatever follows them.
+override OB_EXACT := -std=gnu11 -pthread -fno-strict-aliasing -ffp-contract=off -fno-fast-math \
+           -fno-unsafe-math-optimizations -fno-associative-math -fno-reciprocal-math \
+           -fno-finite-math-only -fsigned-zeros -fno-math-errno
 PKGS    := libcjson libcurl libmicrohttpd libarchive libpcre2-8 libcrypto openblas
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CPPFLAGS += $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS) -lm -lpthread
+override ALL_CPPFLAGS = -Ilib -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(CPPFLAGS) $(PKG_CFLAGS) -MMD -MP
 # only link the libraries a program uses (1b-load needs no OpenBLAS, whose threads start at load)
-LDFLAGS += -Wl,--as-needed
+override ALL_LDFLAGS = $(OB_WARN) $(CFLAGS) $(LDFLAGS) $(OB_EXACT) -Wl,--as-needed
+override ALL_LDLIBS = $(PKG_LIBS) $(LDLIBS) -lm -lpthread
 
 ifeq ($(strip $(PKG_LIBS)),)
 $(warning pkg-config found none of: $(PKGS) -- run scripts/setup first)
+endif
+
+# SIMD kernels: one file per ISA level (lib/kernels/NAME-LEVEL.c), compiled for that ISA only;
+# the level is chosen at run time.
+override OB_ISA_avx2   := -mavx2 -mfma -mf16c -mbmi2
+override OB_ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c -mbmi2
+ob_level = $(if $(filter lib/kernels/%-avx2.c,$1),avx2,$(if $(filter lib/kernels/%-avx512.c,$1),avx512,base))
+
+# GCC 12's loop vectorizer miscompiles the scalar reference's int8 dot products wherever VNNI is
+# enabled (the AVX-512 set above, or a user's -march=native on a VNNI CPU): it narrows
+# (nibble - 8) to unsigned char arithmetic, looks through the cast back to signed char and emits
+# an unsigned x signed vpdpbusd (tests/portable/check.c hashes differently). So a GCC compile
+# whose flags turn VNNI on gets -fno-tree-loop-vectorize; clang is not affected and has no such
+# flag. $(call ob_vnni_guard,COMPILER,FLAGS)
+ob_vnni_guard = $(shell $1 $2 -dM -E -x c /dev/null 2>/dev/null | \
+    awk '/define __clang__ /{c=1} /define __AVX(512)?VNNI/{v=1} END{if (v && !c) print "-fno-tree-loop-vectorize"}')
+# $(call ob_guard,TAG,COMPILER,FLAGS,LEVEL): the guard for one compiler and level, computed once
+ob_guard = $(if $(filter override,$(origin OB_GUARD_$1_$4)),,$(eval override OB_GUARD_$1_$4 := \
+    $(call ob_vnni_guard,$2,$3 $(OB_ISA_$4))))$(OB_GUARD_$1_$4)
+
+# $(call ob_cflags,SOURCE): every flag a C file is compiled with
+ob_cflags = $(OB_WARN) $(CFLAGS) $(OB_EXACT) $(OB_ISA_$(call ob_level,$1)) \
+    $(call ob_guard,cc,$(CC),$(CPPFLAGS) $(CFLAGS) $(OB_EXACT),$(call ob_level,$1))
+
+# Refuse what the flags above cannot undo: a compile that still defines a fast-math macro or
+# evaluates float in a wider type (-mfpmath=387; 16 is AVX512-FP16 evaluating _Float16 as itself,
+# floats unchanged), and -Ofast / -mdaz-ftz.
+ifneq ($(filter -Ofast -mdaz-ftz,$(CFLAGS) $(CPPFLAGS) $(LDFLAGS) $(FUZZ_CFLAGS)),)
+$(error $(filter -Ofast -mdaz-ftz,$(CFLAGS) $(CPPFLAGS) $(LDFLAGS) $(FUZZ_CFLAGS)): refused: it links crtfastmath.o, which flushes subnormals and changes result bits; use -O3 (see INSTALL))
+endif
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+OB_FPCHECK := $(shell $(CC) $(CPPFLAGS) $(OB_WARN) $(CFLAGS) $(OB_EXACT) -dM -E -x c /dev/null 2>/dev/null | \
+    awk '/define (__FAST_MATH__|__ASSOCIATIVE_MATH__|__RECIPROCAL_MATH__|__NO_SIGNED_ZEROS__) / || \
+         /define __FINITE_MATH_ONLY__ 1/ || (/define __FLT_EVAL_METHOD__ / && $$3 != 0 && $$3 != 16) {print $$2}')
+ifneq ($(OB_FPCHECK),)
+$(error CFLAGS=$(CFLAGS): refused: the compiler still defines $(OB_FPCHECK) after 1b's flags; these change result bits (see INSTALL))
+endif
 endif
 
 ifeq ($(HIP),1)
@@ -46,14 +94,14 @@ ifeq ($(XRT),1)
 $(error XRT=1: the npu route (XRT dispatch) is not part of this tree yet)
 endif
 
+# every object of lib/, cmd/, tests/unit/ and bench/
+%.o: %.c
+	$(CC) $(ALL_CPPFLAGS) $(call ob_cflags,$<) -c -o $@ $<
+
 # ---- library ---------------------------------------------------------------
 LIB_SRC   := $(sort $(wildcard lib/*.c) $(wildcard lib/kernels/*.c))
 LIB_OBJ   := $(LIB_SRC:.c=.o)
 LIB       := lib/lib1b.a
-
-# SIMD kernels: one file per ISA level, compiled for that ISA only; chosen at run time.
-lib/kernels/%-avx2.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2
-lib/kernels/%-avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c -mbmi2
 
 $(LIB): $(LIB_OBJ)
 	rm -f $@
@@ -65,7 +113,7 @@ CMDS    := $(patsubst cmd/%.c,bin/%,$(CMD_SRC))
 
 bin/%: cmd/%.o $(LIB)
 	@mkdir -p bin
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(ALL_LDLIBS)
 
 # ---- unit tests (C) --------------------------------------------------------
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
@@ -73,7 +121,7 @@ UNITS    := $(patsubst tests/unit/%.c,bin/unit/%,$(UNIT_SRC))
 
 bin/unit/%: tests/unit/%.o $(LIB)
 	@mkdir -p bin/unit
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(ALL_LDLIBS)
 
 # ---- sanitizer build of the library (for corpus replays and tests/unit under ASan) ----------
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -82,9 +130,7 @@ SAN_LIB   := build/san/lib1b.a
 
 build/san/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) -c -o $@ $<
-build/san/lib/kernels/%-avx2.o: CFLAGS += -mavx2 -mfma -mf16c -mbmi2
-build/san/lib/kernels/%-avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c -mbmi2
+	$(CC) $(ALL_CPPFLAGS) $(call ob_cflags,$<) $(SAN_FLAGS) -c -o $@ $<
 
 $(SAN_LIB): $(SAN_OBJ)
 	rm -f $@
@@ -112,20 +158,20 @@ FUZZERS  := $(patsubst tests/fuzz/%.c,bin/fuzz/%,$(FUZZ_SRC))
 
 bin/replay/%: tests/fuzz/%.c tests/fuzz/replay-main.c $(SAN_LIB)
 	@mkdir -p bin/replay
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay-main.c \
-	    $(SAN_LIB) $(LDLIBS)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_LDFLAGS) $(call ob_cflags,$<) $(SAN_FLAGS) -o $@ $< \
+	    tests/fuzz/replay-main.c $(SAN_LIB) $(ALL_LDLIBS)
 
-FUZZ_CC   ?= clang
 FUZZ_OBJ  := $(patsubst %.c,build/fuzz/%.o,$(LIB_SRC))
 FUZZ_LIB  := build/fuzz/lib1b.a
 FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# the flags of one library file in the fuzz build: the same arithmetic flags, ISA sets and guard
+ob_fuzz_cflags = $(FUZZ_CFLAGS) $(OB_EXACT) $(OB_ISA_$(call ob_level,$1)) \
+    $(call ob_guard,fuzz,$(FUZZ_CC),$(CPPFLAGS) $(FUZZ_CFLAGS) $(OB_EXACT),$(call ob_level,$1)) \
+    -fsanitize=fuzzer-no-link $(FUZZ_SAN)
 
 build/fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CPPFLAGS) -std=gnu11 -g -O1 -pthread -ffp-contract=off $(ISA) \
-	    -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c -o $@ $<
-build/fuzz/lib/kernels/%-avx2.o: ISA = -mavx2 -mfma -mf16c -mbmi2
-build/fuzz/lib/kernels/%-avx512.o: ISA = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c -mbmi2
+	$(FUZZ_CC) $(ALL_CPPFLAGS) $(call ob_fuzz_cflags,$<) -c -o $@ $<
 
 $(FUZZ_LIB): $(FUZZ_OBJ)
 	rm -f $@
@@ -133,8 +179,8 @@ $(FUZZ_LIB): $(FUZZ_OBJ)
 
 bin/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB)
 	@mkdir -p bin/fuzz
-	$(FUZZ_CC) $(CPPFLAGS) -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer $(FUZZ_SAN) \
-	    -o $@ $< $(FUZZ_LIB) $(LDLIBS)
+	$(FUZZ_CC) $(ALL_CPPFLAGS) $(call ob_fuzz_cflags,$<) -fsanitize=fuzzer \
+	    -o $@ $< $(FUZZ_LIB) $(ALL_LDLIBS)
 
 # ---- benchmarks ------------------------------------------------------------
 BENCH_SRC := $(sort $(wildcard bench/*.c))
@@ -142,7 +188,7 @@ BENCHES   := $(patsubst bench/%.c,bin/bench/%,$(BENCH_SRC))
 
 bin/bench/%: bench/%.o $(LIB)
 	@mkdir -p bin/bench
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(ALL_LDLIBS)
 
 # ---- top-level targets -----------------------------------------------------
 all: $(LIB) $(CMDS)
@@ -153,6 +199,13 @@ check: all $(UNITS) $(REPLAYS)
 fuzz: $(FUZZERS)
 
 bench: all $(BENCHES)
+
+# make -s print-cflags [CC=... CFLAGS=...]: "OBJECT: COMPILER FLAGS" for every object the rules
+# above build (tests/t1330-portable.sh compiles the portable check with each distinct set)
+print-cflags:
+	@$(foreach f,$(LIB_SRC) $(CMD_SRC) $(UNIT_SRC) $(BENCH_SRC),echo '$(f:.c=.o): $(strip $(CC) $(call ob_cflags,$f))';)
+	@$(foreach f,$(LIB_SRC),echo 'build/san/$(f:.c=.o): $(strip $(CC) $(call ob_cflags,$f) $(SAN_FLAGS))';)
+	@$(foreach f,$(LIB_SRC),echo 'build/fuzz/$(f:.c=.o): $(strip $(FUZZ_CC) $(call ob_fuzz_cflags,$f))';)
 
 MAN1 := $(sort $(wildcard man/*.1))
 MAN7 := $(sort $(wildcard man/*.7))
@@ -172,11 +225,10 @@ clean:
 	rm -f lib/*.o lib/kernels/*.o cmd/*.o tests/unit/*.o bench/*.o $(LIB) \
 	      lib/*.d lib/kernels/*.d cmd/*.d tests/unit/*.d bench/*.d
 
-# header dependencies
-CPPFLAGS += -MMD -MP
+# header dependencies (ALL_CPPFLAGS has -MMD -MP)
 -include $(wildcard lib/*.d lib/kernels/*.d cmd/*.d tests/unit/*.d bench/*.d) \
          $(wildcard build/san/lib/*.d build/san/lib/kernels/*.d build/fuzz/lib/*.d build/fuzz/lib/kernels/*.d)
 
-.PHONY: all check fuzz bench install clean
+.PHONY: all check fuzz bench install clean print-cflags
 .DEFAULT_GOAL := all
 .SECONDARY:

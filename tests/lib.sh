@@ -6,7 +6,8 @@
 #   check_exit N "desc" cmd   ok if the command exits with status N
 #   check_same "desc" A B     ok if files A and B are byte-identical (prints a diff otherwise)
 #   skip "desc" "reason"      a skipped check; scripts/check fails every skip except those
-#                             whose reason starts "no device" or "optional toolchain"
+#                             whose reason starts "no device", "optional toolchain" or "cpu lacks
+#                             LEVEL" for an optional LEVEL (the policy: tests/run's header)
 #   need_python MOD...        true if the test python has the modules; else returns 1
 #
 # Paths: $OB_TOP (repo root), $BIN (built commands), $UNIT (unit tests), $T (a scratch dir

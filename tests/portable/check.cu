@@ -1,8 +1,11 @@
 /*
- * check.cu — the portable arithmetic check through nvcc: the host side prints the same hash as
- * the C builds; the kernel below makes nvcc compile the same functions for the GPU (it is
- * compiled, not run: the machine that builds need not have a GPU).
+ * check.cu — the portable arithmetic check through nvcc (and hipcc, as check.hip): the host
+ * side prints the same hash as the C builds; the kernel below makes nvcc compile the same
+ * functions for the GPU (it is compiled, not run: the machine that builds need not have a GPU).
  */
+#if defined(__HIP__)
+#include <hip/hip_runtime.h>        /* threadIdx: hipcc does not include it by itself */
+#endif
 #include "check.inc"
 
 __global__ void device_check(const float *x, const struct ob_block_q4_k *w,
