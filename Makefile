@@ -143,10 +143,12 @@ SAN_UNITS := bin/san/unit/engine bin/san/unit/engine-fail
 
 bin/san/unit/%: tests/unit/%.c $(SAN_LIB)
 	@mkdir -p bin/san/unit
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) $(LDFLAGS) -o $@ $< $(SAN_LIB) $(LDLIBS)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_LDFLAGS) $(call ob_cflags,$<) $(SAN_FLAGS) -o $@ $< \
+	    $(SAN_LIB) $(ALL_LDLIBS)
 bin/san/%: cmd/%.c $(SAN_LIB)
 	@mkdir -p bin/san
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) $(LDFLAGS) -o $@ $< $(SAN_LIB) $(LDLIBS)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_LDFLAGS) $(call ob_cflags,$<) $(SAN_FLAGS) -o $@ $< \
+	    $(SAN_LIB) $(ALL_LDLIBS)
 
 check: $(SAN_CMDS) $(SAN_UNITS)
 -include $(wildcard bin/san/*.d bin/san/unit/*.d)
