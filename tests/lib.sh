@@ -9,6 +9,8 @@
 #                             whose reason starts "no device", "optional toolchain" or "cpu lacks
 #                             LEVEL" for an optional LEVEL (the policy: tests/run's header)
 #   need_python MOD...        true if the test python has the modules; else returns 1
+#   poke FILE TENSOR BYTES    overwrite a GGUF tensor's first bytes (printf escapes)
+#   hostile_models            nan.gguf and big.gguf in the current directory (see below)
 #
 # Paths: $OB_TOP (repo root), $BIN (built commands), $UNIT (unit tests), $T (a scratch dir
 # removed at exit), $SHARED (../shared), $PY (python with the test packages).
@@ -69,4 +71,19 @@ need_python() {
         "$PY" -c "import $m" 2>/dev/null || return 1
     done
     return 0
+}
+
+# poke FILE TENSOR BYTES: write BYTES (printf escapes) at the first value of TENSOR in FILE
+poke() {
+    local off
+    off=$(1b-load --tensors "$1" | grep "\"tensor\":\"$2\"" | grep -o '"offset":[0-9]*' | cut -d: -f2)
+    [ -n "$off" ] && printf "$3" | dd of="$1" bs=1 seek="$off" conv=notrunc status=none
+}
+
+# stories260K with one weight made non-finite, as a hostile file may hold (1b-load accepts
+# both): nan.gguf has a NaN in output_norm.weight (every logit NaN), big.gguf 3e38 in
+# output.weight (token 0's logit +Inf in some rows only)
+hostile_models() {
+    cp "$SHARED/models/stories260K.gguf" nan.gguf && poke nan.gguf output_norm.weight '\x00\x00\xc0\x7f' &&
+        cp "$SHARED/models/stories260K.gguf" big.gguf && poke big.gguf output.weight '\xe6\xb1\x61\x7f'
 }

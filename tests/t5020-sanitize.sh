@@ -40,13 +40,7 @@ ok $? "bin/san/1b-gen is built with ASan and runs"
 # stories260K with one weight made non-finite, as a hostile file may hold: a NaN in
 # output_norm.weight (every logit NaN) and 3e38 in output.weight (token 0's logit +Inf)
 S=$SHARED/models/stories260K.gguf
-poke() {    # poke FILE TENSOR BYTES: write BYTES (printf escapes) at the tensor's first value
-    local off
-    off=$(1b-load --tensors "$1" | grep "\"tensor\":\"$2\"" | grep -o '"offset":[0-9]*' | cut -d: -f2)
-    [ -n "$off" ] && printf "$3" | dd of="$1" bs=1 seek="$off" conv=notrunc status=none
-}
-cp "$S" nan.gguf && poke nan.gguf output_norm.weight '\x00\x00\xc0\x7f'
-cp "$S" big.gguf && poke big.gguf output.weight '\xe6\xb1\x61\x7f'
+hostile_models
 
 # plain and sanitized builds alike
 for d in "$OB_TOP/bin" "$SAN"; do

@@ -151,13 +151,7 @@ ok $? "a write error on stdout: exit 5, one line"
 
 # a model with one non-finite weight (both accepted by 1b-load): scoring fails with the
 # reason, once per record, exit 5 (it used to free the job twice and abort)
-poke() {    # poke FILE TENSOR BYTES: write BYTES (printf escapes) at the tensor's first value
-    local off
-    off=$(1b-load --tensors "$1" | grep "\"tensor\":\"$2\"" | grep -o '"offset":[0-9]*' | cut -d: -f2)
-    [ -n "$off" ] && printf "$3" | dd of="$1" bs=1 seek="$off" conv=notrunc status=none
-}
-cp "$S" nan.gguf && poke nan.gguf output_norm.weight '\x00\x00\xc0\x7f'
-cp "$S" big.gguf && poke big.gguf output.weight '\xe6\xb1\x61\x7f'
+hostile_models
 for m in nan big; do
     1b-logprobs -m $m.gguf --text text.txt > out.jsonl 2> err.txt; rc=$?
     [ $rc -eq 5 ] && [ ! -s out.jsonl ] && [ "$(wc -l < err.txt)" -eq 1 ] && grep -q "^1b-logprobs: text.txt:1: id 1: logit of token 0 is " err.txt
