@@ -47,11 +47,11 @@ ifeq ($(strip $(PKG_LIBS)),)
 $(warning pkg-config found none of: $(PKGS) -- run scripts/setup first)
 endif
 
-# SIMD kernels: one file per ISA level (lib/kernels/NAME-LEVEL.c), compiled for that ISA only;
+# SIMD kernels: one file per ISA level (lib/cpu/kernels/NAME-LEVEL.c), compiled for that ISA only;
 # the level is chosen at run time.
 override OB_ISA_avx2   := -mavx2 -mfma -mf16c -mbmi2
 override OB_ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c -mbmi2
-ob_level = $(if $(filter lib/kernels/%-avx2.c,$1),avx2,$(if $(filter lib/kernels/%-avx512.c,$1),avx512,base))
+ob_level = $(if $(filter lib/cpu/kernels/%-avx2.c,$1),avx2,$(if $(filter lib/cpu/kernels/%-avx512.c,$1),avx512,base))
 
 # GCC 12's loop vectorizer miscompiles the scalar reference's int8 dot products wherever VNNI is
 # enabled (the AVX-512 set above, or a user's -march=native on a VNNI CPU): it narrows
@@ -99,7 +99,10 @@ endif
 	$(CC) $(ALL_CPPFLAGS) $(call ob_cflags,$<) -c -o $@ $<
 
 # ---- library ---------------------------------------------------------------
-LIB_SRC   := $(sort $(wildcard lib/*.c) $(wildcard lib/kernels/*.c))
+# lib/*.c: model files, text, records, engine; lib/ROUTE/: one folder per route (cpu with its
+# kernels, ref); lib/net/: HTTP client and server. lib/arith/ holds headers only.
+LIB_DIRS  := lib lib/cpu lib/cpu/kernels lib/ref lib/net
+LIB_SRC   := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $d/*.c)))
 LIB_OBJ   := $(LIB_SRC:.c=.o)
 LIB       := lib/lib1b.a
 
@@ -224,12 +227,11 @@ install: all
 
 clean:
 	rm -rf bin build tests/tmp
-	rm -f lib/*.o lib/kernels/*.o cmd/*.o tests/unit/*.o bench/*.o $(LIB) \
-	      lib/*.d lib/kernels/*.d cmd/*.d tests/unit/*.d bench/*.d
+	rm -f $(LIB) $(foreach d,$(LIB_DIRS) cmd tests/unit bench,$d/*.o $d/*.d)
 
 # header dependencies (ALL_CPPFLAGS has -MMD -MP)
--include $(wildcard lib/*.d lib/kernels/*.d cmd/*.d tests/unit/*.d bench/*.d) \
-         $(wildcard build/san/lib/*.d build/san/lib/kernels/*.d build/fuzz/lib/*.d build/fuzz/lib/kernels/*.d)
+-include $(wildcard $(foreach d,$(LIB_DIRS) cmd tests/unit bench,$d/*.d) \
+         $(foreach d,$(LIB_DIRS),build/san/$d/*.d build/fuzz/$d/*.d))
 
 .PHONY: all check fuzz bench install clean print-cflags
 .DEFAULT_GOAL := all

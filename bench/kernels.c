@@ -63,8 +63,8 @@
 #include <unistd.h>
 
 #include "1b.h"
-#include "kernels/kernels.h"
-#include "quant.h"
+#include "cpu/kernels/kernels.h"
+#include "arith/quant.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

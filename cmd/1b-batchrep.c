@@ -28,7 +28,7 @@
 #include "1b.h"
 #include "agree.h"
 #include "engine.h"
-#include "http.h"
+#include "net/http.h"
 #include "record.h"
 
 #define PROG "1b-batchrep"

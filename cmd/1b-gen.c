@@ -11,7 +11,7 @@
  * requests run N at a time through the continuous-batching engine; results still come out in
  * input order (or as they finish with --unordered), and their bits do not depend on N.
  *
- * With --url the same records go to a server (lib/http.h has the wire mapping): N requests in
+ * With --url the same records go to a server (lib/net/http.h has the wire mapping): N requests in
  * flight at once with --parallel N, results still in input order. The result records have the
  * same shape, with the route set to the URL and the float32 values read from the wire's
  * decimals (those that were not exactly float32 are counted per record in nonf32_values and
@@ -30,7 +30,7 @@
 
 #include "1b.h"
 #include "engine.h"
-#include "http.h"
+#include "net/http.h"
 #include "record.h"
 #include "tok.h"
 

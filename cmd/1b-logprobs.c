@@ -28,7 +28,7 @@
 
 #include "1b.h"
 #include "engine.h"
-#include "http.h"
+#include "net/http.h"
 #include "record.h"
 #include "strmap.h"
 #include "tok.h"

@@ -9,7 +9,7 @@
  * seconds, cancels the rest and exits 0. SIGUSR1, SIGUSR2 and SIGALRM are logged and
  * ignored, SIGPIPE and SIGXFSZ ignored (a write fails instead), so that no signal an operator
  * or a library may send ends the server without its drain. Everything about HTTP is in
- * lib/serve.c; the numbers are the engine's, so an answer's bits do not depend on what else
+ * lib/net/serve.c; the numbers are the engine's, so an answer's bits do not depend on what else
  * the server is doing.
  *
  * Logs go to standard error, one JSON object per line: startup and shutdown events and one
@@ -33,7 +33,7 @@
 
 #include "1b.h"
 #include "engine.h"
-#include "serve.h"
+#include "net/serve.h"
 
 #define PROG "1b-serve"
 

@@ -327,7 +327,7 @@ int ob_ctx_kv_copy(struct ob_ctx *c, int dst, int src, int n_pos);
  * it returns 0 at once. It returns only on those paths or when the re-exec failed (OB_EIO; the
  * program may go on with OpenBLAS's own choice). ob_blas_info reports the kernel set in use
  * ("Haswell") and OpenBLAS's own thread count (pinned to 1 by the ref route, whose n_threads
- * run whole weight panels: see lib/backend-ref.c).
+ * run whole weight panels: see lib/ref/backend-ref.c).
  */
 int ob_blas_env(int argc, char **argv);
 void ob_blas_info(const char **coretype, int *n_threads);

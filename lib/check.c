@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "1b.h"
-#include "quant.h"
+#include "arith/quant.h"
 
 struct tstat {
     uint64_t values;               /* elements or scale fields examined */

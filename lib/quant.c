@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "quant.h"
+#include "arith/quant.h"
 
 /* ---- dequantisers --------------------------------------------------------------------------- */
 

@@ -33,8 +33,8 @@
 #include <string.h>
 
 #include "1b.h"
-#include "arith.h"
-#include "kernels/kernels.h"
+#include "arith/arith.h"
+#include "cpu/kernels/kernels.h"
 #include "sample.h"
 
 #define NBIN 1024                  /* float32 bits >> 20 of a weight in [0, 1]: <= 0x3f8 */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The canonical scalar arithmetic (lib/arith.h): exp/log ulp sweeps against float64, the fixed
+# The canonical scalar arithmetic (lib/arith/arith.h): exp/log ulp sweeps against float64, the fixed
 # reduction shapes, norms, softmax, RoPE pairing, activation quantisation.
 . "$(dirname "$0")/lib.sh"
 plan 1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# lib/arith.h and lib/kernels/dot.h compile unchanged as C (gcc, clang, at several optimisation
+# lib/arith/arith.h and lib/arith/dot.h compile unchanged as C (gcc, clang, at several optimisation
 # levels and ISAs) and as CUDA C++ (nvcc, host side and a device kernel), and every build
 # computes the same bits: tests/portable/check.inc hashes exp, log, silu, the reductions,
 # rmsnorm, log-sum-exp, RoPE, both activation quantisers, every block dot and the attention

@@ -72,6 +72,6 @@ out=$(mk -s -C "$T/src" print-cflags CFLAGS='-O2 -ffp-contract=fast' OB_EXACT= O
 bad=$(awk -F': ' '{ c = ""; n = split($2, w, " "); for (i = 1; i <= n; i++) if (w[i] ~ /^-ffp-contract=/) c = w[i];
                     if (c != "-ffp-contract=off") print $1 }' <<<"$out" | head -3)
 [ -z "$bad" ] && [ "$(wc -l <<<"$out")" -gt 30 ]; ok $? "make OB_EXACT= CFLAGS=-ffp-contract=fast: every object still ends on -ffp-contract=off${bad:+ (not: $bad)}"
-k=$(grep -E '^lib/kernels/[a-z0-9]+-avx2\.o: ' <<<"$out")
+k=$(grep -E '^lib/cpu/kernels/[a-z0-9]+-avx2\.o: ' <<<"$out")
 [ -n "$k" ] && ! grep -qv -- ' -mavx2 -mfma' <<<"$k"
 ok $? "make OB_ISA_avx2= CFLAGS=...: the AVX2 kernels keep -mavx2 -mfma"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ref route (float64 oracle, lib/backend-ref.c) against an independent float64 numpy forward
+# The ref route (float64 oracle, lib/ref/backend-ref.c) against an independent float64 numpy forward
 # pass (tests/oracle/forward.py) on synthetic llama / qwen2 / qwen3 models (f32, q8_0, q4_k_m
 # weights) and on the trained stories260K; its float64 bits do not depend on the batch, the
 # prefill split, the prompt cache, the interleaving of sequences or the thread count

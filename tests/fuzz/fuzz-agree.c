@@ -1,6 +1,6 @@
 /*
  * fuzz-agree.c — libFuzzer harness for the record reader and comparators of 1b-agree and
- * 1b-batchrep (lib/agree.c), and for the reply reader of the URL route (lib/http.c) whose
+ * 1b-batchrep (lib/agree.c), and for the reply reader of the URL route (lib/net/http.c) whose
  * output they read.
  *
  * Input: two JSON-lines streams separated by the first NUL byte (no NUL: the same stream
@@ -18,7 +18,7 @@
 
 #include "1b.h"
 #include "agree.h"
-#include "http.h"
+#include "net/http.h"
 
 static struct ob_agree_set *read_set(const uint8_t *p, size_t n, const char *name)
 {

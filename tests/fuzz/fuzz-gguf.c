@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "quant.h"
+#include "arith/quant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "http.h"
+#include "net/http.h"
 
 /* s must be strict JSON (ob_json_parse without flags); returns the tree */
 static cJSON *must_parse(const char *s, size_t n, const char *what)

@@ -1,5 +1,5 @@
 /*
- * fuzz-serve.c — libFuzzer harness for 1b-serve's request side (lib/openai.c): any bytes as a
+ * fuzz-serve.c — libFuzzer harness for 1b-serve's request side (lib/net/openai.c): any bytes as a
  * POST body to /v1/chat/completions, /v1/completions, /tokenize and /detokenize. No server
  * and no model: the body parser is a pure function, and the prompt is tokenized with a small
  * byte-level BPE vocabulary written here (ChatML specials and a Qwen3-style template, so
@@ -20,7 +20,7 @@
 
 #include "1b.h"
 #include "chat.h"
-#include "openai.h"
+#include "net/openai.h"
 #include "tok.h"
 #include "../unit/bytelevel.h"
 

@@ -1,5 +1,5 @@
 /*
- * arith.c — unit tests of the canonical scalar arithmetic (lib/arith.h), TAP.
+ * arith.c — unit tests of the canonical scalar arithmetic (lib/arith/arith.h), TAP.
  *
  *  - ob_expf and ob_logf against float64 libm over dense sweeps of every float bit pattern
  *    (a fixed stride) in their domains: the maximum error in ulps is printed and must be at
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arith.h"
+#include "arith/arith.h"
 #include "tap.h"
 
 

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "http.h"
+#include "net/http.h"
 #include "tap.h"
 
 static void base(void)

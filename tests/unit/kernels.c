@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
-#include "quant.h"
+#include "cpu/kernels/kernels.h"
+#include "arith/quant.h"
 #include "tap.h"
 
 static float frand(void)

@@ -1,6 +1,6 @@
 /*
- * ops.c — the elementwise and attention kernels (lib/kernels/ops*.c) against their references
- * in lib/arith.h, bit for bit, at every ISA level this CPU has (TAP):
+ * ops.c — the elementwise and attention kernels (lib/cpu/kernels/ops*.c) against their references
+ * in lib/arith/arith.h, bit for bit, at every ISA level this CPU has (TAP):
  *  - exp over a dense sweep of float bit patterns in [-110, 95] plus NaN, +-Inf, the overflow
  *    and underflow thresholds and their neighbours, and results that are subnormal;
  *  - swiglu on random and extreme inputs;
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
-#include "kernels/ops.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/ops.h"
 #include "tap.h"
 
 

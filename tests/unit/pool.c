@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 #include "tap.h"
 
 #define MAXN 300

@@ -1,5 +1,5 @@
 /*
- * quant — TAP self-tests of lib/quant.c and lib/quant.h that need no oracle but arithmetic:
+ * quant — TAP self-tests of lib/quant.c and lib/arith/quant.h that need no oracle but arithmetic:
  *
  *   quant           block sizes; fp16 and bf16 conversions against a nearest-value search done
  *                   in double; the packed-scale helpers; every dequantiser against the exact
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "quant.h"
+#include "arith/quant.h"
 #include "tap.h"
 
 

@@ -1,5 +1,5 @@
 /*
- * ref.c — the ref route (lib/backend-ref.c) through the public API; driven by tests/t4400-ref.sh.
+ * ref.c — the ref route (lib/ref/backend-ref.c) through the public API; driven by tests/t4400-ref.sh.
  *
  *   ref check MODEL TOKENS OUT.f64
  *       TAP. Runs TOKENS (comma-separated ids at positions 0, 1, ...) on route ref as one
@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "arith.h"
+#include "arith/arith.h"
 #include "tap.h"
 
 

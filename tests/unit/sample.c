@@ -21,7 +21,7 @@
 #include <time.h>
 
 #include "1b.h"
-#include "arith.h"
+#include "arith/arith.h"
 #include "sample.h"
 #include "tap.h"
 

@@ -1,5 +1,5 @@
 /*
- * serve.c — unit tests of 1b-serve's wire layer (lib/openai.c) that need no server:
+ * serve.c — unit tests of 1b-serve's wire layer (lib/net/openai.c) that need no server:
  *  - every float32 written as a log-probability reads back to its bits, whether the client
  *    parses the JSON number as a double and rounds it to float32 or parses it as a float;
  *  - ob_api_stream_safe holds back partial UTF-8 and possible stop strings, and streamed
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "openai.h"
+#include "net/openai.h"
 #include "tap.h"
 
 static uint32_t bits(float f)

@@ -1,5 +1,5 @@
 /*
- * avx2.h — helpers shared by the AVX2 kernel files (lib/kernels/NAME-avx2.c, compiled
+ * avx2.h — helpers shared by the AVX2 kernel files (lib/cpu/kernels/NAME-avx2.c, compiled
  * with -mavx2 -mfma -mf16c -mbmi2). Include it from those files only.
  *
  * Every helper is exact: integer sums (associative), lane moves, and the fixed float folds of
@@ -11,7 +11,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "cpu/kernels/kernels.h"
 
 #define AI static inline __attribute__((always_inline))
 /* fully unroll a loop with a constant trip count (register arrays stay in registers) */

@@ -1,6 +1,6 @@
 /*
  * ops.h — the cpu route's elementwise and attention kernels (not matmuls), with their ISA
- * dispatch. References: ob_expf, ob_silu and ob_attn_head in lib/arith.h; every version here
+ * dispatch. References: ob_expf, ob_silu and ob_attn_head in lib/arith/arith.h; every version here
  * must equal them bit for bit (tests/unit/ops.c).
  */
 #ifndef OB_OPS_H

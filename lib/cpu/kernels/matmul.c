@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "cpu/kernels/kernels.h"
 
 /* ---- scalar kernels ------------------------------------------------------------------------ */
 

@@ -6,7 +6,7 @@
  * inherits (ob_kernels in matmul.c fills each level from the one below). OB_SIMD=avx512 on an
  * AVX-512 CPU runs them, with the same bits as every other level.
  */
-#include "kernels.h"
+#include "cpu/kernels/kernels.h"
 
 void ob_kernels_avx512(struct ob_kernel_table *t)
 {

@@ -23,7 +23,7 @@
  */
 #include <stddef.h>
 
-#include "avx2.h"
+#include "cpu/kernels/avx2.h"
 
 enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
 

@@ -4,9 +4,9 @@
  */
 #include <pthread.h>
 
-#include "arith.h"
-#include "kernels.h"
-#include "ops.h"
+#include "arith/arith.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/ops.h"
 
 static void exp_ref(const float *x, float *y, size_t n)
 {

@@ -25,7 +25,7 @@
  */
 #include <stddef.h>
 
-#include "avx2.h"
+#include "cpu/kernels/avx2.h"
 
 enum { T_Q2, T_Q3, T_Q4, T_Q5, T_Q6 };
 

@@ -1,7 +1,7 @@
 /*
  * dot-avx2.c — the AVX2 (+FMA, F16C) level: activation quantisers, float-weight dot products,
  * and the table that also takes the quantised kernels of a8-avx2.c (Q4_0 .. Q8_0) and
- * kq-avx2.c (Q2_K .. Q6_K). Reference: lib/kernels/dot.h and lib/arith.h. Every function must
+ * kq-avx2.c (Q2_K .. Q6_K). Reference: lib/arith/dot.h and lib/arith/arith.h. Every function must
  * equal its reference bit for bit (tests/unit/kernels.c); speed is the only freedom.
  *
  * Why the results here are equal:
@@ -12,7 +12,7 @@
  *    own quietening of a NaN operand makes invisible), BF16 by a 16-bit shift (exact);
  *  - _mm256_round_ps(., nearest) is ob_rint for the |x| <= 128 it is used on.
  */
-#include "avx2.h"
+#include "cpu/kernels/avx2.h"
 
 /* ---- activation quantisers -------------------------------------------------------------------- */
 

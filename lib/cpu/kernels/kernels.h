@@ -1,7 +1,7 @@
 /*
  * kernels.h — the cpu route's compute kernels, internal to lib/.
  *
- * Every kernel has a scalar reference (lib/arith.h, lib/kernels/dot.h) that defines its bits;
+ * Every kernel has a scalar reference (lib/arith/arith.h, lib/arith/dot.h) that defines its bits;
  * SIMD versions (one file per ISA: *-avx2.c, *-avx512.c) must be bitwise equal to it, which
  * tests/unit/kernels.c checks on random and real inputs. The ISA is chosen once at run time
  * (CPU detection, or OB_SIMD=scalar|avx2|avx512) and never changes a result bit.
@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "1b.h"
-#include "dot.h"
+#include "arith/dot.h"
 
 enum ob_isa { OB_ISA_SCALAR = 0, OB_ISA_AVX2 = 1, OB_ISA_AVX512 = 2, OB_ISA_COUNT };
 

@@ -10,7 +10,7 @@
 
 #include <curl/curl.h>
 
-#include "http.h"
+#include "net/http.h"
 #include "sample.h"
 
 #define MAX_REPLY ((size_t)256 << 20)     /* a reply larger than this is refused */

@@ -16,7 +16,7 @@
  *      sums over quantised blocks: the block's value r_b is added to partial b mod 8, in
  *        increasing b, then the 8 partials fold by s = 4, 2, 1;
  *      maxima are exact in any order.
- *  - quantised dot products (lib/kernels/dot.h) are integer sums, exact in any order, with a
+ *  - quantised dot products (lib/arith/dot.h) are integer sums, exact in any order, with a
  *    per-block float epilogue written out operation by operation.
  *
  * The header compiles as C (gcc, clang) and as GPU code (hipcc, nvcc) through OB_INLINE.

@@ -65,9 +65,9 @@
 
 #include "1b.h"
 #include "engine.h"
-#include "openai.h"
+#include "net/openai.h"
 #include "sample.h"
-#include "serve.h"
+#include "net/serve.h"
 #include "tok.h"
 
 /* ---- endpoints ------------------------------------------------------------------------------- */

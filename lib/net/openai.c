@@ -17,7 +17,7 @@
 
 #include "1b.h"
 #include "chat.h"
-#include "openai.h"
+#include "net/openai.h"
 #include "tok.h"
 
 /* ---- buffer ---------------------------------------------------------------------------------- */

@@ -1,6 +1,6 @@
 /*
  * ops-avx2.c — AVX2 versions of exp, swiglu and the attention head. References: ob_expf,
- * ob_silu, ob_attn_head (lib/arith.h); each must be equal to them bit for bit.
+ * ob_silu, ob_attn_head (lib/arith/arith.h); each must be equal to them bit for bit.
  *
  * exp: the reference's operations lane by lane (the same constants, fmadd for its fmaf,
  * _mm256_round_ps for ob_rint — equal for the |x| <= 150 it sees). The reference's final
@@ -21,9 +21,9 @@
 #include <math.h>
 #include <stdbool.h>
 
-#include "arith.h"
-#include "avx2.h"
-#include "ops.h"
+#include "arith/arith.h"
+#include "cpu/kernels/avx2.h"
+#include "cpu/kernels/ops.h"
 
 static inline __m256 exp8(__m256 x)
 {

@@ -1,5 +1,5 @@
 /*
- * backend-cpu.c — the cpu route: canonical kernels (lib/kernels/) on host memory.
+ * backend-cpu.c — the cpu route: canonical kernels (lib/cpu/kernels/) on host memory.
  *
  * Buffers are row-major float arrays [max_rows][width]. A matmul quantises its input rows into
  * the weight type's activation format once and keeps them while the buffer is unchanged (q, k
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "kernels/ops.h"
+#include "cpu/kernels/ops.h"
 
 struct ob_be {
     const struct ob_model *m;
