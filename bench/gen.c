@@ -233,7 +233,7 @@ int main(int argc, char **argv)
             llama_bench(lb, model, threads[ti], plen, gen, reps, &lpp, &ltg);
         if (json) {
             printf("{\"model\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"prefill_tps\":%.2f", model,
-                   threads[ti], ob_ctx_isa(ctx), pre);
+                   threads[ti], ob_ctx_device(ctx), pre);
             for (int wi = 0; wi < nw; wi++)
                 printf(",\"decode_tps_w%d\":%.2f", widths[wi], dec[wi]);
             if (lb)

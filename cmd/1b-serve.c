@@ -484,10 +484,10 @@ int main(int argc, char **argv)
     }
     const char *sha = NULL;
     ob_model_sha256(m, &sha);
-    event("ready", "\"model\":%s,\"name\":%s,\"sha256\":\"%s\",\"route\":\"%s\",\"isa\":\"%s\","
+    event("ready", "\"model\":%s,\"name\":%s,\"sha256\":\"%s\",\"route\":\"%s\",\"device\":\"%s\","
                    "\"parallel\":%d,\"ctx\":%d,\"threads\":%d,\"load_s\":%.3f",
           jstr(model, jm, sizeof jm), jstr(ob_model_name(m), js, sizeof js), sha ? sha : "",
-          ob_ctx_route(ctx), ob_ctx_isa(ctx) ? ob_ctx_isa(ctx) : "", parallel, ctx_len, threads,
+          ob_ctx_route(ctx), ob_ctx_device(ctx), parallel, ctx_len, threads,
           L.secs);
 
     /* serve until a signal that drains; then drain */

@@ -290,18 +290,23 @@ int ob_model_sha256(struct ob_model *m, const char **hex);
  * An inference context: one route's backend with the KV cache of n_slots sequences of n_ctx
  * positions each. Not thread-safe: one caller at a time (it runs its own thread pool).
  */
+struct ob_device_opts {
+    int index;                     /* which device of the route's kind: 0 the first */
+    uint64_t mem_limit;            /* bytes the context may budget at most; 0: the device's */
+};
 struct ob_ctx_params {
-    const char *route;             /* "cpu" (default when NULL), "ref" */
-    int n_threads;
+    const char *route;             /* "cpu" (default when NULL), "ref", ... (route.c) */
+    int n_threads;                 /* host threads */
     int n_slots;
     int n_ctx;
     int max_batch;                 /* token rows per backend pass (larger batches are split) */
+    struct ob_device_opts dev;
 };
 struct ob_ctx;
 int ob_ctx_new(struct ob_model *m, const struct ob_ctx_params *p, struct ob_ctx **out);
 void ob_ctx_free(struct ob_ctx *c);
 const char *ob_ctx_route(const struct ob_ctx *c);
-const char *ob_ctx_isa(const struct ob_ctx *c);               /* SIMD level of the cpu route */
+const char *ob_ctx_device(const struct ob_ctx *c);   /* what it runs on: "avx512", a GPU */
 struct ob_model *ob_ctx_model(const struct ob_ctx *c);
 const struct ob_ctx_params *ob_ctx_params(const struct ob_ctx *c);
 /* bytes of KV cache for n_slots x n_ctx */

@@ -1,14 +1,16 @@
 /*
  * backend.h — the interface between the forward pass (forward.c, written once) and the routes
- * that execute it (backend-cpu.c, backend-ref.c; hrx and npu later). Internal to lib/.
+ * that execute it, and the route registry (route.c). Internal to lib/.
  *
  * A backend instance owns its activation buffers and the KV cache of a fixed number of
- * sequence slots, each holding up to n_ctx positions. The forward pass calls the ops below for
- * one batch of token rows; every op works on rows [0, n) of the named buffers. Rows may belong
- * to different sequences (seq[i]) at arbitrary absolute positions (pos[i]); an op's result for
- * a row depends only on that row's inputs (and, for attention, on its sequence's cache at
- * positions <= pos[i]) — never on the other rows, the batch size or the thread count. That is
- * the whole contract a backend must keep for the determinism tests to pass.
+ * sequence slots, each holding up to n_ctx positions. The forward pass runs one batch of token
+ * rows at a time: `begin` hands the backend the rows' tokens, positions and sequences once (a
+ * device route uploads them once per batch, not once per op), then the ops below work on rows
+ * [0, n) of the named buffers. Rows may belong to different sequences at arbitrary absolute
+ * positions; an op's result for a row depends only on that row's inputs (and, for attention,
+ * on its sequence's cache at positions <= its own) — never on the other rows, the batch size,
+ * the thread count or the device. That is the whole contract a backend keeps for the
+ * determinism tests to pass; lib/arith/ defines the bits of every operation it computes.
  *
  * Buffers (floats, or doubles on the ref route; the layout is the backend's):
  *   X     [n, n_embd]            the residual stream
@@ -18,6 +20,17 @@
  *   ATT   [n, n_head * hd]       attention output
  *   GATE, UP [n, n_ff]           feed-forward; GATE holds silu(GATE) * UP after swiglu
  *   OUT   [n, n_embd]            output of attn_output / ffn_down, added into X
+ *
+ * How to add a route (the way git's builtin.h says how to add a command):
+ *   1. Make a folder lib/NAME/ with backend-NAME.c defining `const struct ob_be_ops
+ *      ob_be_NAME` (every op below but `layer`, which is optional) and, if the route has a
+ *      device, a probe function. Kernels get their bits from lib/arith/ and are tested bit for
+ *      bit against it.
+ *   2. Add its row to the table in route.c (name, one line about it, ops, probe, supports,
+ *      KV bytes), under the build knob that compiles it (e.g. #ifdef OB_HAVE_HIP); without the
+ *      knob the row stays, with ops NULL and the knob's name, so `-d NAME` says how to get it.
+ *   3. Add the folder to LIB_DIRS in the Makefile (and its compiler rules, if not cc).
+ *   4. Run the contract suite with the route (tests/t5000-contract.sh takes a route list).
  */
 #ifndef OB_BACKEND_H
 #define OB_BACKEND_H
@@ -36,32 +49,45 @@ struct ob_be_params {
     int n_slots;                   /* sequences with a KV cache */
     int n_ctx;                     /* positions per slot */
     int max_rows;                  /* most token rows in one batch */
-    int n_threads;
-    int isa;                       /* cpu: the SIMD level (ob_isa_select) */
+    int n_threads;                 /* host threads the route may use */
+    struct ob_device_opts dev;     /* which device, how much of its memory */
+};
+
+/* One batch of token rows: row i is token tok[i] of slot seq[i] at position pos[i]. The
+ * arrays belong to the caller and stay valid until the next begin. */
+struct ob_batch {
+    int n;                         /* 1 .. max_rows */
+    const int32_t *tok, *pos, *seq;
 };
 
 struct ob_be;                      /* a backend instance */
 
 struct ob_be_ops {
-    const char *name;
     int (*open)(const struct ob_model *m, const struct ob_be_params *p, struct ob_be **out);
     void (*close)(struct ob_be *be);
+    /* what the route computes on, for logs and records: "avx512", a GPU's name */
+    const char *(*device)(const struct ob_be *be);
+    /* the batch the next ops work on */
+    int (*begin)(struct ob_be *be, const struct ob_batch *b);
+    /* optional (NULL: forward.c calls the ops below in order): the whole of layer l, for a
+     * route that fuses ops or replays a captured graph; same bits as the ops */
+    int (*layer)(struct ob_be *be, int l);
     /* X[i] = embedding row of tok[i] */
-    int (*embed)(struct ob_be *be, const int32_t *tok, int n);
+    int (*embed)(struct ob_be *be);
     /* dst = rmsnorm(src) * the role's norm vector of layer l */
-    int (*rmsnorm)(struct ob_be *be, int l, int role, int src, int dst, int n);
+    int (*rmsnorm)(struct ob_be *be, int l, int role, int src, int dst);
     /* dst = W src (+ bias when the layer has one); role selects W in layer l */
-    int (*matmul)(struct ob_be *be, int l, int role, int src, int dst, int n);
+    int (*matmul)(struct ob_be *be, int l, int role, int src, int dst);
     /* per-head q/k norm (when the model has it), then RoPE at pos[i], on Q and K */
-    int (*qk_rope)(struct ob_be *be, int l, const int32_t *pos, int n);
+    int (*qk_rope)(struct ob_be *be, int l);
     /* K[i], V[i] into the cache of slot seq[i] at position pos[i] */
-    int (*kv_store)(struct ob_be *be, int l, const int32_t *seq, const int32_t *pos, int n);
+    int (*kv_store)(struct ob_be *be, int l);
     /* ATT[i] = attention of Q[i] over slot seq[i]'s cache at positions [0, pos[i]] */
-    int (*attention)(struct ob_be *be, int l, const int32_t *seq, const int32_t *pos, int n);
+    int (*attention)(struct ob_be *be, int l);
     /* GATE = silu(GATE) * UP */
-    int (*swiglu)(struct ob_be *be, int n);
+    int (*swiglu)(struct ob_be *be);
     /* dst += src */
-    int (*add)(struct ob_be *be, int dst, int src, int n);
+    int (*add)(struct ob_be *be, int dst, int src);
     /* final norm and output projection of the rows listed (nrows <= max_rows): out32[j *
      * n_vocab ..] for row rows[j]; out64 (may be NULL) gets the same in float64 where the
      * route computes in it */
@@ -69,6 +95,41 @@ struct ob_be_ops {
     /* copy positions [0, n_pos) of every layer's cache from slot src to slot dst */
     int (*kv_copy)(struct ob_be *be, int dst, int src, int n_pos);
 };
+
+/* ---- the route registry (route.c) ---------------------------------------------------------- */
+
+/* What a probe found: the device a route would run on and the memory it can use. */
+struct ob_device_info {
+    char name[64];                 /* "x86-64 avx512", a GPU's name */
+    uint64_t mem_bytes;            /* memory for weights and caches (after dev.mem_limit) */
+};
+
+struct ob_route {
+    const char *name;              /* what -d takes */
+    const char *about;             /* one line */
+    const struct ob_be_ops *ops;   /* NULL: not built into this binary */
+    const char *build;             /* when ops is NULL: how to build it in ("make HIP=1") */
+    /* is the device there? 0 and *info, or OB_EDEVICE with a message */
+    int (*probe)(const struct ob_device_opts *d, struct ob_device_info *info);
+    /* can the route run this model? 0, or OB_EUNSUPP naming what it cannot */
+    int (*supports)(const struct ob_model *m);
+    /* device memory for the weights (0: they stay in the mapped file, in host memory) */
+    uint64_t (*weight_bytes)(const struct ob_model *m);
+    /* bytes of KV cache for n_slots x n_ctx positions in the route's cache format */
+    uint64_t (*kv_bytes)(const struct ob_model *m, int n_slots, int n_ctx);
+};
+
+/* The route named name (NULL: "cpu"): OB_EUSAGE listing the routes when there is none,
+ * OB_EDEVICE when it is not built in (saying how to build it) or its device is absent. */
+int ob_route_find(const char *name, const struct ob_route **out);
+
+/* ---- the forward pass (forward.c) ---------------------------------------------------------- */
+
+/* Run one batch (b->n <= the backend's max_rows) through every layer, then the logits of rows
+ * rows[0..nrows) (indices into the batch, increasing) into out32 (and out64). */
+int ob_forward(const struct ob_be_ops *o, struct ob_be *be, const struct ob_model *m,
+               const struct ob_batch *b, const int32_t *rows, int nrows, float *out32,
+               double *out64);
 
 /* the matrix of a role in layer l, and its bias (NULL when the model has none) */
 static inline const struct ob_matrix *ob_layer_matrix(const struct ob_model *m, int l, int role)
@@ -91,9 +152,6 @@ static inline const float *ob_layer_bias(const struct ob_model *m, int l, int ro
     const struct ob_layer *L = &m->layers[l];
     return role == OB_W_Q ? L->bq : role == OB_W_K ? L->bk : role == OB_W_V ? L->bv : NULL;
 }
-
-extern const struct ob_be_ops ob_be_cpu;
-extern const struct ob_be_ops ob_be_ref;
 
 /* RoPE tables: cs/sn [n_ctx][n_rot/2], cos and sin of pos * base^(-2i/n_rot), computed in
  * float64 and rounded once to float (shared by every route). */

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arith/quant.h"
+#include "cpu/kernels/kernels.h"   /* which types have kernels, activation block sizes */
 #include "model.h"
 
 static int tensor(const struct ob_model *m, const char *name, const struct ob_gguf_tensor **out)

@@ -14,7 +14,7 @@
 #include <pthread.h>
 
 #include "1b.h"
-#include "cpu/kernels/kernels.h"
+#include "matrix.h"
 #include "tok.h"
 
 /* weights of one transformer block; vectors are float32 [width], NULL when absent */

@@ -8,15 +8,20 @@
  * by output rows and by (row, head); every task computes whole results, so the bits do not
  * depend on the number of threads.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "arith/quant.h"
 #include "backend.h"
+#include "cpu/kernels/kernels.h"
 #include "cpu/kernels/ops.h"
 
 struct ob_be {
     const struct ob_model *m;
     struct ob_be_params p;
+    int isa;                       /* the SIMD level (ob_isa_select) */
+    struct ob_batch b;             /* the batch being run (begin) */
     const struct ob_kernel_table *kt;
     const struct ob_ops *ops;
     struct ob_pool *pool;
@@ -71,13 +76,13 @@ static int cpu_open(const struct ob_model *m, const struct ob_be_params *p, stru
         return ob_seterr(OB_ENOMEM, "out of memory");
     be->m = m;
     be->p = *p;
-    be->kt = ob_kernels(p->isa);
-    be->ops = ob_ops(p->isa);
-    int e = ob_pool_new(p->n_threads, &be->pool);
-    if (e) {
+    int e;
+    if ((e = ob_isa_select(&be->isa)) || (e = ob_pool_new(p->n_threads, &be->pool))) {
         free(be);
         return e;
     }
+    be->kt = ob_kernels(be->isa);
+    be->ops = ob_ops(be->isa);
     int hd = (int)hp->head_dim, E = (int)hp->n_embd;
     be->width[OB_BX] = be->width[OB_BXN] = be->width[OB_BOUT] = E;
     be->width[OB_BQ] = be->width[OB_BATT] = (int)hp->n_head * hd;
@@ -122,9 +127,19 @@ fail:
     return e;
 }
 
-static int cpu_embed(struct ob_be *be, const int32_t *tok, int n)
+static const char *cpu_device(const struct ob_be *be) { return ob_isa_name(be->isa); }
+
+static int cpu_begin(struct ob_be *be, const struct ob_batch *b)
+{
+    be->b = *b;
+    return 0;
+}
+
+static int cpu_embed(struct ob_be *be)
 {
     const struct ob_matrix *w = &be->m->tok_embd;
+    const int32_t *tok = be->b.tok;
+    int n = be->b.n;
     float *x = be->buf[OB_BX];
     for (int i = 0; i < n; i++) {
         if (tok[i] < 0 || tok[i] >= w->n)
@@ -149,8 +164,9 @@ static void rms_row(const struct ob_be *be, const float *x, const float *w, floa
         y[i] = (x[i] * r) * w[i];
 }
 
-static int cpu_rmsnorm(struct ob_be *be, int l, int role, int src, int dst, int n)
+static int cpu_rmsnorm(struct ob_be *be, int l, int role, int src, int dst)
 {
+    int n = be->b.n;
     const struct ob_layer *L = &be->m->layers[l];
     const float *w = role == OB_W_ATTN_NORM ? L->attn_norm : L->ffn_norm;
     int E = be->width[src];
@@ -178,11 +194,12 @@ static int quantised(struct ob_be *be, int src, uint32_t wtype, int k, int n)
     return 0;
 }
 
-static int cpu_matmul(struct ob_be *be, int l, int role, int src, int dst, int n)
+static int cpu_matmul(struct ob_be *be, int l, int role, int src, int dst)
 {
+    int n = be->b.n;
     const struct ob_matrix *w = ob_layer_matrix(be->m, l, role);
     quantised(be, src, w->type, w->k, n);
-    int e = ob_matmul(be->pool, be->p.isa, w, be->xq, be->xq_stride, n, be->buf[dst],
+    int e = ob_matmul(be->pool, be->isa, w, be->xq, be->xq_stride, n, be->buf[dst],
                       (size_t)be->width[dst]);
     if (e)
         return e;
@@ -197,8 +214,10 @@ static int cpu_matmul(struct ob_be *be, int l, int role, int src, int dst, int n
     return 0;
 }
 
-static int cpu_qk_rope(struct ob_be *be, int l, const int32_t *pos, int n)
+static int cpu_qk_rope(struct ob_be *be, int l)
 {
+    const int32_t *pos = be->b.pos;
+    int n = be->b.n;
     const struct ob_hparams *hp = &be->m->hp;
     const struct ob_layer *L = &be->m->layers[l];
     int hd = (int)hp->head_dim, half = (int)hp->n_rot / 2, neox = hp->rope_type == OB_ROPE_NEOX;
@@ -227,8 +246,10 @@ static size_t kv_at(const struct ob_be *be, int seq, int pos)
     return ((size_t)seq * (size_t)be->p.n_ctx + (size_t)pos) * (size_t)be->kvw;
 }
 
-static int cpu_kv_store(struct ob_be *be, int l, const int32_t *seq, const int32_t *pos, int n)
+static int cpu_kv_store(struct ob_be *be, int l)
 {
+    const int32_t *seq = be->b.seq, *pos = be->b.pos;
+    int n = be->b.n;
     for (int i = 0; i < n; i++) {
         uint16_t *kd = be->kc[l] + kv_at(be, seq[i], pos[i]);
         uint16_t *vd = be->vc[l] + kv_at(be, seq[i], pos[i]);
@@ -267,24 +288,27 @@ static void att_task(void *ctx, int task, int thread)
                         out);
 }
 
-static int cpu_attention(struct ob_be *be, int l, const int32_t *seq, const int32_t *pos, int n)
+static int cpu_attention(struct ob_be *be, int l)
 {
     const struct ob_hparams *hp = &be->m->hp;
-    struct att_job j = {be, l, seq, pos, 1.0f / sqrtf((float)hp->head_dim)};
+    int n = be->b.n;
+    struct att_job j = {be, l, be->b.seq, be->b.pos, 1.0f / sqrtf((float)hp->head_dim)};
     ob_pool_run(be->pool, att_task, &j, n * (int)hp->n_head_kv);
     be->version[OB_BATT]++;
     return 0;
 }
 
-static int cpu_swiglu(struct ob_be *be, int n)
+static int cpu_swiglu(struct ob_be *be)
 {
+    int n = be->b.n;
     be->ops->swiglu(be->buf[OB_BGATE], be->buf[OB_BUP], (size_t)n * (size_t)be->width[OB_BGATE]);
     be->version[OB_BGATE]++;
     return 0;
 }
 
-static int cpu_add(struct ob_be *be, int dst, int src, int n)
+static int cpu_add(struct ob_be *be, int dst, int src)
 {
+    int n = be->b.n;
     float *d = be->buf[dst];
     const float *s = be->buf[src];
     size_t len = (size_t)n * (size_t)be->width[dst];
@@ -306,7 +330,7 @@ static int cpu_logits(struct ob_be *be, const int32_t *rows, int nrows, float *o
                 be->m->hp.rms_eps);
         be->kt->actq[fmt](x, (char *)be->logit_q + j * stride, E);
     }
-    int e = ob_matmul(be->pool, be->p.isa, w, be->logit_q, stride, nrows, out32, (size_t)w->n);
+    int e = ob_matmul(be->pool, be->isa, w, be->logit_q, stride, nrows, out32, (size_t)w->n);
     if (!e && out64)
         for (size_t i = 0; i < (size_t)nrows * (size_t)w->n; i++)
             out64[i] = out32[i];
@@ -324,9 +348,10 @@ static int cpu_kv_copy(struct ob_be *be, int dst, int src, int n_pos)
 }
 
 const struct ob_be_ops ob_be_cpu = {
-    .name = "cpu",
     .open = cpu_open,
     .close = cpu_close,
+    .device = cpu_device,
+    .begin = cpu_begin,
     .embed = cpu_embed,
     .rmsnorm = cpu_rmsnorm,
     .matmul = cpu_matmul,

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "cpu/kernels/kernels.h"
+#include "cpu/simd.h"
 
 static const char *const names[OB_ISA_COUNT] = {"scalar", "avx2", "avx512"};
 

@@ -43,11 +43,14 @@
 #include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "arith/quant.h"
 #include "backend.h"
+#include "cpu/pool.h"
 
 #define PANEL_VALUES (1 << 17)     /* about this many doubles in one weight panel: 1 MiB */
 #define PANEL_MAX_ROWS 1024
@@ -55,6 +58,8 @@
 struct ob_be {
     const struct ob_model *m;
     struct ob_be_params p;
+    struct ob_batch b;             /* the batch being run (begin) */
+    char device[64];               /* "float64 openblas Haswell" */
     struct ob_pool *pool;
     int width[OB_BCOUNT];
     double *buf[OB_BCOUNT];        /* [max_rows + 1][width]: one more row for the padding */
@@ -122,6 +127,10 @@ static int ref_open(const struct ob_model *m, const struct ob_be_params *p, stru
         return e;
     }
     openblas_set_num_threads(1);   /* see the file comment: our threads run whole panels */
+    const char *core;
+    int blas_threads;
+    ob_blas_info(&core, &blas_threads);
+    snprintf(be->device, sizeof be->device, "float64 openblas %s", core ? core : "?");
     int hd = (int)hp->head_dim, E = (int)hp->n_embd, F = (int)hp->n_ff;
     int Q = (int)hp->n_head * hd, half = (int)hp->n_rot / 2;
     be->width[OB_BX] = be->width[OB_BXN] = be->width[OB_BOUT] = E;
@@ -254,8 +263,9 @@ static int gemm(struct ob_be *be, const struct ob_matrix *w, double *x, int M,
                          ob_type_name(w->type), k) : 0;
 }
 
-static int ref_matmul(struct ob_be *be, int l, int role, int src, int dst, int n)
+static int ref_matmul(struct ob_be *be, int l, int role, int src, int dst)
 {
+    int n = be->b.n;
     const struct ob_matrix *w = ob_layer_matrix(be->m, l, role);
     if (!w || w->k != be->width[src] || w->n != be->width[dst])
         return ob_seterr(OB_EINTERNAL, "ref route: matmul role %d does not fit its buffers", role);
@@ -274,8 +284,10 @@ static int ref_matmul(struct ob_be *be, int l, int role, int src, int dst, int n
 
 /* ---- element-wise ops -------------------------------------------------------------------------- */
 
-static int ref_embed(struct ob_be *be, const int32_t *tok, int n)
+static int ref_embed(struct ob_be *be)
 {
+    const int32_t *tok = be->b.tok;
+    int n = be->b.n;
     const struct ob_matrix *w = &be->m->tok_embd;
     float *f = be->rowf;
     for (int i = 0; i < n; i++) {
@@ -303,8 +315,9 @@ static void rms_row(const double *x, const float *w, double *y, int n, double ep
         y[i] = x[i] * r * (double)w[i];
 }
 
-static int ref_rmsnorm(struct ob_be *be, int l, int role, int src, int dst, int n)
+static int ref_rmsnorm(struct ob_be *be, int l, int role, int src, int dst)
 {
+    int n = be->b.n;
     const struct ob_layer *L = &be->m->layers[l];
     const float *w = role == OB_W_ATTN_NORM ? L->attn_norm : L->ffn_norm;
     int E = be->width[src];
@@ -327,8 +340,10 @@ static void rope_head(const struct ob_be *be, double *x, int n_rot, int neox)
     }
 }
 
-static int ref_qk_rope(struct ob_be *be, int l, const int32_t *pos, int n)
+static int ref_qk_rope(struct ob_be *be, int l)
 {
+    const int32_t *pos = be->b.pos;
+    int n = be->b.n;
     const struct ob_hparams *hp = &be->m->hp;
     const struct ob_layer *L = &be->m->layers[l];
     int hd = (int)hp->head_dim, n_rot = (int)hp->n_rot, neox = hp->rope_type == OB_ROPE_NEOX;
@@ -360,8 +375,10 @@ static size_t kv_at(const struct ob_be *be, int seq, int pos)
     return ((size_t)seq * (size_t)be->p.n_ctx + (size_t)pos) * (size_t)be->kvw;
 }
 
-static int ref_kv_store(struct ob_be *be, int l, const int32_t *seq, const int32_t *pos, int n)
+static int ref_kv_store(struct ob_be *be, int l)
 {
+    const int32_t *seq = be->b.seq, *pos = be->b.pos;
+    int n = be->b.n;
     size_t bytes = (size_t)be->kvw * sizeof(double);
     for (int i = 0; i < n; i++) {
         memcpy(be->kc[l] + kv_at(be, seq[i], pos[i]), be->buf[OB_BK] + (size_t)i * be->kvw, bytes);
@@ -414,16 +431,19 @@ static void att_task(void *ctx, int task, int thread)
         out[c] /= l;
 }
 
-static int ref_attention(struct ob_be *be, int l, const int32_t *seq, const int32_t *pos, int n)
+static int ref_attention(struct ob_be *be, int l)
 {
+    const int32_t *seq = be->b.seq, *pos = be->b.pos;
+    int n = be->b.n;
     const struct ob_hparams *hp = &be->m->hp;
     struct att_job j = {be, l, seq, pos, 1.0 / sqrt((double)hp->head_dim)};
     ob_pool_run(be->pool, att_task, &j, n * (int)hp->n_head);
     return 0;
 }
 
-static int ref_swiglu(struct ob_be *be, int n)
+static int ref_swiglu(struct ob_be *be)
 {
+    int n = be->b.n;
     double *g = be->buf[OB_BGATE];
     const double *u = be->buf[OB_BUP];
     size_t len = (size_t)n * (size_t)be->width[OB_BGATE];
@@ -432,8 +452,9 @@ static int ref_swiglu(struct ob_be *be, int n)
     return 0;
 }
 
-static int ref_add(struct ob_be *be, int dst, int src, int n)
+static int ref_add(struct ob_be *be, int dst, int src)
 {
+    int n = be->b.n;
     double *d = be->buf[dst];
     const double *s = be->buf[src];
     size_t len = (size_t)n * (size_t)be->width[dst];
@@ -466,10 +487,19 @@ static int ref_kv_copy(struct ob_be *be, int dst, int src, int n_pos)
     return 0;
 }
 
+static const char *ref_device(const struct ob_be *be) { return be->device; }
+
+static int ref_begin(struct ob_be *be, const struct ob_batch *b)
+{
+    be->b = *b;
+    return 0;
+}
+
 const struct ob_be_ops ob_be_ref = {
-    .name = "ref",
     .open = ref_open,
     .close = ref_close,
+    .device = ref_device,
+    .begin = ref_begin,
     .embed = ref_embed,
     .rmsnorm = ref_rmsnorm,
     .matmul = ref_matmul,

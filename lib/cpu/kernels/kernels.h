@@ -16,9 +16,10 @@
 #include <stdint.h>
 
 #include "1b.h"
+#include "cpu/pool.h"
+#include "cpu/simd.h"
+#include "matrix.h"
 #include "arith/dot.h"
-
-enum ob_isa { OB_ISA_SCALAR = 0, OB_ISA_AVX2 = 1, OB_ISA_AVX512 = 2, OB_ISA_COUNT };
 
 /* Activation formats: what a weight type's dot products take. */
 enum ob_actfmt { OB_ACT_F32 = 0, OB_ACT_Q8K = 1, OB_ACT_A8 = 2 };
@@ -67,29 +68,7 @@ void ob_kernels_scalar(struct ob_kernel_table *t);
 void ob_kernels_avx2(struct ob_kernel_table *t);
 void ob_kernels_avx512(struct ob_kernel_table *t);
 
-/* ---- instruction-set level (simd.c) ---- */
-const char *ob_isa_name(int isa);
-int ob_isa_best(void);                           /* the best level this CPU runs */
-/* the level to use: best, or OB_SIMD if set (OB_EDEVICE if the CPU lacks it) */
-int ob_isa_select(int *isa);
-
-/* ---- thread pool (pool.c) ---- */
-struct ob_pool;
-int ob_pool_new(int n_threads, struct ob_pool **out);   /* n_threads includes the caller */
-void ob_pool_free(struct ob_pool *p);
-int ob_pool_threads(const struct ob_pool *p);           /* 1 for NULL */
-/* fn(ctx, i, t) for i < n on the pool's threads (t: 0 = the caller .. n_threads - 1, for
- * per-thread scratch); returns when all ran */
-void ob_pool_run(struct ob_pool *p, void (*fn)(void *ctx, int i, int t), void *ctx, int n);
-
-/* ---- matrices ---- */
-/* A weight matrix: n rows of k values of `type`, row_bytes apart. */
-struct ob_matrix {
-    uint32_t type;
-    int k, n;
-    size_t row_bytes;
-    const void *data;
-};
+/* ---- matrices (struct ob_matrix: lib/matrix.h) ---- */
 
 /* y[r * ldy + i] = dot(w row i, x row r) for r < nr, i < w->n; x rows are x_stride bytes apart
  * in w's activation format (ob_act_quantize). */
