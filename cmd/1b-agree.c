@@ -38,7 +38,7 @@ static const struct ob_option options[] = {
     {"min-match", OPT_MIN_MATCH, "R", "gate: pass a pair only when its token match rate >= R"},
     {"all-repeats", OPT_ALL_REPEATS, NULL, "compare every repeat index both inputs have, not "
                                            "only each side's lowest"},
-    {"json", OPT_JSON, "FILE", "write the full report as JSON to FILE (- : standard output)"},
+    OB_OPT_ROW_JSON(OPT_JSON),
     {"verbose", 'v', NULL, "list every compared record, not only the divergent ones"},
     {"quiet", 'q', NULL, "print nothing; the exit status says it"},
     OB_OPT_ROWS_SHARED,
@@ -278,9 +278,9 @@ int main(int argc, char **argv)
             if (strcmp(argv[i], "-") != 0 && stat(argv[i], &is) == 0 && is.st_dev == js.st_dev &&
                 is.st_ino == js.st_ino)
                 return usage_error("--json names one of the inputs");
-    FILE *jf = json_out ? stdout : json ? fopen(json, "w") : NULL;
-    if (json && !jf) {
-        fprintf(stderr, PROG ": %s: %s\n", json, strerror(errno));
+    FILE *jf = NULL;
+    if (json && ob_open_output(json, &jf)) {
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
         return EXIT_TROUBLE;
     }
     struct ob_agree_set **sets = calloc((size_t)n, sizeof *sets);
@@ -324,12 +324,10 @@ int main(int argc, char **argv)
                 fprintf(stderr, PROG ": %s\n", ob_errmsg());
             }
         if (jf) {
-            int e = ob_jsonl_write(jf, rep);
-            if (!json_out && fclose(jf) != 0 && !e)
-                e = ob_seterr(OB_EIO, "close: %s", strerror(errno));
+            int e = ob_output_record(jf, json, rep);
             jf = NULL;
             if (e) {
-                fprintf(stderr, PROG ": %s: %s\n", json_out ? "stdout" : json, ob_errmsg());
+                fprintf(stderr, PROG ": %s\n", ob_errmsg());
                 out_failed = json_out;
                 status = EXIT_TROUBLE;
             }

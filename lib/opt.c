@@ -156,6 +156,18 @@ bool ob_opt_u32(const char *prog, const char *name, const char *arg, uint32_t *o
     return true;
 }
 
+bool ob_opt_u64(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
+                uint64_t *out)
+{
+    int64_t v;
+    if (ob_parse_i64(arg, lo, hi, &v)) {
+        fprintf(stderr, "%s: --%s: %s\n", prog, name, ob_errmsg());
+        return false;
+    }
+    *out = (uint64_t)v;
+    return true;
+}
+
 bool ob_opt_num(const char *prog, const char *name, const char *arg, double lo, double hi,
                 double *out)
 {
