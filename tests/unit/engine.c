@@ -148,6 +148,22 @@ int main(int argc, char **argv)
             ob_engine_run(e);
             int diff = res2.n == c.n && res2.toks[0].id == forced[0];
             ok(diff && res2.reason == OB_FINISH_LENGTH, "forced tokens are taken as given");
+            /* stop strings and stop tokens do not apply to forced tokens: every one is scored
+             * (and, under ASan, the stop strings the engine copied are freed with the job) */
+            struct result res3 = {0};
+            char *stops[] = {"e", " ", "a"};
+            int32_t stop_ids[] = {forced[0], forced[1]};
+            struct ob_request qs = q;
+            qs.user = &res3;
+            qs.stop = stops;
+            qs.n_stop = 3;
+            qs.stop_ids = stop_ids;
+            qs.n_stop_ids = 2;
+            ob_engine_submit(e, &qs, NULL);
+            ob_engine_run(e);
+            ok(res3.n == c.n && res3.reason == OB_FINISH_LENGTH,
+               "stop strings and stop tokens do not end a forced request (%d of %d scored)",
+               res3.n, c.n);
         }
     }
 
