@@ -1,6 +1,7 @@
 /*
- * engine.c — continuous batching over one inference context: the scheduler that 1b-gen
- * --parallel and 1b-serve share.
+ * engine.c — continuous batching over one inference context: the scheduler of every command
+ * that runs a model in process (1b-gen, 1b-serve, 1b-logprobs, 1b-batchrep; lib/local.c opens
+ * it with the model and the context).
  *
  * The context has n_slots KV slots. At most `parallel` of them are live (a request being
  * prefilled or decoded); the others keep the tokens of finished requests as a prompt cache.
