@@ -47,6 +47,15 @@ static const struct ob_option options[] = {
 
 #define EXIT_TROUBLE 2
 
+/* one input (ob_each_input) into the next set; one that cannot be opened or read ends the run */
+static int read_input(void *user, const char *name, FILE *f)
+{
+    struct ob_agree_set ***next = user;
+    if (!f)
+        return 1;
+    return ob_agree_read(f, name, (*next)++);
+}
+
 static int usage_error(const char *msg)
 {
     fprintf(stderr, PROG ": %s\nusage: " PROG " [options] A [B [C...]]  (see " PROG
@@ -286,23 +295,12 @@ int main(int argc, char **argv)
     struct ob_agree_set **sets = calloc((size_t)n, sizeof *sets);
     if (!sets)
         return EXIT_TROUBLE;
-    int status = 0;
+    int status = 0, unopened;
     bool out_failed = false;
-    for (int i = 0; i < n && !status; i++) {
-        const char *name = argv[optind + i];
-        FILE *f;
-        if (ob_open_input(name, &f)) {
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
-            status = EXIT_TROUBLE;
-            break;
-        }
-        int e = ob_agree_read(f, name, &sets[i]);
-        if (f != stdin)
-            fclose(f);
-        if (e) {
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
-            status = EXIT_TROUBLE;
-        }
+    struct ob_agree_set **next = sets;
+    if (ob_each_input(argv + optind, n, false, read_input, &next, &unopened) || unopened) {
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+        status = EXIT_TROUBLE;
     }
     cJSON *rep = NULL;
     bool differs = false;

@@ -6,7 +6,7 @@
 # statuses and messages for FILE operands that cannot be opened, in process and with --url.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 9
+plan 10
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
 
@@ -68,6 +68,10 @@ for c in "1b-gen -m $S" "1b-gen --url $URL_s --wait 20" "1b-logprobs -m $S"; do
 done
 [ -z "$bad" ]; ok $? "a directory and a missing operand: named, exit 3, --keep-going reads on, in process and --url${bad:+:$bad}"
 kill -TERM "$PID_s" 2>/dev/null; serve_wait_exit "$PID_s" 20
+# 1b-agree needs every input: the first that cannot be opened ends it (exit 2, its "trouble")
+1b-agree scored.jsonl dir missing.jsonl > out.txt 2> err.txt; rc=$?
+[ $rc -eq 2 ] && [ "$(cat err.txt)" = "1b-agree: dir: is a directory" ] && [ ! -s out.txt ]
+ok $? "1b-agree with an input that cannot be opened: exit 2, one line naming it ($(head -1 err.txt))"
 
 # a report's output file (--json), opened before the work by both commands that write one
 bad=""
