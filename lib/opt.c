@@ -56,9 +56,9 @@ static void opt_help(FILE *f, const char *synopsis, const char *about, const str
             k = snprintf(left, sizeof left, "-%c, ", o->val);
         else
             k = snprintf(left, sizeof left, "    ");
-        snprintf(left + k, sizeof left - k, "--%s%s%s%s%s", o->name,
+        snprintf(left + k, sizeof left - k, "--%s%s%s%s", o->name,
                  o->arg ? (o->arg_optional ? "[=" : " ") : "", o->arg ? o->arg : "",
-                 o->arg && o->arg_optional ? "]" : "", "");
+                 o->arg && o->arg_optional ? "]" : "");
         fprintf(f, "  %-26s %s\n", left, o->help ? o->help : "");
     }
 }
