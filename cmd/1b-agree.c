@@ -38,7 +38,7 @@ static const struct ob_option options[] = {
     {"min-match", OPT_MIN_MATCH, "R", "gate: pass a pair only when its token match rate >= R"},
     {"all-repeats", OPT_ALL_REPEATS, NULL, "compare every repeat index both inputs have, not "
                                            "only each side's lowest"},
-    {"json", OPT_JSON, "FILE", "write the full report as JSON to FILE (- : standard output)"},
+    OB_OPT_ROW_JSON(OPT_JSON),
     {"verbose", 'v', NULL, "list every compared record, not only the divergent ones"},
     {"quiet", 'q', NULL, "print nothing; the exit status says it"},
     OB_OPT_ROWS_SHARED,
@@ -46,6 +46,15 @@ static const struct ob_option options[] = {
 };
 
 #define EXIT_TROUBLE 2
+
+/* one input (ob_each_input) into the next set; one that cannot be opened or read ends the run */
+static int read_input(void *user, const char *name, FILE *f)
+{
+    struct ob_agree_set ***next = user;
+    if (!f)
+        return 1;
+    return ob_agree_read(f, name, (*next)++);
+}
 
 static int usage_error(const char *msg)
 {
@@ -278,31 +287,20 @@ int main(int argc, char **argv)
             if (strcmp(argv[i], "-") != 0 && stat(argv[i], &is) == 0 && is.st_dev == js.st_dev &&
                 is.st_ino == js.st_ino)
                 return usage_error("--json names one of the inputs");
-    FILE *jf = json_out ? stdout : json ? fopen(json, "w") : NULL;
-    if (json && !jf) {
-        fprintf(stderr, PROG ": %s: %s\n", json, strerror(errno));
+    FILE *jf = NULL;
+    if (json && ob_open_output(json, &jf)) {
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
         return EXIT_TROUBLE;
     }
     struct ob_agree_set **sets = calloc((size_t)n, sizeof *sets);
     if (!sets)
         return EXIT_TROUBLE;
-    int status = 0;
+    int status = 0, unopened;
     bool out_failed = false;
-    for (int i = 0; i < n && !status; i++) {
-        const char *name = argv[optind + i];
-        FILE *f;
-        if (ob_open_input(name, &f)) {
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
-            status = EXIT_TROUBLE;
-            break;
-        }
-        int e = ob_agree_read(f, name, &sets[i]);
-        if (f != stdin)
-            fclose(f);
-        if (e) {
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
-            status = EXIT_TROUBLE;
-        }
+    struct ob_agree_set **next = sets;
+    if (ob_each_input(argv + optind, n, false, read_input, &next, &unopened) || unopened) {
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+        status = EXIT_TROUBLE;
     }
     cJSON *rep = NULL;
     bool differs = false;
@@ -324,12 +322,10 @@ int main(int argc, char **argv)
                 fprintf(stderr, PROG ": %s\n", ob_errmsg());
             }
         if (jf) {
-            int e = ob_jsonl_write(jf, rep);
-            if (!json_out && fclose(jf) != 0 && !e)
-                e = ob_seterr(OB_EIO, "close: %s", strerror(errno));
+            int e = ob_output_record(jf, json, rep);
             jf = NULL;
             if (e) {
-                fprintf(stderr, PROG ": %s: %s\n", json_out ? "stdout" : json, ob_errmsg());
+                fprintf(stderr, PROG ": %s\n", ob_errmsg());
                 out_failed = json_out;
                 status = EXIT_TROUBLE;
             }

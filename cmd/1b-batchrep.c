@@ -27,7 +27,7 @@
 
 #include "1b.h"
 #include "agree.h"
-#include "engine.h"
+#include "local.h"
 #include "net/http.h"
 #include "record.h"
 
@@ -44,11 +44,12 @@ enum {
 static const struct ob_option options[] = {
     {"url", OPT_URL, "URL", "a server route (OpenAI-compatible): N concurrent requests per round"},
     {"model", 'm', "MODEL", "the model, in process (with --url: the model name to request)"},
-    {"device", 'd', "ROUTE", "in-process route: cpu (default), ref"},
-    {"threads", 't', "N", "in process: threads (default: the CPUs available)"},
+    OB_OPT_ROWS_LOCAL,
     {"parallel", OPT_PARALLEL, "N", "in process: sequences decoded together (default: --width)"},
     {"width", OPT_WIDTH, "N", "identical requests released together per round (default 4)"},
     {"rounds", OPT_ROUNDS, "R", "rounds (default 4)"},
+    {"vs-solo", OPT_VS_SOLO, NULL, "take one solo request first and score every copy against it"},
+    /* the request every copy sends */
     {"max-tokens", OPT_MAX_TOKENS, "T", "tokens per answer (default 32)"},
     {"prompt", OPT_PROMPT, "TEXT", "a plain prompt instead of the default chat probe"},
     {"messages", OPT_MESSAGES, "JSON", "chat messages (a JSON array) instead of the default probe"},
@@ -56,9 +57,8 @@ static const struct ob_option options[] = {
     {"top-logprobs", OPT_TOP_LOGPROBS, "N", "alternatives per token, fingerprinted too (default 5)"},
     {"temperature", OPT_TEMPERATURE, "T", "temperature (default 0: greedy)"},
     {"seed", OPT_SEED, "N", "seed (default 0)"},
-    {"vs-solo", OPT_VS_SOLO, NULL, "take one solo request first and score every copy against it"},
     {"match-by", OPT_MATCH_BY, "id|text", "compare tokens by id (default) or by text"},
-    {"json", OPT_JSON, "FILE", "write the full report as JSON to FILE (- : standard output)"},
+    OB_OPT_ROW_JSON(OPT_JSON),
     {"selftest", OPT_SELFTEST, NULL, "check the fingerprint and comparator logic, then exit"},
     {"quiet", 'q', NULL, "print no table"},
     OB_OPT_ROWS_SERVER,
@@ -67,8 +67,9 @@ static const struct ob_option options[] = {
 };
 
 struct opts {
-    const char *url, *model, *route, *prompt, *messages, *json;
-    int width, rounds, max_tokens, top_logprobs, thinking, threads, parallel, match;
+    const char *url, *model, *prompt, *messages, *json;
+    struct ob_local_params lp;     /* in process (its model: above; parallel 0: --width) */
+    int width, rounds, max_tokens, top_logprobs, thinking, match;
     double temperature;
     struct ob_server_opts srv;
     uint64_t seed;
@@ -140,45 +141,33 @@ static int run_inprocess(const struct opts *o, const cJSON *req, struct ob_agree
                          struct ob_agree_rec *solo, char *route, size_t route_size,
                          char *model_name, size_t model_size)
 {
-    struct ob_model *m = NULL;
-    struct ob_ctx *ctx = NULL;
-    struct ob_engine *eng = NULL;
+    struct ob_local *L = NULL;
     struct ob_req q;
     memset(&q, 0, sizeof q);
-    int e = ob_model_open(o->model, &m);
-    if (!e) {
-        const struct ob_hparams *hp = ob_model_hparams(m);
-        int n_ctx = hp->n_ctx_train && hp->n_ctx_train < 4096 ? (int)hp->n_ctx_train : 4096;
-        struct ob_ctx_params cp = {.route = o->route, .n_threads = o->threads,
-                                   .n_slots = o->parallel, .n_ctx = n_ctx, .max_batch = 512};
-        e = ob_ctx_new(m, &cp, &ctx);
-    }
-    struct ob_engine_params ep = {.parallel = o->parallel, .chunk = 512};
-    if (!e)
-        e = ob_engine_new(ctx, &ep, &eng);
+    struct ob_local_params lp = o->lp;
+    lp.model = o->model;
+    int e = ob_local_open(&lp, &L);
     struct ob_req_defaults d = {.max_tokens = o->max_tokens, .temperature = (float)o->temperature,
                                 .seed = o->seed, .top_logprobs = o->top_logprobs};
-    if (!e && (e = ob_req_parse(req, m, &d, 1, &q)))
+    if (!e && (e = ob_req_parse(req, L->m, &d, 1, &q)))
         ob_errprefix(e, "the request");
     if (!e) {
-        snprintf(route, route_size, "%s", ob_ctx_route(ctx));
-        snprintf(model_name, model_size, "%s", ob_model_name(m));
+        snprintf(route, route_size, "%s", ob_ctx_route(L->ctx));
+        snprintf(model_name, model_size, "%s", ob_model_name(L->m));
         struct ob_request r = {
             .prompt = q.ids, .n_prompt = q.n_ids, .sampling = q.s, .max_tokens = q.max_tokens,
             .top_logprobs = q.top_logprobs, .cache_prompt = false, .stop = q.stop,
             .n_stop = q.n_stop, .stop_ids = q.stop_ids, .n_stop_ids = q.n_stop_ids,
         };
         struct collect c = {.recs = solo, .width = 1};
-        if (o->vs_solo && !(e = ob_barrier_run(eng, &r, 1, 1, on_copy, &c)) && c.err)
+        if (o->vs_solo && !(e = ob_barrier_run(L->eng, &r, 1, 1, on_copy, &c)) && c.err)
             e = ob_seterr(c.err, "solo: %s", c.why);
         c = (struct collect){.recs = copies, .width = o->width};
-        if (!e && !(e = ob_barrier_run(eng, &r, o->width, o->rounds, on_copy, &c)) && c.err)
+        if (!e && !(e = ob_barrier_run(L->eng, &r, o->width, o->rounds, on_copy, &c)) && c.err)
             e = ob_seterr(c.err, "%s", c.why);
     }
     ob_req_free(&q);
-    ob_engine_free(eng);
-    ob_ctx_free(ctx);
-    ob_model_close(m);
+    ob_local_free(L);
     return e;
 }
 
@@ -512,10 +501,10 @@ static int usage_error(const char *msg)
 int main(int argc, char **argv)
 {
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    struct opts o = {.route = "cpu", .width = 4, .rounds = 4, .max_tokens = 32,
-                     .top_logprobs = 5, .thinking = -1, .threads = cpus > 0 ? (int)cpus : 1,
-                     .srv = OB_SERVER_OPTS_DEFAULT, .match = OB_MATCH_ID};
+    struct opts o = {.lp = OB_LOCAL_PARAMS_DEFAULT, .width = 4, .rounds = 4, .max_tokens = 32,
+                     .top_logprobs = 5, .thinking = -1, .srv = OB_SERVER_OPTS_DEFAULT,
+                     .match = OB_MATCH_ID};
+    o.lp.parallel = 0;
     bool selftest_only = false, in_process_opt = false;
     struct ob_cmdline cl = {PROG, PROG " -m MODEL [-d ROUTE] [options]\n       " PROG
                             " --url URL [options]\n       " PROG " --selftest",
@@ -523,15 +512,14 @@ int main(int argc, char **argv)
                             "answers (states).\nExit 0: one state (repeatable); 1: more than one.",
                             options};
     int c;
-    int64_t lv;
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case OPT_URL: o.url = optarg; break;
         case 'm': o.model = optarg; break;
-        case 'd': o.route = optarg; in_process_opt = true; break;
-        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.threads); in_process_opt = true; break;
+        case 'd': o.lp.route = optarg; in_process_opt = true; break;
+        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.lp.threads); in_process_opt = true; break;
         case OPT_PARALLEL:
-            cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel);
+            cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.lp.parallel);
             in_process_opt = true;
             break;
         case OPT_WIDTH: cl.bad = !ob_opt_int(PROG, "width", optarg, 1, 256, &o.width); break;
@@ -546,13 +534,7 @@ int main(int argc, char **argv)
             cl.bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.top_logprobs);
             break;
         case OPT_TEMPERATURE: cl.bad = !ob_opt_num(PROG, "temperature", optarg, 0, 100, &o.temperature); break;
-        case OPT_SEED:
-            if (ob_parse_i64(optarg, 0, (int64_t)1 << 53, &lv)) {
-                fprintf(stderr, PROG ": --seed: %s\n", ob_errmsg());
-                cl.bad = true;
-            }
-            o.seed = (uint64_t)lv;
-            break;
+        case OPT_SEED: cl.bad = !ob_opt_u64(PROG, "seed", optarg, 0, OB_SEED_MAX, &o.seed); break;
         case OPT_VS_SOLO: o.vs_solo = true; break;
         case OPT_MATCH_BY:
             cl.bad = !ob_opt_choice(PROG, "match-by", optarg, ob_agree_match_words, &o.match);
@@ -579,8 +561,8 @@ int main(int argc, char **argv)
         return usage_error("-d, -t and --parallel apply to in-process routes, not to --url");
     if (o.prompt && o.messages)
         return usage_error("--prompt and --messages exclude each other");
-    if (!o.parallel)
-        o.parallel = o.width;
+    if (!o.lp.parallel)
+        o.lp.parallel = o.width;
     if (o.messages) {
         cJSON *m = NULL;
         char why[600];
@@ -594,9 +576,9 @@ int main(int argc, char **argv)
 
     /* the report's file is opened before the measurement: an unwritable one is found at once */
     bool json_out = o.json && strcmp(o.json, "-") == 0;
-    FILE *jf = json_out ? stdout : o.json ? fopen(o.json, "w") : NULL;
-    if (o.json && !jf) {
-        fprintf(stderr, PROG ": %s: %s\n", o.json, strerror(errno));
+    FILE *jf = NULL;
+    if (o.json && ob_open_output(o.json, &jf)) {
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
         return OB_EXIT_FAILURE;
     }
     cJSON *req = probe_record(&o);
@@ -652,12 +634,10 @@ int main(int argc, char **argv)
                                               : "not repeatable (more than one state)");
         status = ok ? OB_EXIT_OK : OB_EXIT_NO;
         if (jf) {
-            int we = ob_jsonl_write(jf, rep);
-            if (!json_out && fclose(jf) != 0 && !we)
-                we = ob_seterr(OB_EIO, "close: %s", strerror(errno));
+            int we = ob_output_record(jf, o.json, rep);
             jf = NULL;
             if (we) {
-                fprintf(stderr, PROG ": %s: %s\n", json_out ? "stdout" : o.json, ob_errmsg());
+                fprintf(stderr, PROG ": %s\n", ob_errmsg());
                 out_failed = json_out;
                 status = OB_EXIT_FAILURE;
             }

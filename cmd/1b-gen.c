@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "1b.h"
-#include "engine.h"
+#include "local.h"
 #include "net/http.h"
 #include "record.h"
 #include "tok.h"
@@ -39,15 +39,14 @@
 enum {
     OPT_PARALLEL = 256, OPT_CHUNK, OPT_CTX, OPT_REPEAT, OPT_KEEP_GOING, OPT_UNORDERED,
     OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_SEED, OPT_TOP_LOGPROBS, OPT_CACHE_SLOTS,
-     OPT_URL, OPT_THINKING,
+    OPT_URL, OPT_THINKING,
 };
 
 static const struct ob_option options[] = {
     {"model", 'm', "MODEL", "the model (GGUF, or an archive holding one); with --url its name"},
-    {"device", 'd', "ROUTE", "route: cpu (default), ref"},
     {"url", OPT_URL, "URL", "a server route: send the requests to URL (OpenAI-compatible)"},
+    OB_OPT_ROWS_LOCAL,
     {"thinking", OPT_THINKING, "on|off", "default \"thinking\" of records without one"},
-    {"threads", 't', "N", "threads (default: the CPUs available)"},
     {"parallel", OPT_PARALLEL, "N", "requests decoded together (default 1)"},
     {"chunk", OPT_CHUNK, "N", "prompt tokens prefilled per step; 0 = whole prompts (default 512)"},
     {"ctx", OPT_CTX, "N", "context length per sequence (default 4096, or the model's if less)"},
@@ -65,24 +64,159 @@ static const struct ob_option options[] = {
 };
 
 struct opts {
-    const char *model, *route, *url;
-    int threads, parallel, chunk, ctx, cache_slots, repeat, thinking;
+    const char *model, *url;
+    struct ob_local_params lp;     /* the in-process route (its model and parallel: above) */
+    int parallel, repeat, thinking;
     struct ob_server_opts srv;
     bool keep_going, unordered;
     struct ob_req_defaults d;
 };
 
+/* ---- results, written in input order (both routes) ---------------------------------------- */
+
+/* one result on its way out: the first member of a request's state on either route */
+struct out {
+    cJSON *rec;                    /* the result record (in process: being built) */
+    bool done;                     /* rec is complete */
+    bool fatal;                    /* done, but the route is gone (an unreachable server): why
+                                      is reported once, and neither it nor anything after it
+                                      is written */
+    int status;                    /* a failed request: the exit status it calls for */
+    char *why;                     /* a failed request: the message for standard error */
+    struct out *next;
+};
+
+struct outq {
+    struct out *head, **tail;      /* in input order */
+    int pending;                   /* results queued and not yet written */
+    bool unordered;
+    long written;
+    int status;                    /* the worst status of the results written */
+    bool halted;                   /* a fatal result was reached */
+    bool out_failed;               /* a write to standard output failed (and was reported) */
+    void (*release)(struct out *);
+};
+
+static void out_add(struct outq *q, struct out *o)
+{
+    *q->tail = o;
+    q->tail = &o->next;
+    q->pending++;
+}
+
+/* the request failed: the record is written (it carries the error) and `why` reported */
+static void out_fail(struct out *o, int status, bool fatal, const char *why)
+{
+    o->status = status;
+    o->fatal = fatal;
+    o->why = strdup(why);
+}
+
+/* write finished results: the leading ones (ordered) or every finished one (unordered) */
+static int out_flush(struct outq *q)
+{
+    for (struct out **pp = &q->head; *pp;) {
+        struct out *p = *pp;
+        if (!p->done || p->fatal) {
+            if (p->done && !q->halted) {
+                fprintf(stderr, PROG ": %s\n", p->why ? p->why : "out of memory");
+                q->halted = true;
+            }
+            if (!q->unordered || q->halted)
+                break;
+            pp = &p->next;
+            continue;
+        }
+        if (p->status) {
+            fprintf(stderr, PROG ": %s\n", p->why ? p->why : "out of memory");
+            if (p->status > q->status)
+                q->status = p->status;
+        }
+        int e = ob_jsonl_write(stdout, p->rec);
+        if (e) {
+            q->out_failed = true;
+            return ob_errprefix(e, "stdout");
+        }
+        q->written++;
+        q->pending--;
+        *pp = p->next;
+        if (!*pp)
+            q->tail = pp;
+        q->release(p);
+    }
+    return 0;
+}
+
+/* results that could not be written */
+static void out_drop(struct outq *q)
+{
+    while (q->head) {
+        struct out *p = q->head;
+        q->head = p->next;
+        q->release(p);
+    }
+}
+
+/* The exit status after the inputs (1b(7)): the worst of the results written, of the operands
+ * that could not be opened, of bad records (3) and of the error that ended the run, which is
+ * reported here; results still queued are dropped. */
+static int end_status(struct outq *q, int e, int unopened, long bad)
+{
+    if (e)
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+    int status = q->status;
+    if (e && ob_exit_status(e) > status)
+        status = ob_exit_status(e);
+    if (unopened > status)
+        status = unopened;
+    if (bad && status < OB_EXIT_DATA)
+        status = OB_EXIT_DATA;
+    out_drop(q);
+    return status;
+}
+
+/* standard output closed: a write that failed there is a failure (exit 5) */
+static int close_stdout(const struct outq *q, int status)
+{
+    if (ob_stdout_close()) {
+        if (!q->out_failed)
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
+        return OB_EXIT_FAILURE;
+    }
+    return status;
+}
+
+/* ---- reading requests (both routes) ----------------------------------------------------------- */
+
+/* an operand that could not be opened (ob_errmsg() says why): reported; it counts in the exit
+ * status as a bad record does, and --keep-going goes on to the next (ob_each_input) */
+static int unopened(void)
+{
+    fprintf(stderr, PROG ": %s\n", ob_errmsg());
+    return 0;
+}
+
+/* a record that cannot be run (ob_errmsg() says why): reported and counted (exit 3); reading
+ * stops at it unless --keep-going */
+static void bad_record(const struct opts *o, long *bad, bool *stop)
+{
+    fprintf(stderr, PROG ": %s\n", ob_errmsg());
+    ++*bad;
+    *stop = !o->keep_going;
+}
+
+/* ---- in process --------------------------------------------------------------------------- */
+
 /* one request (one repeat) on its way through the engine */
 struct pending {
-    cJSON *rec;                    /* the result being built */
+    struct out o;                  /* first: the result being built */
     struct ob_req r;
     const struct ob_tok *tok;
     char *text;
     size_t text_len, text_cap;
     const char *name;              /* the input and line it came from, for messages */
     uint64_t line;
-    bool done, failed, oom;
-    struct pending *next;
+    bool oom;
 };
 
 struct run {
@@ -90,17 +224,15 @@ struct run {
     struct ob_model *m;
     struct ob_engine *eng;
     const char *sha, *route;
-    struct pending *head, **tail;  /* in input order */
-    int in_flight;
-    long written, bad, gen_tokens;
-    int status;
-    bool out_failed;               /* a write to standard output failed (and was reported) */
+    struct outq q;
+    long bad;
+    bool stop;                     /* read no more records */
 };
 
 static void on_token(void *user, uint64_t h, const struct ob_token_info *ti)
 {
     struct pending *p = user;
-    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(p->rec, "tokens"),
+    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(p->o.rec, "tokens"),
                          ob_token_json(p->tok, ti, p->r.logprobs));
     const char *b;
     size_t n;
@@ -125,55 +257,25 @@ static void on_finish(void *user, uint64_t h, const struct ob_finish *f)
 {
     struct pending *p = user;
     if (f->reason == OB_FINISH_ERROR || p->oom) {
-        cJSON_AddStringToObject(p->rec, "error", p->oom ? "out of memory"
-                                                 : f->error ? f->error : "failed");
-        p->failed = true;
+        /* the record carries the error, and so does the message */
+        const char *why = p->oom ? "out of memory" : f->error ? f->error : "failed";
+        cJSON_AddStringToObject(p->o.rec, "error", why);
+        ob_seterr(0, "%s:%llu: id %s: %s", p->name, (unsigned long long)p->line, p->r.id, why);
+        out_fail(&p->o, OB_EXIT_FAILURE, false, ob_errmsg());
     }
-    ob_result_finish(p->rec, p->text, f->text_len, ob_finish_name(f->reason), f->n_gen,
+    ob_result_finish(p->o.rec, p->text, f->text_len, ob_finish_name(f->reason), f->n_gen,
                      f->n_cached, f->prefill_s, f->decode_s, f->n_prompt - f->n_cached);
-    p->done = true;
+    p->o.done = true;
 }
 
-static void pending_free(struct pending *p)
+static void pending_free(struct out *o)
 {
-    cJSON_Delete(p->rec);
+    struct pending *p = (struct pending *)o;
+    cJSON_Delete(p->o.rec);
+    free(p->o.why);
     ob_req_free(&p->r);
     free(p->text);
     free(p);
-}
-
-/* write finished results: the leading ones (ordered) or all (unordered); a failed request's
- * record carries its error, which is also reported on standard error */
-static int flush(struct run *R)
-{
-    for (struct pending **pp = &R->head; *pp;) {
-        struct pending *p = *pp;
-        if (!p->done) {
-            if (!R->o->unordered)
-                break;
-            pp = &p->next;
-            continue;
-        }
-        if (p->failed) {
-            const cJSON *err = cJSON_GetObjectItemCaseSensitive(p->rec, "error");
-            ob_seterr(0, "%s:%llu: id %s: %s", p->name, (unsigned long long)p->line, p->r.id,
-                      cJSON_IsString(err) ? err->valuestring : "failed");
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
-            R->status = OB_EXIT_FAILURE;
-        }
-        int e = ob_jsonl_write(stdout, p->rec);
-        if (e) {
-            R->out_failed = true;
-            return ob_errprefix(e, "stdout");
-        }
-        R->written++;
-        R->in_flight--;
-        *pp = p->next;
-        if (!*pp)
-            R->tail = pp;
-        pending_free(p);
-    }
-    return 0;
 }
 
 static int submit(struct run *R, const cJSON *rec, const struct ob_req *parsed, int repeat,
@@ -198,7 +300,7 @@ static int submit(struct run *R, const cJSON *rec, const struct ob_req *parsed, 
     memcpy(p->r.ids, parsed->ids, (size_t)parsed->n_ids * sizeof *p->r.ids);
     for (int i = 0; i < parsed->n_stop; i++)
         p->r.stop[i] = strdup(parsed->stop[i]);
-    p->rec = ob_result_begin(rec, &p->r, repeat, R->route, ob_model_name(R->m), R->sha);
+    p->o.rec = ob_result_begin(rec, &p->r, repeat, R->route, ob_model_name(R->m), R->sha);
     struct ob_request q = {
         .prompt = p->r.ids, .n_prompt = p->r.n_ids, .sampling = p->r.s,
         .max_tokens = p->r.max_tokens, .top_logprobs = p->r.logprobs ? p->r.top_logprobs : 0,
@@ -208,12 +310,10 @@ static int submit(struct run *R, const cJSON *rec, const struct ob_req *parsed, 
     };
     int e = ob_engine_submit(R->eng, &q, NULL);
     if (e) {
-        pending_free(p);
+        pending_free(&p->o);
         return e;
     }
-    *R->tail = p;
-    R->tail = &p->next;
-    R->in_flight++;
+    out_add(&R->q, &p->o);
     return 0;
 }
 
@@ -221,12 +321,16 @@ static void progress(const struct run *R)
 {
     struct ob_engine_stats s;
     ob_engine_stats(R->eng, &s);
-    fprintf(stderr, "\r" PROG ": %ld written, %d running, %d queued, %llu tokens   ", R->written,
+    fprintf(stderr, "\r" PROG ": %ld written, %d running, %d queued, %llu tokens   ", R->q.written,
             s.live, s.queued, (unsigned long long)s.tokens_generated);
 }
 
-static int run_stream(struct run *R, FILE *f, const char *name, bool *stop)
+/* one FILE operand (ob_each_input; f NULL: it could not be opened) */
+static int run_stream(void *user, const char *name, FILE *f)
 {
+    struct run *R = user;
+    if (!f)
+        return unopened();
     struct ob_jsonl *in;
     int e = ob_jsonl_open(f, name, &in);
     if (e)
@@ -234,7 +338,7 @@ static int run_stream(struct run *R, FILE *f, const char *name, bool *stop)
     bool tty = isatty(2);
     int limit = 2 * R->o->parallel;
     for (;;) {
-        while (!*stop && R->in_flight < limit) {
+        while (!R->stop && R->q.pending < limit) {
             cJSON *rec = NULL;
             int r = ob_jsonl_next(in, &rec);
             if (r == 0)
@@ -253,11 +357,8 @@ static int run_stream(struct run *R, FILE *f, const char *name, bool *stop)
                 cJSON_Delete(rec);
                 if (e == OB_EIO || e == OB_ENOMEM)
                     break;                     /* the caller reports it */
-                fprintf(stderr, PROG ": %s\n", ob_errmsg());
+                bad_record(R->o, &R->bad, &R->stop);
                 e = 0;                         /* reported: not again by the caller */
-                R->bad++;
-                if (!R->o->keep_going)
-                    *stop = true;
                 continue;
             }
             for (int k = 0; k < R->o->repeat && !e; k++)
@@ -265,11 +366,8 @@ static int run_stream(struct run *R, FILE *f, const char *name, bool *stop)
             if (e && e != OB_ENOMEM) {         /* refused by the engine: a bad record */
                 ob_errprefix(e, "%s:%llu: id %s", name, (unsigned long long)ob_jsonl_line(in),
                              q.id);
-                fprintf(stderr, PROG ": %s\n", ob_errmsg());
+                bad_record(R->o, &R->bad, &R->stop);
                 e = 0;
-                R->bad++;
-                if (!R->o->keep_going)
-                    *stop = true;
             }
             ob_req_free(&q);
             cJSON_Delete(rec);
@@ -278,37 +376,33 @@ static int run_stream(struct run *R, FILE *f, const char *name, bool *stop)
         }
         if (e)
             break;
-        if (R->in_flight == 0)
+        if (R->q.pending == 0)
             break;
         /* a failing step ends its requests with an error: each is reported with its record */
         ob_engine_step(R->eng);
-        if ((e = flush(R)))
+        if ((e = out_flush(&R->q)))
             break;
         if (tty)
             progress(R);
-        if (*stop && R->in_flight == 0)
+        if (R->stop && R->q.pending == 0)
             break;
     }
     if (tty)
         fputc('\n', stderr);
     ob_jsonl_close(in);
-    return e;
+    return e ? e : R->stop;
 }
 
 /* ---- the URL route ---------------------------------------------------------------------------- */
 
 /* one request (one repeat) sent to the server */
 struct upending {
+    struct out o;                  /* first: the result, once its reply is in */
     cJSON *req;                    /* the request record, shared by its repeats and the reader
                                       while it sends them: *req_refs holders */
     int *req_refs;
     struct ob_oai_req q;
     int repeat;
-    cJSON *rec;                    /* the result, once its reply is in */
-    int err;                       /* the reply's OB_E* (0: usable) */
-    char msg[512];
-    bool done;
-    struct upending *next;
 };
 
 struct urun {
@@ -317,62 +411,24 @@ struct urun {
     char *endpoint_chat, *endpoint_cmpl;
     struct ob_http *h;
     struct ob_oai_params params;
-    struct upending *head, **tail;
-    int active, pending;
-    long written, bad;
+    struct outq q;                 /* halted: the server could not be reached */
+    int active;
+    long bad;
     int64_t nonf32;
-    int status;                    /* worst reply status so far (3 or 5) */
-    bool unreachable;
-    bool out_failed;               /* a write to standard output failed (and was reported) */
+    bool stop;                     /* read no more records */
 };
 
-static void upending_free(struct upending *p)
+static void upending_free(struct out *o)
 {
+    struct upending *p = (struct upending *)o;
     if (--*p->req_refs == 0) {
         cJSON_Delete(p->req);
         free(p->req_refs);
     }
     ob_oai_req_free(&p->q);
-    cJSON_Delete(p->rec);
+    cJSON_Delete(p->o.rec);
+    free(p->o.why);
     free(p);
-}
-
-/* write finished results: the leading ones (ordered) or all (unordered); stop at the first
- * request the server could not be reached for */
-static int uflush(struct urun *U)
-{
-    for (struct upending **pp = &U->head; *pp;) {
-        struct upending *p = *pp;
-        if (!p->done || (p->err == OB_EDEVICE)) {
-            if (p->done && p->err == OB_EDEVICE && !U->unreachable) {
-                fprintf(stderr, PROG ": %s\n", p->msg);
-                U->unreachable = true;
-            }
-            if (!U->o->unordered || U->unreachable)
-                break;
-            pp = &p->next;
-            continue;
-        }
-        if (p->err) {
-            ob_seterr(0, "%s: id %s: %s", U->base, p->q.id, p->msg);   /* escaped */
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
-            int st = p->err == OB_EFORMAT ? OB_EXIT_DATA : OB_EXIT_FAILURE;
-            if (st > U->status)
-                U->status = st;
-        }
-        int e = ob_jsonl_write(stdout, p->rec);
-        if (e) {
-            U->out_failed = true;
-            return ob_errprefix(e, "stdout");
-        }
-        U->written++;
-        U->pending--;
-        *pp = p->next;
-        if (!*pp)
-            U->tail = pp;
-        upending_free(p);
-    }
-    return 0;
 }
 
 /* take one finished transfer (waiting up to wait_s) and turn it into its result record */
@@ -384,16 +440,21 @@ static int ucollect(struct urun *U, double wait_s)
         return k;
     struct upending *p = r->user;
     U->active--;
-    p->rec = ob_oai_result(p->req, &p->q, p->repeat, U->base, r, &p->err);
+    int err;
+    p->o.rec = ob_oai_result(p->req, &p->q, p->repeat, U->base, r, &err);
     ob_http_result_free(r);
-    if (!p->rec)
+    if (!p->o.rec)
         return ob_seterr(OB_ENOMEM, "out of memory");
-    if (p->err)
-        snprintf(p->msg, sizeof p->msg, "%s", ob_errmsg());
-    const cJSON *nf = cJSON_GetObjectItemCaseSensitive(p->rec, "nonf32_values");
+    if (err == OB_EDEVICE) {               /* unreachable: no more is sent or written */
+        out_fail(&p->o, OB_EXIT_DEVICE, true, ob_errmsg());
+    } else if (err) {                      /* written as an error record */
+        ob_seterr(0, "%s: id %s: %s", U->base, p->q.id, ob_errmsg());
+        out_fail(&p->o, err == OB_EFORMAT ? OB_EXIT_DATA : OB_EXIT_FAILURE, false, ob_errmsg());
+    }
+    const cJSON *nf = cJSON_GetObjectItemCaseSensitive(p->o.rec, "nonf32_values");
     if (cJSON_IsRaw(nf))                   /* written by us as a raw integer */
         U->nonf32 += strtoll(nf->valuestring, NULL, 10);
-    p->done = true;
+    p->o.done = true;
     return 1;
 }
 
@@ -417,15 +478,17 @@ static int usubmit(struct urun *U, cJSON *req, int *refs, const struct ob_oai_re
     p->req = req;
     p->req_refs = refs;
     (*refs)++;
-    *U->tail = p;
-    U->tail = &p->next;
+    out_add(&U->q, &p->o);
     U->active++;
-    U->pending++;
     return 0;
 }
 
-static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
+/* one FILE operand (ob_each_input; f NULL: it could not be opened) */
+static int urun_stream(void *user, const char *name, FILE *f)
 {
+    struct urun *U = user;
+    if (!f)
+        return unopened();
     struct ob_jsonl *in;
     int e = ob_jsonl_open(f, name, &in);
     if (e)
@@ -439,7 +502,7 @@ static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
     memset(&cur_q, 0, sizeof cur_q);
     for (;;) {
         /* keep --parallel requests on the wire, and a bounded number waiting to be written */
-        while (!e && !U->unreachable && U->active < par && U->pending < 4 * par) {
+        while (!e && !U->q.halted && U->active < par && U->q.pending < 4 * par) {
             if (cur && next_rep < U->o->repeat) {
                 e = usubmit(U, cur, cur_refs, &cur_q, next_rep++);
                 continue;
@@ -452,7 +515,7 @@ static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
                 ob_oai_req_free(&cur_q);
                 cur = NULL;
             }
-            if (*stop || eof)
+            if (U->stop || eof)
                 break;
             cJSON *rec = NULL;
             int r = ob_jsonl_next(in, &rec);
@@ -470,11 +533,8 @@ static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
                 cJSON_Delete(rec);
                 if (e == OB_EIO || e == OB_ENOMEM)
                     break;
-                fprintf(stderr, PROG ": %s\n", ob_errmsg());
+                bad_record(U->o, &U->bad, &U->stop);
                 e = 0;
-                U->bad++;
-                if (!U->o->keep_going)
-                    *stop = true;
                 continue;
             }
             if (!(cur_refs = calloc(1, sizeof *cur_refs))) {
@@ -496,10 +556,10 @@ static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
                 break;
             }
         }
-        if ((e = uflush(U)))
+        if ((e = out_flush(&U->q)))
             break;
         /* everything sent has been written (or the server is gone), and nothing more comes */
-        if (U->unreachable || (U->active == 0 && !cur && (eof || *stop)))
+        if (U->q.halted || (U->active == 0 && !cur && (eof || U->stop)))
             break;
     }
     if (cur && --*cur_refs == 0) {
@@ -508,7 +568,7 @@ static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
     }
     ob_oai_req_free(&cur_q);
     ob_jsonl_close(in);
-    return e;
+    return e ? e : U->stop || U->q.halted;
 }
 
 static int run_url(struct opts *o, int argc, char **argv, int first)
@@ -531,8 +591,9 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
     }
     if (ready.note[0])
         fprintf(stderr, PROG ": warning: %s\n", ready.note);
-    struct urun U = {.o = o, .base = route, .status = OB_EXIT_OK};
-    U.tail = &U.head;
+    struct urun U = {.o = o, .base = route, .q = {.unordered = o->unordered,
+                                                  .release = upending_free}};
+    U.q.tail = &U.q.head;
     U.params = (struct ob_oai_params){.max_tokens = o->d.max_tokens,
                                       .temperature = o->d.temperature, .seed = o->d.seed,
                                       .top_logprobs = o->d.top_logprobs, .thinking = o->thinking,
@@ -547,57 +608,23 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
         e = ob_seterr(OB_ENOMEM, "out of memory");
     if (!e)
         e = ob_http_new(&ho, &U.h);
-    bool stop = false;
-    int read_status = 0;
-    static char *const dash[] = {"-"};
-    char *const *ops = first == argc ? dash : argv + first;
-    int n_ops = first == argc ? 1 : argc - first;
-    for (int i = 0; i < n_ops && !e && !stop && !U.unreachable; i++) {
-        FILE *f;
-        int oe = ob_open_input(ops[i], &f);
-        if (oe) {                          /* like a bad record: --keep-going goes on */
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
-            if (ob_exit_status(oe) > read_status)
-                read_status = ob_exit_status(oe);
-            stop = !o->keep_going;
-            continue;
-        }
-        e = urun_stream(&U, f, ops[i], &stop);
-        if (f != stdin)
-            fclose(f);
-    }
-    if (e)
-        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+    int unopened = 0;
+    if (!e)
+        e = ob_each_input(argv + first, argc - first, o->keep_going, urun_stream, &U, &unopened);
+    int status = end_status(&U.q, e, unopened, U.bad);
     if (U.nonf32)
         fprintf(stderr, PROG ": %s: %lld log-probabilit%s on the wire %s not float32 (rounded "
                 "to float32; the wire value is kept as wire_logprob)\n", route,
                 (long long)U.nonf32, U.nonf32 == 1 ? "y" : "ies", U.nonf32 == 1 ? "was" : "were");
-    int status = U.status;
-    if (U.unreachable)
+    if (U.q.halted)
         status = OB_EXIT_DEVICE;
-    else if (e)
-        status = ob_exit_status(e);
-    else if (read_status > status)
-        status = read_status;
-    if (!U.unreachable && !e && U.bad && status < OB_EXIT_DATA)
-        status = OB_EXIT_DATA;
-    while (U.head) {
-        struct upending *p = U.head;
-        U.head = p->next;
-        upending_free(p);
-    }
     ob_http_free(U.h);
     free(U.endpoint_chat);
     free(U.endpoint_cmpl);
     ob_oai_ready_free(&ready);
     free(base);
     free(route);
-    if (ob_stdout_close()) {
-        if (!U.out_failed)
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
-        return OB_EXIT_FAILURE;
-    }
-    return status;
+    return close_stdout(&U.q, status);
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -611,9 +638,7 @@ static int usage_error(const char *fmt, const char *arg)
 int main(int argc, char **argv)
 {
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    struct opts o = {.route = "cpu", .threads = cpus > 0 ? (int)cpus : 1, .parallel = 1,
-                     .chunk = 512, .ctx = 0, .repeat = 1, .thinking = -1,
+    struct opts o = {.lp = OB_LOCAL_PARAMS_DEFAULT, .parallel = 1, .repeat = 1, .thinking = -1,
                      .srv = OB_SERVER_OPTS_DEFAULT,
                      .d = {.max_tokens = 128, .temperature = 0, .seed = 0, .top_logprobs = 0}};
     const char *in_process_opt = NULL;     /* the first option given that --url cannot use */
@@ -621,22 +646,21 @@ int main(int argc, char **argv)
                             " --url URL [-m NAME] [options] [FILE...]",
                             "Generate from request records (JSON lines); write result records.",
                             options};
-    int c, iv;
-    double dv;
-    int64_t lv;
+    int c;
+    double temperature;
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case 'm': o.model = optarg; break;
-        case 'd': o.route = optarg; in_process_opt = "-d"; break;
-        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.threads); in_process_opt = "-t"; break;
+        case 'd': o.lp.route = optarg; in_process_opt = "-d"; break;
+        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.lp.threads); in_process_opt = "-t"; break;
         case OPT_PARALLEL: cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel); break;
         case OPT_CHUNK:
-            cl.bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &o.chunk);
+            cl.bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &o.lp.chunk);
             in_process_opt = "--chunk";
             break;
-        case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 1, 1 << 24, &o.ctx); in_process_opt = "--ctx"; break;
+        case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 1, 1 << 24, &o.lp.n_ctx); in_process_opt = "--ctx"; break;
         case OPT_CACHE_SLOTS:
-            cl.bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &o.cache_slots);
+            cl.bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &o.lp.cache_slots);
             in_process_opt = "--cache-slots";
             break;
         case OPT_URL: o.url = optarg; break;
@@ -652,24 +676,14 @@ int main(int argc, char **argv)
         case OPT_MAX_TOKENS: cl.bad = !ob_opt_int(PROG, "max-tokens", optarg, 0, 1 << 24, &o.d.max_tokens); break;
         case OPT_TOP_LOGPROBS: cl.bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.d.top_logprobs); break;
         case OPT_TEMPERATURE:
-            if (ob_parse_f64(optarg, &dv) || !(dv >= 0 && dv <= 100)) {
-                fprintf(stderr, PROG ": --temperature: '%s' is not a number in [0, 100]\n", optarg);
-                cl.bad = true;
-            }
-            o.d.temperature = (float)dv;
+            if (!(cl.bad = !ob_opt_num(PROG, "temperature", optarg, 0, 100, &temperature)))
+                o.d.temperature = (float)temperature;
             break;
-        case OPT_SEED:
-            if (ob_parse_i64(optarg, 0, INT64_MAX, &lv)) {
-                fprintf(stderr, PROG ": --seed: %s\n", ob_errmsg());
-                cl.bad = true;
-            }
-            o.d.seed = (uint64_t)lv;
-            break;
+        case OPT_SEED: cl.bad = !ob_opt_u64(PROG, "seed", optarg, 0, OB_SEED_MAX, &o.d.seed); break;
         }
     }
     if (cl.stop)
         return cl.status;
-    (void)iv;
     if (cl.bad)
         return usage_error("%s", "invalid command line");
     if (o.url && in_process_opt)
@@ -679,72 +693,25 @@ int main(int argc, char **argv)
     if (!o.model)
         return usage_error("%s", "no model (-m MODEL)");
 
-    struct run R = {.o = &o, .route = o.route, .status = OB_EXIT_OK};
-    R.tail = &R.head;
-    struct ob_ctx *ctx = NULL;
-    int e = ob_model_open(o.model, &R.m);
-    if (!e) {
-        const struct ob_hparams *hp = ob_model_hparams(R.m);
-        if (!o.ctx)
-            o.ctx = hp->n_ctx_train && hp->n_ctx_train < 4096 ? (int)hp->n_ctx_train : 4096;
-        struct ob_ctx_params cp = {.route = o.route, .n_threads = o.threads,
-                                   .n_slots = o.parallel + o.cache_slots, .n_ctx = o.ctx,
-                                   .max_batch = 512};
-        e = ob_ctx_new(R.m, &cp, &ctx);
-    }
+    struct run R = {.o = &o, .q = {.unordered = o.unordered, .release = pending_free}};
+    R.q.tail = &R.q.head;
+    struct ob_local *L = NULL;
+    o.lp.model = o.model;
+    o.lp.parallel = o.parallel;
+    int e = ob_local_open(&o.lp, &L);
     if (!e)
-        e = ob_model_sha256(R.m, &R.sha);
-    struct ob_engine_params ep = {.parallel = o.parallel, .chunk = o.chunk};
-    if (!e)
-        e = ob_engine_new(ctx, &ep, &R.eng);
+        e = ob_model_sha256(L->m, &R.sha);
     if (e) {
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
-        ob_ctx_free(ctx);
-        ob_model_close(R.m);
+        ob_local_free(L);
         return ob_exit_status(e);
     }
-    R.route = ob_ctx_route(ctx);
-
-    bool stop = false;
-    int open_status = 0;
-    static char *const dash[] = {"-"};
-    char *const *ops = optind == argc ? dash : argv + optind;
-    int n_ops = optind == argc ? 1 : argc - optind;
-    for (int i = 0; i < n_ops && !e && !stop; i++) {
-        FILE *f;
-        int oe = ob_open_input(ops[i], &f);
-        if (oe) {                          /* like a bad record: --keep-going goes on */
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
-            if (ob_exit_status(oe) > open_status)
-                open_status = ob_exit_status(oe);
-            stop = !o.keep_going;
-            continue;
-        }
-        e = run_stream(&R, f, ops[i], &stop);
-        if (f != stdin)
-            fclose(f);
-    }
-    if (e)
-        fprintf(stderr, PROG ": %s\n", ob_errmsg());
-    int status = R.status;
-    if (e && ob_exit_status(e) > status)
-        status = ob_exit_status(e);
-    if (open_status > status)
-        status = open_status;
-    if (R.bad && status < OB_EXIT_DATA)
-        status = OB_EXIT_DATA;
-    while (R.head) {                       /* results that could not be written */
-        struct pending *p = R.head;
-        R.head = p->next;
-        pending_free(p);
-    }
-    ob_engine_free(R.eng);
-    ob_ctx_free(ctx);
-    ob_model_close(R.m);
-    if (ob_stdout_close()) {
-        if (!R.out_failed)
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
-        return OB_EXIT_FAILURE;
-    }
-    return status;
+    R.m = L->m;
+    R.eng = L->eng;
+    R.route = ob_ctx_route(L->ctx);
+    int unopened = 0;
+    e = ob_each_input(argv + optind, argc - optind, o.keep_going, run_stream, &R, &unopened);
+    int status = end_status(&R.q, e, unopened, R.bad);
+    ob_local_free(L);
+    return close_stdout(&R.q, status);
 }

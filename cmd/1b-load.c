@@ -253,16 +253,9 @@ int main(int argc, char **argv)
                             "Print the facts of a GGUF model (or an archive holding one) as JSON.",
                             options};
     int c;
-    int64_t v;
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
-        case OPT_CTX:
-            if (ob_parse_i64(optarg, 1, INT64_C(1) << 32, &v)) {
-                fprintf(stderr, PROG ": --ctx: %s\n", ob_errmsg());
-                cl.bad = true;
-            }
-            o.ctx = (uint64_t)v;
-            break;
+        case OPT_CTX: cl.bad = !ob_opt_u64(PROG, "ctx", optarg, 1, INT64_C(1) << 32, &o.ctx); break;
         case OPT_TENSORS: o.tensors = true; break;
         case OPT_CHECK: o.check = true; break;
         case OPT_META: o.meta = optarg; break;

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "1b.h"
-#include "engine.h"
+#include "local.h"
 #include "net/http.h"
 #include "record.h"
 #include "strmap.h"
@@ -42,8 +42,7 @@ enum {
 
 static const struct ob_option options[] = {
     {"model", 'm', "MODEL", "the model (with --url: only its tokenizer, when records need one)"},
-    {"device", 'd', "ROUTE", "route: cpu (default), ref"},
-    {"threads", 't', "N", "threads (default: the CPUs available)"},
+    OB_OPT_ROWS_LOCAL,
     {"parallel", OPT_PARALLEL, "N", "records scored together in process (default 4)"},
     {"ctx", OPT_CTX, "N", "positions per sequence (default 4096, or the model's if less)"},
     {"top-logprobs", OPT_TOP_LOGPROBS, "N", "alternatives per token (default: as many as the "
@@ -59,8 +58,9 @@ static const struct ob_option options[] = {
 };
 
 struct opts {
-    const char *model, *route, *url;
-    int threads, parallel, ctx, top;
+    const char *model, *url;
+    struct ob_local_params lp;     /* the in-process route (its model: above) */
+    int top;
     bool text, keep_going, wire_echo;
     struct ob_server_opts srv;
 };
@@ -78,6 +78,7 @@ struct job {
     const char *name;              /* the input and line it came from, for messages */
     uint64_t line;
     /* results */
+    const struct ob_tok *tok;      /* in process: the scoring model's, for the tokens' text */
     cJSON *tokens;                 /* scored tokens in record shape */
     int n_got;
     double sum;                    /* text mode: float64 sum of the scored logprobs */
@@ -104,6 +105,8 @@ struct run {
     const char *sha;
     char route[256];
     struct ob_engine *eng;
+    char model[256];               /* its name in records: in process the model's, with --url
+                                      the server's (from its first reply) */
     struct ob_strmap *pieces;      /* token bytes -> id, built when a record needs it */
     struct job *head, **tail;
     int in_flight;
@@ -191,20 +194,25 @@ static int ids_array(const cJSON *a, uint32_t n_vocab, int32_t **out, int *n, co
     return 0;
 }
 
+/* a record's id as text (a copy; NULL when out of memory): its "id", else its line number */
+static char *record_id(const cJSON *rec, uint64_t line)
+{
+    char buf[OB_F32_BUFSZ];
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(rec, "id");
+    if (cJSON_IsString(id))
+        return strdup(id->valuestring);
+    if (cJSON_IsNumber(id))
+        return strdup(ob_f64_str(id->valuedouble, buf));
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)line);
+    return strdup(buf);
+}
+
 /* a result record -> its context and forced tokens */
 static int job_from_record(struct run *R, cJSON *rec, uint64_t line, struct job *j)
 {
     struct opts *o = R->o;
     uint32_t nv = R->tok ? ob_tok_n_vocab(R->tok) : 0;
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(rec, "id");
-    char buf[OB_F32_BUFSZ];
-    if (cJSON_IsString(id))
-        j->id = strdup(id->valuestring);
-    else if (cJSON_IsNumber(id))
-        j->id = strdup(ob_f64_str(id->valuedouble, buf));
-    else
-        j->id = (snprintf(buf, sizeof buf, "%llu", (unsigned long long)line), strdup(buf));
-    if (!j->id)
+    if (!(j->id = record_id(rec, line)))
         return ob_seterr(OB_ENOMEM, "out of memory");
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(rec, "error");
     if (err && !cJSON_IsNull(err))
@@ -302,15 +310,7 @@ static int job_from_record(struct run *R, cJSON *rec, uint64_t line, struct job 
 static int job_from_text(struct run *R, const char *text, size_t len, cJSON *rec, uint64_t line,
                          struct job *j)
 {
-    char buf[32];
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(rec, "id");
-    if (cJSON_IsString(id))
-        j->id = strdup(id->valuestring);
-    else if (cJSON_IsNumber(id))
-        j->id = strdup(ob_f64_str(id->valuedouble, buf));
-    else
-        j->id = (snprintf(buf, sizeof buf, "%llu", (unsigned long long)line), strdup(buf));
-    if (!j->id)
+    if (!(j->id = record_id(rec, line)))
         return ob_seterr(OB_ENOMEM, "out of memory");
     j->top = R->o->top >= 0 ? R->o->top : 0;
     if (!R->m)                                 /* --url without a tokenizer: the server's */
@@ -436,16 +436,12 @@ static int flush(struct run *R, const char *model_name)
 
 /* ---- in process -------------------------------------------------------------------------------- */
 
-/* the engine's callbacks see only the job; the tokenizer is the one model's, set once before
- * any job runs */
-static const struct ob_tok *g_tok;
-
 static void on_token(void *user, uint64_t h, const struct ob_token_info *ti)
 {
     struct job *j = user;
     j->n_got++;
     j->sum += (double)ti->logprob;
-    cJSON_AddItemToArray(j->tokens, ob_token_json(g_tok, ti, true));
+    cJSON_AddItemToArray(j->tokens, ob_token_json(j->tok, ti, true));
 }
 
 static void on_finish(void *user, uint64_t h, const struct ob_finish *f)
@@ -468,6 +464,7 @@ static int submit_engine(struct run *R, struct job *j)
 {
     if (!(j->tokens = cJSON_CreateArray()))
         return ob_seterr(OB_ENOMEM, "out of memory");
+    j->tok = R->tok;
     if (j->n_forced == 0) {                /* nothing to score: done at once */
         j->done = true;
         return 0;
@@ -655,8 +652,15 @@ static int add_job(struct run *R, struct job *j, char *model, size_t model_size)
     return e;
 }
 
-static int run_stream(struct run *R, FILE *f, const char *name, char *model, size_t model_size)
+/* one FILE operand (ob_each_input); NULL: it could not be opened, which counts as a record
+ * that cannot be scored (--keep-going goes on) */
+static int run_stream(void *user, const char *name, FILE *f)
 {
+    struct run *R = user;
+    if (!f) {
+        fprintf(stderr, PROG ": %s\n", ob_errmsg());
+        return 0;
+    }
     struct ob_jsonl *in = NULL;
     int e = 0;
     if (!R->o->text && (e = ob_jsonl_open(f, name, &in)))
@@ -664,7 +668,7 @@ static int run_stream(struct run *R, FILE *f, const char *name, char *model, siz
     char *line = NULL;
     size_t cap = 0;
     uint64_t lineno = 0;
-    int limit = R->o->url ? 1 : 2 * R->o->parallel;
+    int limit = R->o->url ? 1 : 2 * R->o->lp.parallel;
     bool eof = false;
     for (;;) {
         while (!R->stop && !eof && R->in_flight < limit) {
@@ -758,7 +762,7 @@ static int run_stream(struct run *R, FILE *f, const char *name, char *model, siz
                     R->stop = true;
                 continue;
             }
-            if ((e = add_job(R, j, model, model_size)))
+            if ((e = add_job(R, j, R->model, sizeof R->model)))
                 break;
         }
         if (e)
@@ -768,7 +772,7 @@ static int run_stream(struct run *R, FILE *f, const char *name, char *model, siz
         /* a failing step ends its jobs with the error, each reported when it is flushed */
         if (!R->o->url && R->head && !R->head->done)
             ob_engine_step(R->eng);
-        if ((e = flush(R, model)))
+        if ((e = flush(R, R->model)))
             break;
         if ((R->stop || eof) && R->in_flight == 0)
             break;
@@ -776,10 +780,29 @@ static int run_stream(struct run *R, FILE *f, const char *name, char *model, siz
     free(line);
     if (in)
         ob_jsonl_close(in);
-    return e;
+    return e ? e : R->stop;
 }
 
 /* ---- main ---------------------------------------------------------------------------------------- */
+
+/* everything a run holds: records not written, the route (L: in process), --url's client */
+static void run_free(struct run *R, struct ob_local *L, struct ob_oai_ready *ready)
+{
+    while (R->head) {
+        struct job *j = R->head;
+        R->head = j->next;
+        job_free(j);
+    }
+    if (L)
+        ob_local_free(L);
+    else
+        ob_model_close(R->m);
+    ob_strmap_free(R->pieces);
+    ob_http_free(R->h);
+    free(R->base);
+    free(R->endpoint);
+    ob_oai_ready_free(ready);
+}
 
 static int usage_error(const char *msg)
 {
@@ -791,9 +814,8 @@ static int usage_error(const char *msg)
 int main(int argc, char **argv)
 {
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    struct opts o = {.route = "cpu", .threads = cpus > 0 ? (int)cpus : 1, .parallel = 4,
-                     .top = -1, .srv = OB_SERVER_OPTS_DEFAULT};
+    struct opts o = {.lp = OB_LOCAL_PARAMS_DEFAULT, .top = -1, .srv = OB_SERVER_OPTS_DEFAULT};
+    o.lp.parallel = 4;
     bool in_process_opt = false;
     struct ob_cmdline cl = {PROG, PROG " -m MODEL [-d ROUTE] [options] [FILE...]\n       " PROG
                             " --url URL [-m MODEL] [options] [FILE...]\n       " PROG
@@ -806,13 +828,13 @@ int main(int argc, char **argv)
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case 'm': o.model = optarg; break;
-        case 'd': o.route = optarg; in_process_opt = true; break;
-        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.threads); in_process_opt = true; break;
+        case 'd': o.lp.route = optarg; in_process_opt = true; break;
+        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.lp.threads); in_process_opt = true; break;
         case OPT_PARALLEL:
-            cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel);
+            cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.lp.parallel);
             in_process_opt = true;
             break;
-        case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &o.ctx); in_process_opt = true; break;
+        case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &o.lp.n_ctx); in_process_opt = true; break;
         case OPT_TOP_LOGPROBS: cl.bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.top); break;
         case OPT_TEXT: o.text = true; break;
         case OPT_URL: o.url = optarg; break;
@@ -840,33 +862,27 @@ int main(int argc, char **argv)
 
     struct run R = {.o = &o};
     R.tail = &R.head;
-    struct ob_ctx *ctx = NULL;
+    struct ob_local *L = NULL;
     struct ob_oai_ready ready;
     memset(&ready, 0, sizeof ready);
-    char model[256] = "";
     int e = 0;
-    if (o.model) {
-        e = ob_model_open(o.model, &R.m);
-        if (!e) {
-            R.tok = ob_model_tok(R.m);
-            g_tok = R.tok;
-            snprintf(model, sizeof model, "%s", ob_model_name(R.m));
+    if (!o.url) {
+        o.lp.model = o.model;
+        if (!(e = ob_local_open(&o.lp, &L)) && !(e = ob_model_sha256(L->m, &R.sha))) {
+            R.m = L->m;
+            R.eng = L->eng;
+            snprintf(R.route, sizeof R.route, "%s", ob_ctx_route(L->ctx));
         }
+    } else if (o.model) {                      /* only its tokenizer */
+        e = ob_model_open(o.model, &R.m);
     }
-    if (!e && !o.url) {
-        const struct ob_hparams *hp = ob_model_hparams(R.m);
-        if (!o.ctx)
-            o.ctx = hp->n_ctx_train && hp->n_ctx_train < 4096 ? (int)hp->n_ctx_train : 4096;
-        struct ob_ctx_params cp = {.route = o.route, .n_threads = o.threads,
-                                   .n_slots = o.parallel, .n_ctx = o.ctx, .max_batch = 512};
-        struct ob_engine_params ep = {.parallel = o.parallel, .chunk = 512};
-        if (!(e = ob_ctx_new(R.m, &cp, &ctx)) && !(e = ob_model_sha256(R.m, &R.sha)) &&
-            !(e = ob_engine_new(ctx, &ep, &R.eng)))
-            snprintf(R.route, sizeof R.route, "%s", ob_ctx_route(ctx));
+    if (!e && R.m) {
+        R.tok = ob_model_tok(R.m);
+        snprintf(R.model, sizeof R.model, "%s", ob_model_name(R.m));
     }
     if (!e && o.url) {
         const char *key = getenv("OB_API_KEY");
-        model[0] = 0;                          /* the server's name, from its replies */
+        R.model[0] = 0;                        /* the server's name, from its replies */
         struct ob_http_opts ho = OB_HTTP_OPTS_DEFAULT;
         ho.timeout_s = o.srv.timeout;
         ho.retries = o.srv.retries;
@@ -888,35 +904,12 @@ int main(int argc, char **argv)
     }
     if (e) {
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
-        int st = e == OB_EUSAGE ? OB_EXIT_USAGE : ob_exit_status(e);
-        ob_engine_free(R.eng);
-        ob_ctx_free(ctx);
-        ob_model_close(R.m);
-        ob_http_free(R.h);
-        free(R.base);
-        free(R.endpoint);
-        ob_oai_ready_free(&ready);
-        return st;
+        run_free(&R, L, &ready);
+        return ob_exit_status(e);
     }
 
-    int status = OB_EXIT_OK;
-    static char *const dash[] = {"-"};
-    char *const *ops = optind == argc ? dash : argv + optind;
-    int n_ops = optind == argc ? 1 : argc - optind;
-    for (int i = 0; i < n_ops && !e && !R.stop; i++) {
-        FILE *f;
-        int oe = ob_open_input(ops[i], &f);
-        if (oe) {                          /* like a bad record: --keep-going goes on */
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
-            if (ob_exit_status(oe) > status)
-                status = ob_exit_status(oe);
-            R.stop = !o.keep_going;
-            continue;
-        }
-        e = run_stream(&R, f, ops[i], model, sizeof model);
-        if (f != stdin)
-            fclose(f);
-    }
+    int status;
+    e = ob_each_input(argv + optind, argc - optind, o.keep_going, run_stream, &R, &status);
     if (e)
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
     if (e && ob_exit_status(e) > status)
@@ -925,19 +918,7 @@ int main(int argc, char **argv)
         status = R.status;
     if (R.bad && status < OB_EXIT_DATA)
         status = OB_EXIT_DATA;
-    while (R.head) {
-        struct job *j = R.head;
-        R.head = j->next;
-        job_free(j);
-    }
-    ob_engine_free(R.eng);
-    ob_ctx_free(ctx);
-    ob_model_close(R.m);
-    ob_strmap_free(R.pieces);
-    ob_http_free(R.h);
-    free(R.base);
-    free(R.endpoint);
-    ob_oai_ready_free(&ready);
+    run_free(&R, L, &ready);
     if (ob_stdout_close()) {
         if (!R.out_failed)
             fprintf(stderr, PROG ": %s\n", ob_errmsg());

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "1b.h"
-#include "engine.h"
+#include "local.h"
 #include "net/serve.h"
 
 #define PROG "1b-serve"
@@ -46,8 +46,7 @@ enum {
 
 static const struct ob_option options[] = {
     {"model", 'm', "MODEL", "the model (GGUF, or an archive holding one)"},
-    {"device", 'd', "ROUTE", "route: cpu (default), ref"},
-    {"threads", 't', "N", "threads of the route (default: the CPUs available)"},
+    OB_OPT_ROWS_LOCAL,
     {"parallel", OPT_PARALLEL, "N", "requests decoded together: the slots (default 4)"},
     {"chunk", OPT_CHUNK, "N", "prompt tokens prefilled per step; 0 = whole prompts (default 512)"},
     {"ctx", OPT_CTX, "N", "context length per sequence (default 4096, or the model's if less)"},
@@ -274,11 +273,8 @@ static double mono(void)
 #define LOADED 255
 
 struct load {
-    const char *model, *route;
-    int threads, parallel, cache_slots, chunk, ctx_len;   /* ctx_len 0: the model's, <= 4096 */
-    struct ob_model *m;
-    struct ob_ctx *ctx;
-    struct ob_engine *eng;
+    struct ob_local_params lp;
+    struct ob_local *L;
     int err;
     char msg[1024];                /* ob_errmsg() of the loader's thread */
     double secs;
@@ -288,22 +284,10 @@ static void *load_main(void *arg)
 {
     struct load *L = arg;
     double t0 = mono();
-    int e = ob_model_open(L->model, &L->m);
-    if (!e) {
-        const struct ob_hparams *hp = ob_model_hparams(L->m);
-        if (!L->ctx_len)
-            L->ctx_len = hp->n_ctx_train && hp->n_ctx_train < 4096 ? (int)hp->n_ctx_train : 4096;
-        struct ob_ctx_params cp = {.route = L->route, .n_threads = L->threads,
-                                   .n_slots = L->parallel + L->cache_slots, .n_ctx = L->ctx_len,
-                                   .max_batch = 512};
-        e = ob_ctx_new(L->m, &cp, &L->ctx);
-    }
-    struct ob_engine_params ep = {.parallel = L->parallel, .chunk = L->chunk};
-    if (!e)
-        e = ob_engine_new(L->ctx, &ep, &L->eng);
+    int e = ob_local_open(&L->lp, &L->L);
     const char *sha;
     if (!e)
-        e = ob_model_sha256(L->m, &sha);     /* computed once, here rather than in main */
+        e = ob_model_sha256(L->L->m, &sha);  /* computed once, here rather than in main */
     if (e)
         snprintf(L->msg, sizeof L->msg, "%s", ob_errmsg());
     L->err = e;
@@ -317,10 +301,10 @@ static void *load_main(void *arg)
 int main(int argc, char **argv)
 {
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *model = NULL, *route = "cpu", *key_file = NULL;
-    int threads = cpus > 0 ? (int)cpus : 1, parallel = 4, chunk = 512, ctx_len = 0, cache_slots = 0;
-    double grace = 30;
+    const char *key_file = NULL;
+    struct ob_local_params lp = OB_LOCAL_PARAMS_DEFAULT;
+    lp.parallel = 4;
+    double grace = 30, temperature;
     struct ob_serve_params sp = {
         .host = "127.0.0.1", .port = 8080, .http_threads = 4, .queue = 64,
         .max_body = 4 << 20, .max_tokens_cap = 4096, .timeout = 600, .idle_timeout = 60,
@@ -331,17 +315,15 @@ int main(int argc, char **argv)
                             "Serve a model over HTTP with an OpenAI-compatible API.",
                             options};
     int c;
-    double dv;
-    int64_t lv;
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
-        case 'm': model = optarg; break;
-        case 'd': route = optarg; break;
-        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &threads); break;
-        case OPT_PARALLEL: cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &parallel); break;
-        case OPT_CHUNK: cl.bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &chunk); break;
-        case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &ctx_len); break;
-        case OPT_CACHE_SLOTS: cl.bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &cache_slots); break;
+        case 'm': lp.model = optarg; break;
+        case 'd': lp.route = optarg; break;
+        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &lp.threads); break;
+        case OPT_PARALLEL: cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &lp.parallel); break;
+        case OPT_CHUNK: cl.bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &lp.chunk); break;
+        case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &lp.n_ctx); break;
+        case OPT_CACHE_SLOTS: cl.bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &lp.cache_slots); break;
         case OPT_HOST: sp.host = optarg; break;
         case OPT_PORT: cl.bad = !ob_opt_int(PROG, "port", optarg, 0, 65535, &sp.port); break;
         case OPT_HTTP_THREADS: cl.bad = !ob_opt_int(PROG, "http-threads", optarg, 2, 256, &sp.http_threads); break;
@@ -366,19 +348,10 @@ int main(int argc, char **argv)
         case OPT_API_KEY_FILE: key_file = optarg; break;
         case OPT_ALIAS: sp.alias = optarg; break;
         case OPT_TEMPERATURE:
-            if (ob_parse_f64(optarg, &dv) || !(dv >= 0 && dv <= 100)) {
-                fprintf(stderr, PROG ": --temperature: '%s' is not a number in [0, 100]\n", optarg);
-                cl.bad = true;
-            }
-            sp.temperature = (float)dv;
+            if (!(cl.bad = !ob_opt_num(PROG, "temperature", optarg, 0, 100, &temperature)))
+                sp.temperature = (float)temperature;
             break;
-        case OPT_SEED:
-            if (ob_parse_i64(optarg, 0, (int64_t)1 << 53, &lv)) {
-                fprintf(stderr, PROG ": --seed: %s\n", ob_errmsg());
-                cl.bad = true;
-            }
-            sp.seed = (uint64_t)lv;
-            break;
+        case OPT_SEED: cl.bad = !ob_opt_u64(PROG, "seed", optarg, 0, OB_SEED_MAX, &sp.seed); break;
         }
     }
     if (cl.stop)
@@ -387,7 +360,7 @@ int main(int argc, char **argv)
         return usage_error("invalid command line");
     if (optind < argc)
         return usage_error("unexpected argument (the model goes with -m)");
-    if (!model)
+    if (!lp.model)
         return usage_error("no model (-m MODEL)");
     if (sp.api_key && key_file)
         return usage_error("--api-key and --api-key-file exclude each other");
@@ -440,10 +413,9 @@ int main(int argc, char **argv)
     char js[600], jm[600];
     event("listening", "\"host\":%s,\"port\":%d,\"pid\":%d", jstr(sp.host, js, sizeof js),
           ob_serve_port(srv), (int)getpid());
-    event("loading", "\"model\":%s", jstr(model, jm, sizeof jm));
+    event("loading", "\"model\":%s", jstr(lp.model, jm, sizeof jm));
 
-    struct load L = {.model = model, .route = route, .threads = threads, .parallel = parallel,
-                     .cache_slots = cache_slots, .chunk = chunk, .ctx_len = ctx_len};
+    struct load L = {.lp = lp};
     pthread_t loader;
     if (pthread_create(&loader, NULL, load_main, &L)) {
         fprintf(stderr, PROG ": cannot start a thread\n");
@@ -465,30 +437,26 @@ int main(int argc, char **argv)
             event("signal", "\"signal\":\"%s\",\"action\":\"ignored\"", sig_name(sig));
     }
     pthread_join(loader, NULL);
-    struct ob_model *m = L.m;
-    struct ob_ctx *ctx = L.ctx;
-    struct ob_engine *eng = L.eng;
-    ctx_len = L.ctx_len;
+    struct ob_local *loc = L.L;
     e = L.err;
     if (e)
         fprintf(stderr, PROG ": %s\n", L.msg);
-    else if ((e = ob_serve_attach(srv, m, ctx, eng, parallel)))
+    else if ((e = ob_serve_attach(srv, loc->m, loc->ctx, loc->eng, lp.parallel)))
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
     if (e) {
         ob_serve_free(srv, 0);
-        ob_engine_free(eng);
-        ob_ctx_free(ctx);
-        ob_model_close(m);
+        ob_local_free(loc);
         free(file_key);
         return ob_exit_status(e);
     }
     const char *sha = NULL;
-    ob_model_sha256(m, &sha);
+    ob_model_sha256(loc->m, &sha);
+    const struct ob_ctx_params *cp = ob_ctx_params(loc->ctx);
     event("ready", "\"model\":%s,\"name\":%s,\"sha256\":\"%s\",\"route\":\"%s\",\"device\":\"%s\","
                    "\"parallel\":%d,\"ctx\":%d,\"threads\":%d,\"load_s\":%.3f",
-          jstr(model, jm, sizeof jm), jstr(ob_model_name(m), js, sizeof js), sha ? sha : "",
-          ob_ctx_route(ctx), ob_ctx_device(ctx), parallel, ctx_len, threads,
-          L.secs);
+          jstr(lp.model, jm, sizeof jm), jstr(ob_model_name(loc->m), js, sizeof js),
+          sha ? sha : "", ob_ctx_route(loc->ctx), ob_ctx_device(loc->ctx),
+          lp.parallel, cp->n_ctx, cp->n_threads, L.secs);
 
     /* serve until a signal that drains; then drain */
     while (!drains(sig = wait_signal(-1)))
@@ -513,9 +481,7 @@ int main(int argc, char **argv)
               again ? "second signal" : "grace period over");
     ob_serve_cancel_all(srv);
     ob_serve_free(srv, 5);
-    ob_engine_free(eng);
-    ob_ctx_free(ctx);
-    ob_model_close(m);
+    ob_local_free(loc);
     free(file_key);
     event("stopped", "\"cancelled\":%d", left);
     return OB_EXIT_OK;

@@ -21,7 +21,6 @@
 enum {
     OPT_PRESET = 256, OPT_ARCH, OPT_VOCAB, OPT_EMBD, OPT_LAYERS, OPT_HEADS, OPT_KV_HEADS,
     OPT_HEAD_DIM, OPT_FF, OPT_CTX, OPT_TYPE, OPT_SEED, OPT_TOKENIZER, OPT_TIED, OPT_UNTIED,
-    
 };
 
 static const struct ob_option options[] = {
@@ -76,7 +75,6 @@ int main(int argc, char **argv)
     s.tokenizer = getenv("OB_QWEN_TOKENIZER");
     for (int i = 0; i < n_given && !cl.stop && !cl.bad; i++) {
         const char *arg = given[i].arg;
-        int64_t v;
         switch (given[i].c) {
         case OPT_ARCH: s.arch = arg; break;
         case OPT_VOCAB: cl.bad = !ob_opt_u32(PROG, "vocab", arg, &s.n_vocab); break;
@@ -88,13 +86,7 @@ int main(int argc, char **argv)
         case OPT_FF: cl.bad = !ob_opt_u32(PROG, "ff", arg, &s.n_ff); break;
         case OPT_CTX: cl.bad = !ob_opt_u32(PROG, "ctx", arg, &s.n_ctx); break;
         case OPT_TYPE: s.mix = arg; break;
-        case OPT_SEED:
-            if (ob_parse_i64(arg, 0, INT64_MAX, &v)) {
-                fprintf(stderr, PROG ": --seed: %s\n", ob_errmsg());
-                cl.bad = true;
-            }
-            s.seed = (uint64_t)v;
-            break;
+        case OPT_SEED: cl.bad = !ob_opt_u64(PROG, "seed", arg, 0, INT64_MAX, &s.seed); break;
         case OPT_TOKENIZER: s.tokenizer = arg; break;
         case OPT_TIED: s.tied = true; break;
         case OPT_UNTIED: s.tied = false; break;

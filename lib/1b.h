@@ -425,6 +425,10 @@ int ob_json_get_f32(const cJSON *item, float *out, bool *exact);
 /* Parse 8 hex digits into float bits. */
 int ob_f32_from_hex(const char *s, float *out);
 
+/* The largest seed a request may carry, in records, request bodies and options (--seed): 2^53,
+ * the last integer from which every smaller one is exact in a JSON number (a double). */
+#define OB_SEED_MAX ((int64_t)1 << 53)
+
 /* ---- command-line options ----------------------------------------------------------------- */
 
 /* One row per option. val is the short option character, or a value >= 256 for long-only
@@ -489,10 +493,13 @@ struct ob_cmdline {
 };
 int ob_cmdline_next(struct ob_cmdline *cl, int argc, char **argv);
 /* An option's argument as an integer or a number in [lo, hi]; false after "PROG: --NAME: why"
- * on stderr. ob_opt_u32 takes 1 .. 2^31-1. */
+ * on stderr, and *out untouched. ob_opt_u32 takes 1 .. 2^31-1. */
 bool ob_opt_int(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
                 int *out);
 bool ob_opt_u32(const char *prog, const char *name, const char *arg, uint32_t *out);
+/* The same for a 64-bit count or seed in [lo, hi] (0 <= lo <= hi), e.g. --seed 0 .. OB_SEED_MAX. */
+bool ob_opt_u64(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
+                uint64_t *out);
 bool ob_opt_num(const char *prog, const char *name, const char *arg, double lo, double hi,
                 double *out);
 /* An option's argument as one of a few words (a NULL-terminated table): its value into *out;
@@ -526,6 +533,27 @@ int ob_cache_dir(char **out);
  * a directory or an unreadable file OB_EFORMAT (both bad input: exit status 3); the message
  * names the path. */
 int ob_open_input(const char *path, FILE **out);
+/*
+ * A command's FILE operands in turn: names[0..n) (n 0: "-", standard input), each opened with
+ * ob_open_input, passed to fn(user, name, f) and closed after it (standard input is left
+ * open). An operand that cannot be opened is passed to fn with f NULL and the reason in
+ * ob_errmsg() ("FILE: No such file or directory", strerror's words); the loop goes on after it
+ * only when keep_going. fn returns 0 to go on, > 0 to read no more operands, or a negative
+ * OB_E* that ends the loop and is returned (else 0). *unopened: the exit status of the worst
+ * operand that could not be opened (3 missing or unreadable, 5 an I/O error; 0 none).
+ */
+typedef int (*ob_input_fn)(void *user, const char *name, FILE *f);
+int ob_each_input(char *const *names, int n, bool keep_going, ob_input_fn fn, void *user,
+                  int *unopened);
+/* A report's output operand (--json FILE) opened for writing ("-": standard output, which
+ * ob_stdout_close closes), before the work, so that an unwritable one is found at once: OB_EIO
+ * "FILE: why". ob_output_record writes one record to it and closes it: OB_EIO "FILE: write: why"
+ * ("stdout: ..." for standard output) when the record did not reach it. */
+int ob_open_output(const char *path, FILE **out);
+/* the option row of such a report, in the commands that write one */
+#define OB_OPT_ROW_JSON(val) \
+    {"json", (val), "FILE", "write the full report as JSON to FILE (- : standard output)"}
+int ob_output_record(FILE *f, const char *path, const cJSON *rec);
 /* At the end of a command: flush and close standard output. OB_EIO ("stdout: why") if a
  * write to it failed, earlier (its error flag) or now. */
 int ob_stdout_close(void);

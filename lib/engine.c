@@ -1,6 +1,7 @@
 /*
- * engine.c — continuous batching over one inference context: the scheduler that 1b-gen
- * --parallel and 1b-serve share.
+ * engine.c — continuous batching over one inference context: the scheduler of every command
+ * that runs a model in process (1b-gen, 1b-serve, 1b-logprobs, 1b-batchrep; lib/local.c opens
+ * it with the model and the context).
  *
  * The context has n_slots KV slots. At most `parallel` of them are live (a request being
  * prefilled or decoded); the others keep the tokens of finished requests as a prompt cache.
@@ -163,7 +164,6 @@ static void job_free(struct job *j)
         return;
     if (j->feed != j->prompt)
         free(j->feed);
-    j->feed = NULL;
     free(j->prompt);
     for (int i = 0; j->stop && i < j->r.n_stop; i++)
         free(j->stop[i]);
@@ -222,55 +222,50 @@ int ob_engine_submit(struct ob_engine *e, const struct ob_request *r, uint64_t *
     if (r->top_logprobs < 0 || r->top_logprobs > OB_MAX_TOP)
         return ob_seterr(OB_ERANGE, "top_logprobs %d is outside [0, %d]", r->top_logprobs,
                          OB_MAX_TOP);
+    for (int i = 0; i < r->n_forced; i++)
+        if (r->forced[i] < 0 || r->forced[i] >= e->n_vocab)
+            return ob_seterr(OB_ERANGE, "forced token %d is outside the vocabulary of %d",
+                             r->forced[i], e->n_vocab);
     struct job *j = calloc(1, sizeof *j);
     if (!j)
         return ob_seterr(OB_ENOMEM, "out of memory");
     j->r = *r;
+    if (r->n_forced > 0) {                 /* forced tokens end only after the last one */
+        j->r.max_tokens = r->n_forced;
+        j->r.n_stop = 0;
+        j->r.n_stop_ids = 0;
+    }
+    int n_stop = j->r.n_stop, n_stop_ids = j->r.n_stop_ids;
     j->prompt = malloc((size_t)r->n_prompt * sizeof(int32_t));
-    j->stop = r->n_stop ? calloc((size_t)r->n_stop, sizeof(char *)) : NULL;
-    j->stop_ids = r->n_stop_ids ? malloc((size_t)r->n_stop_ids * sizeof(int32_t)) : NULL;
+    j->stop = n_stop ? calloc((size_t)n_stop, sizeof(char *)) : NULL;
+    j->stop_ids = n_stop_ids ? malloc((size_t)n_stop_ids * sizeof(int32_t)) : NULL;
     j->forced = r->n_forced > 0 ? malloc((size_t)r->n_forced * sizeof(int32_t)) : NULL;
-    bool oom = !j->prompt || (r->n_stop && !j->stop) || (r->n_stop_ids && !j->stop_ids) ||
+    j->feed = j->prompt;
+    bool oom = !j->prompt || (n_stop && !j->stop) || (n_stop_ids && !j->stop_ids) ||
                (r->n_forced > 0 && !j->forced);
-    if (!oom) {
-        memcpy(j->prompt, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
-        if (r->n_stop_ids)
-            memcpy(j->stop_ids, r->stop_ids, (size_t)r->n_stop_ids * sizeof(int32_t));
-        for (int i = 0; i < r->n_stop && !oom; i++)
-            oom = !(j->stop[i] = strdup(r->stop[i]));
-        if (r->n_forced > 0)
-            memcpy(j->forced, r->forced, (size_t)r->n_forced * sizeof(int32_t));
+    for (int i = 0; i < n_stop && !oom; i++)
+        oom = !(j->stop[i] = strdup(r->stop[i]));
+    /* the tokens to prefill: the prompt and every forced token but the last (whose K/V nobody
+     * needs) */
+    j->n_feed = r->n_forced > 0 ? r->n_prompt + r->n_forced - 1 : r->n_prompt;
+    if (!oom && r->n_forced > 0)
+        oom = !(j->feed = malloc((size_t)j->n_feed * sizeof(int32_t)));
+    if (oom) {
+        job_free(j);
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    }
+    memcpy(j->prompt, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
+    if (n_stop_ids)
+        memcpy(j->stop_ids, r->stop_ids, (size_t)n_stop_ids * sizeof(int32_t));
+    if (r->n_forced > 0) {
+        memcpy(j->forced, r->forced, (size_t)r->n_forced * sizeof(int32_t));
+        memcpy(j->feed, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
+        memcpy(j->feed + r->n_prompt, r->forced, (size_t)(r->n_forced - 1) * sizeof(int32_t));
     }
     j->r.prompt = j->prompt;
     j->r.stop = j->stop;
     j->r.stop_ids = j->stop_ids;
     j->r.forced = j->forced;
-    j->feed = j->prompt;
-    j->n_feed = r->n_prompt;
-    if (r->n_forced > 0) {
-        for (int i = 0; i < r->n_forced; i++)
-            if (r->forced[i] < 0 || r->forced[i] >= e->n_vocab) {
-                job_free(j);
-                return ob_seterr(OB_ERANGE, "forced token %d is outside the vocabulary of %d",
-                                 r->forced[i], e->n_vocab);
-            }
-        j->r.max_tokens = r->n_forced;
-        j->r.n_stop = 0;
-        j->r.n_stop_ids = 0;
-        /* prefill the prompt and every forced token but the last (whose K/V nobody needs) */
-        j->n_feed = r->n_prompt + r->n_forced - 1;
-        if (!(j->feed = malloc((size_t)j->n_feed * sizeof(int32_t)))) {
-            j->feed = j->prompt;
-            job_free(j);
-            return ob_seterr(OB_ENOMEM, "out of memory");
-        }
-        memcpy(j->feed, j->prompt, (size_t)r->n_prompt * sizeof(int32_t));
-        memcpy(j->feed + r->n_prompt, j->forced, (size_t)(r->n_forced - 1) * sizeof(int32_t));
-    }
-    if (oom) {
-        job_free(j);
-        return ob_seterr(OB_ENOMEM, "out of memory");
-    }
     j->slot = -1;
     j->t_submit = now();
     pthread_mutex_lock(&e->mu);

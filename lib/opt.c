@@ -56,9 +56,9 @@ static void opt_help(FILE *f, const char *synopsis, const char *about, const str
             k = snprintf(left, sizeof left, "-%c, ", o->val);
         else
             k = snprintf(left, sizeof left, "    ");
-        snprintf(left + k, sizeof left - k, "--%s%s%s%s%s", o->name,
+        snprintf(left + k, sizeof left - k, "--%s%s%s%s", o->name,
                  o->arg ? (o->arg_optional ? "[=" : " ") : "", o->arg ? o->arg : "",
-                 o->arg && o->arg_optional ? "]" : "", "");
+                 o->arg && o->arg_optional ? "]" : "");
         fprintf(f, "  %-26s %s\n", left, o->help ? o->help : "");
     }
 }
@@ -153,6 +153,18 @@ bool ob_opt_u32(const char *prog, const char *name, const char *arg, uint32_t *o
     if (!ob_opt_int(prog, name, arg, 1, INT32_MAX, &v))
         return false;
     *out = (uint32_t)v;
+    return true;
+}
+
+bool ob_opt_u64(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
+                uint64_t *out)
+{
+    int64_t v;
+    if (ob_parse_i64(arg, lo, hi, &v)) {
+        fprintf(stderr, "%s: --%s: %s\n", prog, name, ob_errmsg());
+        return false;
+    }
+    *out = (uint64_t)v;
     return true;
 }
 

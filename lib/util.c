@@ -1,6 +1,7 @@
 /*
  * util.c — strict option parsing, file hashing, the cache directory, opening input operands
- * and closing standard output.
+ * (one by one, or every FILE operand of a command in turn), a report's output file, and
+ * closing standard output.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -154,6 +155,61 @@ int ob_open_input(const char *path, FILE **out)
         return ob_seterr(OB_EFORMAT, "%s: is a directory", path);
     }
     *out = f;
+    return 0;
+}
+
+int ob_open_output(const char *path, FILE **out)
+{
+    if (strcmp(path, "-") == 0) {
+        *out = stdout;
+        return 0;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ob_seterr(OB_EIO, "%s: %s", path, strerror(errno));
+    *out = f;
+    return 0;
+}
+
+int ob_output_record(FILE *f, const char *path, const cJSON *rec)
+{
+    bool out = f == stdout;
+    int e = ob_jsonl_write(f, rec);
+    if (!out && fclose(f) != 0 && !e)
+        e = ob_seterr(OB_EIO, "close: %s", strerror(errno));
+    return e ? ob_errprefix(e, "%s", out ? "stdout" : path) : 0;
+}
+
+int ob_each_input(char *const *names, int n, bool keep_going, ob_input_fn fn, void *user,
+                  int *unopened)
+{
+    static char *const dash[] = {"-"};
+    if (n == 0) {
+        names = dash;
+        n = 1;
+    }
+    *unopened = OB_EXIT_OK;
+    for (int i = 0; i < n; i++) {
+        FILE *f;
+        int e = ob_open_input(names[i], &f);
+        if (e) {
+            if (ob_exit_status(e) > *unopened)
+                *unopened = ob_exit_status(e);
+            int r = fn(user, names[i], NULL);
+            if (r < 0)
+                return r;
+            if (r > 0 || !keep_going)
+                return 0;
+            continue;
+        }
+        int r = fn(user, names[i], f);
+        if (f != stdin)
+            fclose(f);
+        if (r < 0)
+            return r;
+        if (r > 0)
+            return 0;
+    }
     return 0;
 }
 

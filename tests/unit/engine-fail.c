@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "engine-open.h"
 #include "tok.h"
 #include "tap.h"
 
@@ -67,30 +67,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: engine-fail MODEL\n");
         return 2;
     }
-    struct ob_model *m;
-    struct ob_ctx *ctx;
-    struct ob_engine *e;
-    if (ob_model_open(argv[1], &m)) {
-        printf("not ok 1 - open: %s\n1..1\n", ob_errmsg());
-        return 1;
-    }
     /* 4 live sequences, 96 prompt rows per step: a 30-token forced job is scored in one step */
-    struct ob_ctx_params cp = {"cpu", 2, 4, 256, 128};
-    struct ob_engine_params ep = {4, 96};
-    if (ob_ctx_new(m, &cp, &ctx) || ob_engine_new(ctx, &ep, &e)) {
-        printf("not ok 1 - context: %s\n1..1\n", ob_errmsg());
+    struct ob_local_params lp = {.model = argv[1], .route = "cpu", .threads = 2, .parallel = 4,
+                                 .n_ctx = 256, .chunk = 96, .max_batch = 128};
+    struct ob_local *L;
+    struct ob_req q;
+    if (!engine_open(&lp, &L, &q))
         return 1;
-    }
-    const struct ob_tok *tok = ob_model_tok(m);
-    int32_t *ids, prompt[64];
-    size_t n;
-    ob_tok_encode(tok, "Once upon a time", 16, false, &ids, &n);
-    int np = 0;
-    if (ob_tok_add_bos(tok))
-        prompt[np++] = ob_tok_bos(tok);
-    for (size_t i = 0; i < n; i++)
-        prompt[np++] = ids[i];
-    free(ids);
+    struct ob_model *m = L->m;
+    struct ob_engine *e = L->eng;
+    const int32_t *prompt = q.ids;
+    int np = q.n_ids;
     int32_t forced[30];
     for (int i = 0; i < 30; i++)
         forced[i] = (int32_t)(10 + 7 * i) % (int32_t)ob_model_hparams(m)->n_vocab;
@@ -159,8 +146,7 @@ int main(int argc, char **argv)
        "barrier: %d of 6 copies ended in error, %d with the reason", c.errors, c.with_reason);
     ok(ob_engine_idle(e), "and the engine is idle");
 
-    ob_engine_free(e);
-    ob_ctx_free(ctx);
-    ob_model_close(m);
+    ob_req_free(&q);
+    ob_local_free(L);
     return tap_done();
 }

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "engine-open.h"
 #include "tok.h"
 #include "tap.h"
 
@@ -88,29 +88,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: engine MODEL\n");
         return 2;
     }
-    struct ob_model *m;
-    struct ob_ctx *ctx;
-    struct ob_engine *e;
-    if (ob_model_open(argv[1], &m)) {
-        printf("not ok 1 - open: %s\n1..1\n", ob_errmsg());
+    /* 8 live sequences and one cache slot, 64 prompt rows per step */
+    struct ob_local_params lp = {.model = argv[1], .route = "cpu", .threads = 2, .parallel = 8,
+                                 .cache_slots = 1, .n_ctx = 512, .chunk = 64, .max_batch = 256};
+    struct ob_local *L;
+    struct ob_req q;
+    if (!engine_open(&lp, &L, &q))
         return 1;
-    }
-    struct ob_ctx_params cp = {"cpu", 2, 9, 512, 256};
-    struct ob_engine_params ep = {8, 64};
-    if (ob_ctx_new(m, &cp, &ctx) || ob_engine_new(ctx, &ep, &e)) {
-        printf("not ok 1 - context: %s\n1..1\n", ob_errmsg());
-        return 1;
-    }
-    const struct ob_tok *tok = ob_model_tok(m);
-    int32_t *ids, prompt[64];
-    size_t n;
-    ob_tok_encode(tok, "Once upon a time", 16, false, &ids, &n);
-    int np = 0;
-    if (ob_tok_add_bos(tok))
-        prompt[np++] = ob_tok_bos(tok);
-    for (size_t i = 0; i < n; i++)
-        prompt[np++] = ids[i];
-    free(ids);
+    struct ob_model *m = L->m;
+    struct ob_engine *e = L->eng;
+    const int32_t *prompt = q.ids;
+    int np = q.n_ids;
     struct ob_request r = {.prompt = prompt, .n_prompt = np, .sampling = OB_SAMPLING_GREEDY,
                            .max_tokens = 80, .top_logprobs = 3, .cache_prompt = false};
     struct ob_request rs = r;                    /* a sampled one */
@@ -160,6 +148,22 @@ int main(int argc, char **argv)
             ob_engine_run(e);
             int diff = res2.n == c.n && res2.toks[0].id == forced[0];
             ok(diff && res2.reason == OB_FINISH_LENGTH, "forced tokens are taken as given");
+            /* stop strings and stop tokens do not apply to forced tokens: every one is scored
+             * (and, under ASan, the stop strings the engine copied are freed with the job) */
+            struct result res3 = {0};
+            char *stops[] = {"e", " ", "a"};
+            int32_t stop_ids[] = {forced[0], forced[1]};
+            struct ob_request qs = q;
+            qs.user = &res3;
+            qs.stop = stops;
+            qs.n_stop = 3;
+            qs.stop_ids = stop_ids;
+            qs.n_stop_ids = 2;
+            ob_engine_submit(e, &qs, NULL);
+            ob_engine_run(e);
+            ok(res3.n == c.n && res3.reason == OB_FINISH_LENGTH,
+               "stop strings and stop tokens do not end a forced request (%d of %d scored)",
+               res3.n, c.n);
         }
     }
 
@@ -200,8 +204,7 @@ int main(int argc, char **argv)
     ok(ob_engine_submit(e, &qbig, NULL) == OB_ERANGE,
        "a prompt longer than the context is refused (%s)", ob_errmsg());
 
-    ob_engine_free(e);
-    ob_ctx_free(ctx);
-    ob_model_close(m);
+    ob_req_free(&q);
+    ob_local_free(L);
     return tap_done();
 }

@@ -1,0 +1,55 @@
+/*
+ * local.c — open the in-process route of a command: model, context and engine (local.h).
+ */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "local.h"
+
+int ob_local_open(const struct ob_local_params *p, struct ob_local **out)
+{
+    *out = NULL;
+    if (!p->model)
+        return ob_seterr(OB_EUSAGE, "no model");
+    if (p->parallel < 1 || p->parallel > 256)
+        return ob_seterr(OB_EUSAGE, "parallel %d is outside [1, 256]", p->parallel);
+    if (p->cache_slots < 0 || p->cache_slots > 256)
+        return ob_seterr(OB_EUSAGE, "cache slots %d is outside [0, 256]", p->cache_slots);
+    struct ob_local *l = calloc(1, sizeof *l);
+    if (!l)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    int e = ob_model_open(p->model, &l->m);
+    if (!e) {
+        const struct ob_hparams *hp = ob_model_hparams(l->m);
+        int n_ctx = p->n_ctx;
+        if (!n_ctx)
+            n_ctx = hp->n_ctx_train && hp->n_ctx_train < OB_LOCAL_CTX_DEFAULT
+                        ? (int)hp->n_ctx_train : OB_LOCAL_CTX_DEFAULT;
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        struct ob_ctx_params cp = {
+            .route = p->route ? p->route : "cpu",
+            .n_threads = p->threads ? p->threads : cpus > 0 ? (int)cpus : 1,
+            .n_slots = p->parallel + p->cache_slots, .n_ctx = n_ctx, .max_batch = p->max_batch,
+        };
+        e = ob_ctx_new(l->m, &cp, &l->ctx);
+    }
+    struct ob_engine_params ep = {.parallel = p->parallel, .chunk = p->chunk};
+    if (!e)
+        e = ob_engine_new(l->ctx, &ep, &l->eng);
+    if (e) {
+        ob_local_free(l);
+        return e;
+    }
+    *out = l;
+    return 0;
+}
+
+void ob_local_free(struct ob_local *l)
+{
+    if (!l)
+        return;
+    ob_engine_free(l->eng);
+    ob_ctx_free(l->ctx);
+    ob_model_close(l->m);
+    free(l);
+}

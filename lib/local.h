@@ -1,0 +1,52 @@
+/*
+ * local.h — the in-process route of a command (local.c): the model, its inference context and
+ * the batching engine over it, opened together with the defaults every command shares, so that
+ * 1b-gen, 1b-serve, 1b-logprobs and 1b-batchrep size their contexts the same way.
+ *
+ * Ownership: ob_local_open returns an object that owns all three; ob_local_free frees them
+ * (the engine first). Threads: as the parts (engine.h): one driver thread steps the engine.
+ */
+#ifndef OB_LOCAL_H
+#define OB_LOCAL_H
+
+#include "1b.h"
+#include "engine.h"
+
+/* positions per sequence when none is asked for: the model's training context, at most this */
+#define OB_LOCAL_CTX_DEFAULT 4096
+
+/* The option rows of the in-process route, in every command that has one (before its own
+ * rows; struct ob_option in 1b.h): -d ROUTE and -t N, into route and threads below. */
+#define OB_OPT_ROWS_LOCAL                                                                 \
+    {"device", 'd', "ROUTE", "route: cpu (default), ref"},                                \
+    {"threads", 't', "N", "threads of the route (default: the CPUs available)"}
+
+struct ob_local_params {
+    const char *model;             /* MODEL operand: a GGUF file or an archive holding one */
+    const char *route;             /* "cpu", "ref"; NULL: "cpu" */
+    int threads;                   /* threads of the route; 0: the CPUs available */
+    int parallel;                  /* live sequences decoded together (engine), >= 1 */
+    int cache_slots;               /* KV slots beyond `parallel`, kept as prompt cache */
+    int n_ctx;                     /* positions per sequence; 0: OB_LOCAL_CTX_DEFAULT or the
+                                      model's training context if that is smaller */
+    int chunk;                     /* prompt tokens prefilled per step; 0: whole prompts */
+    int max_batch;                 /* token rows per backend pass (larger batches are split) */
+};
+/* what every command starts from: one sequence, 512-token chunks and passes */
+#define OB_LOCAL_PARAMS_DEFAULT {.route = "cpu", .parallel = 1, .chunk = 512, .max_batch = 512}
+
+struct ob_local {
+    struct ob_model *m;
+    struct ob_ctx *ctx;            /* ob_ctx_params(ctx) has the resolved threads and n_ctx */
+    struct ob_engine *eng;
+};
+
+/* Open p->model, make a context of parallel + cache_slots slots of n_ctx positions on
+ * p->route, and an engine over it. On failure nothing is left open and ob_errmsg() says which
+ * part failed (the model's messages name its file); the codes are those of ob_model_open,
+ * ob_ctx_new and ob_engine_new (OB_EUSAGE for parameters out of range, OB_EDEVICE for a route
+ * that is not available, OB_EFORMAT for a bad model, ...). */
+int ob_local_open(const struct ob_local_params *p, struct ob_local **out);
+void ob_local_free(struct ob_local *l);
+
+#endif
