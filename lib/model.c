@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "quant.h"
 
 static int tensor(const struct ob_model *m, const char *name, const struct ob_gguf_tensor **out)
 {

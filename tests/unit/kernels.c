@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "cpu/kernels/kernels.h"
-#include "arith/quant.h"
+#include "quant.h"
 #include "tap.h"
 
 static float frand(void)

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "arith/quant.h"
+#include "quant.h"
 #include "tap.h"
 
 

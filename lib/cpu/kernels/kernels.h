@@ -17,6 +17,8 @@
 
 #include "1b.h"
 #include "arith/dot.h"
+#include "quant.h"              /* ob_dequant_row for backend-cpu.c and backend-ref.c, which
+                                 * reach it through model.h until they include quant.h */
 
 enum ob_isa { OB_ISA_SCALAR = 0, OB_ISA_AVX2 = 1, OB_ISA_AVX512 = 2, OB_ISA_COUNT };
 
