@@ -23,8 +23,8 @@
  * 64 + n_ctx / 64 evaluations per pair; cos X and sin X follow by the angle-addition formula.
  * The table's angle a = fl(p theta) differs from X by e = X - a, which the exact product
  * gives; cos a = cos X cos e + sin X sin e (|e| <= ulp(a) / 2 <= 2^-29, so cos e and sin e
- * are two-term series). Every value is thus computed independently (no error accumulates along p), with an
- * absolute error below 2^-95.
+ * are two-term series). Every value is thus computed independently (no error accumulates
+ * along p), with an absolute error below 2^-95.
  */
 #include <stdint.h>
 #include <stdlib.h>

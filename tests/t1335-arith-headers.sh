@@ -42,7 +42,8 @@ cd "$T" || exit 1
 n=0
 for h in "${headers[@]}"; do
     n=$((n + 1))
-    printf '#include "%s"\n#include "%s"\ntypedef int tu_not_empty;\n' "$h" "$h" > "h$n.c"   # twice: the guard
+    # twice: the include guard; a declaration: ISO C wants a non-empty translation unit
+    printf '#include "%s"\n#include "%s"\ntypedef int tu_not_empty;\n' "$h" "$h" > "h$n.c"
     cp "h$n.c" "h$n.cu"
 done
 for cc in gcc clang; do
@@ -82,7 +83,8 @@ for h in "${headers[@]}"; do
     grep -q "^#include \"arith/$(basename "$h")\"" "$P/check.inc" || miss_inc+="$(basename "$h") "
 done
 [ "$nf" -gt 50 ] && [ -z "$miss_h$miss_inc" ]
-ok $? "check.inc includes every header and calls all $nf OB_INLINE functions${miss_inc:+ (headers missing: $miss_inc)}${miss_h:+ (functions missing: $miss_h)}"
+ok $? "check.inc includes every header and calls all $nf OB_INLINE functions${miss_inc:+ \
+(headers missing: $miss_inc)}${miss_h:+ (functions missing: $miss_h)}"
 [ "$nf" -gt 50 ] && [ -z "$miss_d" ]
 ok $? "check.cu's device kernel calls all $nf functions${miss_d:+ (missing: $miss_d)}"
 

@@ -117,7 +117,12 @@ static void tables_check(void)
     char why[512] = "";
     size_t wl = 0;
     int bad = 0;
-#define WHY(...) do { bad++; if (wl < sizeof why - 1) wl += (size_t)snprintf(why + wl, sizeof why - wl, __VA_ARGS__); } while (0)
+#define WHY(...)                                                                    \
+    do {                                                                            \
+        bad++;                                                                      \
+        if (wl < sizeof why - 1)                                                    \
+            wl += (size_t)snprintf(why + wl, sizeof why - wl, __VA_ARGS__);         \
+    } while (0)
     for (uint32_t t = 0; t < OB_TYPE_COUNT; t++) {
         if (ref->dot[t])
             types[n_types++] = t;

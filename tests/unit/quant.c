@@ -1,5 +1,6 @@
 /*
- * quant — TAP self-tests of lib/quant.c and lib/arith/quant.h that need no oracle but arithmetic:
+ * quant — TAP self-tests of lib/quant.c, lib/arith/blocks.h and lib/arith/dequant.h that need no
+ * oracle but arithmetic:
  *
  *   quant           block sizes; fp16 and bf16 conversions against a nearest-value search done
  *                   in double; the packed-scale helpers; every dequantiser against the exact
