@@ -240,6 +240,19 @@ OB_INLINE void ob_add_f32(float *y, const float *x, size_t n)
 /* ---- softmax ------------------------------------------------------------------------------ */
 
 /*
+ * log l, l = sum e^(z_i - m) over z[0..n) in the 32-partial shape, for a row whose maximum is m.
+ * A caller that already holds the terms e_i = ob_expf(z_i - m) gets the same bits from
+ * ob_logf(ob_sum_f32(e, n)) (the same additions in the same order).
+ */
+OB_INLINE float ob_lse_logl(const float *z, int n, float m)
+{
+    float p[OB_NPART] = {0};
+    for (int i = 0; i < n; i++)
+        p[i & 31] = p[i & 31] + ob_expf(z[i] - m);
+    return ob_logf(ob_fold32(p));
+}
+
+/*
  * log-sum-exp of z[0..n): m = max z, l = sum e^(z_i - m) (32-partial shape), lse = m + log l.
  * Log-probabilities are then (z_i - m) - log l, computed by ob_logprob with the two values
  * returned here.
@@ -247,11 +260,8 @@ OB_INLINE void ob_add_f32(float *y, const float *x, size_t n)
 OB_INLINE void ob_logsumexp(const float *z, int n, float *m_out, float *logl_out)
 {
     float m = ob_max_f32(z, n);
-    float p[OB_NPART] = {0};
-    for (int i = 0; i < n; i++)
-        p[i & 31] = p[i & 31] + ob_expf(z[i] - m);
     *m_out = m;
-    *logl_out = ob_logf(ob_fold32(p));
+    *logl_out = ob_lse_logl(z, n, m);
 }
 
 OB_INLINE float ob_logprob(float z, float m, float logl)

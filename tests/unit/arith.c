@@ -154,6 +154,23 @@ static void norms_and_softmax(void)
         tot += exp(ob_logprob(z[i], m, ll));
     ok(fabs(tot - 1.0) < 1e-6, "log-probabilities sum to 1 (%.9f)", tot);
 
+    /* log l from the terms (lib/sample.c keeps them): ob_logf(ob_sum_f32(e)) == ob_lse_logl */
+    int bad = 0;
+    static float zz[5000], ee[5000];
+    for (int t = 0; t < 200; t++) {
+        int n = 1 + (int)(tap_rand() % 5000);
+        for (int i = 0; i < n; i++)
+            zz[i] = frand(-30.0f, 30.0f) * (t % 3 ? 1.0f : 0.01f);
+        float mm, lw;
+        ob_logsumexp(zz, n, &mm, &lw);
+        for (int i = 0; i < n; i++)
+            ee[i] = ob_expf(zz[i] - mm);
+        float la = ob_lse_logl(zz, n, mm), lb = ob_logf(ob_sum_f32(ee, n));
+        bad += ob_f32_bits(la) != ob_f32_bits(lw) || ob_f32_bits(lb) != ob_f32_bits(lw);
+    }
+    ok(bad == 0, "log l: ob_lse_logl and ob_logf(ob_sum_f32(terms)) equal ob_logsumexp's (%d differ)",
+       bad);
+
     float v[8] = {1, 2, 3, 4, 5, 6, 7, 8}, cs[2] = {0.0f, 1.0f}, sn[2] = {1.0f, 0.0f};
     float neox[8], norm[8];
     memcpy(neox, v, sizeof v);
