@@ -22,8 +22,8 @@
  * sines come from one reduction modulo pi/2 (pi/2 in four doubles) and Taylor series each,
  * 64 + n_ctx / 64 evaluations per pair; cos X and sin X follow by the angle-addition formula.
  * The table's angle a = fl(p theta) differs from X by e = X - a, which the exact product
- * gives; cos a = cos X cos e + sin X sin e (|e| <= ulp(a) / 2 <= 2^-29, so cos e and sin e
- * are two-term series). Every value is thus computed independently (no error accumulates
+ * gives; cos a = cos X cos e + sin X sin e (|e| <= ulp(a) / 2 <= 2^-22 for a < 2^31, so cos e
+ * and sin e are short series). Every value is thus computed independently (no error accumulates
  * along p), with an absolute error below 2^-95.
  */
 #include <stdint.h>
@@ -205,7 +205,7 @@ static dd dd_exp(const struct coefs *c, dd x)
     return dd_scale(dd_add((dd){1.0, 0.0}, em1), pow2i((int)k));
 }
 
-/* sin and cos of x >= 0 (x < 2^30): x = n pi/2 + r, |r| <= pi/4, Taylor series in r */
+/* sin and cos of x >= 0 (x < 2^40): x = n pi/2 + r, |r| <= pi/4, Taylor series in r */
 static void dd_sincos(const struct coefs *c, dd x, dd *sn, dd *cs)
 {
     double n = nearest(x.hi * TWO_OVER_PI);
@@ -277,8 +277,8 @@ void ob_rope_fill(double base, int n_rot, int n_ctx, float *cs, float *sn)
                 dd cx = dd_add(dd_mul(bc, ac[j]), dd_neg(dd_mul(bs, as[j])));
                 dd sx = dd_add(dd_mul(bs, ac[j]), dd_mul(bc, as[j]));
                 double e = two_prod((double)p, th).lo;
-                /* cos e = 1 + t, sin e = e - e3 (|e| <= 2^-29: the next terms are below 2^-118) */
-                double t = -0.5 * (e * e), e3 = e * e * e / 6.0;
+                /* cos e = 1 + t, sin e = e - e3 (|e| <= 2^-22: the next terms are below 2^-117) */
+                double e2 = e * e, t = e2 * (e2 / 24.0) - 0.5 * e2, e3 = e2 * e / 6.0;
                 dd kc = two_prod(sx.hi, e), ks = two_prod(cx.hi, e);
                 kc = two_sum(kc.hi, kc.lo + ((sx.lo * e - sx.hi * e3) + cx.hi * t));
                 ks = two_sum(ks.hi, ks.lo + ((cx.lo * e - cx.hi * e3) - sx.hi * t));

@@ -16,7 +16,7 @@
  * floats nearest to the exact cosine and sine of that double a. Computed with + - * / on
  * doubles only (double-double arithmetic), so the bits do not depend on the host's libm; they
  * equal the old float(cos(a)) of glibc wherever that was correctly rounded (tests/unit/rope.c).
- * base > 1 and finite, n_rot even and >= 2, 0 <= n_ctx <= 2^24.
+ * base > 1 and finite, n_rot even and >= 2, n_ctx >= 0.
  */
 void ob_rope_fill(double base, int n_rot, int n_ctx, float *cs, float *sn);
 

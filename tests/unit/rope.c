@@ -3,7 +3,8 @@
  *
  *   rope                       the checks below
  *   rope long                  also every base of {1e4, 1e5, 5e5, 1e6, 1e7} and n_rot of
- *                              {8, 16, 32, 48, 64, 80, 96, 128, 160, 256} at n_ctx 40960
+ *                              {8, 16, 32, 48, 64, 80, 96, 128, 160, 256} at n_ctx 40960, and
+ *                              n_ctx 2^23 and 2^22 for two narrow tables
  *   rope sample N SEED         N random entries of the tables of the configurations below, one
  *                              line each, for tests/py/rope_oracle.py: base n_rot i p theta cs sn
  *                              (base and theta as hex doubles, cs and sn as float bits)
@@ -178,6 +179,9 @@ int main(int argc, char **argv)
                 bad += compare(bases[b], rots[r], 40960, "long", 0) != 0;
         ok(bad == 0, "long: %ld configurations (5 bases x 10 n_rot, n_ctx 40960) equal glibc's "
            "(%ld differ)", n, bad);
+        /* long contexts: angles up to 2^23 (theta_0 = 1: integer angles, no rounding of a) */
+        compare(10000.0, 4, 1 << 23, "long context", 1);
+        compare(1000000.0, 6, 1 << 22, "long context", 1);
     }
     return tap_done();
 }
