@@ -64,7 +64,7 @@
 
 #include "1b.h"
 #include "cpu/kernels/kernels.h"
-#include "arith/quant.h"
+#include "quant.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "1b.h"
-#include "arith/quant.h"
+#include "quant.h"
 
 static uint64_t rng_state;
 static uint64_t rnd(void)

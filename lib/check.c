@@ -4,7 +4,7 @@
  * poisons a whole block however valid its quants are). Also the file's sha256.
  *
  * Scale fields are located by byte offset inside each block: offsetof on the block layouts in
- * quant.h where 1b has them, the ggml layouts' offsets for the types it only reads.
+ * lib/arith/blocks.h where 1b has them, the ggml layouts' offsets for the types it only reads.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "1b.h"
-#include "arith/quant.h"
+#include "arith/blocks.h"
 
 struct tstat {
     uint64_t values;               /* elements or scale fields examined */

@@ -18,6 +18,7 @@
 #include "arith/quant.h"
 #include "cpu/kernels/kernels.h"   /* which types have kernels, activation block sizes */
 #include "model.h"
+#include "quant.h"
 
 static int tensor(const struct ob_model *m, const char *name, const struct ob_gguf_tensor **out)
 {

@@ -1,24 +1,7 @@
 /*
- * quant.c — scalar reference dequantisers and quantisers for the GGUF weight formats
- * (layouts in quant.h).
- *
- * Dequantisers: bit-for-bit equal to gguf-py's (gguf/quants.py, numpy float32). Each value is
- * computed as that code computes it:
- *   Q4_0, Q5_0       d * (float)(q - off)
- *   Q8_0             (float)q * d
- *   Q4_1, Q5_1       d * (float)q + m
- *   Q2_K             (d * (float)(sc & 15)) * (float)q - dmin * (float)(sc >> 4)
- *   Q3_K             (d * (float)(sc - 32)) * (float)q
- *   Q4_K, Q5_K       (d * (float)sc) * (float)q - dmin * (float)m
- *   Q6_K             (d * (float)sc) * (float)(q - 32)
- *   Q8_K             d * (float)q        (float32 d; gguf-py has no Q8_K dequantiser)
- * with d, m, dmin the exact float32 values of the fp16 fields. Every product above is exact in
- * float32: an fp16 has 11 significant bits and the integer factors at most 7+5 (Q6_K), so no
- * product needs more than 23 bits, and none is below 2^-24 unless it is 0. Only the final + or -
- * (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K) rounds, so each output is the correctly rounded value of the
- * exact expression, whatever the association order, even when that last step is fused (fmaf),
- * and even with subnormals flushed (every nonzero result is a multiple of 2^-24, a normal
- * float32). Q8_K's single product rounds once.
+ * quant.c — the host's weight-format API (quant.h): the row dequantiser, a loop over the
+ * canonical per-block dequantisers of lib/arith/dequant.h (bit for bit gguf-py's, see there),
+ * and the reference quantisers.
  *
  * Quantisers: deterministic, float32/double + - * / and comparisons only, in a fixed order.
  *   F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: the classic rules (absmax or min/max per block),
@@ -32,153 +15,10 @@
 #include <string.h>
 
 #include "1b.h"
-#include "arith/quant.h"
+#include "arith/dequant.h"
+#include "quant.h"
 
-/* ---- dequantisers --------------------------------------------------------------------------- */
-
-static void dq_f16(const uint16_t *x, float *y, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        y[i] = ob_fp16_to_f32(x[i]);
-}
-
-static void dq_bf16(const uint16_t *x, float *y, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        y[i] = ob_bf16_to_f32(x[i]);
-}
-
-static void dq_q4_0(const struct ob_block_q4_0 *b, float *y)
-{
-    float d = ob_fp16_to_f32(b->d);
-    for (int j = 0; j < 16; j++) {
-        y[j] = d * (float)((b->qs[j] & 15) - 8);
-        y[j + 16] = d * (float)((b->qs[j] >> 4) - 8);
-    }
-}
-
-static void dq_q4_1(const struct ob_block_q4_1 *b, float *y)
-{
-    float d = ob_fp16_to_f32(b->d), m = ob_fp16_to_f32(b->m);
-    for (int j = 0; j < 16; j++) {
-        y[j] = d * (float)(b->qs[j] & 15) + m;
-        y[j + 16] = d * (float)(b->qs[j] >> 4) + m;
-    }
-}
-
-static uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void dq_q5_0(const struct ob_block_q5_0 *b, float *y)
-{
-    float d = ob_fp16_to_f32(b->d);
-    uint32_t qh = le32(b->qh);
-    for (int j = 0; j < 16; j++) {
-        int q0 = (b->qs[j] & 15) | (int)((qh >> j) & 1) << 4;
-        int q1 = (b->qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
-        y[j] = d * (float)(q0 - 16);
-        y[j + 16] = d * (float)(q1 - 16);
-    }
-}
-
-static void dq_q5_1(const struct ob_block_q5_1 *b, float *y)
-{
-    float d = ob_fp16_to_f32(b->d), m = ob_fp16_to_f32(b->m);
-    uint32_t qh = le32(b->qh);
-    for (int j = 0; j < 16; j++) {
-        int q0 = (b->qs[j] & 15) | (int)((qh >> j) & 1) << 4;
-        int q1 = (b->qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
-        y[j] = d * (float)q0 + m;
-        y[j + 16] = d * (float)q1 + m;
-    }
-}
-
-static void dq_q8_0(const struct ob_block_q8_0 *b, float *y)
-{
-    float d = ob_fp16_to_f32(b->d);
-    for (int j = 0; j < 32; j++)
-        y[j] = (float)b->qs[j] * d;
-}
-
-static void dq_q2_k(const struct ob_block_q2_k *b, float *y)
-{
-    float d = ob_fp16_to_f32(b->d), dmin = ob_fp16_to_f32(b->dmin);
-    for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++)
-            for (int l = 0; l < 32; l++) {
-                int f = h * 128 + s * 32 + l;
-                int sc = b->scales[f / 16];
-                float dl = d * (float)(sc & 15), ml = dmin * (float)(sc >> 4);
-                int q = (b->qs[h * 32 + l] >> (2 * s)) & 3;
-                y[f] = dl * (float)q - ml;
-            }
-}
-
-static void dq_q3_k(const struct ob_block_q3_k *b, float *y)
-{
-    float d = ob_fp16_to_f32(b->d);
-    for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++)
-            for (int l = 0; l < 32; l++) {
-                int f = h * 128 + s * 32 + l;
-                float dl = d * (float)ob_q3k_scale(f / 16, b->scales);
-                int q = (b->qs[h * 32 + l] >> (2 * s)) & 3;
-                if (!((b->hmask[l] >> (h * 4 + s)) & 1))
-                    q -= 4;
-                y[f] = dl * (float)q;
-            }
-}
-
-static void dq_q4_k(const struct ob_block_q4_k *b, float *y)
-{
-    float d = ob_fp16_to_f32(b->d), dmin = ob_fp16_to_f32(b->dmin);
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, m;
-        ob_k4_scale_min(j, b->scales, &sc, &m);
-        float ds = d * (float)sc, dm = dmin * (float)m;
-        const uint8_t *qs = b->qs + (j / 2) * 32;
-        int shift = 4 * (j & 1);
-        for (int l = 0; l < 32; l++)
-            y[j * 32 + l] = ds * (float)((qs[l] >> shift) & 15) - dm;
-    }
-}
-
-static void dq_q5_k(const struct ob_block_q5_k *b, float *y)
-{
-    float d = ob_fp16_to_f32(b->d), dmin = ob_fp16_to_f32(b->dmin);
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, m;
-        ob_k4_scale_min(j, b->scales, &sc, &m);
-        float ds = d * (float)sc, dm = dmin * (float)m;
-        const uint8_t *qs = b->qs + (j / 2) * 32;
-        int shift = 4 * (j & 1);
-        for (int l = 0; l < 32; l++) {
-            int q = ((qs[l] >> shift) & 15) | ((b->qh[l] >> j) & 1) << 4;
-            y[j * 32 + l] = ds * (float)q - dm;
-        }
-    }
-}
-
-static void dq_q6_k(const struct ob_block_q6_k *b, float *y)
-{
-    float d = ob_fp16_to_f32(b->d);
-    for (int h = 0; h < 2; h++)
-        for (int r = 0; r < 128; r++) {
-            int f = h * 128 + r;
-            int lo = (b->ql[h * 64 + (r & 63)] >> (4 * (r >> 6))) & 15;
-            int hi = (b->qh[h * 32 + (r & 31)] >> (2 * (r >> 5))) & 3;
-            float ds = d * (float)b->scales[f / 16];
-            y[f] = ds * (float)((lo | hi << 4) - 32);
-        }
-}
-
-static void dq_q8_k(const struct ob_block_q8_k *b, float *y)
-{
-    for (int j = 0; j < OB_QK_K; j++)
-        y[j] = b->d * (float)b->qs[j];
-}
+/* ---- dequantisation: rows of the per-block dequantisers (lib/arith/dequant.h) ------------- */
 
 bool ob_dequant_supported(uint32_t type)
 {
@@ -207,37 +47,32 @@ int ob_dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
     int err = check_n("dequantise", type, n);
     if (err)
         return err;
-    int64_t nb = n / ob_type_blck(type);
+    uint32_t bl = ob_type_blck(type), bs = ob_type_size(type);
+    int64_t nb = n / bl;
     const uint8_t *p = src;
-    uint32_t bs = ob_type_size(type);
 
+    /* one case per type, the loop inside: the block function is inlined into each loop */
+#define DQ_LOOP(blk_type, fn)                                                       \
+    for (int64_t i = 0; i < nb; i++)                                                \
+        fn((const blk_type *)(const void *)(p + i * bs), dst + i * bl);             \
+    return 0
     switch (type) {
-    case OB_F32:
-        memcpy(dst, src, (size_t)n * sizeof(float));
-        return 0;
-    case OB_F16:
-        dq_f16(src, dst, n);
-        return 0;
-    case OB_BF16:
-        dq_bf16(src, dst, n);
-        return 0;
+    case OB_F32:  memcpy(dst, src, (size_t)n * sizeof(float)); return 0;
+    case OB_F16:  DQ_LOOP(uint16_t, ob_dequant_f16);
+    case OB_BF16: DQ_LOOP(uint16_t, ob_dequant_bf16);
+    case OB_Q4_0: DQ_LOOP(struct ob_block_q4_0, ob_dequant_q4_0);
+    case OB_Q4_1: DQ_LOOP(struct ob_block_q4_1, ob_dequant_q4_1);
+    case OB_Q5_0: DQ_LOOP(struct ob_block_q5_0, ob_dequant_q5_0);
+    case OB_Q5_1: DQ_LOOP(struct ob_block_q5_1, ob_dequant_q5_1);
+    case OB_Q8_0: DQ_LOOP(struct ob_block_q8_0, ob_dequant_q8_0);
+    case OB_Q2_K: DQ_LOOP(struct ob_block_q2_k, ob_dequant_q2_k);
+    case OB_Q3_K: DQ_LOOP(struct ob_block_q3_k, ob_dequant_q3_k);
+    case OB_Q4_K: DQ_LOOP(struct ob_block_q4_k, ob_dequant_q4_k);
+    case OB_Q5_K: DQ_LOOP(struct ob_block_q5_k, ob_dequant_q5_k);
+    case OB_Q6_K: DQ_LOOP(struct ob_block_q6_k, ob_dequant_q6_k);
+    case OB_Q8_K: DQ_LOOP(struct ob_block_q8_k, ob_dequant_q8_k);
     }
-    for (int64_t i = 0; i < nb; i++, p += bs) {
-        float *y = dst + i * ob_type_blck(type);
-        switch (type) {
-        case OB_Q4_0: dq_q4_0((const void *)p, y); break;
-        case OB_Q4_1: dq_q4_1((const void *)p, y); break;
-        case OB_Q5_0: dq_q5_0((const void *)p, y); break;
-        case OB_Q5_1: dq_q5_1((const void *)p, y); break;
-        case OB_Q8_0: dq_q8_0((const void *)p, y); break;
-        case OB_Q2_K: dq_q2_k((const void *)p, y); break;
-        case OB_Q3_K: dq_q3_k((const void *)p, y); break;
-        case OB_Q4_K: dq_q4_k((const void *)p, y); break;
-        case OB_Q5_K: dq_q5_k((const void *)p, y); break;
-        case OB_Q6_K: dq_q6_k((const void *)p, y); break;
-        case OB_Q8_K: dq_q8_k((const void *)p, y); break;
-        }
-    }
+#undef DQ_LOOP
     return 0;
 }
 

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "arith/quant.h"
+#include "quant.h"
 #include "strmap.h"
 
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };

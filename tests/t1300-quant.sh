@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t1300-quant.sh — the weight formats of lib/quant.c against the gguf Python package:
 #  - C self-tests (bin/unit/quant): block sizes, fp16/bf16, exact dequantisation, errors,
-#    determinism; and the round-trip RMSE table (printed as comments)
+#    determinism; and the round-trip RMSE table (printed as comments); the type lists below
+#    are the library's (bin/unit/quant types)
 #  - dequantisation bit for bit equal to gguf-py's, on random blocks (with subnormal and large
 #    fp16 scales) and on blocks sampled from every tensor of the two real models
 #  - every quantiser makes blocks that gguf-py decodes exactly as we do; where gguf-py has a
@@ -22,7 +23,7 @@ n_real=$(printf '%s\n' "$REAL" | cut -d: -f3 | tr ',' '\n' | wc -l)
 set -- $DQ_TYPES; n_dq=$#
 set -- $Q_TYPES; n_q=$#
 set -- $PYQ_TYPES; n_pyq=$#
-plan $((2 + n_dq + n_real + n_q + n_pyq + 2))
+plan $((3 + n_dq + n_real + n_q + n_pyq + 2))
 
 # A C program printing TAP: one check; its comments are passed on, its failures shown.
 tap_prog() {
@@ -54,6 +55,15 @@ c_step() {
 
 tap_prog "C self-tests: sizes, fp16/bf16, exact dequantisation, errors, determinism" $UNIT/quant
 tap_prog "round-trip RMSE finite and ordered by bits per weight" $UNIT/quant rmse
+
+# the lists above are every type the library dequantises (but Q8_K, which gguf-py lacks) and
+# quantises: a type added to lib/quant.c fails here until it is compared with gguf-py too
+lib_dq=$("$UNIT/quant" types | awk '$1 == "dequant" {print $2}' | sort | tr '\n' ' ')
+lib_q=$("$UNIT/quant" types | awk '$1 == "quant" {print $2}' | sort | tr '\n' ' ')
+our_dq=$(printf '%s\n' $DQ_TYPES | sort | tr '\n' ' ')
+our_q=$(printf '%s\n' $Q_TYPES | sort | tr '\n' ' ')
+[ -n "$lib_dq" ] && [ "$lib_dq" = "$our_dq" ] && [ "$lib_q" = "$our_q" ]
+ok $? "DQ_TYPES and Q_TYPES are the library's types (dequant: $lib_dq; quant: $lib_q)"
 
 if ! need_python numpy gguf; then
     for i in $(seq $((n_dq + n_real + n_q + n_pyq + 2))); do

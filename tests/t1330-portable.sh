@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# lib/arith/arith.h and lib/arith/dot.h compile unchanged as C (gcc, clang, at several optimisation
-# levels and ISAs) and as CUDA C++ (nvcc, host side and a device kernel), and every build
-# computes the same bits: tests/portable/check.inc hashes exp, log, silu, the reductions,
-# rmsnorm, log-sum-exp, RoPE, both activation quantisers, every block dot and the attention
-# head over fixed pseudo-random inputs. hipcc is checked the same way where installed.
+# The headers of lib/arith/ compile unchanged as C (gcc, clang, at several optimisation levels
+# and ISAs) and as CUDA C++ (nvcc for sm_80 and sm_90, host side and a device kernel that calls
+# every function, warnings as errors), and every build computes the same bits:
+# tests/portable/check.inc hashes every OB_INLINE function of the folder (t1335 checks that it
+# names them all) over fixed pseudo-random inputs: exp, log, silu, the reductions, rmsnorm whole
+# and in pieces, the elementwise add, log-sum-exp, RoPE, the fp16/bf16 conversions, the scale
+# helpers, every per-block dequantiser, both activation quantisers, every block dot and the
+# attention head. hipcc is checked the same way where installed.
 #
 # Besides a few hand-picked builds, the check is compiled with every distinct set of flags the
 # Makefile compiles an object with (make print-cflags: library, SIMD kernel, sanitizer and fuzz
@@ -69,8 +72,9 @@ done
 
 if command -v nvcc >/dev/null; then
     h=$(build_run nvcc nvcc -O2 -I"$OB_TOP/lib" --fmad=false --ftz=false --prec-div=true \
-        --prec-sqrt=true -Xcompiler -ffp-contract=off --gpu-architecture=sm_80 "$P/check.cu")
-    [ "$h" = "$ref" ]; ok $? "nvcc: device code compiles, host side computes the same bits ($h)"
+        --prec-sqrt=true -Xcompiler -ffp-contract=off --Werror all-warnings \
+        -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 "$P/check.cu")
+    [ "$h" = "$ref" ]; ok $? "nvcc: device code compiles (sm_80, sm_90), host side computes the same bits ($h)"
 else
     skip "nvcc build" "optional toolchain: no nvcc"
 fi

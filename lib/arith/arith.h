@@ -24,14 +24,22 @@
 #ifndef OB_ARITH_H
 #define OB_ARITH_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "blocks.h"
 #include "ob-inline.h"
-#include "quant.h"
 
+/*
+ * <math.h> only for the declarations of fmaf and sqrtf, the two functions of libm this folder
+ * uses. IEEE 754 requires both to be correctly rounded, so they mean the same everywhere: gcc
+ * and clang emit one instruction where the ISA has it (sqrtss; vfmadd231ss under -mfma) and
+ * otherwise call libm's, which is exact too. nvcc and hipcc declare both for host and device
+ * code themselves (their runtime headers are included implicitly), so C++ takes nothing here.
+ */
 #ifndef __cplusplus
-#include <math.h>                         /* fmaf and sqrtf only: both correctly rounded */
+#include <math.h>
 #endif
 
 #define OB_NPART 32                       /* partial sums of a float reduction */
@@ -190,22 +198,58 @@ OB_INLINE float ob_silu(float x)
     return x / (1.0f + ob_expf(-x));
 }
 
-/* ---- normalisation, softmax ------------------------------------------------------------------- */
+/* ---- normalisation, elementwise sums ------------------------------------------------------ */
 
-/* y[i] = (x[i] * r) * w[i], r = 1 / sqrt(sum(x^2) / n + eps); y may alias x. */
-OB_INLINE void ob_rmsnorm(const float *x, const float *w, float *y, int n, float eps)
+/*
+ * RMSNorm in three steps, so that a kernel may compute the sum of squares its own way (a SIMD
+ * or GPU dot with the 32-partial shape of ob_dot_f32, bitwise equal to it) and then finish
+ * with the two functions below:
+ *   ss = ob_dot_f32(x, x, n);  r = ob_rms_factor(ss, n, eps);  ob_rms_apply(x, r, w, y, n)
+ */
+
+/* r = 1 / sqrt(ss / n + eps): one rounding per operation, sqrtf correctly rounded */
+OB_INLINE float ob_rms_factor(float ss, int n, float eps)
 {
-    float ss = ob_dot_f32(x, x, n);
-    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    return 1.0f / sqrtf(ss / (float)n + eps);
+}
+
+/* y[i] = (x[i] * r) * w[i]; y may alias x */
+OB_INLINE void ob_rms_apply(const float *x, float r, const float *w, float *y, int n)
+{
     for (int i = 0; i < n; i++)
         y[i] = (x[i] * r) * w[i];
 }
 
-/* The same without a weight vector (used where a norm has no scale). */
-OB_INLINE float ob_rms_scale(const float *x, int n, float eps)
+/* y = rmsnorm(x) * w over n values; y may alias x */
+OB_INLINE void ob_rmsnorm(const float *x, const float *w, float *y, int n, float eps)
 {
     float ss = ob_dot_f32(x, x, n);
-    return 1.0f / sqrtf(ss / (float)n + eps);
+    ob_rms_apply(x, ob_rms_factor(ss, n, eps), w, y, n);
+}
+
+/*
+ * y[i] = y[i] + x[i]: the bias add (y a matmul's output row, x the bias) and the residual add
+ * (y the residual stream, x a block's output) alike, one rounding each.
+ */
+OB_INLINE void ob_add_f32(float *y, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = y[i] + x[i];
+}
+
+/* ---- softmax ------------------------------------------------------------------------------ */
+
+/*
+ * log l, l = sum e^(z_i - m) over z[0..n) in the 32-partial shape, for a row whose maximum is m.
+ * A caller that already holds the terms e_i = ob_expf(z_i - m) gets the same bits from
+ * ob_logf(ob_sum_f32(e, n)) (the same additions in the same order).
+ */
+OB_INLINE float ob_lse_logl(const float *z, int n, float m)
+{
+    float p[OB_NPART] = {0};
+    for (int i = 0; i < n; i++)
+        p[i & 31] = p[i & 31] + ob_expf(z[i] - m);
+    return ob_logf(ob_fold32(p));
 }
 
 /*
@@ -216,11 +260,8 @@ OB_INLINE float ob_rms_scale(const float *x, int n, float eps)
 OB_INLINE void ob_logsumexp(const float *z, int n, float *m_out, float *logl_out)
 {
     float m = ob_max_f32(z, n);
-    float p[OB_NPART] = {0};
-    for (int i = 0; i < n; i++)
-        p[i & 31] = p[i & 31] + ob_expf(z[i] - m);
     *m_out = m;
-    *logl_out = ob_logf(ob_fold32(p));
+    *logl_out = ob_lse_logl(z, n, m);
 }
 
 OB_INLINE float ob_logprob(float z, float m, float logl)
@@ -233,7 +274,8 @@ OB_INLINE float ob_logprob(float z, float m, float logl)
 /*
  * Rotate one head vector x[0..head_dim) at one position with precomputed tables
  * cs[i] = cos(pos * theta_i), sn[i] = sin(pos * theta_i), i < n_rot / 2 (computed once on the
- * host in double and rounded to float). NEOX pairs (i, i + n_rot/2); NORM pairs (2i, 2i + 1).
+ * host by lib/rope.c without libm, the same floats on every machine). NEOX pairs
+ * (i, i + n_rot/2); NORM pairs (2i, 2i + 1).
  * Dimensions from n_rot on are left alone.
  *   x0' = x0 c - x1 s,  x1' = x0 s + x1 c   (each product rounded, then the sum)
  */
@@ -252,6 +294,23 @@ OB_INLINE void ob_rope(float *x, const float *cs, const float *sn, int n_rot, in
 /* ---- attention ------------------------------------------------------------------------------ */
 
 #define OB_ATT_CHUNK 64                   /* keys per chunk, aligned to absolute positions */
+
+/* the score scale of a head of hd dimensions: 1 / sqrt(hd), two roundings */
+OB_INLINE float ob_attn_scale(int hd)
+{
+    return 1.0f / sqrtf((float)hd);
+}
+
+/*
+ * The KV cache holds keys and values as fp16: h[i] = ob_f32_to_fp16(x[i]) (blocks.h: round to
+ * nearest even, overflow to Inf, subnormals kept, NaN kept); attention reads them back with
+ * the exact ob_fp16_to_f32.
+ */
+OB_INLINE void ob_kv_put(uint16_t *h, const float *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        h[i] = ob_f32_to_fp16(x[i]);
+}
 
 /*
  * One query head attending to keys and values at positions 0..n-1 (n = the query's position

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "arith/quant.h"
+#include "quant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

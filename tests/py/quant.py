@@ -109,7 +109,7 @@ def cmd_bits(seed, n, out):
     edges = np.concatenate([h16, h16 - 1, h16 + 1, hb, hb - 1, hb + 1])
     x = np.concatenate([r, near, edges])
     # Signalling NaNs are left out: numpy builds that convert with F16C would quieten them.
-    # (lib/arith/quant.h keeps their payload, as numpy's portable code does; the C self-test checks.)
+    # (lib/arith/blocks.h keeps their payload, as numpy's portable code does; the C self-test checks.)
     nan = (x & 0x7f800000) == 0x7f800000
     x = np.where(nan & ((x & 0x7fffff) != 0), x | 0x400000, x)
     fixed = np.array([0, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00001,

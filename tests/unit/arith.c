@@ -6,7 +6,11 @@
  *    most 2; special values (NaN, +-Inf, 0, subnormals, overflow and underflow edges);
  *  - ob_rint ties to even; the reduction shapes (32-partial butterfly, 8-partial block fold)
  *    against an independent spelled-out evaluation; rmsnorm, logsumexp, rope on known values;
- *  - activation quantisation: ranges, bsums, sums, reconstruction error within d/2.
+ *  - activation quantisation: ranges, bsums, sums, reconstruction error within d/2;
+ *  - the pieces a kernel composes (ob_rms_factor, ob_rms_apply, ob_add_f32, ob_attn_scale,
+ *    ob_kv_put) bitwise equal to the inline expressions the cpu route used before them
+ *    (lib/cpu/backend-cpu.c: rms_row, the bias loop of cpu_matmul, cpu_add, cpu_attention's
+ *    scale, cpu_kv_store), on random inputs with NaN, Inf, zeros and subnormals.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -150,6 +154,23 @@ static void norms_and_softmax(void)
         tot += exp(ob_logprob(z[i], m, ll));
     ok(fabs(tot - 1.0) < 1e-6, "log-probabilities sum to 1 (%.9f)", tot);
 
+    /* log l from the terms (lib/sample.c keeps them): ob_logf(ob_sum_f32(e)) == ob_lse_logl */
+    int bad = 0;
+    static float zz[5000], ee[5000];
+    for (int t = 0; t < 200; t++) {
+        int n = 1 + (int)(tap_rand() % 5000);
+        for (int i = 0; i < n; i++)
+            zz[i] = frand(-30.0f, 30.0f) * (t % 3 ? 1.0f : 0.01f);
+        float mm, lw;
+        ob_logsumexp(zz, n, &mm, &lw);
+        for (int i = 0; i < n; i++)
+            ee[i] = ob_expf(zz[i] - mm);
+        float la = ob_lse_logl(zz, n, mm), lb = ob_logf(ob_sum_f32(ee, n));
+        bad += ob_f32_bits(la) != ob_f32_bits(lw) || ob_f32_bits(lb) != ob_f32_bits(lw);
+    }
+    ok(bad == 0, "log l: ob_lse_logl and ob_logf(ob_sum_f32(terms)) equal ob_logsumexp's (%d differ)",
+       bad);
+
     float v[8] = {1, 2, 3, 4, 5, 6, 7, 8}, cs[2] = {0.0f, 1.0f}, sn[2] = {1.0f, 0.0f};
     float neox[8], norm[8];
     memcpy(neox, v, sizeof v);
@@ -203,6 +224,99 @@ static void act_quant(void)
     ok(bad == 0, "activation quantisation: q in [-127,127], sums exact, error within d/2 (%d bad)", bad);
 }
 
+/* a float: one in four from the special values, one in four random bits (every class,
+ * NaN payloads included), else an ordinary value of random sign and magnitude */
+static float fspecial(void)
+{
+    static const uint32_t sp[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
+                                  0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fa5a5a5u,
+                                  0x00000001u, 0x807fffffu, 0x00800000u, 0x7f7fffffu,
+                                  0xff7fffffu, 0x3f800000u, 0x00400000u, 0x80000001u};
+    uint64_t r = tap_rand();
+    switch (r & 3) {
+    case 0: return ob_f32_from_bits(sp[(r >> 2) % (sizeof sp / sizeof sp[0])]);
+    case 1: return ob_f32_from_bits((uint32_t)(r >> 32));
+    }
+    float v = frand(1.0f, 2.0f) * ob_pow2i((int)((r >> 8) % 60) - 30);
+    return r & 0x10000 ? -v : v;
+}
+
+static int same_bits(float a, float b)
+{
+    return ob_f32_bits(a) == ob_f32_bits(b);
+}
+
+/*
+ * The cpu route's inline expressions before the canonical pieces existed, copied verbatim from
+ * lib/cpu/backend-cpu.c (the sum of squares ss comes from the F32 dot kernel, bitwise
+ * ob_dot_f32: tests/unit/kernels.c):
+ *   rms_row:        r = 1.0f / sqrtf(ss / (float)n + eps);  y[i] = (x[i] * r) * w[i]
+ *   cpu_matmul:     y[j] = y[j] + b[j]          cpu_add: d[i] = d[i] + s[i]
+ *   cpu_attention:  1.0f / sqrtf((float)hp->head_dim)      (head_dim a uint32_t)
+ *   cpu_kv_store:   kd[j] = ob_f32_to_fp16(k[j])
+ */
+static void composed_pieces(void)
+{
+    enum { N = 4096 };
+    static float x[N], w[N], y0[N], y1[N], b[N];
+    static uint16_t h0[N], h1[N];
+    long bad_f = 0, bad_a = 0, bad_add = 0, bad_kv = 0, n_f = 0, n_a = 0;
+    for (int it = 0; it < 400; it++) {
+        int n = 1 + (int)(tap_rand() % N);
+        float eps = it % 4 == 0 ? fspecial() : it % 4 == 1 ? 1e-6f : it % 4 == 2 ? 1e-5f : 1e-40f;
+        for (int k = 0; k < 64; k++, n_f++) {
+            float ss = k < 4 ? ob_dot_f32(x, x, n) : fspecial();
+            float want = 1.0f / sqrtf(ss / (float)n + eps);
+            bad_f += !same_bits(ob_rms_factor(ss, n, eps), want);
+        }
+        for (int i = 0; i < n; i++) {
+            x[i] = fspecial();
+            w[i] = fspecial();
+            b[i] = fspecial();
+        }
+        float r = it % 3 ? ob_rms_factor(ob_dot_f32(x, x, n), n, eps) : fspecial();
+        for (int i = 0; i < n; i++)
+            y0[i] = (x[i] * r) * w[i];
+        ob_rms_apply(x, r, w, y1, n);
+        for (int i = 0; i < n; i++)
+            bad_a += !same_bits(y0[i], y1[i]);
+        memcpy(y1, x, (size_t)n * sizeof(float));                 /* in place, as on q and k */
+        ob_rms_apply(y1, r, w, y1, n);
+        for (int i = 0; i < n; i++)
+            bad_a += !same_bits(y0[i], y1[i]);
+        n_a += 2 * n;
+        ob_rmsnorm(x, w, y1, n, eps);
+        float rr = 1.0f / sqrtf(ob_dot_f32(x, x, n) / (float)n + eps);
+        for (int i = 0; i < n; i++)
+            bad_a += !same_bits((x[i] * rr) * w[i], y1[i]);
+
+        memcpy(y0, x, (size_t)n * sizeof(float));
+        memcpy(y1, x, (size_t)n * sizeof(float));
+        for (int j = 0; j < n; j++)
+            y0[j] = y0[j] + b[j];
+        ob_add_f32(y1, b, (size_t)n);
+        for (int i = 0; i < n; i++)
+            bad_add += !same_bits(y0[i], y1[i]);
+
+        for (int j = 0; j < n; j++)
+            h0[j] = ob_f32_to_fp16(x[j]);
+        ob_kv_put(h1, x, n);
+        bad_kv += memcmp(h0, h1, (size_t)n * sizeof(uint16_t)) != 0;
+    }
+    ok(bad_f == 0, "ob_rms_factor(ss, n, eps) == 1.0f / sqrtf(ss / (float)n + eps): %ld values "
+       "with NaN, Inf, zero and subnormal ss and eps (%ld differ)", n_f, bad_f);
+    ok(bad_a == 0, "ob_rms_apply == (x[i] * r) * w[i] (separate and in place) and ob_rmsnorm == "
+       "its spelled-out composition: %ld values (%ld differ)", n_a, bad_a);
+    ok(bad_add == 0, "ob_add_f32 == y[j] + b[j] (bias and residual add) on special values (%ld differ)",
+       bad_add);
+    ok(bad_kv == 0, "ob_kv_put == ob_f32_to_fp16 per value (%ld rows differ)", bad_kv);
+    long bad_s = 0;
+    for (uint32_t hd = 1; hd <= 65536; hd++)
+        bad_s += !same_bits(ob_attn_scale((int)hd), 1.0f / sqrtf((float)hd));
+    ok(bad_s == 0, "ob_attn_scale(hd) == 1.0f / sqrtf((float)hd) for hd 1..65536 (%ld differ)",
+       bad_s);
+}
+
 int main(void)
 {
     tap_seed(0x9e3779b97f4a7c15ull);
@@ -210,5 +324,6 @@ int main(void)
     rounding_and_reductions();
     norms_and_softmax();
     act_quant();
+    composed_pieces();
     return tap_done();
 }

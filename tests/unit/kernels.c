@@ -3,6 +3,10 @@
  *
  *   kernels [MODEL.gguf ...]
  *
+ * The types under test are read from the kernel tables (ob_kernels), not listed here:
+ *  - every entry of every level's table (dot, actq, gemm) has a scalar reference (the scalar
+ *    table's dot or actq for that type or format), every type ob_type_supported accepts has a
+ *    scalar dot, and this test knows how to make raw blocks of every type in the tables;
  *  - every weight type's dot at every ISA level this CPU has, with 1..4 activation rows per
  *    call, against the scalar reference (dot.h) on random valid blocks (our quantisers), random
  *    raw blocks (random bytes with finite scales), and real blocks from the models given;
@@ -18,12 +22,13 @@
  * Prints the first differing value when something differs.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/kernels/kernels.h"
-#include "arith/quant.h"
+#include "quant.h"
 #include "tap.h"
 
 static float frand(void)
@@ -36,27 +41,40 @@ static float gauss(void)
     return frand() + frand() + frand();
 }
 
-static const uint32_t types[] = {OB_F32, OB_F16, OB_BF16, OB_Q4_0, OB_Q4_1, OB_Q5_0, OB_Q5_1,
-                                 OB_Q8_0, OB_Q2_K, OB_Q3_K, OB_Q4_K, OB_Q5_K, OB_Q6_K};
-#define NTYPES (int)(sizeof types / sizeof types[0])
+/* the weight types under test: every type with a scalar dot, in id order (tables_check) */
+static uint32_t types[OB_TYPE_COUNT];
+static int n_types;
 
 static int n_isa;
 
-/* fp16 field offsets of each block type that must hold a finite scale in raw random blocks */
+static bool is_float_type(uint32_t t)
+{
+    return t == OB_F32 || t == OB_F16 || t == OB_BF16;
+}
+
+/*
+ * The fp16 fields of a block type that hold scales (byte offsets; the count is returned): raw
+ * random blocks get finite values there. -1 for a block type this test does not know, which
+ * tables_check reports: a new type in the tables needs its scale fields named here.
+ */
+static int scale_fields(uint32_t t, int offs[2])
+{
+    switch (t) {
+    case OB_Q4_0: case OB_Q5_0: case OB_Q8_0: offs[0] = 0; return 1;
+    case OB_Q4_1: case OB_Q5_1: case OB_Q4_K: case OB_Q5_K: offs[0] = 0; offs[1] = 2; return 2;
+    case OB_Q2_K: offs[0] = 80; offs[1] = 82; return 2;
+    case OB_Q3_K: offs[0] = 108; return 1;
+    case OB_Q6_K: offs[0] = 208; return 1;
+    }
+    return -1;
+}
+
+/* finite values where a raw random row needs them: every scale field, every float element */
 static void fix_scales(uint32_t t, uint8_t *row, size_t bytes)
 {
     size_t bs = ob_type_size(t);
     int offs[2] = {-1, -1};
     switch (t) {
-    case OB_Q4_0: case OB_Q5_0: case OB_Q8_0: case OB_Q4_K: case OB_Q5_K:
-        offs[0] = 0;
-        if (t == OB_Q4_K || t == OB_Q5_K)
-            offs[1] = 2;
-        break;
-    case OB_Q4_1: case OB_Q5_1: offs[0] = 0; offs[1] = 2; break;
-    case OB_Q2_K: offs[0] = 80; offs[1] = 82; break;
-    case OB_Q3_K: offs[0] = 108; break;
-    case OB_Q6_K: offs[0] = 208; break;
     case OB_F16:
         for (size_t i = 0; i < bytes; i += 2) {
             uint16_t h = ob_f32_to_fp16(gauss());
@@ -76,16 +94,89 @@ static void fix_scales(uint32_t t, uint8_t *row, size_t bytes)
         }
         return;
     }
+    int nf = scale_fields(t, offs);
     for (size_t b = 0; b < bytes; b += bs)
-        for (int k = 0; k < 2; k++)
-            if (offs[k] >= 0) {
-                /* any finite fp16, including subnormals and large values */
-                uint16_t h;
-                do
-                    h = (uint16_t)tap_rand();
-                while ((h & 0x7c00) == 0x7c00);
-                memcpy(row + b + offs[k], &h, 2);
-            }
+        for (int k = 0; k < nf; k++) {
+            /* any finite fp16, including subnormals and large values */
+            uint16_t h;
+            do
+                h = (uint16_t)tap_rand();
+            while ((h & 0x7c00) == 0x7c00);
+            memcpy(row + b + offs[k], &h, 2);
+        }
+}
+
+/*
+ * The tables themselves, at every level (also those this CPU cannot run: their entries exist
+ * all the same): no SIMD entry without a scalar reference, no supported type without a scalar
+ * dot, every type in the tables known to this test (raw blocks, quantiser). Fills types[].
+ */
+static void tables_check(void)
+{
+    const struct ob_kernel_table *ref = ob_kernels(OB_ISA_SCALAR);
+    char why[512] = "";
+    size_t wl = 0;
+    int bad = 0;
+#define WHY(...)                                                                    \
+    do {                                                                            \
+        bad++;                                                                      \
+        if (wl < sizeof why - 1)                                                    \
+            wl += (size_t)snprintf(why + wl, sizeof why - wl, __VA_ARGS__);         \
+    } while (0)
+    for (uint32_t t = 0; t < OB_TYPE_COUNT; t++) {
+        if (ref->dot[t])
+            types[n_types++] = t;
+        if (ob_type_supported(t) && !ref->dot[t])
+            WHY(" %s: supported without a scalar dot;", ob_type_name(t));
+        for (int isa = 1; isa < OB_ISA_COUNT; isa++) {
+            const struct ob_kernel_table *kt = ob_kernels(isa);
+            if (kt->dot[t] && !ref->dot[t])
+                WHY(" %s dot %s: no scalar reference;", ob_isa_name(isa), ob_type_name(t));
+            if (kt->gemm[t].run && !ref->dot[t])
+                WHY(" %s gemm %s: no scalar reference;", ob_isa_name(isa), ob_type_name(t));
+            if (kt->gemm[t].run && (!kt->gemm[t].prep || !kt->gemm[t].prep_bytes ||
+                                    !kt->gemm[t].scratch_bytes))
+                WHY(" %s gemm %s: incomplete entry;", ob_isa_name(isa), ob_type_name(t));
+        }
+    }
+    for (int fmt = 0; fmt < 3; fmt++)
+        for (int isa = 0; isa < OB_ISA_COUNT; isa++)
+            if (!ob_kernels(isa)->actq[fmt] || (isa && !ref->actq[fmt]))
+                WHY(" %s actq format %d: missing or without a scalar reference;",
+                    ob_isa_name(isa), fmt);
+    for (int i = 0; i < n_types; i++) {
+        int offs[2];
+        uint32_t t = types[i];
+        if (!is_float_type(t) && scale_fields(t, offs) < 0)
+            WHY(" %s: kernels.c does not know its scale fields (scale_fields);", ob_type_name(t));
+        if (!ob_quant_supported(t))
+            WHY(" %s: no reference quantiser for test rows;", ob_type_name(t));
+        int blk = (int)ob_type_blck(t);
+        if (!is_float_type(t) && blk != 32 && blk != 256)
+            WHY(" %s: block size %d not covered by the shapes here;", ob_type_name(t), blk);
+    }
+#undef WHY
+    ok(bad == 0 && n_types > 0, "kernel tables: %d weight types with a scalar dot, every SIMD "
+       "entry at every level has a scalar reference%s", n_types, why);
+    printf("# types under test:");
+    for (int i = 0; i < n_types; i++)
+        printf(" %s", ob_type_name(types[i]));
+    printf("\n");
+    for (int isa = 1; isa < OB_ISA_COUNT; isa++) {
+        const struct ob_kernel_table *kt = ob_kernels(isa), *below = ob_kernels(isa - 1);
+        printf("# %s: own", ob_isa_name(isa));
+        for (int i = 0; i < n_types; i++) {
+            uint32_t t = types[i];
+            if (kt->dot[t] != below->dot[t])
+                printf(" dot:%s", ob_type_name(t));
+            if (kt->gemm[t].run && kt->gemm[t].run != below->gemm[t].run)
+                printf(" gemm:%s", ob_type_name(t));
+        }
+        for (int fmt = 0; fmt < 3; fmt++)
+            if (kt->actq[fmt] != below->actq[fmt])
+                printf(" actq:%d", fmt);
+        printf("\n");
+    }
 }
 
 /* compare one weight row against a set of activation rows at every ISA and nr */
@@ -120,14 +211,14 @@ static void dots_random(void)
     static const int ks[] = {256, 512, 1024, 1536, 3072};
     static float x[8][3072], wf[3072];
     static uint8_t w[3072 * 4], act[8][3072 * 4];
-    for (int ti = 0; ti < NTYPES; ti++) {
+    for (int ti = 0; ti < n_types; ti++) {
         uint32_t t = types[ti];
         int fmt = ob_type_actfmt(t);
         long bad = 0, n = 0;
         char why[256] = "";
         for (int it = 0; it < 400; it++) {
             int k = ks[it % 5];
-            if (t == OB_F32 || t == OB_F16 || t == OB_BF16)
+            if (is_float_type(t))
                 k = it % 3 == 0 ? ks[it % 5] : 1 + (int)(tap_rand() % 1200);   /* tails too */
             else if (ob_type_blck(t) == 32 && it % 2)
                 k = 32 * (1 + (int)(tap_rand() % 96));                         /* block tails */
@@ -155,6 +246,47 @@ static void dots_random(void)
         ok(bad == 0, "%s: %ld dot products x %d ISA levels x nr 1..4 equal the scalar reference%s%s",
            ob_type_name(t), n, n_isa, bad ? ": " : "", why);
     }
+}
+
+/*
+ * RMSNorm as a route composes it (lib/cpu/backend-cpu.c's rms_row): the sum of squares from
+ * the level's F32 dot kernel, then ob_rms_factor and ob_rms_apply; equal to ob_rmsnorm at every
+ * level, for row lengths with tails, rows of huge, tiny, subnormal and zero values, and one
+ * special value (NaN, Inf) per row.
+ */
+static void rms_composed(void)
+{
+    static float x[5000], w[5000], want[5000], got[5000];
+    long bad = 0, n_rows = 0;
+    char why[160] = "";
+    for (int it = 0; it < 600; it++) {
+        int n = it % 3 == 0 ? 8 << (it % 6) : 1 + (int)(tap_rand() % 5000);
+        float sc = it % 5 == 0 ? 1e-20f : it % 5 == 1 ? 1e19f : it % 5 == 2 ? 1e-41f : 1.0f;
+        for (int i = 0; i < n; i++) {
+            x[i] = it % 11 == 0 ? 0.0f : gauss() * sc;
+            w[i] = gauss();
+        }
+        if (it % 7 == 3)
+            x[tap_rand() % (uint64_t)n] = it % 2 ? NAN : -INFINITY;
+        float eps = it % 2 ? 1e-6f : 1e-5f;
+        ob_rmsnorm(x, w, want, n, eps);
+        for (int isa = 0; isa < n_isa; isa++) {
+            float ss;
+            ob_kernels(isa)->dot[OB_F32](x, x, 0, 1, n, &ss);
+            ob_rms_apply(x, ob_rms_factor(ss, n, eps), w, got, n);
+            for (int i = 0; i < n; i++)
+                if (ob_f32_bits(got[i]) != ob_f32_bits(want[i])) {
+                    if (!bad)
+                        snprintf(why, sizeof why, ": %s n=%d y[%d]: %08x != %08x",
+                                 ob_isa_name(isa), n, i, ob_f32_bits(got[i]),
+                                 ob_f32_bits(want[i]));
+                    bad++;
+                }
+            n_rows++;
+        }
+    }
+    ok(bad == 0, "rmsnorm composed from each level's F32 dot, ob_rms_factor and ob_rms_apply "
+       "equals ob_rmsnorm: %ld rows%s", n_rows, why);
 }
 
 static void actq(void)
@@ -242,9 +374,8 @@ static void matmul(void)
     const int K = 1024, N = 301, R = 37;
     static float wf[1024], x[37][1024], y1[37 * 301], yn[37 * 301], yt[37 * 301];
     static uint8_t wq[301 * 1024 * 4], xq[37 * 1024 * 4];
-    static const uint32_t mt[] = {OB_Q4_K, OB_Q6_K, OB_Q8_0, OB_Q4_1, OB_F32, OB_F16};
-    for (size_t ti = 0; ti < sizeof mt / sizeof mt[0]; ti++) {
-        uint32_t t = mt[ti];
+    for (int ti = 0; ti < n_types; ti++) {
+        uint32_t t = types[ti];
         uint64_t rb;
         ob_type_row_bytes(t, K, &rb);
         for (int n = 0; n < N; n++) {
@@ -291,19 +422,6 @@ static void matmul(void)
     }
 }
 
-/* the fp16 (or bf16) fields of a block that hold scales: offsets, count */
-static int scale_fields(uint32_t t, int offs[2])
-{
-    switch (t) {
-    case OB_Q4_0: case OB_Q5_0: case OB_Q8_0: offs[0] = 0; return 1;
-    case OB_Q4_1: case OB_Q5_1: case OB_Q4_K: case OB_Q5_K: offs[0] = 0; offs[1] = 2; return 2;
-    case OB_Q2_K: offs[0] = 80; offs[1] = 82; return 2;
-    case OB_Q3_K: offs[0] = 108; return 1;
-    case OB_Q6_K: offs[0] = 208; return 1;
-    }
-    return 0;
-}
-
 /*
  * One special value in a weight row: a quantised type gets one fp16 scale field of one block
  * set to a NaN (signalling or quiet, either sign, with payload), an infinity, a subnormal or
@@ -345,9 +463,8 @@ static void gemm_shapes(void)
     struct ob_pool *pools[3];
     for (int i = 0; i < 3; i++)
         ob_pool_new(i + 1, &pools[i]);
-    int isa = ob_isa_best();
-    const struct ob_kernel_table *kt = ob_kernels(isa), *ref = ob_kernels(OB_ISA_SCALAR);
-    for (int ti = 0; ti < NTYPES; ti++) {
+    const struct ob_kernel_table *ref = ob_kernels(OB_ISA_SCALAR);
+    for (int ti = 0; ti < n_types; ti++) {
         uint32_t t = types[ti];
         int fmt = ob_type_actfmt(t), blk = (int)ob_type_blck(t);
         const int *ks = blk == 256 ? qk_k : blk == 32 ? qk_a8 : qk_f;
@@ -389,52 +506,60 @@ static void gemm_shapes(void)
                 for (int r = 0; r < MAXR; r++)
                     for (int n = 0; n < N; n++)
                         ref->dot[t](w + (size_t)n * rb, xq + r * as, as, 1, K, &want[r * N + n]);
-                for (int ri = 0; ri < (int)(sizeof rs / sizeof rs[0]); ri++) {
-                    int R = rs[ri];
-                    /* through ob_matmul at 1, 2, 3 threads */
-                    for (int pi = 0; pi < 3; pi++) {
-                        if (pi && R % 3)
+                /* at every level this CPU runs whose entries for t differ from the level
+                 * below's (the scalar level: the driver around the reference dots) */
+                for (int isa = 0; isa < n_isa; isa++) {
+                    const struct ob_kernel_table *kt = ob_kernels(isa);
+                    if (isa && kt->dot[t] == ob_kernels(isa - 1)->dot[t] &&
+                        kt->gemm[t].run == ob_kernels(isa - 1)->gemm[t].run)
+                        continue;
+                    for (int ri = 0; ri < (int)(sizeof rs / sizeof rs[0]); ri++) {
+                        int R = rs[ri];
+                        /* through ob_matmul at 1, 2, 3 threads */
+                        for (int pi = 0; pi < 3; pi++) {
+                            if (pi && R % 3)
+                                continue;
+                            struct ob_matrix m = {t, K, N, rb, w};
+                            memset(got, 0xff, sizeof got);
+                            ob_matmul(pools[pi], isa, &m, xq, as, R, got, (size_t)N);
+                            for (int i = 0; i < R * N; i++)
+                                if (memcmp(&got[i], &want[i], 4) != 0) {
+                                    if (!bad)
+                                        snprintf(why, sizeof why, "matmul K=%d N=%d R=%d threads=%d "
+                                                 "y[%d][%d]: %08x != %08x", K, N, R, pi + 1, i / N,
+                                                 i % N, ob_f32_bits(got[i]), ob_f32_bits(want[i]));
+                                    bad++;
+                                }
+                            n_dots += R * N;
+                        }
+                        /* the GEMM entry itself, whatever R (the driver uses it from min_rows on),
+                         * over two ranges of weight rows split at an odd row */
+                        const struct ob_gemm *gm = &kt->gemm[t];
+                        if (!gm->run)
                             continue;
-                        struct ob_matrix m = {t, K, N, rb, w};
+                        void *p = NULL, *sc = NULL;
+                        if (posix_memalign(&p, 64, gm->prep_bytes(K, R)) ||
+                            posix_memalign(&sc, 64, gm->scratch_bytes(K))) {
+                            ok(0, "out of memory");
+                            return;
+                        }
+                        gm->prep(xq, as, R, K, p);
                         memset(got, 0xff, sizeof got);
-                        ob_matmul(pools[pi], isa, &m, xq, as, R, got, (size_t)N);
+                        int split = N > 3 ? 3 : N;
+                        gm->run(w, rb, 0, split, K, p, R, got, (size_t)N, sc);
+                        gm->run(w, rb, split, N, K, p, R, got, (size_t)N, sc);
                         for (int i = 0; i < R * N; i++)
                             if (memcmp(&got[i], &want[i], 4) != 0) {
                                 if (!bad)
-                                    snprintf(why, sizeof why, "matmul K=%d N=%d R=%d threads=%d "
-                                             "y[%d][%d]: %08x != %08x", K, N, R, pi + 1, i / N,
-                                             i % N, ob_f32_bits(got[i]), ob_f32_bits(want[i]));
+                                    snprintf(why, sizeof why, "gemm K=%d N=%d R=%d y[%d][%d]: %08x != "
+                                             "%08x", K, N, R, i / N, i % N, ob_f32_bits(got[i]),
+                                             ob_f32_bits(want[i]));
                                 bad++;
                             }
-                        n_dots += R * N;
+                        n_gemm += R * N;
+                        free(p);
+                        free(sc);
                     }
-                    /* the GEMM entry itself, whatever R (the driver uses it from min_rows on),
-                     * over two ranges of weight rows split at an odd row */
-                    const struct ob_gemm *gm = &kt->gemm[t];
-                    if (!gm->run)
-                        continue;
-                    void *p = NULL, *sc = NULL;
-                    if (posix_memalign(&p, 64, gm->prep_bytes(K, R)) ||
-                        posix_memalign(&sc, 64, gm->scratch_bytes(K))) {
-                        ok(0, "out of memory");
-                        return;
-                    }
-                    gm->prep(xq, as, R, K, p);
-                    memset(got, 0xff, sizeof got);
-                    int split = N > 3 ? 3 : N;
-                    gm->run(w, rb, 0, split, K, p, R, got, (size_t)N, sc);
-                    gm->run(w, rb, split, N, K, p, R, got, (size_t)N, sc);
-                    for (int i = 0; i < R * N; i++)
-                        if (memcmp(&got[i], &want[i], 4) != 0) {
-                            if (!bad)
-                                snprintf(why, sizeof why, "gemm K=%d N=%d R=%d y[%d][%d]: %08x != "
-                                         "%08x", K, N, R, i / N, i % N, ob_f32_bits(got[i]),
-                                         ob_f32_bits(want[i]));
-                            bad++;
-                        }
-                    n_gemm += R * N;
-                    free(p);
-                    free(sc);
                 }
                 free(w);
                 free(xq);
@@ -462,7 +587,9 @@ int main(int argc, char **argv)
     n_isa = ob_isa_best() + 1;
     printf("# ISA levels tested: scalar%s%s\n", n_isa > 1 ? ", avx2" : "",
            n_isa > 2 ? ", avx512" : "");
+    tables_check();
     dots_random();
+    rms_composed();
     actq();
     for (int i = 1; i < argc; i++)
         real_blocks(argv[i]);

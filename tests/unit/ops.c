@@ -1,6 +1,7 @@
 /*
  * ops.c — the elementwise and attention kernels (lib/cpu/kernels/ops*.c) against their references
  * in lib/arith/arith.h, bit for bit, at every ISA level this CPU has (TAP):
+ *  - the tables: every entry set at every level, none that this test does not compare;
  *  - exp over a dense sweep of float bit patterns in [-110, 95] plus NaN, +-Inf, the overflow
  *    and underflow thresholds and their neighbours, and results that are subnormal;
  *  - swiglu on random and extreme inputs;
@@ -29,6 +30,16 @@ int main(void)
     tap_seed(99);
     int n_isa = ob_isa_best() + 1;
     const struct ob_ops *ref = ob_ops(OB_ISA_SCALAR);
+    /* the table, not a list kept here: every entry set at every level, and no entry this test
+     * does not compare (struct ob_ops holds only function pointers: exp, swiglu, attn_group) */
+    int missing = 0;
+    for (int isa = 0; isa < OB_ISA_COUNT; isa++) {
+        const struct ob_ops *o = ob_ops(isa);
+        missing += !o->exp + !o->swiglu + !o->attn_group;
+    }
+    ok(sizeof(struct ob_ops) == 3 * sizeof(void (*)(void)) && missing == 0,
+       "ops tables: the 3 entries compared here (a new op needs its comparison), set at every "
+       "level (%d missing)", missing);
     enum { N = 1 << 20 };
     static float x[N], y0[N], y1[N];
     for (int isa = 1; isa < n_isa; isa++) {

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "arith/quant.h"
+#include "quant.h"
 
 static void *slurp(const char *path, size_t *size)
 {

@@ -1,12 +1,15 @@
 /*
- * quant — TAP self-tests of lib/quant.c and lib/arith/quant.h that need no oracle but arithmetic:
+ * quant — TAP self-tests of lib/quant.c, lib/arith/blocks.h and lib/arith/dequant.h that need no
+ * oracle but arithmetic:
  *
- *   quant           block sizes; fp16 and bf16 conversions against a nearest-value search done
+ *   quant           the types under test, from the library; block sizes; fp16 and bf16 conversions against a nearest-value search done
  *                   in double; the packed-scale helpers; every dequantiser against the exact
  *                   value computed in double and rounded once (the property that makes the
  *                   GPU port order-independent); errors; determinism of the quantisers
  *   quant rmse      round-trip RMSE of every quantiser on a seeded 64 x 4096 matrix, printed
  *                   as TAP comments; checks only that it is finite and ordered by bit width
+ *   quant types     the types the library dequantises (but Q8_K) and quantises, one a line
+ *                   ("dequant Q4_K", "quant Q4_K"), for tests/t1300-quant.sh's lists
  *
  * The comparisons with gguf-py are in tests/t1300-quant.sh (with quant-raw and tests/py/quant.py).
  */
@@ -17,7 +20,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "arith/quant.h"
+#include "quant.h"
 #include "tap.h"
 
 
@@ -282,9 +285,48 @@ static double exact_value(uint32_t t, const uint8_t *b, int f)
     return NAN;
 }
 
-static const uint32_t block_types[] = {OB_Q4_0, OB_Q4_1, OB_Q5_0, OB_Q5_1, OB_Q8_0, OB_Q2_K,
-                                       OB_Q3_K, OB_Q4_K, OB_Q5_K, OB_Q6_K, OB_Q8_K};
-#define N_BLOCK_TYPES (sizeof block_types / sizeof block_types[0])
+/*
+ * The types under test come from the library (types_init), not from lists kept here: every
+ * block type ob_dequant_supported accepts, every type ob_quant_supported accepts (the latter
+ * ordered by bits per weight for the RMSE table).
+ */
+static uint32_t block_types[OB_TYPE_COUNT], quant_types[OB_TYPE_COUNT];
+static size_t N_BLOCK_TYPES, N_QUANT_TYPES;
+
+static double exact_value(uint32_t t, const uint8_t *b, int f);
+
+static double bpw(uint32_t t)
+{
+    return 8.0 * ob_type_size(t) / ob_type_blck(t);
+}
+
+static void types_init(void)
+{
+    for (uint32_t t = 0; t < OB_TYPE_COUNT; t++) {
+        if (ob_dequant_supported(t) && ob_type_blck(t) > 1)
+            block_types[N_BLOCK_TYPES++] = t;
+        if (ob_quant_supported(t)) {
+            size_t j = N_QUANT_TYPES++;
+            for (; j > 0 && bpw(quant_types[j - 1]) < bpw(t); j--)
+                quant_types[j] = quant_types[j - 1];
+            quant_types[j] = t;
+        }
+    }
+}
+
+/* every block type the library dequantises is one this test can evaluate exactly */
+static void test_types(void)
+{
+    static const uint8_t zero[512];
+    char why[200] = "";
+    size_t wl = 0;
+    for (size_t i = 0; i < N_BLOCK_TYPES; i++)
+        if (isnan(exact_value(block_types[i], zero, 0)) && wl < sizeof why - 1)
+            wl += (size_t)snprintf(why + wl, sizeof why - wl, " %s", ob_type_name(block_types[i]));
+    ok(N_BLOCK_TYPES >= 11 && N_QUANT_TYPES >= 13 && !wl, "%zu block types to dequantise, %zu "
+       "to quantise (from ob_dequant_supported, ob_quant_supported)%s%s", N_BLOCK_TYPES,
+       N_QUANT_TYPES, wl ? "; exact_value does not know:" : "", why);
+}
 
 /* Offsets of the fp16 scale fields (finite random values are put there). */
 static void scale_fields(uint32_t t, int off[2])
@@ -407,10 +449,6 @@ static float *test_matrix(uint64_t seed)
     return x;
 }
 
-static const uint32_t quant_types[] = {OB_F32, OB_F16, OB_BF16, OB_Q8_0, OB_Q6_K, OB_Q5_1,
-                                       OB_Q5_K, OB_Q5_0, OB_Q4_1, OB_Q4_K, OB_Q4_0, OB_Q3_K,
-                                       OB_Q2_K};
-#define N_QUANT_TYPES (sizeof quant_types / sizeof quant_types[0])
 
 static void test_determinism(void)
 {
@@ -439,7 +477,7 @@ static int rmse_report(void)
     size_t n = (size_t)ROWS * COLS;
     uint8_t *q = malloc(n * 4);
     float *y = malloc(n * sizeof(float));
-    double rms = 0, e[N_QUANT_TYPES];
+    double rms = 0, e[OB_TYPE_COUNT];
     for (size_t i = 0; i < n; i++)
         rms += (double)x[i] * x[i];
     rms = sqrt(rms / n);
@@ -486,9 +524,19 @@ static int rmse_report(void)
 
 int main(int argc, char **argv)
 {
+    types_init();
+    if (argc == 2 && !strcmp(argv[1], "types")) {        /* for tests/t1300-quant.sh */
+        for (uint32_t t = 0; t < OB_TYPE_COUNT; t++)
+            if (ob_dequant_supported(t) && t != OB_Q8_K)     /* Q8_K: gguf-py has none */
+                printf("dequant %s\n", ob_type_name(t));
+        for (size_t i = 0; i < N_QUANT_TYPES; i++)
+            printf("quant %s\n", ob_type_name(quant_types[i]));
+        return 0;
+    }
     if (argc == 2 && !strcmp(argv[1], "rmse")) {
         rmse_report();
     } else if (argc == 1) {
+        test_types();
         test_sizes();
         test_fp16_to_f32();
         test_f32_to_half();
@@ -497,7 +545,7 @@ int main(int argc, char **argv)
         test_errors();
         test_determinism();
     } else {
-        fprintf(stderr, "usage: quant [rmse]\n");
+        fprintf(stderr, "usage: quant [rmse|types]\n");
         return 2;
     }
     return tap_done();

@@ -1,39 +1,23 @@
 /*
- * quant.h — weight quantisation formats: the block layouts GGUF files store, the fp16/bf16
- * conversions, the packed K-quant scale helpers, and the scalar reference quantisers and
- * dequantisers (lib/quant.c).
+ * blocks.h — the weight formats GGUF files store: block layouts, the fp16/bf16 conversions and
+ * the packed K-quant scale helpers. The per-block dequantisers are in dequant.h; the host's
+ * quantisers and row dequantiser (ob_quant_row, ob_dequant_row) in lib/quant.h.
  *
  * The block structs are byte-for-byte ggml's layouts (little-endian, no padding; each size is
  * checked below). fp16 and bf16 fields are stored as uint16_t bit patterns and converted with
  * the helpers below, never through a compiler's half type.
  *
- * The OB_INLINE helpers are shared verbatim with GPU code (hipcc, nvcc): they use only integer
+ * Every function is OB_INLINE and shared verbatim with GPU code (hipcc, nvcc): only integer
  * bit operations and memcpy (no intrinsics, no libm, no union type punning), so every compiler
- * gives the same bits.
- *
- * Dequantisation (ob_dequant_row) is bit-for-bit equal to the dequantisers of the `gguf` Python
- * package (gguf.quants.dequantize). For every type, each output value is the correctly rounded
- * float32 of the exact real expression (the scale products d*sc, dmin*m and (d*sc)*q are exact
- * in float32: at most 23 significant bits), so the bits do not depend on evaluation order or on
- * whether the one final add/subtract is fused; see quant.c for the per-type expressions.
- *
- * Thread safety: every function is pure (no global state) and may run on any thread.
+ * gives the same bits. Pure functions: no global state.
  */
-#ifndef OB_QUANT_H
-#define OB_QUANT_H
+#ifndef OB_BLOCKS_H
+#define OB_BLOCKS_H
 
-#include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
+#include <string.h>                       /* memcpy: the one defined way to reinterpret bits */
 
 #include "ob-inline.h"
-
-#ifdef __cplusplus
-#define OB_STATIC_ASSERT(c, m) static_assert(c, m)
-extern "C" {
-#else
-#define OB_STATIC_ASSERT(c, m) _Static_assert(c, m)
-#endif
 
 /* ---- block layouts -------------------------------------------------------------------------- */
 
@@ -336,30 +320,4 @@ OB_INLINE void ob_q3k_pack_scales(const int8_t *sc, uint8_t *q)
     }
 }
 
-/* ---- rows ------------------------------------------------------------------------------------ */
-
-/*
- * Dequantise n values (n a multiple of the type's block size) of type `type` (enum ob_type) from
- * src to dst. Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
- * Q6_K, Q8_K. Returns 0, OB_EUSAGE (bad n) or OB_EUNSUPP (other types).
- */
-int ob_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
-
-/*
- * Quantise n float32 values (n a multiple of the block size) into blocks of `type` at dst. The
- * reference quantisers are deterministic (same input, same bytes, on every machine): they use
- * only + - * / and comparisons on float32, in a fixed order. Supported: F32, F16, BF16, Q4_0,
- * Q4_1, Q5_0, Q5_1, Q8_0 (the same bytes as gguf-py's quantisers), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
- * (a least-squares search per sub-block, see quant.c). Returns 0; OB_EUSAGE (bad n);
- * OB_EUNSUPP; OB_ERANGE when a block-quantised type gets a non-finite value or a block whose
- * scale does not fit fp16.
- */
-int ob_quant_row(uint32_t type, const float *src, void *dst, int64_t n);
-
-bool ob_quant_supported(uint32_t type);
-bool ob_dequant_supported(uint32_t type);
-
-#ifdef __cplusplus
-}
-#endif
 #endif

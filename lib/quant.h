@@ -1,0 +1,45 @@
+/*
+ * quant.h — the host's weight-format API (lib/quant.c): the reference quantisers and the row
+ * dequantiser. The formats themselves (block layouts, fp16/bf16 conversions, scale helpers)
+ * are canonical arithmetic and live in lib/arith/blocks.h, included here; the per-block
+ * dequantisers that ob_dequant_row loops over in lib/arith/dequant.h.
+ *
+ * Thread safety: every function is pure (no global state) and may run on any thread.
+ */
+#ifndef OB_QUANT_H
+#define OB_QUANT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arith/blocks.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Dequantise n values (n a multiple of the type's block size) of type `type` (enum ob_type) from
+ * src to dst. Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
+ * Q6_K, Q8_K. Returns 0, OB_EUSAGE (bad n) or OB_EUNSUPP (other types).
+ */
+int ob_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
+
+/*
+ * Quantise n float32 values (n a multiple of the block size) into blocks of `type` at dst. The
+ * reference quantisers are deterministic (same input, same bytes, on every machine): they use
+ * only + - * / and comparisons on float32, in a fixed order. Supported: F32, F16, BF16, Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q8_0 (the same bytes as gguf-py's quantisers), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
+ * (a least-squares search per sub-block, see quant.c). Returns 0; OB_EUSAGE (bad n);
+ * OB_EUNSUPP; OB_ERANGE when a block-quantised type gets a non-finite value or a block whose
+ * scale does not fit fp16.
+ */
+int ob_quant_row(uint32_t type, const float *src, void *dst, int64_t n);
+
+bool ob_quant_supported(uint32_t type);
+bool ob_dequant_supported(uint32_t type);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
