@@ -36,6 +36,7 @@
 #define OB_BACKEND_H
 
 #include "model.h"
+#include "rope.h"                   /* the RoPE tables every route rotates with */
 
 enum ob_buf { OB_BX, OB_BXN, OB_BQ, OB_BK, OB_BV, OB_BATT, OB_BGATE, OB_BUP, OB_BOUT, OB_BCOUNT };
 
@@ -153,8 +154,5 @@ static inline const float *ob_layer_bias(const struct ob_model *m, int l, int ro
     return role == OB_W_Q ? L->bq : role == OB_W_K ? L->bk : role == OB_W_V ? L->bv : NULL;
 }
 
-/* RoPE tables: cs/sn [n_ctx][n_rot/2], cos and sin of pos * base^(-2i/n_rot), computed in
- * float64 and rounded once to float (shared by every route). */
-int ob_rope_tables(const struct ob_hparams *hp, int n_ctx, float **cs, float **sn);
 
 #endif

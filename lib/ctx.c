@@ -10,7 +10,6 @@
  * result depends only on its own inputs and its sequence's cache, so the pieces give the same
  * bits as one pass would.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -136,27 +135,4 @@ int ob_ctx_kv_copy(struct ob_ctx *c, int dst, int src, int n_pos)
     if (dst == src || n_pos == 0)
         return 0;
     return c->route->ops->kv_copy(c->be, dst, src, n_pos);
-}
-
-int ob_rope_tables(const struct ob_hparams *hp, int n_ctx, float **cs, float **sn)
-{
-    int half = (int)hp->n_rot / 2;
-    float *c = malloc((size_t)n_ctx * (size_t)half * sizeof *c);
-    float *s = malloc((size_t)n_ctx * (size_t)half * sizeof *s);
-    if (!c || !s) {
-        free(c);
-        free(s);
-        return ob_seterr(OB_ENOMEM, "out of memory for rope tables");
-    }
-    for (int i = 0; i < half; i++) {
-        double theta = pow((double)hp->rope_base, -2.0 * i / (double)hp->n_rot);
-        for (int p = 0; p < n_ctx; p++) {
-            double a = (double)p * theta;
-            c[(size_t)p * half + i] = (float)cos(a);
-            s[(size_t)p * half + i] = (float)sin(a);
-        }
-    }
-    *cs = c;
-    *sn = s;
-    return 0;
 }

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arith/quant.h"
+#include "quant.h"
 #include "cpu/kernels/kernels.h"   /* which types have kernels, activation block sizes */
 #include "model.h"
 #include "quant.h"

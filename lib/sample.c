@@ -90,14 +90,7 @@ LOOP double weights_body(const float *z, uint32_t n, float zmax, float T, float 
  * with e != NULL the terms ob_expf(z[i] - m) are read from e[] instead of computed. */
 LOOP float lse_body(const float *z, uint32_t n, float m, const float *e)
 {
-    float p[OB_NPART] = {0};
-    if (e)
-        for (uint32_t i = 0; i < n; i++)
-            p[i & 31] = p[i & 31] + e[i];
-    else
-        for (uint32_t i = 0; i < n; i++)
-            p[i & 31] = p[i & 31] + ob_expf(z[i] - m);
-    return ob_logf(ob_fold32(p));
+    return e ? ob_logf(ob_sum_f32(e, (int)n)) : ob_lse_logl(z, (int)n, m);
 }
 
 static double weights_plain(const float *z, uint32_t n, float zmax, float T, float *e,

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arith/quant.h"
+#include "quant.h"
 #include "backend.h"
 #include "cpu/kernels/kernels.h"
 #include "cpu/kernels/ops.h"
@@ -158,10 +158,8 @@ static void rms_row(const struct ob_be *be, const float *x, const float *w, floa
                     float eps)
 {
     float ss;
-    be->kt->dot[OB_F32](x, x, 0, 1, n, &ss);
-    float r = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int i = 0; i < n; i++)
-        y[i] = (x[i] * r) * w[i];
+    be->kt->dot[OB_F32](x, x, 0, 1, n, &ss);   /* = ob_dot_f32(x, x, n), at SIMD speed */
+    ob_rms_apply(x, ob_rms_factor(ss, n, eps), w, y, n);
 }
 
 static int cpu_rmsnorm(struct ob_be *be, int l, int role, int src, int dst)
@@ -205,11 +203,8 @@ static int cpu_matmul(struct ob_be *be, int l, int role, int src, int dst)
         return e;
     const float *b = ob_layer_bias(be->m, l, role);
     if (b)
-        for (int i = 0; i < n; i++) {
-            float *y = be->buf[dst] + (size_t)i * w->n;
-            for (int j = 0; j < w->n; j++)
-                y[j] = y[j] + b[j];
-        }
+        for (int i = 0; i < n; i++)
+            ob_add_f32(be->buf[dst] + (size_t)i * w->n, b, (size_t)w->n);
     be->version[dst]++;
     return 0;
 }
@@ -255,10 +250,8 @@ static int cpu_kv_store(struct ob_be *be, int l)
         uint16_t *vd = be->vc[l] + kv_at(be, seq[i], pos[i]);
         const float *k = be->buf[OB_BK] + (size_t)i * be->kvw;
         const float *v = be->buf[OB_BV] + (size_t)i * be->kvw;
-        for (int j = 0; j < be->kvw; j++) {
-            kd[j] = ob_f32_to_fp16(k[j]);
-            vd[j] = ob_f32_to_fp16(v[j]);
-        }
+        ob_kv_put(kd, k, be->kvw);
+        ob_kv_put(vd, v, be->kvw);
     }
     return 0;
 }
@@ -292,7 +285,7 @@ static int cpu_attention(struct ob_be *be, int l)
 {
     const struct ob_hparams *hp = &be->m->hp;
     int n = be->b.n;
-    struct att_job j = {be, l, be->b.seq, be->b.pos, 1.0f / sqrtf((float)hp->head_dim)};
+    struct att_job j = {be, l, be->b.seq, be->b.pos, ob_attn_scale((int)hp->head_dim)};
     ob_pool_run(be->pool, att_task, &j, n * (int)hp->n_head_kv);
     be->version[OB_BATT]++;
     return 0;
@@ -311,9 +304,7 @@ static int cpu_add(struct ob_be *be, int dst, int src)
     int n = be->b.n;
     float *d = be->buf[dst];
     const float *s = be->buf[src];
-    size_t len = (size_t)n * (size_t)be->width[dst];
-    for (size_t i = 0; i < len; i++)
-        d[i] = d[i] + s[i];
+    ob_add_f32(d, s, (size_t)n * (size_t)be->width[dst]);
     be->version[dst]++;
     return 0;
 }

@@ -48,7 +48,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "arith/quant.h"
+#include "quant.h"
 #include "backend.h"
 #include "cpu/pool.h"
 

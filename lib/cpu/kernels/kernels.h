@@ -20,8 +20,6 @@
 #include "cpu/simd.h"
 #include "matrix.h"
 #include "arith/dot.h"
-#include "quant.h"              /* ob_dequant_row for backend-cpu.c and backend-ref.c, which
-                                 * reach it through model.h until they include quant.h */
 
 /* Activation formats: what a weight type's dot products take. */
 enum ob_actfmt { OB_ACT_F32 = 0, OB_ACT_Q8K = 1, OB_ACT_A8 = 2 };
