@@ -135,14 +135,23 @@ int ob_cmdline_next(struct ob_cmdline *cl, int argc, char **argv)
     return -1;
 }
 
+/* an option's integer in [lo, hi], or false after "PROG: --NAME: why" */
+static bool opt_i64(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
+                    int64_t *out)
+{
+    if (ob_parse_i64(arg, lo, hi, out)) {
+        fprintf(stderr, "%s: --%s: %s\n", prog, name, ob_errmsg());
+        return false;
+    }
+    return true;
+}
+
 bool ob_opt_int(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
                 int *out)
 {
     int64_t v;
-    if (ob_parse_i64(arg, lo, hi, &v)) {
-        fprintf(stderr, "%s: --%s: %s\n", prog, name, ob_errmsg());
+    if (!opt_i64(prog, name, arg, lo, hi, &v))
         return false;
-    }
     *out = (int)v;
     return true;
 }
@@ -160,10 +169,8 @@ bool ob_opt_u64(const char *prog, const char *name, const char *arg, int64_t lo,
                 uint64_t *out)
 {
     int64_t v;
-    if (ob_parse_i64(arg, lo, hi, &v)) {
-        fprintf(stderr, "%s: --%s: %s\n", prog, name, ob_errmsg());
+    if (!opt_i64(prog, name, arg, lo, hi, &v))
         return false;
-    }
     *out = (uint64_t)v;
     return true;
 }
