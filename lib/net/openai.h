@@ -22,7 +22,7 @@
  * and its id.
  *
  * Ownership: a struct ob_api_req owns its parsed JSON tree and arrays (ob_api_free); the
- * strings it points to live as long as it does. A struct ob_sb owns its bytes (ob_sb_free).
+ * strings it points to live as long as it does. Bodies are built in a struct ob_sb (sb.h).
  * Threads: no state; any thread may call anything here on its own objects.
  */
 #ifndef OB_OPENAI_H
@@ -36,24 +36,8 @@
 #include "chat.h"
 #include "engine.h"
 #include "sample.h"
+#include "sb.h"
 #include "tok.h"
-
-/* ---- a growing byte buffer for response bodies ----------------------------------------------- */
-
-struct ob_sb {
-    char *p;                       /* NUL-terminated when len > 0 */
-    size_t len, cap;
-    bool oom;                      /* an append failed: the content is incomplete */
-};
-void ob_sb_add(struct ob_sb *b, const void *s, size_t n);
-void ob_sb_str(struct ob_sb *b, const char *s);
-void ob_sb_fmt(struct ob_sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A JSON string literal of n bytes: quotes, escapes; ill-formed UTF-8 becomes U+FFFD. */
-void ob_sb_json(struct ob_sb *b, const char *s, size_t n);
-/* A float32 log-probability as described above. */
-void ob_sb_lp(struct ob_sb *b, float lp);
-void ob_sb_reset(struct ob_sb *b);   /* len = 0, keeps the memory */
-void ob_sb_free(struct ob_sb *b);
 
 /* ---- errors ------------------------------------------------------------------------------------ */
 
