@@ -28,7 +28,7 @@
 #include "1b.h"
 #include "agree.h"
 #include "engine.h"
-#include "net/http.h"
+#include "net/oai-client.h"
 #include "record.h"
 
 #define PROG "1b-batchrep"
@@ -185,12 +185,12 @@ static int run_inprocess(const struct opts *o, const cJSON *req, struct ob_agree
 /* ---- against a server ---------------------------------------------------------------------- */
 
 /* one reply -> a stream; a reply that cannot be used is an error (OB_EFORMAT, OB_EIO, ...) */
-static int reply_rec(const cJSON *req, const struct ob_oai_req *q, const char *route,
+static int reply_rec(const cJSON *req, const struct ob_oai_cli_req *q, const char *route,
                      const struct ob_http_result *res, struct ob_agree_rec *out, char *model,
                      size_t model_size)
 {
     int err;
-    cJSON *rec = ob_oai_result(req, q, 0, route, res, &err);
+    cJSON *rec = ob_oai_cli_result(req, q, 0, route, res, &err);
     if (!rec)
         return ob_seterr(OB_ENOMEM, "out of memory");
     if (!err) {
@@ -222,19 +222,19 @@ static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *
     snprintf(route, route_size, "%s", shown);          /* without credentials */
     free(shown);
     const char *key = getenv("OB_API_KEY");
-    struct ob_oai_ready ready;
+    struct ob_oai_cli_ready ready;
     memset(&ready, 0, sizeof ready);
-    struct ob_oai_req q;
+    struct ob_oai_cli_req q;
     memset(&q, 0, sizeof q);
     struct ob_http *h = NULL;
-    e = ob_oai_wait_ready(base, o->srv.wait, key, &ready);
+    e = ob_oai_cli_wait_ready(base, o->srv.wait, key, &ready);
     if (!e && ready.note[0] && !o->quiet)
         fprintf(stderr, PROG ": warning: %s\n", ready.note);
-    struct ob_oai_params p = {.max_tokens = o->max_tokens, .temperature = o->temperature,
+    struct ob_oai_cli_params p = {.max_tokens = o->max_tokens, .temperature = o->temperature,
                               .seed = o->seed, .top_logprobs = o->top_logprobs,
                               .thinking = o->thinking,
                               .model = o->model ? o->model : ready.model};
-    if (!e && (e = ob_oai_request(req, &p, 1, &q)))
+    if (!e && (e = ob_oai_cli_request(req, &p, 1, &q)))
         ob_errprefix(e, "the request");
     struct ob_http_opts ho = OB_HTTP_OPTS_DEFAULT;
     ho.timeout_s = o->srv.timeout;
@@ -277,8 +277,8 @@ static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *
     }
     ob_http_free(h);
     free(url);
-    ob_oai_req_free(&q);
-    ob_oai_ready_free(&ready);
+    ob_oai_cli_req_free(&q);
+    ob_oai_cli_ready_free(&ready);
     free(base);
     return e;
 }

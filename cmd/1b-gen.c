@@ -11,8 +11,8 @@
  * requests run N at a time through the continuous-batching engine; results still come out in
  * input order (or as they finish with --unordered), and their bits do not depend on N.
  *
- * With --url the same records go to a server (lib/net/http.h has the wire mapping): N requests in
- * flight at once with --parallel N, results still in input order. The result records have the
+ * With --url the same records go to a server (lib/net/oai-client.h has the wire mapping): N
+ * requests in flight at once with --parallel N, results still in input order. The result records have the
  * same shape, with the route set to the URL and the float32 values read from the wire's
  * decimals (those that were not exactly float32 are counted per record in nonf32_values and
  * in total on standard error).
@@ -30,7 +30,7 @@
 
 #include "1b.h"
 #include "engine.h"
-#include "net/http.h"
+#include "net/oai-client.h"
 #include "record.h"
 #include "tok.h"
 
@@ -302,7 +302,7 @@ struct upending {
     cJSON *req;                    /* the request record, shared by its repeats and the reader
                                       while it sends them: *req_refs holders */
     int *req_refs;
-    struct ob_oai_req q;
+    struct ob_oai_cli_req q;
     int repeat;
     cJSON *rec;                    /* the result, once its reply is in */
     int err;                       /* the reply's OB_E* (0: usable) */
@@ -316,7 +316,7 @@ struct urun {
     const char *base;              /* the route name in records */
     char *endpoint_chat, *endpoint_cmpl;
     struct ob_http *h;
-    struct ob_oai_params params;
+    struct ob_oai_cli_params params;
     struct upending *head, **tail;
     int active, pending;
     long written, bad;
@@ -332,7 +332,7 @@ static void upending_free(struct upending *p)
         cJSON_Delete(p->req);
         free(p->req_refs);
     }
-    ob_oai_req_free(&p->q);
+    ob_oai_cli_req_free(&p->q);
     cJSON_Delete(p->rec);
     free(p);
 }
@@ -384,7 +384,7 @@ static int ucollect(struct urun *U, double wait_s)
         return k;
     struct upending *p = r->user;
     U->active--;
-    p->rec = ob_oai_result(p->req, &p->q, p->repeat, U->base, r, &p->err);
+    p->rec = ob_oai_cli_result(p->req, &p->q, p->repeat, U->base, r, &p->err);
     ob_http_result_free(r);
     if (!p->rec)
         return ob_seterr(OB_ENOMEM, "out of memory");
@@ -397,7 +397,8 @@ static int ucollect(struct urun *U, double wait_s)
     return 1;
 }
 
-static int usubmit(struct urun *U, cJSON *req, int *refs, const struct ob_oai_req *q, int repeat)
+static int usubmit(struct urun *U, cJSON *req, int *refs, const struct ob_oai_cli_req *q,
+                   int repeat)
 {
     struct upending *p = calloc(1, sizeof *p);
     if (!p)
@@ -410,7 +411,7 @@ static int usubmit(struct urun *U, cJSON *req, int *refs, const struct ob_oai_re
             : ob_http_start(U->h, q->chat ? U->endpoint_chat : U->endpoint_cmpl, p->q.body, p);
     if (e) {
         /* not yet sharing the request: the caller still owns it */
-        ob_oai_req_free(&p->q);
+        ob_oai_cli_req_free(&p->q);
         free(p);
         return e;
     }
@@ -435,7 +436,7 @@ static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
     /* the record being sent: its repeats go out one by one, within the window */
     cJSON *cur = NULL;
     int *cur_refs = NULL, next_rep = 0;
-    struct ob_oai_req cur_q;
+    struct ob_oai_cli_req cur_q;
     memset(&cur_q, 0, sizeof cur_q);
     for (;;) {
         /* keep --parallel requests on the wire, and a bounded number waiting to be written */
@@ -449,7 +450,7 @@ static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
                     cJSON_Delete(cur);
                     free(cur_refs);
                 }
-                ob_oai_req_free(&cur_q);
+                ob_oai_cli_req_free(&cur_q);
                 cur = NULL;
             }
             if (*stop || eof)
@@ -460,13 +461,13 @@ static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
                 eof = true;
                 break;
             }
-            if (r < 0 || (e = ob_oai_request(rec, &U->params, ob_jsonl_line(in), &cur_q))) {
+            if (r < 0 || (e = ob_oai_cli_request(rec, &U->params, ob_jsonl_line(in), &cur_q))) {
                 if (r < 0)
                     e = r;
                 else
                     ob_errprefix(e, "%s:%llu: id %s", name, (unsigned long long)ob_jsonl_line(in),
                                  cur_q.id ? cur_q.id : "?");
-                ob_oai_req_free(&cur_q);
+                ob_oai_cli_req_free(&cur_q);
                 cJSON_Delete(rec);
                 if (e == OB_EIO || e == OB_ENOMEM)
                     break;
@@ -478,7 +479,7 @@ static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
                 continue;
             }
             if (!(cur_refs = calloc(1, sizeof *cur_refs))) {
-                ob_oai_req_free(&cur_q);
+                ob_oai_cli_req_free(&cur_q);
                 cJSON_Delete(rec);
                 e = ob_seterr(OB_ENOMEM, "out of memory");
                 break;
@@ -506,7 +507,7 @@ static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
         cJSON_Delete(cur);
         free(cur_refs);
     }
-    ob_oai_req_free(&cur_q);
+    ob_oai_cli_req_free(&cur_q);
     ob_jsonl_close(in);
     return e;
 }
@@ -520,8 +521,8 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
         return OB_EXIT_USAGE;
     }
     const char *key = getenv("OB_API_KEY");
-    struct ob_oai_ready ready;
-    e = ob_oai_wait_ready(base, o->srv.wait, key, &ready);
+    struct ob_oai_cli_ready ready;
+    e = ob_oai_cli_wait_ready(base, o->srv.wait, key, &ready);
     if (e) {
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
         free(base);
@@ -533,7 +534,7 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
         fprintf(stderr, PROG ": warning: %s\n", ready.note);
     struct urun U = {.o = o, .base = route, .status = OB_EXIT_OK};
     U.tail = &U.head;
-    U.params = (struct ob_oai_params){.max_tokens = o->d.max_tokens,
+    U.params = (struct ob_oai_cli_params){.max_tokens = o->d.max_tokens,
                                       .temperature = o->d.temperature, .seed = o->d.seed,
                                       .top_logprobs = o->d.top_logprobs, .thinking = o->thinking,
                                       .model = o->model ? o->model : ready.model};
@@ -589,7 +590,7 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
     ob_http_free(U.h);
     free(U.endpoint_chat);
     free(U.endpoint_cmpl);
-    ob_oai_ready_free(&ready);
+    ob_oai_cli_ready_free(&ready);
     free(base);
     free(route);
     if (ob_stdout_close()) {

@@ -28,7 +28,7 @@
 
 #include "1b.h"
 #include "engine.h"
-#include "net/http.h"
+#include "net/oai-client.h"
 #include "record.h"
 #include "strmap.h"
 #include "tok.h"
@@ -529,7 +529,7 @@ static int score_url(struct run *R, struct job *j, char *model, size_t model_siz
         e = ob_seterr(r->err, "%s", r->msg);
     } else if (r->status != 200) {
         e = ob_seterr(r->status >= 500 ? OB_EIO : OB_EFORMAT, "HTTP %ld: %s", r->status,
-                      ob_oai_error_text(r->body, r->len, t, sizeof t));
+                      ob_oai_cli_error_text(r->body, r->len, t, sizeof t));
     }
     cJSON *reply = NULL;
     if (!e && ob_json_parse(r->body, r->len, OB_JSON_ANY_BYTES, &reply))
@@ -543,7 +543,7 @@ static int score_url(struct run *R, struct job *j, char *model, size_t model_siz
         snprintf(model, model_size, "%s", mn->valuestring);
     cJSON *toks = NULL;
     int64_t nonf32 = 0;
-    e = ch ? ob_oai_tokens(ch, j->top, &toks, &nonf32)
+    e = ch ? ob_oai_cli_tokens(ch, j->top, &toks, &nonf32)
            : ob_seterr(OB_EFORMAT, "the reply is not a completion");
     cJSON_Delete(reply);
     if (e == OB_ENOTFOUND)
@@ -571,7 +571,7 @@ static int score_url(struct run *R, struct job *j, char *model, size_t model_siz
         if (!by_text) {
             int32_t want = j->forced[i - from];
             const cJSON *xid = cJSON_GetObjectItemCaseSensitive(x, "id");
-            /* ob_oai_tokens writes ids as raw integers */
+            /* ob_oai_cli_tokens writes ids as raw integers */
             long long got = cJSON_IsRaw(xid) ? strtoll(xid->valuestring, NULL, 10)
                             : cJSON_IsNumber(xid) ? (long long)xid->valuedouble : want;
             if (got != want) {
@@ -841,7 +841,7 @@ int main(int argc, char **argv)
     struct run R = {.o = &o};
     R.tail = &R.head;
     struct ob_ctx *ctx = NULL;
-    struct ob_oai_ready ready;
+    struct ob_oai_cli_ready ready;
     memset(&ready, 0, sizeof ready);
     char model[256] = "";
     int e = 0;
@@ -878,7 +878,7 @@ int main(int argc, char **argv)
             ob_errprefix(e, "--url");
         free(route);
         if (!e &&
-            !(e = ob_oai_wait_ready(R.base, o.srv.wait, key, &ready)) &&
+            !(e = ob_oai_cli_wait_ready(R.base, o.srv.wait, key, &ready)) &&
             !(e = ob_http_new(&ho, &R.h)) &&
             !(R.endpoint = ob_http_join(R.base, "/v1/completions")))
             e = ob_seterr(OB_ENOMEM, "out of memory");
@@ -895,7 +895,7 @@ int main(int argc, char **argv)
         ob_http_free(R.h);
         free(R.base);
         free(R.endpoint);
-        ob_oai_ready_free(&ready);
+        ob_oai_cli_ready_free(&ready);
         return st;
     }
 
@@ -937,7 +937,7 @@ int main(int argc, char **argv)
     ob_http_free(R.h);
     free(R.base);
     free(R.endpoint);
-    ob_oai_ready_free(&ready);
+    ob_oai_cli_ready_free(&ready);
     if (ob_stdout_close()) {
         if (!R.out_failed)
             fprintf(stderr, PROG ": %s\n", ob_errmsg());

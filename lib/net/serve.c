@@ -1,6 +1,6 @@
 /*
  * serve.c — 1b-serve's HTTP layer: libmicrohttpd (MHD) in front of the continuous-batching
- * engine (see serve.h for the threads and the life cycle, openai.h for the wire shapes).
+ * engine (see serve.h for the threads and the life cycle, oai-server.h for the wire shapes).
  *
  * One connection (struct sconn, MHD's socket context) lives from accept to close and carries
  * the deadline the guard thread enforces: its first request's headers within header_timeout
@@ -14,7 +14,7 @@
  *      checked; a refusal is answered at once.
  *   2. body calls: the body is collected (at most max_body bytes).
  *   3. the last call: a body to parse is queued for a prep thread and the connection
- *      suspended. The prep thread parses it (ob_api_parse, with cJSON's allocations bounded),
+ *      suspended. The prep thread parses it (ob_oai_srv_parse, with cJSON's allocations bounded),
  *      tokenizes it, checks it against the context, admits it (at most parallel + queue
  *      generation requests at a time) and submits its job to the engine, or makes the answer
  *      of /tokenize and /detokenize; then it resumes the connection. Resumed, the handler
@@ -65,7 +65,7 @@
 
 #include "1b.h"
 #include "engine.h"
-#include "net/openai.h"
+#include "net/oai-server.h"
 #include "sample.h"
 #include "net/serve.h"
 #include "tok.h"
@@ -160,13 +160,13 @@ struct sreq {
     int prep;                      /* enum prep */
     struct sreq *prep_next;        /* the prep queue */
     bool perr_set;                 /* prepared: answer with perr */
-    struct ob_api_err perr;
+    struct ob_oai_srv_err perr;
     struct ob_sb pout;             /* prepared: the answer of /tokenize, /detokenize */
     /* generation */
     bool gen;                      /* a generation endpoint */
     bool admitted;                 /* its job was submitted (counted by ob_serve_in_flight) */
     bool counted;                  /* holds one of the parallel + queue places */
-    struct ob_api_req q;
+    struct ob_oai_srv_req q;
     int32_t *ids;
     int n_ids;
     int32_t stop_ids[OB_CHAT_MAX_STOPS];
@@ -215,7 +215,7 @@ struct ob_serve {
     int parallel, n_ctx;
     char model_id[256], fingerprint[40];
     const char *sha256, *model_name, *route;
-    struct ob_api_defaults defaults;
+    struct ob_oai_srv_defaults defaults;
     /* the driver */
     pthread_t driver;
     bool driver_started, driver_stop;
@@ -534,7 +534,7 @@ static void body_release(struct sreq *r)
 static void sreq_free(struct sreq *r)
 {
     body_release(r);
-    ob_api_free(&r->q);
+    ob_oai_srv_free(&r->q);
     free(r->body);
     free(r->ids);
     free(r->ptoks);
@@ -696,10 +696,10 @@ static enum MHD_Result reply_json(struct sreq *r, int status, struct ob_sb *b)
     return reply(r, status, "application/json", b, NULL, NULL, false);
 }
 
-static enum MHD_Result reply_error(struct sreq *r, const struct ob_api_err *e)
+static enum MHD_Result reply_error(struct sreq *r, const struct ob_oai_srv_err *e)
 {
     struct ob_sb b = {0};
-    ob_api_error_body(&b, e);
+    ob_oai_srv_error_body(&b, e);
     const char *h = NULL, *v = NULL;
     if (e->status == 401) {
         h = "WWW-Authenticate";
@@ -722,7 +722,7 @@ static enum MHD_Result fail(struct sreq *r, int status, const char *type, const 
 static enum MHD_Result fail(struct sreq *r, int status, const char *type, const char *code,
                             const char *fmt, ...)
 {
-    struct ob_api_err e = {.status = status, .type = type, .code = code};
+    struct ob_oai_srv_err e = {.status = status, .type = type, .code = code};
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e.message, sizeof e.message, fmt, ap);
@@ -736,7 +736,7 @@ static void refuse(struct sreq *r, int status, const char *type, const char *cod
 static void refuse(struct sreq *r, int status, const char *type, const char *code,
                    const char *fmt, ...)
 {
-    r->perr = (struct ob_api_err){.status = status, .type = type, .code = code};
+    r->perr = (struct ob_oai_srv_err){.status = status, .type = type, .code = code};
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(r->perr.message, sizeof r->perr.message, fmt, ap);
@@ -803,7 +803,7 @@ static void on_finish(void *user, uint64_t h, const struct ob_finish *f);
 static int submit(struct sreq *r, bool scoring)
 {
     struct ob_serve *s = r->s;
-    const struct ob_api_req *q = &r->q;
+    const struct ob_oai_srv_req *q = &r->q;
     struct ob_request j = {
         .prompt = r->ids, .n_prompt = r->n_ids, .sampling = q->s, .max_tokens = q->max_tokens,
         .top_logprobs = q->logprobs ? q->top_logprobs : 0, .cache_prompt = q->cache_prompt,
@@ -1185,7 +1185,7 @@ static void prep_tokenize(struct sreq *r)
     const char *content;
     bool add_special, parse_special, with_pieces;
     jb_arm(s, r->body_len);
-    int err = ob_api_parse_tokenize(r->body ? r->body : "", r->body_len, &root, &content,
+    int err = ob_oai_srv_parse_tokenize(r->body ? r->body : "", r->body_len, &root, &content,
                                     &add_special, &parse_special, &with_pieces, &r->perr);
     bool over = jb_disarm();
     drop_body(r);
@@ -1235,7 +1235,7 @@ static void prep_detokenize(struct sreq *r)
     int32_t *ids = NULL;
     int n;
     jb_arm(s, r->body_len);
-    int err = ob_api_parse_detokenize(r->body ? r->body : "", r->body_len,
+    int err = ob_oai_srv_parse_detokenize(r->body ? r->body : "", r->body_len,
                                       ob_tok_n_vocab(s->tok), &ids, &n, &r->perr);
     bool over = jb_disarm();
     drop_body(r);
@@ -1265,10 +1265,10 @@ static void prep_detokenize(struct sreq *r)
 
 /* ---- generation ---------------------------------------------------------------------------- */
 
-static void result_of(const struct sreq *r, struct ob_api_result *o)
+static void result_of(const struct sreq *r, struct ob_oai_srv_result *o)
 {
     const struct ob_serve *s = r->s;
-    *o = (struct ob_api_result){
+    *o = (struct ob_oai_srv_result){
         .kind = r->q.kind, .id = r->id, .model = s->model_id, .fingerprint = s->fingerprint,
         .created = (long long)time(NULL), .tok = s->tok, .echo = r->q.echo, .prompt = r->ids,
         .n_prompt = r->n_ids, .ptoks = r->ptoks, .n_ptoks = r->n_ptoks, .toks = r->toks,
@@ -1281,24 +1281,24 @@ static void result_of(const struct sreq *r, struct ob_api_result *o)
 }
 
 /* the error a finished request answers with, if it does not answer with its tokens */
-static bool finish_error(const struct sreq *r, struct ob_api_err *e)
+static bool finish_error(const struct sreq *r, struct ob_oai_srv_err *e)
 {
     memset(e, 0, sizeof *e);
     if (r->oom) {
-        ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+        ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
         return true;
     }
     if (r->fin_reason == OB_FINISH_ERROR) {
-        ob_api_fail(e, OB_EINTERNAL, 500, "server_error", "engine_error", NULL, "%s",
+        ob_oai_srv_fail(e, OB_EINTERNAL, 500, "server_error", "engine_error", NULL, "%s",
                     r->fin_error[0] ? r->fin_error : "the engine failed");
         return true;
     }
     if (r->fin_reason == OB_FINISH_CANCELLED && r->why != W_TIMEOUT) {
         if (r->why == W_SHUTDOWN)
-            ob_api_fail(e, OB_EIO, 503, "server_error", "shutting_down", NULL,
+            ob_oai_srv_fail(e, OB_EIO, 503, "server_error", "shutting_down", NULL,
                         "the server is shutting down; send the request again");
         else
-            ob_api_fail(e, OB_EIO, 499, "invalid_request_error", "cancelled", NULL,
+            ob_oai_srv_fail(e, OB_EIO, 499, "invalid_request_error", "cancelled", NULL,
                         "the request was cancelled");
         return true;
     }
@@ -1309,16 +1309,16 @@ static bool finish_error(const struct sreq *r, struct ob_api_err *e)
 static enum MHD_Result answer(struct sreq *r)
 {
     struct ob_serve *s = r->s;
-    struct ob_api_err e;
+    struct ob_oai_srv_err e;
     pthread_mutex_lock(&s->mu);
     bool err = finish_error(r, &e);
     pthread_mutex_unlock(&s->mu);
     if (err)
         return reply_error(r, &e);
-    struct ob_api_result o;
+    struct ob_oai_srv_result o;
     result_of(r, &o);
     struct ob_sb b = {0};
-    ob_api_body(&b, &o);
+    ob_oai_srv_body(&b, &o);
     return reply_json(r, 200, &b);
 }
 
@@ -1332,7 +1332,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     while (r->out_off >= r->out.len) {
         ob_sb_reset(&r->out);
         r->out_off = 0;
-        struct ob_api_result o;
+        struct ob_oai_srv_result o;
         result_of(r, &o);
         if (r->sent_end) {
             pthread_mutex_unlock(&s->mu);
@@ -1341,7 +1341,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
         if (!r->sent_start) {
             if (r->phase == P_SCORE)
                 goto wait;         /* echo: the prompt's scores come first */
-            ob_api_chunk_start(&r->out, &o);
+            ob_oai_srv_chunk_start(&r->out, &o);
             r->sent_start = true;
             if (r->q.echo)
                 for (int i = 0; i < r->n_ids; i++) {
@@ -1362,9 +1362,9 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
             if (end > r->text_len)
                 end = r->text_len;
             /* forced tokens ignore stop strings, but not UTF-8 */
-            size_t safe = ob_api_stream_safe(r->text, r->text_sent, end, r->q.stop,
+            size_t safe = ob_oai_srv_stream_safe(r->text, r->text_sent, end, r->q.stop,
                                              r->q.n_forced ? 0 : r->q.n_stop);
-            ob_api_chunk_token(&r->out, &o, t, r->text + r->text_sent, safe - r->text_sent,
+            ob_oai_srv_chunk_token(&r->out, &o, t, r->text + r->text_sent, safe - r->text_sent,
                                r->tok_bytes);
             r->text_sent = safe;
             r->tok_bytes += n;
@@ -1373,12 +1373,12 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
             continue;
         }
         if (r->phase == P_DONE) {
-            struct ob_api_err e;
+            struct ob_oai_srv_err e;
             if (finish_error(r, &e)) {
-                ob_api_chunk_error(&r->out, &e);
+                ob_oai_srv_chunk_error(&r->out, &e);
             } else {
                 size_t end = r->fin_text_len > r->text_sent ? r->fin_text_len : r->text_sent;
-                ob_api_chunk_end(&r->out, &o, r->text ? r->text + r->text_sent : "",
+                ob_oai_srv_chunk_end(&r->out, &o, r->text ? r->text + r->text_sent : "",
                                  end - r->text_sent, r->q.include_usage);
             }
             r->sent_end = true;
@@ -1422,14 +1422,14 @@ static bool model_matches(const struct ob_serve *s, const char *name)
 static void prep_generate(struct sreq *r)
 {
     struct ob_serve *s = r->s;
-    int kind = r->ep == EP_CHAT ? OB_API_CHAT : OB_API_COMPLETION;
+    int kind = r->ep == EP_CHAT ? OB_OAI_SRV_CHAT : OB_OAI_SRV_COMPLETION;
     jb_arm(s, r->body_len);
-    int err = ob_api_parse(r->body ? r->body : "", r->body_len, kind, &s->defaults, &r->q,
+    int err = ob_oai_srv_parse(r->body ? r->body : "", r->body_len, kind, &s->defaults, &r->q,
                            &r->perr);
     bool over = jb_disarm();
     drop_body(r);
     if (over) {
-        ob_api_free(&r->q);
+        ob_oai_srv_free(&r->q);
         too_many_values(r);
         return;
     }
@@ -1443,7 +1443,7 @@ static void prep_generate(struct sreq *r)
                r->q.model, s->model_id);
         return;
     }
-    if (ob_api_tokens(&r->q, s->tok, s->tmpl, &r->ids, &r->n_ids, r->stop_ids, &r->n_stop_ids,
+    if (ob_oai_srv_tokens(&r->q, s->tok, s->tmpl, &r->ids, &r->n_ids, r->stop_ids, &r->n_stop_ids,
                       &r->perr)) {
         r->perr_set = true;
         return;
@@ -1546,7 +1546,7 @@ static void *prep_main(void *arg)
             prep_generate(r);
         if (r->perr_set) {
             /* refused: nothing of it is needed but the error (and the count, for the log) */
-            ob_api_free(&r->q);
+            ob_oai_srv_free(&r->q);
             free(r->ids);
             r->ids = NULL;
         }
@@ -2029,7 +2029,7 @@ int ob_serve_attach(struct ob_serve *s, struct ob_model *m, struct ob_ctx *ctx,
         snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : path);
     }
     snprintf(s->fingerprint, sizeof s->fingerprint, "1b-%.16s", s->sha256);
-    s->defaults = (struct ob_api_defaults){
+    s->defaults = (struct ob_oai_srv_defaults){
         .max_tokens_chat = s->p.max_tokens_cap,
         .max_tokens_completion = 16 < s->p.max_tokens_cap ? 16 : s->p.max_tokens_cap,
         .max_tokens_cap = s->p.max_tokens_cap,

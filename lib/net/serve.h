@@ -1,6 +1,6 @@
 /*
  * serve.h — the HTTP server of 1b-serve (serve.c): libmicrohttpd with a pool of HTTP threads
- * in front of one continuous-batching engine, OpenAI-compatible endpoints (openai.h) and the
+ * in front of one continuous-batching engine, OpenAI-compatible endpoints (oai-server.h) and the
  * operational ones (/health, /livez, /metrics, /tokenize, /detokenize). man/1b-serve.1
  * documents every endpoint and status.
  *

@@ -2,7 +2,8 @@
  * fuzz-jsonl.c — libFuzzer harness for the JSON readers and record writers that need no
  * model: ob_json_parse (strict, and OB_JSON_ANY_BYTES as for a server's reply), the JSON-lines
  * reader over the input as lines, the URL route's mapping of a record to a wire request
- * (ob_oai_request) and of a reply to a result record (ob_oai_result, ob_oai_error_text).
+ * (ob_oai_cli_request) and of a reply to a result record (ob_oai_cli_result,
+ * ob_oai_cli_error_text).
  *
  * Checked for every input; anything else aborts:
  *  - what the strict reader accepts has no string that cJSON could have cut short: it prints
@@ -21,7 +22,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "net/http.h"
+#include "net/oai-client.h"
 
 /* s must be strict JSON (ob_json_parse without flags); returns the tree */
 static cJSON *must_parse(const char *s, size_t n, const char *what)
@@ -105,12 +106,12 @@ static void lines(const char *data, size_t size)
         round_trip(rec, "a record");
         free(line);
         /* the record as a wire request */
-        struct ob_oai_params p = {.max_tokens = 4, .temperature = 0, .seed = 1,
+        struct ob_oai_cli_params p = {.max_tokens = 4, .temperature = 0, .seed = 1,
                                   .top_logprobs = 2, .thinking = -1, .model = "m"};
-        struct ob_oai_req q;
-        if (ob_oai_request(rec, &p, (uint64_t)n + 1, &q) == 0)
+        struct ob_oai_cli_req q;
+        if (ob_oai_cli_request(rec, &p, (uint64_t)n + 1, &q) == 0)
             cJSON_Delete(must_parse(q.body, strlen(q.body), "a wire request"));
-        ob_oai_req_free(&q);
+        ob_oai_cli_req_free(&q);
         cJSON_Delete(rec);
     }
     ob_jsonl_close(in);
@@ -131,16 +132,16 @@ static void reply(const char *data, size_t size)
     body[size] = 0;
     for (int i = 0; i < 2; i++) {
         cJSON *req = must_parse(reqs[i], strlen(reqs[i]), "a request");
-        struct ob_oai_params p = {.max_tokens = 4, .top_logprobs = 2, .thinking = -1};
-        struct ob_oai_req q;
-        if (ob_oai_request(req, &p, 1, &q))
+        struct ob_oai_cli_params p = {.max_tokens = 4, .top_logprobs = 2, .thinking = -1};
+        struct ob_oai_cli_req q;
+        if (ob_oai_cli_request(req, &p, 1, &q))
             abort();
         static const long status[] = {200, 400, 503};
         for (int s = 0; s < 3; s++) {
             struct ob_http_result res = {.status = status[s], .body = body, .len = size,
                                          .attempts = 1};
             int err;
-            cJSON *rec = ob_oai_result(req, &q, 0, "http://127.0.0.1:1", &res, &err);
+            cJSON *rec = ob_oai_cli_result(req, &q, 0, "http://127.0.0.1:1", &res, &err);
             if (!rec)
                 abort();
             char *txt = cJSON_PrintUnformatted(rec);
@@ -150,11 +151,11 @@ static void reply(const char *data, size_t size)
             cJSON_free(txt);
             cJSON_Delete(rec);
         }
-        ob_oai_req_free(&q);
+        ob_oai_cli_req_free(&q);
         cJSON_Delete(req);
     }
     char t[256];
-    ob_oai_error_text(body, size, t, sizeof t);
+    ob_oai_cli_error_text(body, size, t, sizeof t);
     size_t n = strlen(t);
     if (!ob_utf8_valid(t, n))
         abort();

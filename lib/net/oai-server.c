@@ -1,6 +1,6 @@
 /*
- * openai.c — request bodies to requests, results to response bodies, for 1b-serve (see
- * openai.h for the contract and man/1b-serve.1 for the shapes on the wire).
+ * oai-server.c — request bodies to requests, results to response bodies, for 1b-serve (see
+ * oai-server.h for the contract and man/1b-serve.1 for the shapes on the wire).
  *
  * Why the request side is written here and not on top of ob_req_parse (record.c): the OpenAI
  * fields differ from 1b's records (logprobs is a bool for chat and a count for legacy
@@ -17,14 +17,14 @@
 
 #include "1b.h"
 #include "chat.h"
-#include "net/openai.h"
+#include "net/oai-server.h"
 #include "sb.h"
 #include "tok.h"
 
 /* ---- errors ------------------------------------------------------------------------------------ */
 
-int ob_api_fail(struct ob_api_err *e, int err, int status, const char *type, const char *code,
-                const char *param, const char *fmt, ...)
+int ob_oai_srv_fail(struct ob_oai_srv_err *e, int err, int status, const char *type,
+                    const char *code, const char *param, const char *fmt, ...)
 {
     e->status = status;
     e->type = type;
@@ -37,7 +37,7 @@ int ob_api_fail(struct ob_api_err *e, int err, int status, const char *type, con
     return ob_seterr(err, "%s", e->message);
 }
 
-void ob_api_error_body(struct ob_sb *b, const struct ob_api_err *e)
+void ob_oai_srv_error_body(struct ob_sb *b, const struct ob_oai_srv_err *e)
 {
     ob_sb_str(b, "{\"error\":{\"message\":");
     ob_sb_json(b, e->message, strlen(e->message));
@@ -59,7 +59,7 @@ void ob_api_error_body(struct ob_sb *b, const struct ob_api_err *e)
 
 /* a 400 naming the field */
 #define BAD(e, param, code, ...) \
-    ob_api_fail(e, OB_EFORMAT, 400, "invalid_request_error", code, param, __VA_ARGS__)
+    ob_oai_srv_fail(e, OB_EFORMAT, 400, "invalid_request_error", code, param, __VA_ARGS__)
 
 /* ---- request fields ---------------------------------------------------------------------------- */
 
@@ -78,7 +78,7 @@ static const char *type_name(const cJSON *v)
 
 /* 1: absent; 0: *out set; <0: error (e filled) */
 static int get_int(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *out,
-                   struct ob_api_err *e)
+                   struct ob_oai_srv_err *e)
 {
     const cJSON *v = field(o, k);
     if (!v)
@@ -94,7 +94,7 @@ static int get_int(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_
 }
 
 static int get_num(const cJSON *o, const char *k, double lo, double hi, double *out,
-                   struct ob_api_err *e)
+                   struct ob_oai_srv_err *e)
 {
     const cJSON *v = field(o, k);
     if (!v)
@@ -107,7 +107,7 @@ static int get_num(const cJSON *o, const char *k, double lo, double hi, double *
     return 0;
 }
 
-static int get_bool(const cJSON *o, const char *k, bool *out, struct ob_api_err *e)
+static int get_bool(const cJSON *o, const char *k, bool *out, struct ob_oai_srv_err *e)
 {
     const cJSON *v = field(o, k);
     if (!v)
@@ -121,12 +121,13 @@ static int get_bool(const cJSON *o, const char *k, bool *out, struct ob_api_err 
 #define TRY(call) do { int r_ = (call); if (r_ < 0) return r_; } while (0)
 
 /* an array of token ids (integers in [0, 2^31)); the vocabulary is checked later */
-static int get_ids(const cJSON *arr, const char *param, int32_t **out, int *n, struct ob_api_err *e)
+static int get_ids(const cJSON *arr, const char *param, int32_t **out, int *n,
+                   struct ob_oai_srv_err *e)
 {
     int cnt = cJSON_GetArraySize(arr), i = 0;
     int32_t *ids = malloc((size_t)(cnt ? cnt : 1) * sizeof *ids);
     if (!ids)
-        return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+        return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
         if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
@@ -143,7 +144,7 @@ static int get_ids(const cJSON *arr, const char *param, int32_t **out, int *n, s
 
 /* fields that would change the answer and that 1b does not implement: refused unless they
  * hold their neutral value */
-static int refuse_unimplemented(const cJSON *o, struct ob_api_err *e)
+static int refuse_unimplemented(const cJSON *o, struct ob_oai_srv_err *e)
 {
     static const struct { const char *k; double neutral; } num[] = {
         {"n", 1}, {"best_of", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
@@ -187,7 +188,7 @@ static int refuse_unimplemented(const cJSON *o, struct ob_api_err *e)
     return 0;
 }
 
-static int keep_string(struct ob_api_req *r, char *s)
+static int keep_string(struct ob_oai_srv_req *r, char *s)
 {
     char **o = realloc(r->owned, (r->n_owned + 1) * sizeof *o);
     if (!o) {
@@ -199,7 +200,7 @@ static int keep_string(struct ob_api_req *r, char *s)
     return 0;
 }
 
-static int parse_messages(const cJSON *arr, struct ob_api_req *r, struct ob_api_err *e)
+static int parse_messages(const cJSON *arr, struct ob_oai_srv_req *r, struct ob_oai_srv_err *e)
 {
     if (!arr)
         return BAD(e, "messages", "missing_required_parameter", "'messages' is required");
@@ -208,7 +209,7 @@ static int parse_messages(const cJSON *arr, struct ob_api_req *r, struct ob_api_
     size_t cnt = (size_t)cJSON_GetArraySize(arr), i = 0;
     r->msgs = calloc(cnt, sizeof *r->msgs);
     if (!r->msgs)
-        return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+        return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
     const cJSON *m;
     char param[64];
     cJSON_ArrayForEach(m, arr) {
@@ -259,7 +260,8 @@ static int parse_messages(const cJSON *arr, struct ob_api_req *r, struct ob_api_
             if (b.oom || keep_string(r, b.p)) {
                 if (b.oom)
                     ob_sb_free(&b);
-                return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+                return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL,
+                                       "out of memory");
             }
             text = b.p;
         } else {
@@ -281,7 +283,7 @@ static int parse_messages(const cJSON *arr, struct ob_api_req *r, struct ob_api_
 
 /* A body as JSON (ob_json_parse): text that cJSON would cut short (\u0000, a bad escape), raw
  * control bytes in strings and ill-formed UTF-8 are refused with a 400, never truncated. */
-static int parse_body(const char *body, size_t len, cJSON **root, struct ob_api_err *e)
+static int parse_body(const char *body, size_t len, cJSON **root, struct ob_oai_srv_err *e)
 {
     if (!ob_utf8_valid(body, len))
         return BAD(e, NULL, "invalid_utf8", "the request body is not valid UTF-8");
@@ -290,7 +292,7 @@ static int parse_body(const char *body, size_t len, cJSON **root, struct ob_api_
     return 0;
 }
 
-static int parse_prompt(const cJSON *p, struct ob_api_req *r, struct ob_api_err *e)
+static int parse_prompt(const cJSON *p, struct ob_oai_srv_req *r, struct ob_oai_srv_err *e)
 {
     if (!p)
         return BAD(e, "prompt", "missing_required_parameter", "'prompt' is required");
@@ -317,8 +319,8 @@ static int parse_prompt(const cJSON *p, struct ob_api_req *r, struct ob_api_err 
     return 0;
 }
 
-int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_defaults *d,
-                 struct ob_api_req *r, struct ob_api_err *e)
+int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai_srv_defaults *d,
+                 struct ob_oai_srv_req *r, struct ob_oai_srv_err *e)
 {
     memset(r, 0, sizeof *r);
     r->kind = kind;
@@ -344,7 +346,7 @@ int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_def
     r->s = OB_SAMPLING_GREEDY;
     r->s.temperature = d->temperature;
     r->s.seed = d->seed;
-    r->max_tokens = kind == OB_API_CHAT ? d->max_tokens_chat : d->max_tokens_completion;
+    r->max_tokens = kind == OB_OAI_SRV_CHAT ? d->max_tokens_chat : d->max_tokens_completion;
     if (r->max_tokens > d->max_tokens_cap)
         r->max_tokens = d->max_tokens_cap;
     r->cache_prompt = true;
@@ -402,7 +404,7 @@ int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_def
     bool top_set = false;
     if (lp && cJSON_IsBool(lp)) {
         r->logprobs = cJSON_IsTrue(lp);
-    } else if (lp && kind == OB_API_COMPLETION) {
+    } else if (lp && kind == OB_OAI_SRV_COMPLETION) {
         CHECK(get_int(o, "logprobs", 0, OB_MAX_TOP, &iv, e));
         r->logprobs = true;
         r->top_logprobs = (int)iv;
@@ -414,18 +416,18 @@ int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_def
     }
     CHECK(get_int(o, "top_logprobs", 0, OB_MAX_TOP, &iv, e));
     if (err == 0) {
-        if (kind == OB_API_CHAT && !r->logprobs && iv > 0) {
+        if (kind == OB_OAI_SRV_CHAT && !r->logprobs && iv > 0) {
             err = BAD(e, "top_logprobs", "invalid_value",
                       "'top_logprobs' needs 'logprobs' set to true");
             goto fail;
         }
         r->top_logprobs = (int)iv;
-        if (kind == OB_API_COMPLETION && !lp)
+        if (kind == OB_OAI_SRV_COMPLETION && !lp)
             r->logprobs = true;
         top_set = true;
     }
     (void)top_set;
-    if (kind == OB_API_COMPLETION)
+    if (kind == OB_OAI_SRV_COMPLETION)
         CHECK(get_bool(o, "echo", &r->echo, e));
 
     /* stop strings */
@@ -439,7 +441,7 @@ int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_def
         }
         r->stop = calloc((size_t)(n ? n : 1), sizeof *r->stop);
         if (!r->stop) {
-            err = ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+            err = ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
             goto fail;
         }
         const cJSON *it = cJSON_IsString(stop) ? stop : stop->child;
@@ -483,19 +485,19 @@ int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_def
             r->thinking = cJSON_IsTrue(et);
     }
 
-    if (kind == OB_API_CHAT)
+    if (kind == OB_OAI_SRV_CHAT)
         CHECK(parse_messages(field(o, "messages"), r, e));
     else
         CHECK(parse_prompt(field(o, "prompt"), r, e));
 #undef CHECK
     return 0;
 fail:
-    ob_api_free(r);
+    ob_oai_srv_free(r);
     r->kind = kind;
     return err ? err : OB_EFORMAT;
 }
 
-void ob_api_free(struct ob_api_req *r)
+void ob_oai_srv_free(struct ob_oai_srv_req *r)
 {
     if (!r)
         return;
@@ -510,9 +512,9 @@ void ob_api_free(struct ob_api_req *r)
     memset(r, 0, sizeof *r);
 }
 
-int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const char *tmpl,
+int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, const char *tmpl,
                   int32_t **ids_out, int *n_out, int32_t stop_ids[OB_CHAT_MAX_STOPS],
-                  int *n_stop_ids, struct ob_api_err *e)
+                  int *n_stop_ids, struct ob_oai_srv_err *e)
 {
     uint32_t V = ob_tok_n_vocab(tok);
     int32_t *ids = NULL;
@@ -523,11 +525,11 @@ int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const ch
             return BAD(e, "forced_tokens", "invalid_value",
                        "'forced_tokens[%d]' = %d is not below the vocabulary size %u", i,
                        r->forced[i], V);
-    if (r->kind == OB_API_CHAT) {
+    if (r->kind == OB_OAI_SRV_CHAT) {
         struct ob_chat_opts o = OB_CHAT_OPTS_DEFAULT;
         o.enable_thinking = r->thinking;
         if ((err = ob_chat_tokenize(tok, tmpl, r->msgs, r->n_msgs, &o, &ids, &n)))
-            return ob_api_fail(e, err, err == OB_ENOMEM ? 500 : 400,
+            return ob_oai_srv_fail(e, err, err == OB_ENOMEM ? 500 : 400,
                                err == OB_ENOMEM ? "server_error" : "invalid_request_error",
                                err == OB_EUNSUPP ? "unsupported_value" : "invalid_value",
                                "messages", "%s", ob_errmsg());
@@ -539,7 +541,7 @@ int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const ch
                            r->prompt_ids[i], V);
         ids = malloc((size_t)(r->n_prompt_ids ? r->n_prompt_ids : 1) * sizeof *ids);
         if (!ids)
-            return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+            return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
         memcpy(ids, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof *ids);
         n = (size_t)r->n_prompt_ids;
     } else {
@@ -547,12 +549,12 @@ int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const ch
         int32_t *t;
         size_t nt;
         if ((err = ob_tok_encode(tok, r->prompt, strlen(r->prompt), false, &t, &nt)))
-            return ob_api_fail(e, err, 500, "server_error", NULL, "prompt", "%s", ob_errmsg());
+            return ob_oai_srv_fail(e, err, 500, "server_error", NULL, "prompt", "%s", ob_errmsg());
         bool bos = ob_tok_add_bos(tok) && ob_tok_bos(tok) >= 0;
         ids = malloc((nt + 1) * sizeof *ids);
         if (!ids) {
             free(t);
-            return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+            return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
         }
         if (bos)
             ids[0] = ob_tok_bos(tok);
@@ -562,7 +564,7 @@ int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const ch
     }
     if (n == 0) {
         free(ids);
-        return BAD(e, r->kind == OB_API_CHAT ? "messages" : "prompt", "invalid_value",
+        return BAD(e, r->kind == OB_OAI_SRV_CHAT ? "messages" : "prompt", "invalid_value",
                    "the prompt is empty");
     }
     if (n > INT32_MAX / 2) {
@@ -570,9 +572,9 @@ int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const ch
         return BAD(e, "prompt", "invalid_value", "the prompt is too long");
     }
     size_t ns = 0;
-    if ((err = ob_chat_stops(tok, r->kind == OB_API_CHAT ? tmpl : NULL, stop_ids, &ns))) {
+    if ((err = ob_chat_stops(tok, r->kind == OB_OAI_SRV_CHAT ? tmpl : NULL, stop_ids, &ns))) {
         free(ids);
-        return ob_api_fail(e, err, 400, "invalid_request_error", NULL, NULL, "%s", ob_errmsg());
+        return ob_oai_srv_fail(e, err, 400, "invalid_request_error", NULL, NULL, "%s", ob_errmsg());
     }
     *ids_out = ids;
     *n_out = (int)n;
@@ -582,7 +584,7 @@ int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const ch
 
 /* ---- tokenize / detokenize ---------------------------------------------------------------------- */
 
-static cJSON *parse_object(const char *body, size_t len, struct ob_api_err *e)
+static cJSON *parse_object(const char *body, size_t len, struct ob_oai_srv_err *e)
 {
     cJSON *root;
     if (parse_body(body, len, &root, e))
@@ -595,9 +597,9 @@ static cJSON *parse_object(const char *body, size_t len, struct ob_api_err *e)
     return root;
 }
 
-int ob_api_parse_tokenize(const char *body, size_t len, cJSON **root, const char **content,
+int ob_oai_srv_parse_tokenize(const char *body, size_t len, cJSON **root, const char **content,
                           bool *add_special, bool *parse_special, bool *with_pieces,
-                          struct ob_api_err *e)
+                          struct ob_oai_srv_err *e)
 {
     *root = parse_object(body, len, e);
     if (!*root)
@@ -621,8 +623,8 @@ int ob_api_parse_tokenize(const char *body, size_t len, cJSON **root, const char
     return 0;
 }
 
-int ob_api_parse_detokenize(const char *body, size_t len, uint32_t n_vocab, int32_t **ids,
-                            int *n, struct ob_api_err *e)
+int ob_oai_srv_parse_detokenize(const char *body, size_t len, uint32_t n_vocab, int32_t **ids,
+                            int *n, struct ob_oai_srv_err *e)
 {
     cJSON *root = parse_object(body, len, e);
     if (!root)
@@ -759,7 +761,7 @@ static void legacy_logprobs(struct ob_sb *b, const struct ob_tok *tok, const int
     ob_sb_str(b, "]}");
 }
 
-static void head(struct ob_sb *b, const struct ob_api_result *r, const char *object)
+static void head(struct ob_sb *b, const struct ob_oai_srv_result *r, const char *object)
 {
     ob_sb_str(b, "{\"id\":");
     ob_sb_json(b, r->id, strlen(r->id));
@@ -769,7 +771,7 @@ static void head(struct ob_sb *b, const struct ob_api_result *r, const char *obj
     ob_sb_json(b, r->fingerprint, strlen(r->fingerprint));
 }
 
-static void usage(struct ob_sb *b, const struct ob_api_result *r)
+static void usage(struct ob_sb *b, const struct ob_oai_srv_result *r)
 {
     ob_sb_fmt(b, "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
                   "\"prompt_tokens_details\":{\"cached_tokens\":%d}}",
@@ -778,7 +780,7 @@ static void usage(struct ob_sb *b, const struct ob_api_result *r)
 }
 
 /* the prompt's tokens and their scores for echo: arrays of n_prompt */
-static void echo_arrays(const struct ob_api_result *r, const struct ob_token_info ***ts)
+static void echo_arrays(const struct ob_oai_srv_result *r, const struct ob_token_info ***ts)
 {
     *ts = calloc((size_t)(r->n_prompt ? r->n_prompt : 1), sizeof **ts);
     if (!*ts)
@@ -787,7 +789,7 @@ static void echo_arrays(const struct ob_api_result *r, const struct ob_token_inf
         (*ts)[i] = &r->ptoks[i - 1];
 }
 
-static void echo_text(struct ob_sb *b, const struct ob_api_result *r)
+static void echo_text(struct ob_sb *b, const struct ob_oai_srv_result *r)
 {
     for (int i = 0; i < r->n_prompt; i++) {
         const char *s;
@@ -797,9 +799,9 @@ static void echo_text(struct ob_sb *b, const struct ob_api_result *r)
     }
 }
 
-void ob_api_body(struct ob_sb *b, const struct ob_api_result *r)
+void ob_oai_srv_body(struct ob_sb *b, const struct ob_oai_srv_result *r)
 {
-    bool chat = r->kind == OB_API_CHAT;
+    bool chat = r->kind == OB_OAI_SRV_CHAT;
     head(b, r, chat ? "chat.completion" : "text_completion");
     ob_sb_str(b, ",\"choices\":[{\"index\":0,");
     if (chat) {
@@ -875,9 +877,9 @@ static void sse_end(struct ob_sb *b)
     ob_sb_str(b, "\n\n");
 }
 
-void ob_api_chunk_start(struct ob_sb *b, const struct ob_api_result *r)
+void ob_oai_srv_chunk_start(struct ob_sb *b, const struct ob_oai_srv_result *r)
 {
-    if (r->kind == OB_API_CHAT) {
+    if (r->kind == OB_OAI_SRV_CHAT) {
         sse_begin(b);
         head(b, r, "chat.completion.chunk");
         ob_sb_str(b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
@@ -910,12 +912,12 @@ void ob_api_chunk_start(struct ob_sb *b, const struct ob_api_result *r)
     sse_end(b);
 }
 
-void ob_api_chunk_token(struct ob_sb *b, const struct ob_api_result *r,
+void ob_oai_srv_chunk_token(struct ob_sb *b, const struct ob_oai_srv_result *r,
                         const struct ob_token_info *t, const char *text, size_t n,
                         size_t offset)
 {
     sse_begin(b);
-    if (r->kind == OB_API_CHAT) {
+    if (r->kind == OB_OAI_SRV_CHAT) {
         head(b, r, "chat.completion.chunk");
         ob_sb_str(b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":");
         ob_sb_json(b, text, n);
@@ -944,10 +946,10 @@ void ob_api_chunk_token(struct ob_sb *b, const struct ob_api_result *r,
     sse_end(b);
 }
 
-void ob_api_chunk_end(struct ob_sb *b, const struct ob_api_result *r, const char *text,
+void ob_oai_srv_chunk_end(struct ob_sb *b, const struct ob_oai_srv_result *r, const char *text,
                       size_t n, bool include_usage)
 {
-    bool chat = r->kind == OB_API_CHAT;
+    bool chat = r->kind == OB_OAI_SRV_CHAT;
     sse_begin(b);
     head(b, r, chat ? "chat.completion.chunk" : "text_completion");
     if (chat) {
@@ -980,15 +982,15 @@ void ob_api_chunk_end(struct ob_sb *b, const struct ob_api_result *r, const char
     ob_sb_str(b, "data: [DONE]\n\n");
 }
 
-void ob_api_chunk_error(struct ob_sb *b, const struct ob_api_err *e)
+void ob_oai_srv_chunk_error(struct ob_sb *b, const struct ob_oai_srv_err *e)
 {
     sse_begin(b);
-    ob_api_error_body(b, e);
+    ob_oai_srv_error_body(b, e);
     sse_end(b);
     ob_sb_str(b, "data: [DONE]\n\n");
 }
 
-size_t ob_api_stream_safe(const char *text, size_t from, size_t len, const char *const *stop,
+size_t ob_oai_srv_stream_safe(const char *text, size_t from, size_t len, const char *const *stop,
                           int n_stop)
 {
     const unsigned char *t = (const unsigned char *)text;
