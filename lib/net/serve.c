@@ -40,11 +40,9 @@
  * back with its lock held, so the order is always mu, then the engine's. The connection table
  * has its own mutex (cmu), never held while taking another.
  *
- * Only the driver thread calls ob_engine_cancel and ob_engine_stats: both walk the engine's
- * job lists, which ob_engine_step changes (and frees jobs from) without the engine's lock.
- * Other threads queue cancellations (cancel_later) and read the counters the driver copied.
- * ob_engine_submit, which only appends to the engine's incoming list under its lock, is
- * called from any thread.
+ * The engine's submit, cancel, stats and wake are safe from any thread (engine.h): an HTTP
+ * thread cancels the job of a request whose client went away, /metrics reads the engine's
+ * counters, a prep thread submits. Only the driver steps the engine.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -245,9 +243,6 @@ struct ob_serve {
     struct hist duration[2], ttft[2];
     uint64_t rejected_queue, cancelled_client, timed_out;
     size_t body_mem;               /* bytes reserved for bodies being read or parsed */
-    uint64_t *cancel_q;            /* handles to cancel, passed to the engine by the driver */
-    size_t n_cancel_q, cap_cancel_q;
-    struct ob_engine_stats es;     /* the engine's counters, as the driver last read them */
     pthread_mutex_t lmu;           /* guards the two below: MHD may log with mu held */
     char mhd_msg[256];             /* MHD's last log message (for a failed start) */
     struct {                       /* MHD's recent messages, logged at most once a second */
@@ -891,20 +886,6 @@ static void on_finish(void *user, uint64_t h, const struct ob_finish *f)
 
 /* ---- the driver thread ----------------------------------------------------------------------- */
 
-/* Queue a job's cancellation for the driver (mu held). */
-static void cancel_later(struct ob_serve *s, uint64_t handle)
-{
-    if (s->n_cancel_q == s->cap_cancel_q) {
-        size_t c = s->cap_cancel_q ? 2 * s->cap_cancel_q : 64;
-        uint64_t *p = realloc(s->cancel_q, c * sizeof *p);
-        if (!p)
-            return;                /* the job runs to its end: no worse than a slow client */
-        s->cancel_q = p;
-        s->cap_cancel_q = c;
-    }
-    s->cancel_q[s->n_cancel_q++] = handle;
-}
-
 /* Cancel the jobs of clients that went away and of requests past their time limit. Only
  * suspended connections are polled: MHD neither reads them nor closes them until we resume
  * them, and only this thread resumes a connection whose job runs. */
@@ -936,21 +917,9 @@ static void watch(struct ob_serve *s)
                 who[i]->why = W_CLIENT;
                 cancel[nc++] = who[i]->handle;
             }
-    uint64_t *queued = s->cancel_q;
-    size_t nq = s->n_cancel_q;
-    s->cancel_q = NULL;
-    s->n_cancel_q = s->cap_cancel_q = 0;
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < nc; i++)
         ob_engine_cancel(s->e, cancel[i]);
-    for (size_t i = 0; i < nq; i++)
-        ob_engine_cancel(s->e, queued[i]);
-    free(queued);
-    struct ob_engine_stats es;
-    ob_engine_stats(s->e, &es);
-    pthread_mutex_lock(&s->mu);
-    s->es = es;
-    pthread_mutex_unlock(&s->mu);
 }
 
 static void *driver(void *arg)
@@ -964,23 +933,16 @@ static void *driver(void *arg)
         /* stopping: every job was cancelled; step until their finishes are delivered */
         if (stop && ob_engine_idle(s->e))
             break;
-        if (ob_engine_idle(s->e)) {
+        /* A submission or a cancellation from another thread ends the wait. The step after it
+         * takes the engine's list of cancellations even when nothing is live (it computes no
+         * rows then): a handle whose job had already finished would otherwise keep ending
+         * every wait at once. */
+        if (ob_engine_idle(s->e))
             ob_engine_wait(s->e, 0.025);
-        } else {
-            if (ob_engine_step(s->e) < 0)
-                logf_event(s, "engine", "%s", ob_errmsg());
-            /* the counters /metrics shows, as of this step */
-            struct ob_engine_stats es;
-            ob_engine_stats(s->e, &es);
-            pthread_mutex_lock(&s->mu);
-            s->es = es;
-            pthread_mutex_unlock(&s->mu);
-        }
+        if (ob_engine_step(s->e) < 0)
+            logf_event(s, "engine", "%s", ob_errmsg());
         double t = now();
-        pthread_mutex_lock(&s->mu);
-        bool queued = s->n_cancel_q > 0;
-        pthread_mutex_unlock(&s->mu);
-        if (queued || t - last >= 0.02) {
+        if (t - last >= 0.02) {
             watch(s);
             last = t;
         }
@@ -1044,8 +1006,14 @@ static enum MHD_Result do_metrics(struct sreq *r)
 {
     struct ob_serve *s = r->s;
     struct ob_sb b = {0};
+    /* the engine is there once the server is ready (attach sets it before ready, under mu) */
     pthread_mutex_lock(&s->mu);
-    struct ob_engine_stats es = s->es;
+    struct ob_engine *e = s->ready ? s->e : NULL;
+    pthread_mutex_unlock(&s->mu);
+    struct ob_engine_stats es = {0};
+    if (e)
+        ob_engine_stats(e, &es);
+    pthread_mutex_lock(&s->mu);
     metric(&b, "ob_requests_total", "counter", "HTTP requests answered, by endpoint and status.");
     for (int e = 0; e < EP_N; e++)
         for (int st = 100; st < 600; st++)
@@ -1869,6 +1837,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx,
     };
     const char *end = (unsigned)toe < sizeof why / sizeof why[0] && why[toe] ? why[toe] : "error";
     bool cancel = false;
+    uint64_t handle = 0;
     pthread_mutex_lock(&s->mu);
     r->gone = true;
     r->suspended = false;
@@ -1883,7 +1852,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx,
     if (r->job) {
         if (r->why == W_NONE)
             r->why = W_CLIENT;
-        cancel_later(s, r->handle);
+        handle = r->handle;
         cancel = true;
     }
     if (!r->answered)
@@ -1901,8 +1870,9 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx,
     log_request(s, r, end);
     sreq_unref(r);                 /* MHD's reference */
     pthread_mutex_unlock(&s->mu);
+    /* a handle whose job has finished meanwhile is ignored by the engine */
     if (cancel)
-        ob_engine_wake(s->e);
+        ob_engine_cancel(s->e, handle);
 }
 
 /* ---- life cycle ------------------------------------------------------------------------------ */
@@ -1916,7 +1886,6 @@ static void serve_destroy(struct ob_serve *s)
     pthread_mutex_destroy(&s->lmu);
     pthread_mutex_destroy(&s->mu);
     free(s->prep_th);
-    free(s->cancel_q);
     free(s);
 }
 
@@ -2073,15 +2042,15 @@ int ob_serve_in_flight(struct ob_serve *s)
 
 void ob_serve_cancel_all(struct ob_serve *s)
 {
+    /* under mu: a job of the registry is not finalized meanwhile (the order is mu, then the
+     * engine's lock) */
     pthread_mutex_lock(&s->mu);
     for (struct sreq *r = s->head; r; r = r->next)
         if (r->job && r->why == W_NONE) {
             r->why = W_SHUTDOWN;
-            cancel_later(s, r->handle);
+            ob_engine_cancel(s->e, r->handle);
         }
     pthread_mutex_unlock(&s->mu);
-    if (s->e)
-        ob_engine_wake(s->e);
 }
 
 void ob_serve_free(struct ob_serve *s, double linger)

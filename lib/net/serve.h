@@ -5,13 +5,13 @@
  * documents every endpoint and status.
  *
  * Threads: HTTP threads (libmicrohttpd's pool) read requests, answer the quick endpoints,
- * queue cancellations and format answers; they never parse or tokenize a body, so that
- * /health and /livez answer at once whatever else comes in. Prep threads (as many as HTTP
- * threads) parse and tokenize bodies and submit engine jobs, the request's connection
- * suspended meanwhile. One driver thread, started by ob_serve_attach, owns the engine
- * (ob_engine_step in a loop, ob_engine_wait when idle, and every ob_engine_cancel and
- * ob_engine_stats) and hands tokens and finishes to the HTTP threads under the server's lock,
- * resuming the suspended connection that waits for them. The driver also watches the sockets
+ * cancel the jobs of clients that went away and format answers; they never parse or tokenize
+ * a body, so that /health and /livez answer at once whatever else comes in. Prep threads (as
+ * many as HTTP threads) parse and tokenize bodies and submit engine jobs, the request's
+ * connection suspended meanwhile. One driver thread, started by ob_serve_attach, steps the
+ * engine (ob_engine_step in a loop, ob_engine_wait when idle; the engine's submit, cancel and
+ * stats are safe from any thread, engine.h) and hands tokens and finishes to the HTTP threads
+ * under the server's lock, resuming the suspended connection that waits for them. The driver also watches the sockets
  * of waiting connections, so that a client that goes away cancels its sequence and frees its
  * slot, and cancels requests that pass their time limit. A guard thread holds every connection
  * to its deadlines: the request's headers must arrive in full within header_timeout of the
@@ -31,8 +31,8 @@
  * To stop: ob_serve_quiesce (no new connections, /health 503 "draining"), wait while
  * ob_serve_in_flight > 0 for as long as the grace period allows, ob_serve_cancel_all, then
  * ob_serve_free, which closes at once every connection that is not being answered (a client
- * still sending its request would only get 503). The library logs through params.log only (one JSON object per call, no
- * newline); it never prints.
+ * still sending its request would only get 503). The library logs through params.log only
+ * (one JSON object per call, no newline); it never prints.
  *
  * Ownership: the model, context and engine belong to the caller and must outlive the server
  * (free the server first). ob_serve_quiesce, ob_serve_in_flight and ob_serve_cancel_all may be
