@@ -386,6 +386,11 @@ enum {
                                       writes them out replaces them (ob_utf8_sanitize) */
 };
 int ob_json_parse(const char *text, size_t len, int flags, cJSON **out);
+/* The same, with a bound on the values the text holds (cJSON makes a node of 64 bytes of each
+ * string, number, literal, array and object; object keys live in their values' nodes): a text
+ * with more than max_values is refused with OB_ERANGE before cJSON allocates anything, having
+ * cost one pass over its bytes. max_values 0: no bound. */
+int ob_json_parse_max(const char *text, size_t len, int flags, size_t max_values, cJSON **out);
 /* Length of the well-formed UTF-8 sequence at s (1-4; no overlong forms, surrogates or code
  * points above U+10FFFF), or 0 when the byte at s does not start one (NUL counts as
  * ill-formed) or it runs past end. */

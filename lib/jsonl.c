@@ -177,11 +177,23 @@ static long hex4(const char *p, const char *end)
  * knows only whether it is inside a string. The JSON grammar itself is cJSON's to check; where
  * the text is not JSON this pass may name a problem that cJSON would have reported elsewhere,
  * and the text is refused either way. Offsets in messages count bytes from 1.
+ *
+ * The same pass counts the values, as cJSON will make one node of each: a string (unless a
+ * colon follows it: a key, which cJSON keeps in its value's node), a number, a literal, an
+ * array, an object. With max_values it stops at the first value beyond the bound.
  */
-static int json_check(const char *text, size_t len, int flags)
+static int json_check(const char *text, size_t len, int flags, size_t max_values)
 {
     const char *p = text, *end = text + len;
     bool in_str = false;
+    bool str = false;              /* a string has ended: a value, unless a colon follows */
+    size_t values = 0;
+#define VALUE()                                                                                 \
+    do {                                                                                        \
+        if (++values > max_values && max_values)                                                \
+            return ob_seterr(OB_ERANGE, "more than %zu JSON values (at byte %zu)", max_values,  \
+                             (size_t)(p - text) + 1);                                           \
+    } while (0)
     while (p < end) {
         unsigned char c = (unsigned char)*p;
         size_t at = (size_t)(p - text) + 1;
@@ -198,7 +210,23 @@ static int json_check(const char *text, size_t len, int flags)
             if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
                 return ob_seterr(OB_EFORMAT, "invalid JSON at byte %zu: control byte 0x%02x", at,
                                  c);
+            if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+                p++;
+                continue;
+            }
+            if (str && c != ':')
+                VALUE();           /* the string before was a value, not a key */
+            str = false;
+            if (c == '[' || c == '{') {
+                VALUE();
+            } else if (c == 't' || c == 'f' || c == 'n') {
+                VALUE();               /* true, false, null: cJSON checks the spelling */
+                while (p < end && *p >= 'a' && *p <= 'z')
+                    p++;
+                continue;
+            }
             if (c == '-' || (c >= '0' && c <= '9')) {
+                VALUE();
                 /* a number cJSON would read as infinity and write back as null; cJSON reads at
                  * most 63 characters of one (and refuses a longer one) */
                 char num[64];
@@ -224,6 +252,7 @@ static int json_check(const char *text, size_t len, int flags)
                              "string (JSON writes it as \\u%04x)", at, c, c);
         if (c == '"') {
             in_str = false;
+            str = true;
             p++;
             continue;
         }
@@ -261,13 +290,21 @@ static int json_check(const char *text, size_t len, int flags)
         }
         p += 6;
     }
+    if (str)
+        VALUE();
+#undef VALUE
     return 0;
 }
 
 int ob_json_parse(const char *text, size_t len, int flags, cJSON **out)
 {
+    return ob_json_parse_max(text, len, flags, 0, out);
+}
+
+int ob_json_parse_max(const char *text, size_t len, int flags, size_t max_values, cJSON **out)
+{
     *out = NULL;
-    int e = json_check(text, len, flags);
+    int e = json_check(text, len, flags, max_values);
     if (e)
         return e;
     const char *end = NULL;

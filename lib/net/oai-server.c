@@ -281,13 +281,20 @@ static int parse_messages(const cJSON *arr, struct ob_oai_srv_req *r, struct ob_
     return 0;
 }
 
-/* A body as JSON (ob_json_parse): text that cJSON would cut short (\u0000, a bad escape), raw
- * control bytes in strings and ill-formed UTF-8 are refused with a 400, never truncated. */
-static int parse_body(const char *body, size_t len, cJSON **root, struct ob_oai_srv_err *e)
+/* A body as JSON (ob_json_parse_max): text that cJSON would cut short (\u0000, a bad escape),
+ * raw control bytes in strings and ill-formed UTF-8 are refused with a 400, never truncated;
+ * more than max_values values with a 413, before cJSON allocates anything. */
+static int parse_body(const char *body, size_t len, size_t max_values, cJSON **root,
+                      struct ob_oai_srv_err *e)
 {
     if (!ob_utf8_valid(body, len))
         return BAD(e, NULL, "invalid_utf8", "the request body is not valid UTF-8");
-    if (ob_json_parse(body, len, 0, root))
+    int err = ob_json_parse_max(body, len, 0, max_values, root);
+    if (err == OB_ERANGE)
+        return ob_oai_srv_fail(e, OB_ERANGE, 413, "invalid_request_error", "request_too_large",
+                               NULL, "the request body holds more JSON values than this server "
+                               "takes (%zu)", max_values);
+    if (err)
         return BAD(e, NULL, "invalid_json", "the request body: %s", ob_errmsg());
     return 0;
 }
@@ -325,7 +332,7 @@ int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai
     memset(r, 0, sizeof *r);
     r->kind = kind;
     int err = 0;
-    if ((err = parse_body(body, len, &r->root, e)))
+    if ((err = parse_body(body, len, d->max_values, &r->root, e)))
         return err;
     const cJSON *o = r->root;
     if (!cJSON_IsObject(o)) {
@@ -584,10 +591,11 @@ int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, 
 
 /* ---- tokenize / detokenize ---------------------------------------------------------------------- */
 
-static cJSON *parse_object(const char *body, size_t len, struct ob_oai_srv_err *e)
+static cJSON *parse_object(const char *body, size_t len, size_t max_values,
+                           struct ob_oai_srv_err *e)
 {
     cJSON *root;
-    if (parse_body(body, len, &root, e))
+    if (parse_body(body, len, max_values, &root, e))
         return NULL;
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
@@ -597,11 +605,11 @@ static cJSON *parse_object(const char *body, size_t len, struct ob_oai_srv_err *
     return root;
 }
 
-int ob_oai_srv_parse_tokenize(const char *body, size_t len, cJSON **root, const char **content,
-                          bool *add_special, bool *parse_special, bool *with_pieces,
-                          struct ob_oai_srv_err *e)
+int ob_oai_srv_parse_tokenize(const char *body, size_t len, size_t max_values, cJSON **root,
+                              const char **content, bool *add_special, bool *parse_special,
+                              bool *with_pieces, struct ob_oai_srv_err *e)
 {
-    *root = parse_object(body, len, e);
+    *root = parse_object(body, len, max_values, e);
     if (!*root)
         return OB_EFORMAT;
     const cJSON *c = field(*root, "content");
@@ -623,10 +631,11 @@ int ob_oai_srv_parse_tokenize(const char *body, size_t len, cJSON **root, const 
     return 0;
 }
 
-int ob_oai_srv_parse_detokenize(const char *body, size_t len, uint32_t n_vocab, int32_t **ids,
-                            int *n, struct ob_oai_srv_err *e)
+int ob_oai_srv_parse_detokenize(const char *body, size_t len, size_t max_values,
+                                uint32_t n_vocab, int32_t **ids, int *n,
+                                struct ob_oai_srv_err *e)
 {
-    cJSON *root = parse_object(body, len, e);
+    cJSON *root = parse_object(body, len, max_values, e);
     if (!root)
         return OB_EFORMAT;
     const cJSON *t = field(root, "tokens");

@@ -67,6 +67,7 @@ struct ob_oai_srv_defaults {
     int max_tokens_cap;            /* larger max_tokens are refused */
     float temperature;             /* when a request sets none */
     uint64_t seed;
+    size_t max_values;             /* JSON values a body may hold (ob_json_parse_max); 0: any */
 };
 
 struct ob_oai_srv_req {
@@ -99,8 +100,9 @@ struct ob_oai_srv_req {
 
 /*
  * Parse a request body (any bytes; at most a few MiB) for an endpoint. On failure *e says
- * why (status 400 with the param for a bad field; 413 never: the caller bounds the size) and
- * *r is left empty (ob_oai_srv_free is still safe).
+ * why (status 400 with the param for a bad field; 413 for a body of more than d->max_values
+ * JSON values, refused before it is parsed; the caller bounds the size in bytes) and *r is
+ * left empty (ob_oai_srv_free is still safe).
  */
 int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai_srv_defaults *d,
                  struct ob_oai_srv_req *r, struct ob_oai_srv_err *e);
@@ -115,13 +117,15 @@ int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, 
                   int *n_stop_ids, struct ob_oai_srv_err *e);
 
 /* POST /tokenize {"content": string, "add_special": bool (false), "parse_special": bool
- * (false), "with_pieces": bool (false)}; *content points into *root (cJSON_Delete it). */
-int ob_oai_srv_parse_tokenize(const char *body, size_t len, cJSON **root, const char **content,
-                          bool *add_special, bool *parse_special, bool *with_pieces,
-                          struct ob_oai_srv_err *e);
+ * (false), "with_pieces": bool (false)}; *content points into *root (cJSON_Delete it).
+ * max_values as in struct ob_oai_srv_defaults, here and for /detokenize. */
+int ob_oai_srv_parse_tokenize(const char *body, size_t len, size_t max_values, cJSON **root,
+                              const char **content, bool *add_special, bool *parse_special,
+                              bool *with_pieces, struct ob_oai_srv_err *e);
 /* POST /detokenize {"tokens": [ids]}; *ids is malloc'd, checked below n_vocab. */
-int ob_oai_srv_parse_detokenize(const char *body, size_t len, uint32_t n_vocab, int32_t **ids,
-                            int *n, struct ob_oai_srv_err *e);
+int ob_oai_srv_parse_detokenize(const char *body, size_t len, size_t max_values,
+                                uint32_t n_vocab, int32_t **ids, int *n,
+                                struct ob_oai_srv_err *e);
 
 /* ---- responses --------------------------------------------------------------------------------- */
 

@@ -1083,54 +1083,13 @@ static enum MHD_Result do_metrics(struct sreq *r)
 
 /* ---- the memory a body's parse may take ------------------------------------------------------ */
 
-/* cJSON's allocations on this thread: counted against jb_left while jb_on (see max_values) */
-static _Thread_local bool jb_on, jb_over;
-static _Thread_local size_t jb_left;
-
-static void *jb_malloc(size_t n)
-{
-    if (jb_on) {
-        if (n > jb_left) {
-            jb_over = true;
-            return NULL;
-        }
-        jb_left -= n;
-    }
-    return malloc(n);
-}
-
-static void jb_free(void *p)
-{
-    free(p);
-}
-
 /* JSON values a body may hold: a prompt and forced tokens of a whole context each, and room
  * for messages and fields. cJSON takes one node (sizeof(cJSON), 64 bytes) per value, plus the
- * bytes of its strings, which are at most the body's. */
+ * bytes of its strings, which are at most the body's; a body with more values is refused
+ * (413) by ob_json_parse_max before cJSON allocates anything. */
 static size_t max_values(const struct ob_serve *s)
 {
     return 4 * (size_t)s->n_ctx + 4096;
-}
-
-static void jb_arm(const struct ob_serve *s, size_t body_len)
-{
-    jb_left = body_len + 64 + max_values(s) * (sizeof(cJSON) + 16);
-    jb_over = false;
-    jb_on = true;
-}
-
-/* true if the parse went over its budget (its allocation failed: it failed) */
-static bool jb_disarm(void)
-{
-    jb_on = false;
-    return jb_over;
-}
-
-static void too_many_values(struct sreq *r)
-{
-    refuse(r, 413, "invalid_request_error", "request_too_large",
-           "the request body holds more JSON values than this server takes (%zu)",
-           max_values(r->s));
 }
 
 /* the body is parsed (or refused): its bytes are not needed any more */
@@ -1152,17 +1111,10 @@ static void prep_tokenize(struct sreq *r)
     cJSON *root = NULL;
     const char *content;
     bool add_special, parse_special, with_pieces;
-    jb_arm(s, r->body_len);
-    int err = ob_oai_srv_parse_tokenize(r->body ? r->body : "", r->body_len, &root, &content,
-                                    &add_special, &parse_special, &with_pieces, &r->perr);
-    bool over = jb_disarm();
+    int err = ob_oai_srv_parse_tokenize(r->body ? r->body : "", r->body_len, max_values(s),
+                                        &root, &content, &add_special, &parse_special,
+                                        &with_pieces, &r->perr);
     drop_body(r);
-    if (over) {
-        if (!err)
-            cJSON_Delete(root);
-        too_many_values(r);
-        return;
-    }
     if (err) {
         r->perr_set = true;
         return;
@@ -1202,17 +1154,9 @@ static void prep_detokenize(struct sreq *r)
     struct ob_serve *s = r->s;
     int32_t *ids = NULL;
     int n;
-    jb_arm(s, r->body_len);
-    int err = ob_oai_srv_parse_detokenize(r->body ? r->body : "", r->body_len,
-                                      ob_tok_n_vocab(s->tok), &ids, &n, &r->perr);
-    bool over = jb_disarm();
+    int err = ob_oai_srv_parse_detokenize(r->body ? r->body : "", r->body_len, max_values(s),
+                                          ob_tok_n_vocab(s->tok), &ids, &n, &r->perr);
     drop_body(r);
-    if (over) {
-        if (!err)
-            free(ids);
-        too_many_values(r);
-        return;
-    }
     if (err) {
         r->perr_set = true;
         return;
@@ -1391,16 +1335,9 @@ static void prep_generate(struct sreq *r)
 {
     struct ob_serve *s = r->s;
     int kind = r->ep == EP_CHAT ? OB_OAI_SRV_CHAT : OB_OAI_SRV_COMPLETION;
-    jb_arm(s, r->body_len);
     int err = ob_oai_srv_parse(r->body ? r->body : "", r->body_len, kind, &s->defaults, &r->q,
-                           &r->perr);
-    bool over = jb_disarm();
+                               &r->perr);
     drop_body(r);
-    if (over) {
-        ob_oai_srv_free(&r->q);
-        too_many_values(r);
-        return;
-    }
     if (err) {
         r->perr_set = true;
         return;
@@ -1905,9 +1842,6 @@ int ob_serve_new(const struct ob_serve_params *p, struct ob_serve **out)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->guard_cond, &ca);
     pthread_condattr_destroy(&ca);
-    /* count what cJSON allocates while a body is parsed (jb_malloc); process-wide, set
-     * before any thread of ours parses */
-    cJSON_InitHooks(&(cJSON_Hooks){.malloc_fn = jb_malloc, .free_fn = jb_free});
     uint32_t boot = 0;
     if (getrandom(&boot, sizeof boot, 0) != sizeof boot)
         boot = (uint32_t)time(NULL) ^ (uint32_t)getpid();
@@ -2004,6 +1938,7 @@ int ob_serve_attach(struct ob_serve *s, struct ob_model *m, struct ob_ctx *ctx,
         .max_tokens_cap = s->p.max_tokens_cap,
         .temperature = s->p.temperature,
         .seed = s->p.seed,
+        .max_values = max_values(s),
     };
     if (pthread_create(&s->driver, NULL, driver, s))
         return ob_seterr(OB_EIO, "cannot start the engine thread");

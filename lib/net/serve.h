@@ -21,10 +21,9 @@
  * one byte a second keeps resetting).
  *
  * Memory: cJSON builds the whole tree of a body before it is read, about 80 bytes a value, so
- * a parse may allocate at most the body's size plus max_values(ctx) values' worth (see
- * serve.c): a 4 MiB body of two million token ids is refused (413) having cost a few MiB, not
- * hundreds. ob_serve_new sets cJSON's allocation hooks (cJSON_InitHooks) for the whole process
- * to count this; they count only on a thread that is parsing a body.
+ * a body may hold at most max_values(ctx) JSON values (see serve.c), counted by
+ * ob_json_parse_max in its pass over the bytes before cJSON allocates anything: a 4 MiB body
+ * of two million token ids is refused (413) having cost its own bytes, not hundreds of MiB.
  *
  * Life cycle: ob_serve_new listens at once (/health answers 503 "loading"); the caller loads
  * the model and builds the context and engine, then ob_serve_attach makes the server ready.

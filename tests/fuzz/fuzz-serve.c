@@ -189,10 +189,14 @@ static void answers(const struct ob_oai_srv_req *q, const int32_t *ids, int n_id
     free(ti);
 }
 
+/* JSON values a body may hold: as many as 1b-serve takes with --ctx 2048 */
+#define MAX_VALUES (4 * 2048 + 4096)
+
 static void one(const char *body, size_t size, int kind, const char *t)
 {
     struct ob_oai_srv_defaults d = {.max_tokens_chat = 64, .max_tokens_completion = 16,
-                                .max_tokens_cap = 64, .temperature = 1.0f, .seed = 0};
+                                    .max_tokens_cap = 64, .temperature = 1.0f, .seed = 0,
+                                    .max_values = MAX_VALUES};
     struct ob_oai_srv_req q;
     struct ob_oai_srv_err e;
     if (ob_oai_srv_parse(body, size, kind, &d, &q, &e)) {
@@ -241,7 +245,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cJSON *root;
     const char *content;
     bool a, p, w;
-    if (ob_oai_srv_parse_tokenize(body, size, &root, &content, &a, &p, &w, &e) == 0) {
+    if (ob_oai_srv_parse_tokenize(body, size, MAX_VALUES, &root, &content, &a, &p, &w, &e) == 0) {
         int32_t *ids;
         size_t n;
         if (ob_tok_encode(tok, content, strlen(content), p, &ids, &n) == 0)
@@ -250,7 +254,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     int32_t *ids;
     int n;
-    if (ob_oai_srv_parse_detokenize(body, size, ob_tok_n_vocab(tok), &ids, &n, &e) == 0) {
+    if (!ob_oai_srv_parse_detokenize(body, size, MAX_VALUES, ob_tok_n_vocab(tok), &ids, &n, &e)) {
         char *text;
         size_t len;
         if (ob_tok_decode(tok, ids, (size_t)n, &text, &len) == 0)

@@ -12,7 +12,9 @@
  *    into invalid output (\u0000, \uZZZZ, unpaired surrogates, raw control bytes, ill-formed
  *    UTF-8) is refused with its byte offset, what it accepts is carried whole (strings
  *    compared byte for byte), OB_JSON_ANY_BYTES keeps a partial character's bytes;
- *  - the writer emits valid UTF-8 whatever bytes a string holds.
+ *  - the writer emits valid UTF-8 whatever bytes a string holds;
+ *  - ob_json_parse_max counts exactly the nodes cJSON will make (keys are not values) and
+ *    refuses a text with more before cJSON allocates anything.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -367,6 +369,72 @@ static void exact(void)
     cJSON_Delete(o);
 }
 
+/* cJSON's allocations, counted through its hooks (this test's own: the library sets none) */
+static size_t n_allocs;
+
+static void *counting_malloc(size_t n)
+{
+    n_allocs++;
+    return malloc(n);
+}
+
+static int count_nodes(const cJSON *j)
+{
+    int n = 0;
+    for (; j; j = j->next)
+        n += 1 + count_nodes(j->child);
+    return n;
+}
+
+static void value_bound(void)
+{
+    static const char *const texts[] = {
+        "{\"a\":[1,2,\"x\"],\"b\":{\"c\":true}}", "[]", "\"s\"", " 7 ", "[null,false,true]",
+        "{\"k\" : \"v\" , \"k2\":\"\\\":\"}", "[[[[\"a\"]]],{},-1.5e3]",
+        "{\"prompt\":\"Once upon\",\"max_tokens\":4,\"stop\":[\"a:\",\"b\"]}",
+    };
+    int good = 1;
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        cJSON *j = NULL, *k = NULL;
+        size_t len = strlen(texts[i]);
+        int e = ob_json_parse(texts[i], len, 0, &j);
+        int n = j ? count_nodes(j) : -1;
+        int at = ob_json_parse_max(texts[i], len, 0, (size_t)n, &k);
+        cJSON_Delete(k);
+        k = NULL;
+        int below = n > 1 ? ob_json_parse_max(texts[i], len, 0, (size_t)n - 1, &k) : OB_ERANGE;
+        if (e || at || below != OB_ERANGE || k) {
+            printf("# %s: %d nodes; at the bound %d, one below %d\n", texts[i], n, at, below);
+            good = 0;
+        }
+        cJSON_Delete(j);
+    }
+    ok(good, "ob_json_parse_max: a text of N nodes is taken with the bound N and refused "
+       "(OB_ERANGE) with N - 1 (keys, colons in strings and nesting counted as cJSON does)");
+    /* two million token ids against a bound of 12288: refused with nothing allocated */
+    size_t n = 2000000, len = 0;
+    char *big = malloc(2 * n + 16);
+    big[len++] = '[';
+    for (size_t i = 0; i < n; i++) {
+        big[len++] = '1';
+        big[len++] = ',';
+    }
+    big[len - 1] = ']';
+    cJSON_InitHooks(&(cJSON_Hooks){.malloc_fn = counting_malloc, .free_fn = free});
+    n_allocs = 0;
+    cJSON *j = NULL;
+    int e = ob_json_parse_max(big, len, 0, 12288, &j);
+    ok(e == OB_ERANGE && !j && n_allocs == 0 && strstr(ob_errmsg(), "more than 12288 JSON values"),
+       "two million values against a bound of 12288: refused with %zu allocations (%s)",
+       n_allocs, ob_errmsg());
+    e = ob_json_parse_max(big, len, 0, 0, &j);
+    ok(e == 0 && cJSON_GetArraySize(j) == (int)n && n_allocs > n,
+       "the same text without a bound: %d values parsed", cJSON_GetArraySize(j));
+    cJSON_Delete(j);
+    cJSON_InitHooks(NULL);
+    free(big);
+}
+
 int main(int argc, char **argv)
 {
     tap_seed(0x1234567);
@@ -376,5 +444,6 @@ int main(int argc, char **argv)
     json_refusals();
     json_accepts();
     utf8();
+    value_bound();
     return tap_done();
 }
