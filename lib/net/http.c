@@ -12,6 +12,7 @@
 #include <curl/curl.h>
 
 #include "net/http.h"
+#include "sb.h"
 
 #define MAX_REPLY ((size_t)256 << 20)     /* a reply larger than this is refused */
 
@@ -159,8 +160,7 @@ struct xfer {
     char *url, *body;
     char *shown;                   /* url without its credentials, for messages */
     void *user;
-    char *resp;
-    size_t len, cap;
+    struct ob_sb resp;             /* the reply's body so far */
     bool too_big;
     bool replied;                  /* a header line or a body byte has come */
     bool head_done;                /* the reply's (last) header block has ended */
@@ -178,7 +178,7 @@ struct ob_http {
     struct curl_slist *hdr;
     struct xfer *xs;               /* pending, in start order */
     struct ob_http_result **done;  /* finished, not yet returned (FIFO) */
-    int n_done, cap_done;
+    size_t n_done, cap_done;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -242,7 +242,7 @@ static void xfer_free(struct ob_http *h, struct xfer *x)
     free(x->url);
     free(x->shown);
     free(x->body);
-    free(x->resp);
+    ob_sb_free(&x->resp);
     free(x);
 }
 
@@ -263,7 +263,7 @@ void ob_http_free(struct ob_http *h)
         h->xs = x->next;
         xfer_free(h, x);
     }
-    for (int i = 0; i < h->n_done; i++)
+    for (size_t i = 0; i < h->n_done; i++)
         ob_http_result_free(h->done[i]);
     free(h->done);
     if (h->multi)
@@ -276,23 +276,13 @@ static size_t on_data(char *p, size_t size, size_t n, void *user)
 {
     struct xfer *x = user;
     size_t k = size * n;
-    if (x->len + k + 1 > MAX_REPLY) {
+    if (x->resp.len + k + 1 > MAX_REPLY) {
         x->too_big = true;
         return 0;                      /* aborts the transfer */
     }
-    if (x->len + k + 1 > x->cap) {
-        size_t cap = x->cap ? x->cap : 4096;
-        while (cap < x->len + k + 1)
-            cap *= 2;
-        char *r = realloc(x->resp, cap);
-        if (!r)
-            return 0;
-        x->resp = r;
-        x->cap = cap;
-    }
-    memcpy(x->resp + x->len, p, k);
-    x->len += k;
-    x->resp[x->len] = 0;
+    ob_sb_add(&x->resp, p, k);
+    if (x->resp.oom)
+        return 0;
     x->replied = true;
     return k;
 }
@@ -315,7 +305,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *user)
 
 static int xfer_add(struct ob_http *h, struct xfer *x)
 {
-    x->len = 0;
+    ob_sb_reset(&x->resp);
+    x->resp.oom = false;               /* a new attempt: its reply comes whole again */
     x->too_big = false;
     x->replied = false;
     x->head_done = false;
@@ -381,7 +372,7 @@ int ob_http_start(struct ob_http *h, const char *url, const char *body, void *us
 
 int ob_http_pending(const struct ob_http *h)
 {
-    int n = h->n_done;
+    int n = (int)h->n_done;
     for (const struct xfer *x = h->xs; x; x = x->next)
         n++;
     return n;
@@ -404,9 +395,7 @@ static int push_done(struct ob_http *h, struct xfer *x, CURLcode rc)
     r->user = x->user;
     r->attempts = x->attempts;
     r->seconds = now_s() - x->t0;
-    r->body = x->resp ? x->resp : strdup("");
-    r->len = x->resp ? x->len : 0;
-    x->resp = NULL;
+    r->body = ob_sb_take(&x->resp, &r->len);
     if (!r->body) {
         free(r);
         return oom();
@@ -438,15 +427,9 @@ static int push_done(struct ob_http *h, struct xfer *x, CURLcode rc)
             snprintf(r->msg, sizeof r->msg, "%.200s: %.200s", x->shown, why);
         }
     }
-    if (h->n_done == h->cap_done) {
-        int cap = h->cap_done ? 2 * h->cap_done : 8;
-        struct ob_http_result **d = realloc(h->done, (size_t)cap * sizeof *d);
-        if (!d) {
-            ob_http_result_free(r);
-            return oom();
-        }
-        h->done = d;
-        h->cap_done = cap;
+    if (!OB_GROW(h->done, h->cap_done, h->n_done + 1)) {
+        ob_http_result_free(r);
+        return oom();
     }
     h->done[h->n_done++] = r;
     return 0;
@@ -513,7 +496,7 @@ int ob_http_next(struct ob_http *h, double wait_s, struct ob_http_result **out)
             return e;
         if (h->n_done > 0) {
             *out = h->done[0];
-            memmove(h->done, h->done + 1, (size_t)(h->n_done - 1) * sizeof *h->done);
+            memmove(h->done, h->done + 1, (h->n_done - 1) * sizeof *h->done);
             h->n_done--;
             return 1;
         }
@@ -556,7 +539,7 @@ int ob_http_fetch(struct ob_http *h, const char *url, const char *body,
     if (e)
         return e;
     struct ob_http_result **kept = NULL;
-    int nk = 0;
+    size_t nk = 0, cap_kept = 0;
     for (;;) {
         struct ob_http_result *r;
         int k = ob_http_next(h, -1, &r);
@@ -572,28 +555,20 @@ int ob_http_fetch(struct ob_http *h, const char *url, const char *body,
             *out = r;
             break;
         }
-        struct ob_http_result **p = realloc(kept, (size_t)(nk + 1) * sizeof *p);
-        if (!p) {
+        if (!OB_GROW(kept, cap_kept, nk + 1)) {
             ob_http_result_free(r);
             e = oom();
             break;
         }
-        kept = p;
         kept[nk++] = r;
     }
     /* put the others back, in order, ahead of anything queued since */
-    for (int i = nk - 1; i >= 0; i--) {
-        if (h->n_done == h->cap_done) {
-            int cap = h->cap_done ? 2 * h->cap_done : 8;
-            struct ob_http_result **d = realloc(h->done, (size_t)cap * sizeof *d);
-            if (!d) {
-                ob_http_result_free(kept[i]);
-                continue;
-            }
-            h->done = d;
-            h->cap_done = cap;
+    for (size_t i = nk; i-- > 0;) {
+        if (!OB_GROW(h->done, h->cap_done, h->n_done + 1)) {
+            ob_http_result_free(kept[i]);
+            continue;
         }
-        memmove(h->done + 1, h->done, (size_t)h->n_done * sizeof *h->done);
+        memmove(h->done + 1, h->done, h->n_done * sizeof *h->done);
         h->done[0] = kept[i];
         h->n_done++;
     }

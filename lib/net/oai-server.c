@@ -188,18 +188,6 @@ static int refuse_unimplemented(const cJSON *o, struct ob_oai_srv_err *e)
     return 0;
 }
 
-static int keep_string(struct ob_oai_srv_req *r, char *s)
-{
-    char **o = realloc(r->owned, (r->n_owned + 1) * sizeof *o);
-    if (!o) {
-        free(s);
-        return OB_ENOMEM;
-    }
-    r->owned = o;
-    r->owned[r->n_owned++] = s;
-    return 0;
-}
-
 static int parse_messages(const cJSON *arr, struct ob_oai_srv_req *r, struct ob_oai_srv_err *e)
 {
     if (!arr)
@@ -208,7 +196,8 @@ static int parse_messages(const cJSON *arr, struct ob_oai_srv_req *r, struct ob_
         return BAD(e, "messages", "invalid_type", "'messages' must be a non-empty array");
     size_t cnt = (size_t)cJSON_GetArraySize(arr), i = 0;
     r->msgs = calloc(cnt, sizeof *r->msgs);
-    if (!r->msgs)
+    r->owned = calloc(cnt, sizeof *r->owned);      /* at most one joined content per message */
+    if (!r->msgs || !r->owned)
         return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
     const cJSON *m;
     char param[64];
@@ -240,7 +229,6 @@ static int parse_messages(const cJSON *arr, struct ob_oai_srv_req *r, struct ob_
         } else if (cJSON_IsArray(content)) {
             /* content parts: text parts are joined; any other kind is refused */
             struct ob_sb b = {0};
-            ob_sb_add(&b, "", 0);
             const cJSON *part;
             int k = 0;
             cJSON_ArrayForEach(part, content) {
@@ -257,13 +245,10 @@ static int parse_messages(const cJSON *arr, struct ob_oai_srv_req *r, struct ob_
                 ob_sb_str(&b, tx->valuestring);
                 k++;
             }
-            if (b.oom || keep_string(r, b.p)) {
-                if (b.oom)
-                    ob_sb_free(&b);
+            if (!(text = ob_sb_take(&b, NULL)))
                 return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL,
                                        "out of memory");
-            }
-            text = b.p;
+            r->owned[r->n_owned++] = (char *)text;
         } else {
             return BAD(e, param, "invalid_type", "'%s' must be a string or an array of text parts",
                        param);
