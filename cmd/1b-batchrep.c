@@ -195,7 +195,7 @@ static int reply_rec(const cJSON *req, const struct ob_oai_cli_req *q, const cha
         return ob_seterr(OB_ENOMEM, "out of memory");
     if (!err) {
         /* through text, as any reader of the records would see them */
-        char *s = cJSON_PrintUnformatted(rec);
+        char *s = ob_json_print(rec);
         cJSON *back = NULL;
         err = !s ? ob_seterr(OB_ENOMEM, "out of memory") : ob_json_parse(s, strlen(s), 0, &back);
         cJSON_free(s);

@@ -367,6 +367,11 @@ const char *ob_jsonl_name(const struct ob_jsonl *r);
 /* Write one record as one compact line and flush it. OB_EIO if the stream failed. The line is
  * always valid UTF-8: ill-formed bytes in a string are written as U+FFFD. */
 int ob_jsonl_write(FILE *f, const cJSON *rec);
+/* Compact JSON text of j (cJSON_PrintUnformatted) whose numbers read back to the same doubles:
+ * cJSON's own printer may round one to 15 digits (2^53 as 9.00719925474099e+15) and writes
+ * non-finite ones as null; those are written as ob_json_f64 does. Free with cJSON_free; NULL
+ * when out of memory. Records (ob_jsonl_write) and request bodies are printed with it. */
+char *ob_json_print(const cJSON *j);
 
 /*
  * The one way 1b reads JSON text (records, request bodies, server replies, tokenizer files):

@@ -84,9 +84,78 @@ int ob_jsonl_next(struct ob_jsonl *r, cJSON **out)
     }
 }
 
+/*
+ * cJSON prints a number with "%1.15g" whenever that reads back within a relative DBL_EPSILON
+ * of it, which is not always the same double: 9007199254740992 (2^53) comes out as
+ * 9.00719925474099e+15, which reads back as 9007199254740990. A non-finite number it prints
+ * as null. Such numbers are printed here as the shortest decimal that reads back to the same
+ * double (ob_f64_str), and non-finite ones as the strings "NaN", "Infinity", "-Infinity".
+ */
+static bool inexact(const cJSON *it)
+{
+    double d = it->valuedouble;
+    if (!isfinite(d))
+        return true;
+    if (d == (double)it->valueint)
+        return false;                  /* printed with %d */
+    char b[32];
+    snprintf(b, sizeof b, "%1.15g", d);
+    return strtod(b, NULL) != d;
+}
+
+static bool any_inexact(const cJSON *j)
+{
+    for (; j; j = j->next)
+        if ((cJSON_IsNumber(j) && inexact(j)) || any_inexact(j->child))
+            return true;
+    return false;
+}
+
+/* every inexact number under parent replaced by its exact text; false when out of memory */
+static bool make_exact(cJSON *parent)
+{
+    for (cJSON *j = parent->child, *next; j; j = next) {
+        next = j->next;
+        if (cJSON_IsNumber(j) && inexact(j)) {
+            cJSON *x = ob_json_f64(j->valuedouble);
+            if (!x)
+                return false;
+            /* the member's name goes with it (cJSON_ReplaceItemViaPointer keeps none) */
+            x->string = j->string;
+            x->type |= j->type & cJSON_StringIsConst;
+            j->string = NULL;
+            if (!cJSON_ReplaceItemViaPointer(parent, j, x)) {
+                cJSON_Delete(x);
+                return false;
+            }
+        } else if (j->child && !make_exact(j)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+char *ob_json_print(const cJSON *j)
+{
+    if (!any_inexact(j))
+        return cJSON_PrintUnformatted(j);
+    /* a copy whose numbers are exact: the caller's tree stays as it is */
+    cJSON *root = cJSON_CreateArray(), *c = cJSON_Duplicate(j, true);
+    char *s = NULL;
+    if (root && c) {
+        cJSON_AddItemToArray(root, c);
+        if (make_exact(root))
+            s = cJSON_PrintUnformatted(root->child);
+    } else {
+        cJSON_Delete(c);
+    }
+    cJSON_Delete(root);
+    return s;
+}
+
 int ob_jsonl_write(FILE *f, const cJSON *rec)
 {
-    char *s = cJSON_PrintUnformatted(rec);
+    char *s = ob_json_print(rec);
     if (!s)
         return ob_seterr(OB_ENOMEM, "out of memory formatting a record");
     size_t n = strlen(s);
@@ -384,7 +453,8 @@ const char *ob_f64_str(double v, char buf[OB_F32_BUFSZ])
         return strcpy(buf, "NaN");
     if (isinf(v))
         return strcpy(buf, v < 0 ? "-Infinity" : "Infinity");
-    if (v > -9007199254740992.0 && v < 9007199254740992.0 && v == (double)(int64_t)v) {
+    /* whole numbers up to 2^53 as integers too (a seed: "9007199254740992", not 9.007e+15) */
+    if (v >= -9007199254740992.0 && v <= 9007199254740992.0 && v == (double)(int64_t)v) {
         snprintf(buf, OB_F32_BUFSZ, "%lld", (long long)v);
         if (v == 0.0 && 1.0 / v < 0.0)
             strcpy(buf, "-0");

@@ -10,6 +10,7 @@
 
 #include "net/http.h"
 #include "net/oai-client.h"
+#include "record.h"
 #include "sample.h"
 
 static double now_s(void)
@@ -225,49 +226,29 @@ static bool is_int_in(const cJSON *v, double lo, double hi)
            v->valuedouble <= hi;
 }
 
-/* the fields that would change the answer and that 1b does not implement: the same refusals
- * as the in-process routes (record.c), so that a record means the same on every route */
+/* the fields that would change the answer and that 1b does not implement: the same refusals,
+ * from the same table, as the in-process routes (record.h), so that a record means the same
+ * on every route */
 static int refuse(const cJSON *rec)
 {
-    static const struct { const char *k; double neutral; } num[] = {
-        {"n", 1}, {"best_of", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
-        {"repeat_penalty", 1}, {"repetition_penalty", 1}, {"typical_p", 1}, {"tfs_z", 1},
-        {"mirostat", 0},
-    };
-    for (size_t i = 0; i < sizeof num / sizeof *num; i++) {
-        const cJSON *v = field(rec, num[i].k);
-        if (v && !(cJSON_IsNumber(v) && v->valuedouble == num[i].neutral))
-            return ob_seterr(OB_EFORMAT, "field '%s' is not supported by 1b (only %g)",
-                             num[i].k, num[i].neutral);
-    }
-    static const char *const obj[] = {"logit_bias", "tools", "tool_choice", "functions",
-                                       "response_format", "grammar", "json_schema", "suffix"};
-    for (size_t i = 0; i < sizeof obj / sizeof *obj; i++) {
-        const cJSON *v = field(rec, obj[i]);
-        if (v && !(cJSON_IsObject(v) && !v->child) && !(cJSON_IsArray(v) && !v->child) &&
-            !(cJSON_IsString(v) && !*v->valuestring))
-            return ob_seterr(OB_EFORMAT, "field '%s' is not supported by 1b", obj[i]);
-    }
+    bool wrong;
+    const char *why, *k = ob_req_unsupported(rec, &wrong, &why);
+    if (k)
+        return ob_seterr(OB_EFORMAT, "field '%s' is not supported by 1b%s", k, why);
     if (cJSON_IsTrue(field(rec, "echo")))
         return ob_seterr(OB_EFORMAT, "field 'echo' is not supported here (use 1b-logprobs)");
-    if (cJSON_IsTrue(field(rec, "stream")))
-        return ob_seterr(OB_EFORMAT, "field 'stream' is not supported by 1b-gen");
     return 0;
 }
 
-static int check_messages(const cJSON *m)
+/* messages as every route reads them (record.h); the record's own array is what is sent */
+static int check_messages(const cJSON *arr)
 {
-    if (!cJSON_IsArray(m) || !m->child)
-        return bad("messages", "must be a non-empty array");
-    int i = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, m) {
-        if (!cJSON_IsObject(it) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "role")) ||
-            !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "content")))
-            return ob_seterr(OB_EFORMAT, "messages[%d] needs string 'role' and 'content'", i);
-        i++;
-    }
-    return 0;
+    struct ob_req_msgs m;
+    char param[64];
+    bool wrong;
+    int e = ob_req_messages(arr, &m, param, sizeof param, &wrong);
+    ob_req_msgs_free(&m);
+    return e;
 }
 
 int ob_oai_cli_request(const cJSON *rec, const struct ob_oai_cli_params *p, uint64_t line,
@@ -302,60 +283,27 @@ int ob_oai_cli_request(const cJSON *rec, const struct ob_oai_cli_params *p, uint
             if (!is_int_in(it, 0, 2147483647.0))
                 return bad("prompt", "must be a string or an array of token ids");
     }
-    if (cJSON_IsString(prompt) && !*prompt->valuestring)
-        return ob_seterr(OB_EFORMAT, "the prompt is empty");
 
-    /* the fields 1b knows, checked as record.c checks them */
-    static const struct { const char *k; double lo, hi; bool integer; } nums[] = {
-        {"max_tokens", 0, 1 << 24, true}, {"max_completion_tokens", 0, 1 << 24, true},
-        {"temperature", 0, 100, false}, {"top_k", 0, 2147483647.0, true},
-        {"top_p", 0, 1, false}, {"min_p", 0, 1, false}, {"seed", 0, 9007199254740992.0, true},
-        {"top_logprobs", 0, OB_MAX_TOP, true},
-    };
-    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
-        const cJSON *v = field(rec, nums[i].k);
-        if (!v)
-            continue;
-        if (!cJSON_IsNumber(v) || !(v->valuedouble >= nums[i].lo && v->valuedouble <= nums[i].hi) ||
-            (nums[i].integer && v->valuedouble != floor(v->valuedouble))) {
-            char why[96];
-            snprintf(why, sizeof why, "must be %s in [%g, %g]",
-                     nums[i].integer ? "an integer" : "a number", nums[i].lo, nums[i].hi);
-            return bad(nums[i].k, why);
-        }
-    }
-    static const char *const bools[] = {"logprobs", "cache_prompt", "thinking"};
-    for (size_t i = 0; i < sizeof bools / sizeof *bools; i++) {
-        const cJSON *v = field(rec, bools[i]);
-        if (v && !cJSON_IsBool(v))
-            return bad(bools[i], "must be true or false");
-    }
-    const cJSON *stop = field(rec, "stop");
-    if (stop) {
-        int n = cJSON_IsString(stop) ? 1 : cJSON_IsArray(stop) ? cJSON_GetArraySize(stop) : -1;
-        if (n < 0 || n > 16)
-            return bad("stop", "must be a string or an array of at most 16 strings");
-        const cJSON *it = cJSON_IsString(stop) ? stop : stop->child;
-        for (int i = 0; i < n; i++, it = it->next)
-            if (!cJSON_IsString(it) || !*it->valuestring)
-                return bad("stop", "must hold non-empty strings");
-    }
+    /* the fields 1b knows, checked by the table every route reads them with (record.h) */
+    struct ob_req_params rp;
+    ob_req_params_default(&rp);
+    rp.max_tokens = p->max_tokens;
+    rp.top_logprobs = p->top_logprobs;
+    if ((e = ob_req_params_read(rec, &rp, NULL)))
+        return e;
+    const char *stops[OB_REQ_MAX_STOP];
+    bool wrong;
+    int ns;
+    if ((e = ob_req_stop(rec, stops, &ns, &wrong)) < 0)
+        return e;
 
     const cJSON *v;
     q->chat = msgs != NULL;
     q->path = q->chat ? "/v1/chat/completions" : "/v1/completions";
-    q->max_tokens = p->max_tokens;
-    if ((v = field(rec, "max_tokens")))
-        q->max_tokens = (int)v->valuedouble;
-    if ((v = field(rec, "max_completion_tokens")))
-        q->max_tokens = (int)v->valuedouble;
-    q->top_logprobs = p->top_logprobs;
-    if ((v = field(rec, "top_logprobs")))
-        q->top_logprobs = (int)v->valuedouble;
-    q->logprobs = !cJSON_IsFalse(field(rec, "logprobs"));
-    int thinking = p->thinking;
-    if ((v = field(rec, "thinking")))
-        thinking = cJSON_IsTrue(v);
+    q->max_tokens = rp.max_tokens;
+    q->top_logprobs = rp.top_logprobs;
+    q->logprobs = rp.logprobs;
+    int thinking = field(rec, "thinking") ? rp.thinking : p->thinking;
 
     cJSON *b = cJSON_CreateObject();
     if (!b)
@@ -397,7 +345,7 @@ int ob_oai_cli_request(const cJSON *rec, const struct ob_oai_cli_params *p, uint
         cJSON_AddItemToObject(b, "chat_template_kwargs", k);
     }
     cJSON_AddBoolToObject(b, "stream", false);
-    q->body = cJSON_PrintUnformatted(b);
+    q->body = ob_json_print(b);            /* the record's numbers exactly (a seed near 2^53) */
     cJSON_Delete(b);
     if (!q->body)
         return oom();

@@ -11,6 +11,7 @@
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "1b.h"
 #include "chat.h"
 #include "net/oai-server.h"
+#include "record.h"
 #include "sb.h"
 #include "tok.h"
 
@@ -93,20 +95,6 @@ static int get_int(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_
     return 0;
 }
 
-static int get_num(const cJSON *o, const char *k, double lo, double hi, double *out,
-                   struct ob_oai_srv_err *e)
-{
-    const cJSON *v = field(o, k);
-    if (!v)
-        return 1;
-    if (!cJSON_IsNumber(v))
-        return BAD(e, k, "invalid_type", "'%s' must be a number, not %s", k, type_name(v));
-    if (!(v->valuedouble >= lo && v->valuedouble <= hi))
-        return BAD(e, k, "invalid_value", "'%s' must be a number in [%g, %g]", k, lo, hi);
-    *out = v->valuedouble;
-    return 0;
-}
-
 static int get_bool(const cJSON *o, const char *k, bool *out, struct ob_oai_srv_err *e)
 {
     const cJSON *v = field(o, k);
@@ -142,127 +130,61 @@ static int get_ids(const cJSON *arr, const char *param, int32_t **out, int *n,
     return 0;
 }
 
-/* fields that would change the answer and that 1b does not implement: refused unless they
- * hold their neutral value */
+/* fields that would change the answer and that 1b does not implement (record.h): refused
+ * unless they hold their neutral value */
 static int refuse_unimplemented(const cJSON *o, struct ob_oai_srv_err *e)
 {
-    static const struct { const char *k; double neutral; } num[] = {
-        {"n", 1}, {"best_of", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
-        {"repeat_penalty", 1}, {"repetition_penalty", 1}, {"typical_p", 1}, {"tfs_z", 1},
-        {"mirostat", 0},
-    };
-    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++) {
-        const cJSON *v = field(o, num[i].k);
-        if (v && !cJSON_IsNumber(v))
-            return BAD(e, num[i].k, "invalid_type", "'%s' must be a number, not %s", num[i].k,
-                       type_name(v));
-        if (v && v->valuedouble != num[i].neutral)
-            return BAD(e, num[i].k, "unsupported_value",
-                       "'%s' is not supported by 1b-serve (only %g)", num[i].k, num[i].neutral);
-    }
-    /* objects and arrays that must be empty, strings that must be empty or a neutral value */
-    static const char *const empty[] = {"logit_bias", "tools", "functions", "grammar",
-                                        "json_schema", "suffix"};
-    for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
-        const cJSON *v = field(o, empty[i]);
-        if (v && !((cJSON_IsObject(v) || cJSON_IsArray(v)) && !v->child) &&
-            !(cJSON_IsString(v) && !*v->valuestring))
-            return BAD(e, empty[i], "unsupported_value", "'%s' is not supported by 1b-serve",
-                       empty[i]);
-    }
-    static const char *const choice[] = {"tool_choice", "function_call"};
-    for (size_t i = 0; i < 2; i++) {
-        const cJSON *v = field(o, choice[i]);
-        if (v && !(cJSON_IsString(v) && (!strcmp(v->valuestring, "none") ||
-                                          !strcmp(v->valuestring, "auto"))))
-            return BAD(e, choice[i], "unsupported_value",
-                       "'%s' is not supported by 1b-serve (no tools)", choice[i]);
-    }
-    const cJSON *rf = field(o, "response_format");
-    if (rf) {
-        const cJSON *t = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
-            return BAD(e, "response_format", "unsupported_value",
-                       "'response_format' other than {\"type\":\"text\"} is not supported by 1b-serve");
-    }
+    bool wrong;
+    const char *why, *k = ob_req_unsupported(o, &wrong, &why);
+    if (k && wrong)
+        return BAD(e, k, "invalid_type", "'%s' must be a number, not %s", k,
+                   type_name(field(o, k)));
+    if (k)
+        return BAD(e, k, "unsupported_value", "'%s' is not supported by 1b-serve%s", k, why);
     return 0;
 }
 
+/* one field of the table (record.h) in the server's wording; max_tokens fields with the
+ * server's cap as their range */
+static int get_field(const cJSON *o, const struct ob_req_field *f, struct ob_req_params *p,
+                     int cap, struct ob_oai_srv_err *e)
+{
+    int err = ob_req_field_read(o, f, p);
+    if (err >= 0)
+        return err;
+    const cJSON *v = field(o, f->name);
+    if (err == OB_EFORMAT)
+        return BAD(e, f->name, "invalid_type", "'%s' must be %s, not %s", f->name,
+                   f->type == OB_REQ_BOOL ? "a boolean" : f->type == OB_REQ_INT ? "an integer"
+                                                                        : "a number",
+                   type_name(v));
+    char want[64];
+    if (f->off == offsetof(struct ob_req_params, max_tokens))
+        snprintf(want, sizeof want, "an integer in [0, %d]", cap);
+    else
+        ob_req_field_want(f, want, sizeof want);
+    return BAD(e, f->name, "invalid_value", "'%s' must be %s", f->name, want);
+}
+
+/* messages, read as every route reads them (record.h) */
 static int parse_messages(const cJSON *arr, struct ob_oai_srv_req *r, struct ob_oai_srv_err *e)
 {
     if (!arr)
         return BAD(e, "messages", "missing_required_parameter", "'messages' is required");
-    if (!cJSON_IsArray(arr) || !arr->child)
-        return BAD(e, "messages", "invalid_type", "'messages' must be a non-empty array");
-    size_t cnt = (size_t)cJSON_GetArraySize(arr), i = 0;
-    r->msgs = calloc(cnt, sizeof *r->msgs);
-    r->owned = calloc(cnt, sizeof *r->owned);      /* at most one joined content per message */
-    if (!r->msgs || !r->owned)
-        return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
-    const cJSON *m;
+    struct ob_req_msgs m;
     char param[64];
-    cJSON_ArrayForEach(m, arr) {
-        snprintf(param, sizeof param, "messages[%zu]", i);
-        if (!cJSON_IsObject(m))
-            return BAD(e, param, "invalid_type", "'%s' must be an object", param);
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-        const cJSON *rc = field(m, "reasoning_content");
-        snprintf(param, sizeof param, "messages[%zu].role", i);
-        if (!cJSON_IsString(role))
-            return BAD(e, param, "invalid_type", "'%s' must be a string", param);
-        const char *rs = role->valuestring;
-        if (!strcmp(rs, "developer"))
-            rs = "system";                /* OpenAI's newer name for the system role */
-        else if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
-            return BAD(e, param, "invalid_value",
-                       "role '%s' is not supported (system, developer, user, assistant)",
-                       role->valuestring);
-        if (field(m, "tool_calls") || field(m, "function_call")) {
-            snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
-            return BAD(e, param, "unsupported_value", "tool calls are not supported by 1b-serve");
-        }
-        snprintf(param, sizeof param, "messages[%zu].content", i);
-        const char *text = NULL;
-        if (cJSON_IsString(content)) {
-            text = content->valuestring;
-        } else if (cJSON_IsArray(content)) {
-            /* content parts: text parts are joined; any other kind is refused */
-            struct ob_sb b = {0};
-            const cJSON *part;
-            int k = 0;
-            cJSON_ArrayForEach(part, content) {
-                const cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type");
-                const cJSON *tx = cJSON_GetObjectItemCaseSensitive(part, "text");
-                if (!cJSON_IsObject(part) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "text") ||
-                    !cJSON_IsString(tx)) {
-                    ob_sb_free(&b);
-                    snprintf(param, sizeof param, "messages[%zu].content[%d]", i, k);
-                    return BAD(e, param, "invalid_value",
-                               "'%s' must be {\"type\":\"text\",\"text\":string}: "
-                               "only text content is supported", param);
-                }
-                ob_sb_str(&b, tx->valuestring);
-                k++;
-            }
-            if (!(text = ob_sb_take(&b, NULL)))
-                return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL,
-                                       "out of memory");
-            r->owned[r->n_owned++] = (char *)text;
-        } else {
-            return BAD(e, param, "invalid_type", "'%s' must be a string or an array of text parts",
-                       param);
-        }
-        if (rc && !cJSON_IsString(rc)) {
-            snprintf(param, sizeof param, "messages[%zu].reasoning_content", i);
-            return BAD(e, param, "invalid_type", "'%s' must be a string", param);
-        }
-        r->msgs[i].role = rs;
-        r->msgs[i].content = text;
-        r->msgs[i].reasoning_content = rc ? rc->valuestring : NULL;
-        i++;
-    }
-    r->n_msgs = cnt;
+    bool wrong;
+    int err = ob_req_messages(arr, &m, param, sizeof param, &wrong);
+    r->msgs = m.v;
+    r->n_msgs = err ? 0 : m.n;
+    r->owned = m.owned;
+    r->n_owned = m.n_owned;
+    if (err == OB_ENOMEM)
+        return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+    if (err)
+        return BAD(e, param, wrong ? "invalid_type" : strstr(param, "tool_calls")
+                                                      ? "unsupported_value" : "invalid_value",
+                   "%s", ob_errmsg());
     return 0;
 }
 
@@ -334,17 +256,16 @@ int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai
     }
     r->model = model ? model->valuestring : NULL;
 
-    /* sampling and limits */
-    r->s = OB_SAMPLING_GREEDY;
-    r->s.temperature = d->temperature;
-    r->s.seed = d->seed;
-    r->max_tokens = kind == OB_OAI_SRV_CHAT ? d->max_tokens_chat : d->max_tokens_completion;
-    if (r->max_tokens > d->max_tokens_cap)
-        r->max_tokens = d->max_tokens_cap;
-    r->cache_prompt = true;
-    r->thinking = true;
-    int64_t iv;
-    double dv;
+    /* sampling and limits: the fields of the table (record.h), over the server's defaults */
+    struct ob_req_params p;
+    ob_req_params_default(&p);
+    p.s.temperature = d->temperature;
+    p.s.seed = d->seed;
+    p.max_tokens = kind == OB_OAI_SRV_CHAT ? d->max_tokens_chat : d->max_tokens_completion;
+    if (p.max_tokens > d->max_tokens_cap)
+        p.max_tokens = d->max_tokens_cap;
+    p.logprobs = false;            /* OpenAI's default: none */
+    int64_t iv = 0;
     static const char *const mt[] = {"max_tokens", "max_completion_tokens"};
     for (int i = 0; i < 2; i++) {
         const cJSON *v = field(o, mt[i]);
@@ -354,25 +275,39 @@ int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai
                       mt[i], v->valuedouble, d->max_tokens_cap);
             goto fail;
         }
-        CHECK(get_int(o, mt[i], 0, d->max_tokens_cap, &iv, e));
-        if (err == 0)
-            r->max_tokens = (int)iv;
     }
-    CHECK(get_num(o, "temperature", 0, 100, &dv, e));
-    if (err == 0)
-        r->s.temperature = (float)dv;
-    CHECK(get_num(o, "top_p", 0, 1, &dv, e));
-    if (err == 0)
-        r->s.top_p = (float)dv;
-    CHECK(get_num(o, "min_p", 0, 1, &dv, e));
-    if (err == 0)
-        r->s.min_p = (float)dv;
-    CHECK(get_int(o, "top_k", 0, INT32_MAX, &iv, e));
-    if (err == 0)
-        r->s.top_k = (uint32_t)iv;
-    CHECK(get_int(o, "seed", 0, (int64_t)1 << 53, &iv, e));
-    if (err == 0)
-        r->s.seed = (uint64_t)iv;
+    /* logprobs: a boolean for chat; for legacy completions the number of alternatives (a
+     * boolean is taken too) */
+    const cJSON *lp = field(o, "logprobs");
+    if (lp && cJSON_IsBool(lp)) {
+        p.logprobs = cJSON_IsTrue(lp);
+    } else if (lp && kind == OB_OAI_SRV_COMPLETION) {
+        CHECK(get_int(o, "logprobs", 0, OB_MAX_TOP, &iv, e));
+        p.logprobs = true;
+        p.top_logprobs = (int)iv;
+    } else if (lp) {
+        err = BAD(e, "logprobs", "invalid_type", "'logprobs' must be a boolean, not %s",
+                  type_name(lp));
+        goto fail;
+    }
+    for (int i = 0; i < ob_req_n_fields; i++)
+        if (strcmp(ob_req_fields[i].name, "logprobs"))
+            CHECK(get_field(o, &ob_req_fields[i], &p, d->max_tokens_cap, e));
+    if (field(o, "top_logprobs")) {
+        if (kind == OB_OAI_SRV_CHAT && !p.logprobs && p.top_logprobs > 0) {
+            err = BAD(e, "top_logprobs", "invalid_value",
+                      "'top_logprobs' needs 'logprobs' set to true");
+            goto fail;
+        }
+        if (kind == OB_OAI_SRV_COMPLETION && !lp)
+            p.logprobs = true;
+    }
+    r->max_tokens = p.max_tokens;
+    r->s = p.s;
+    r->logprobs = p.logprobs;
+    r->top_logprobs = p.top_logprobs;
+    r->cache_prompt = p.cache_prompt;
+    r->thinking = p.thinking;
     CHECK(get_bool(o, "stream", &r->stream, e));
     const cJSON *so = field(o, "stream_options");
     if (so) {
@@ -388,62 +323,25 @@ int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai
         }
         r->include_usage = cJSON_IsTrue(iu);
     }
-    CHECK(get_bool(o, "cache_prompt", &r->cache_prompt, e));
-
-    /* logprobs: a boolean for chat; for legacy completions the number of alternatives (a
-     * boolean is taken too) */
-    const cJSON *lp = field(o, "logprobs");
-    bool top_set = false;
-    if (lp && cJSON_IsBool(lp)) {
-        r->logprobs = cJSON_IsTrue(lp);
-    } else if (lp && kind == OB_OAI_SRV_COMPLETION) {
-        CHECK(get_int(o, "logprobs", 0, OB_MAX_TOP, &iv, e));
-        r->logprobs = true;
-        r->top_logprobs = (int)iv;
-        top_set = true;
-    } else if (lp) {
-        err = BAD(e, "logprobs", "invalid_type", "'logprobs' must be a boolean, not %s",
-                  type_name(lp));
-        goto fail;
-    }
-    CHECK(get_int(o, "top_logprobs", 0, OB_MAX_TOP, &iv, e));
-    if (err == 0) {
-        if (kind == OB_OAI_SRV_CHAT && !r->logprobs && iv > 0) {
-            err = BAD(e, "top_logprobs", "invalid_value",
-                      "'top_logprobs' needs 'logprobs' set to true");
-            goto fail;
-        }
-        r->top_logprobs = (int)iv;
-        if (kind == OB_OAI_SRV_COMPLETION && !lp)
-            r->logprobs = true;
-        top_set = true;
-    }
-    (void)top_set;
     if (kind == OB_OAI_SRV_COMPLETION)
         CHECK(get_bool(o, "echo", &r->echo, e));
 
     /* stop strings */
-    const cJSON *stop = field(o, "stop");
-    if (stop) {
-        int n = cJSON_IsString(stop) ? 1 : cJSON_IsArray(stop) ? cJSON_GetArraySize(stop) : -1;
-        if (n < 0 || n > 16) {
-            err = BAD(e, "stop", n < 0 ? "invalid_type" : "invalid_value",
-                      "'stop' must be a string or an array of at most 16 strings");
-            goto fail;
-        }
-        r->stop = calloc((size_t)(n ? n : 1), sizeof *r->stop);
-        if (!r->stop) {
+    const char *stops[OB_REQ_MAX_STOP];
+    bool wrong;
+    int ns;
+    if (ob_req_stop(o, stops, &ns, &wrong) < 0) {
+        err = BAD(e, "stop", wrong ? "invalid_type" : "invalid_value", "'stop' %s",
+                  strstr(ob_errmsg(), "must"));
+        goto fail;
+    }
+    if (ns) {
+        if (!(r->stop = calloc((size_t)ns, sizeof *r->stop))) {
             err = ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
             goto fail;
         }
-        const cJSON *it = cJSON_IsString(stop) ? stop : stop->child;
-        for (int i = 0; i < n; i++, it = it->next) {
-            if (!cJSON_IsString(it) || !*it->valuestring) {
-                err = BAD(e, "stop", "invalid_value", "'stop' must hold non-empty strings");
-                goto fail;
-            }
-            r->stop[r->n_stop++] = it->valuestring;
-        }
+        memcpy(r->stop, stops, (size_t)ns * sizeof *stops);
+        r->n_stop = ns;
     }
 
     /* 1b extension: score these tokens after the prompt instead of generating */
@@ -459,7 +357,6 @@ int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai
 
     /* thinking: chat_template_kwargs.enable_thinking (llama-server, vLLM); "thinking" as in
      * 1b's request records */
-    CHECK(get_bool(o, "thinking", &r->thinking, e));
     const cJSON *kw = field(o, "chat_template_kwargs");
     if (kw) {
         if (!cJSON_IsObject(kw)) {

@@ -14,7 +14,10 @@
  *    compared byte for byte), OB_JSON_ANY_BYTES keeps a partial character's bytes;
  *  - the writer emits valid UTF-8 whatever bytes a string holds;
  *  - ob_json_parse_max counts exactly the nodes cJSON will make (keys are not values) and
- *    refuses a text with more before cJSON allocates anything.
+ *    refuses a text with more before cJSON allocates anything;
+ *  - ob_json_print writes every number so that it reads back to the same double (cJSON's own
+ *    printer rounds 2^53 to 9.00719925474099e+15), names and order kept, non-finite numbers
+ *    as strings, and leaves the caller's tree as it was.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -435,6 +438,46 @@ static void value_bound(void)
     free(big);
 }
 
+static void exact_print(void)
+{
+    static const double v[] = {9007199254740992.0, 9007199254740990.0, 9007199254740993.0,
+                               4503599627370497.0, 0.30000000000000004, 1e308, 5e-324, -0.0,
+                               123, -7.25, 1.0000000000000002, 1.2345678901234567e-300};
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray();
+    char key[16];
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        snprintf(key, sizeof key, "k%zu", i);
+        cJSON_AddNumberToObject(o, key, v[i]);
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+    }
+    cJSON_AddItemToObject(o, "nested", a);
+    cJSON_AddNumberToObject(o, "nan", NAN);
+    char *plain = cJSON_PrintUnformatted(o), *s = ob_json_print(o);
+    cJSON *back = NULL;
+    int e = s ? ob_json_parse(s, strlen(s), 0, &back) : -1;
+    int good = e == 0 && cJSON_GetArraySize(back) == cJSON_GetArraySize(o);
+    for (size_t i = 0; good && i < sizeof v / sizeof *v; i++) {
+        snprintf(key, sizeof key, "k%zu", i);
+        double x = cJSON_GetObjectItemCaseSensitive(back, key)->valuedouble;
+        double y = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(back, "nested"),
+                                      (int)i)->valuedouble;
+        good = memcmp(&x, &v[i], 8) == 0 && memcmp(&y, &v[i], 8) == 0;
+        if (!good)
+            printf("# %.17g came back as %.17g, %.17g\n", v[i], x, y);
+    }
+    const cJSON *nan = cJSON_GetObjectItemCaseSensitive(back, "nan");
+    good &= cJSON_IsString(nan) && !strcmp(nan->valuestring, "NaN") &&
+            !strcmp(cJSON_GetArrayItem(back, 0)->string, "k0");
+    ok(good, "ob_json_print: every double reads back to its bits, names and order kept, NaN as "
+       "a string (%s)", s ? s : "NULL");
+    ok(plain && strstr(plain, "9.00719925474099e+15") && cJSON_IsNumber(cJSON_GetArrayItem(o, 0)),
+       "where cJSON's printer writes 2^53 as 9.00719925474099e+15; the tree is left as it was");
+    cJSON_free(plain);
+    cJSON_free(s);
+    cJSON_Delete(back);
+    cJSON_Delete(o);
+}
+
 int main(int argc, char **argv)
 {
     tap_seed(0x1234567);
@@ -445,5 +488,6 @@ int main(int argc, char **argv)
     json_accepts();
     utf8();
     value_bound();
+    exact_print();
     return tap_done();
 }
