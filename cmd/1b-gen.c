@@ -514,40 +514,28 @@ static int urun_stream(struct urun *U, FILE *f, const char *name, bool *stop)
 
 static int run_url(struct opts *o, int argc, char **argv, int first)
 {
-    char *base = NULL, *route = NULL;
-    int e = ob_http_base(o->url, &base, &route);
-    if (e) {
-        fprintf(stderr, PROG ": --url: %s\n", ob_errmsg());
-        return OB_EXIT_USAGE;
-    }
-    const char *key = getenv("OB_API_KEY");
-    struct ob_oai_cli_ready ready;
-    e = ob_oai_cli_wait_ready(base, o->srv.wait, key, &ready);
+    struct ob_oai_cli *cli;
+    int e = ob_oai_cli_open(o->url, &o->srv, &cli);
     if (e) {
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
-        free(base);
-        free(route);
-        fclose(stdout);
+        if (e != OB_EUSAGE)
+            fclose(stdout);
         return ob_exit_status(e);
     }
-    if (ready.note[0])
-        fprintf(stderr, PROG ": warning: %s\n", ready.note);
-    struct urun U = {.o = o, .base = route, .status = OB_EXIT_OK};
+    if (cli->note[0])
+        fprintf(stderr, PROG ": warning: %s\n", cli->note);
+    const char *route = cli->route;
+    struct urun U = {.o = o, .base = route, .h = cli->http, .status = OB_EXIT_OK};
     U.tail = &U.head;
     U.params = (struct ob_oai_cli_params){.max_tokens = o->d.max_tokens,
-                                      .temperature = o->d.temperature, .seed = o->d.seed,
-                                      .top_logprobs = o->d.top_logprobs, .thinking = o->thinking,
-                                      .model = o->model ? o->model : ready.model};
-    U.endpoint_chat = ob_http_join(base, "/v1/chat/completions");
-    U.endpoint_cmpl = ob_http_join(base, "/v1/completions");
-    struct ob_http_opts ho = OB_HTTP_OPTS_DEFAULT;
-    ho.timeout_s = o->srv.timeout;
-    ho.retries = o->srv.retries;
-    ho.api_key = key;
+                                          .temperature = o->d.temperature, .seed = o->d.seed,
+                                          .top_logprobs = o->d.top_logprobs,
+                                          .thinking = o->thinking,
+                                          .model = o->model ? o->model : cli->model};
+    U.endpoint_chat = ob_oai_cli_url(cli, "/v1/chat/completions");
+    U.endpoint_cmpl = ob_oai_cli_url(cli, "/v1/completions");
     if (!U.endpoint_chat || !U.endpoint_cmpl)
         e = ob_seterr(OB_ENOMEM, "out of memory");
-    if (!e)
-        e = ob_http_new(&ho, &U.h);
     bool stop = false;
     int read_status = 0;
     static char *const dash[] = {"-"};
@@ -587,12 +575,9 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
         U.head = p->next;
         upending_free(p);
     }
-    ob_http_free(U.h);
     free(U.endpoint_chat);
     free(U.endpoint_cmpl);
-    ob_oai_cli_ready_free(&ready);
-    free(base);
-    free(route);
+    ob_oai_cli_close(cli);
     if (ob_stdout_close()) {
         if (!U.out_failed)
             fprintf(stderr, PROG ": %s\n", ob_errmsg());

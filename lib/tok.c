@@ -78,6 +78,7 @@ struct ob_tok {
     char *texts, *pieces;
     struct tslot *thash;
     uint32_t tmask;
+    struct tslot *phash;           /* pieces -> ids (ob_tok_find_piece), masked by tmask */
     struct mslot *mhash;
     uint32_t mmask;
     struct tnode *trie;
@@ -266,6 +267,7 @@ void ob_tok_free(struct ob_tok *t)
     free(t->texts);
     free(t->pieces);
     free(t->thash);
+    free(t->phash);
     free(t->mhash);
     free(t->trie);
     free(t);
@@ -434,6 +436,44 @@ static void build_pieces(struct ob_tok *t)
     }
 }
 
+/* the id whose piece the slot's hash and bytes name, searched as ob_tok_find_piece does */
+static int32_t piece_lookup(const struct ob_tok *t, const char *s, size_t n, uint64_t h)
+{
+    for (uint32_t i = (uint32_t)h & t->tmask;; i = (i + 1) & t->tmask) {
+        const struct tslot *sl = &t->phash[i];
+        if (!sl->id1)
+            return -1;
+        const struct tokinfo *ti = &t->info[sl->id1 - 1];
+        if (sl->h == (uint32_t)(h >> 32) && ti->plen == n && !memcmp(t->pieces + ti->poff, s, n))
+            return (int32_t)(sl->id1 - 1);
+    }
+}
+
+/* Pieces -> ids: every non-empty piece once, the id found for it first: normal tokens (NORMAL,
+ * UNDEFINED) before any other type, the lowest id of each kind first. */
+static int build_piece_hash(struct ob_tok *t)
+{
+    t->phash = calloc((size_t)t->tmask + 1, sizeof *t->phash);
+    if (!t->phash)
+        return ob_seterr(OB_ENOMEM, "tokenizer: out of memory for %u tokens", t->n_vocab);
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < t->n_vocab; i++) {
+            const struct tokinfo *ti = &t->info[i];
+            bool normal = ti->type == OB_TOK_NORMAL || ti->type == OB_TOK_UNDEFINED;
+            if (normal != (pass == 0) || !ti->plen)
+                continue;
+            const char *p = t->pieces + ti->poff;
+            uint64_t h = hash_bytes(p, ti->plen);
+            if (piece_lookup(t, p, ti->plen, h) >= 0)
+                continue;                  /* an earlier id has these bytes */
+            uint32_t j = (uint32_t)h & t->tmask;
+            while (t->phash[j].id1)
+                j = (j + 1) & t->tmask;
+            t->phash[j] = (struct tslot){i + 1, (uint32_t)(h >> 32)};
+        }
+    return 0;
+}
+
 static int compile_pre(struct ob_tok *t, const struct pre *p)
 {
     for (int i = 0; i < p->n; i++) {
@@ -583,6 +623,8 @@ int ob_tok_new(const struct ob_tok_spec *sp, struct ob_tok **out)
             goto fail;
     }
     build_pieces(t);
+    if ((e = build_piece_hash(t)))
+        goto fail;
     *out = t;
     return 0;
 fail:
@@ -1269,4 +1311,11 @@ int32_t ob_tok_find(const struct ob_tok *t, const char *text, size_t len)
     if (!text && len)
         return -1;
     return lookup(t, text ? text : "", len, 0);
+}
+
+int32_t ob_tok_find_piece(const struct ob_tok *t, const char *bytes, size_t len)
+{
+    if (!bytes || !len)
+        return -1;
+    return piece_lookup(t, bytes, len, hash_bytes(bytes, len));
 }

@@ -721,3 +721,186 @@ cJSON *ob_oai_cli_result(const cJSON *req, const struct ob_oai_cli_req *q, int r
     cJSON_Delete(j);
     return o;
 }
+
+/* ---- the client ------------------------------------------------------------------------------ */
+
+void ob_oai_cli_close(struct ob_oai_cli *c)
+{
+    if (!c)
+        return;
+    ob_http_free(c->http);
+    free(c->base);
+    free(c->route);
+    free(c->model);
+    free(c);
+}
+
+int ob_oai_cli_open(const char *url, const struct ob_server_opts *o, struct ob_oai_cli **out)
+{
+    *out = NULL;
+    struct ob_oai_cli *c = calloc(1, sizeof *c);
+    if (!c)
+        return oom();
+    int e = ob_http_base(url, &c->base, &c->route);
+    if (e) {
+        ob_oai_cli_close(c);
+        return ob_errprefix(e, "--url");
+    }
+    struct ob_http_opts ho = OB_HTTP_OPTS_DEFAULT;
+    ho.timeout_s = o->timeout;
+    ho.retries = o->retries;
+    ho.api_key = getenv("OB_API_KEY");
+    struct ob_oai_cli_ready ready;
+    memset(&ready, 0, sizeof ready);
+    /* the key is checked (ob_http_new) before anything is sent */
+    if (!(e = ob_http_new(&ho, &c->http)))
+        e = ob_oai_cli_wait_ready(c->base, o->wait, ho.api_key, &ready);
+    if (e) {
+        ob_oai_cli_ready_free(&ready);
+        ob_oai_cli_close(c);
+        return e;
+    }
+    c->model = ready.model;
+    snprintf(c->note, sizeof c->note, "%s", ready.note);
+    *out = c;
+    return 0;
+}
+
+char *ob_oai_cli_url(const struct ob_oai_cli *c, const char *path)
+{
+    return ob_http_join(c->base, path);
+}
+
+/* ---- teacher-forced scoring ------------------------------------------------------------------ */
+
+char *ob_oai_cli_score_body(const struct ob_oai_cli_score *s)
+{
+    cJSON *b = cJSON_CreateObject();
+    if (!b)
+        return NULL;
+    if (s->model)
+        cJSON_AddStringToObject(b, "model", s->model);
+    if (s->text) {
+        cJSON_AddStringToObject(b, "prompt", s->text);
+    } else if (s->echo) {
+        /* the tokens after the context, in one prompt */
+        int32_t *all = malloc((size_t)(s->n_prompt + s->n_forced + 1) * sizeof *all);
+        if (!all) {
+            cJSON_Delete(b);
+            return NULL;
+        }
+        memcpy(all, s->prompt, (size_t)s->n_prompt * sizeof *all);
+        memcpy(all + s->n_prompt, s->forced, (size_t)s->n_forced * sizeof *all);
+        cJSON_AddItemToObject(b, "prompt", ob_json_ids(all, s->n_prompt + s->n_forced));
+        free(all);
+    } else {
+        cJSON_AddItemToObject(b, "prompt", ob_json_ids(s->prompt, s->n_prompt));
+        cJSON_AddItemToObject(b, "forced_tokens", ob_json_ids(s->forced, s->n_forced));
+    }
+    ob_json_add_int(b, "max_tokens", 0);
+    /* echo: the prompt's own scores come back; the forced tokens come back without it */
+    cJSON_AddBoolToObject(b, "echo", s->text || s->echo);
+    ob_json_add_int(b, "logprobs", s->top > 0 ? s->top : 1);
+    ob_json_add_int(b, "temperature", 0);
+    cJSON_AddBoolToObject(b, "cache_prompt", false);
+    cJSON_AddBoolToObject(b, "stream", false);
+    char *body = ob_json_print(b);
+    cJSON_Delete(b);
+    return body;
+}
+
+/* a token's id as ob_oai_cli_tokens wrote it (raw digits), or dflt when it has none */
+static long long token_id(const cJSON *t, long long dflt)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(t, "id");
+    return cJSON_IsRaw(id) ? strtoll(id->valuestring, NULL, 10)
+           : cJSON_IsNumber(id) ? (long long)id->valuedouble : dflt;
+}
+
+int ob_oai_cli_score_reply(const struct ob_oai_cli_score *s, const struct ob_http_result *res,
+                           cJSON **tokens, double *sum, char **model, int64_t *nonf32)
+{
+    *tokens = NULL;
+    *sum = 0;
+    if (model)
+        *model = NULL;
+    const char *wire = s->echo ? "echo" : "forced_tokens";
+    char t[256];
+    if (res->err)
+        return ob_seterr(res->err, "%s", res->msg);
+    if (res->status != 200)
+        return ob_seterr(res->status >= 500 ? OB_EIO : OB_EFORMAT, "HTTP %ld: %s", res->status,
+                         ob_oai_cli_error_text(res->body, res->len, t, sizeof t));
+    cJSON *reply = NULL;
+    if (ob_json_parse(res->body, res->len, OB_JSON_ANY_BYTES, &reply))
+        return ob_errprefix(OB_EFORMAT, "the reply cannot be read");
+    const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(reply, "choices"), 0);
+    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(reply, "model");
+    if (model && cJSON_IsString(mn) && !(*model = strdup(mn->valuestring))) {
+        cJSON_Delete(reply);
+        return oom();
+    }
+    cJSON *toks = NULL;
+    int e = ch ? ob_oai_cli_tokens(ch, s->top, &toks, nonf32)
+               : ob_seterr(OB_EFORMAT, "the reply is not a completion");
+    cJSON_Delete(reply);
+    if (e == OB_ENOTFOUND)
+        e = ob_seterr(OB_EFORMAT, "the server returned no log-probabilities");
+    if (e)
+        goto fail;
+    /* the scored tokens are the last n_forced of what came back (an echo also returns the
+     * prompt's); with the text to the server, every token that carries a log-probability */
+    int n = cJSON_GetArraySize(toks), from = s->text ? 0 : n - s->n_forced;
+    if (from < 0) {
+        e = ob_seterr(OB_EFORMAT, "the reply scores %d tokens, not the %d forced ones (does the "
+                      "server support %s?)", n, s->n_forced, wire);
+        goto fail;
+    }
+    cJSON *out = cJSON_CreateArray();
+    if (!out) {
+        e = oom();
+        goto fail;
+    }
+    for (int i = from; i < n; i++) {
+        cJSON *x = cJSON_DetachItemFromArray(toks, from);
+        if (s->text && !cJSON_GetObjectItemCaseSensitive(x, "logprob")) {
+            cJSON_Delete(x);               /* the first token has nothing before it */
+            continue;
+        }
+        cJSON_AddItemToArray(out, x);
+        if (!s->text) {
+            int32_t want = s->forced[i - from];
+            long long got = token_id(x, want);
+            if (got != want) {
+                e = ob_seterr(OB_EFORMAT, "the reply's token %d is id %lld, not the forced %d "
+                              "(does the server support %s?)", i - from, got, want, wire);
+                cJSON_Delete(out);
+                goto fail;
+            }
+            if (!cJSON_GetObjectItemCaseSensitive(x, "id")) {
+                char d[16];
+                snprintf(d, sizeof d, "%d", (int)want);
+                ob_json_add_first(x, "id", cJSON_CreateRaw(d));
+            }
+        }
+        const cJSON *lp = cJSON_GetObjectItemCaseSensitive(x, "logprob");
+        if (!lp) {
+            e = ob_seterr(OB_EFORMAT, "the reply's token %d has no log-probability", i - from);
+            cJSON_Delete(out);
+            goto fail;
+        }
+        /* the float32 itself (its bits), as the in-process sum adds it */
+        const cJSON *bits = cJSON_GetObjectItemCaseSensitive(x, "bits");
+        float f = 0;
+        if (cJSON_IsString(bits) && ob_f32_from_hex(bits->valuestring, &f) == 0)
+            *sum += (double)f;
+        else
+            *sum += cJSON_IsRaw(lp) ? strtod(lp->valuestring, NULL) : lp->valuedouble;
+    }
+    cJSON_Delete(toks);
+    *tokens = out;
+    return 0;
+fail:
+    cJSON_Delete(toks);
+    return e;
+}

@@ -24,6 +24,28 @@
 #include "1b.h"
 #include "net/http.h"
 
+/* ---- the client ------------------------------------------------------------------------------ */
+
+/*
+ * What every command of the URL route starts with (1b-gen, 1b-logprobs, 1b-batchrep --url):
+ * the URL checked and taken apart (ob_http_base), the OB_API_KEY of the environment read and
+ * checked, the server waited for (ob_oai_cli_wait_ready, up to o->wait seconds) and a transfer
+ * handle with o's timeout and retries that sends the key.
+ */
+struct ob_oai_cli {
+    char *base;                    /* the server's root, for ob_oai_cli_url */
+    char *route;                   /* the URL as records and messages show it (no password) */
+    char *model;                   /* the first model /v1/models lists, or NULL */
+    char note[320];                /* a readiness warning worth printing, "" when none */
+    struct ob_http *http;          /* the transfers */
+};
+/* OB_EUSAGE for a URL that cannot be used ("--url: why") or a key that cannot be sent;
+ * OB_EDEVICE when the server is unreachable or not ready in time; *out NULL then. */
+int ob_oai_cli_open(const char *url, const struct ob_server_opts *o, struct ob_oai_cli **out);
+void ob_oai_cli_close(struct ob_oai_cli *c);
+/* base + path ("/v1/completions"), malloc'd; NULL when out of memory */
+char *ob_oai_cli_url(const struct ob_oai_cli *c, const char *path);
+
 /* ---- readiness ------------------------------------------------------------------------------- */
 
 struct ob_oai_cli_ready {
@@ -98,5 +120,39 @@ cJSON *ob_oai_cli_result(const cJSON *req, const struct ob_oai_cli_req *q, int r
  * of the body when it is text, else "(empty reply)" or "(a binary reply of N bytes)"; written
  * to buf as one line of valid UTF-8 (control characters as spaces). */
 const char *ob_oai_cli_error_text(const char *body, size_t len, char *buf, size_t size);
+
+/* ---- teacher-forced scoring (1b-logprobs --url) ----------------------------------------------- */
+
+/*
+ * Given tokens scored by a server: a POST to /v1/completions with max_tokens 0, temperature 0,
+ * cache_prompt false and at least one top alternative asked for, as
+ *  - forced: "prompt" the context ids and "forced_tokens" the tokens (1b-serve's extension);
+ *  - echo: "prompt" the context ids and the tokens, "echo" true (any server with echo);
+ *  - text: "prompt" the text, "echo" true: the server tokenizes it and scores every token.
+ */
+struct ob_oai_cli_score {
+    const char *model;             /* "model" of the body; NULL: not sent */
+    const int32_t *prompt;         /* the context */
+    int n_prompt;
+    const int32_t *forced;         /* the tokens to score */
+    int n_forced;
+    const char *text;              /* instead of ids: text (prompt and forced are not sent) */
+    bool echo;                     /* the echo form rather than forced_tokens */
+    int top;                       /* alternatives per token */
+};
+/* The body (JSON text, free()); NULL when out of memory. */
+char *ob_oai_cli_score_body(const struct ob_oai_cli_score *s);
+/*
+ * The scored tokens of a reply in record shape ({id, text, bytes, logprob, bits, top}, id
+ * first; ob_oai_cli_tokens): the reply's last n_forced tokens, each the id forced (one the
+ * server reports without an id gets the forced id); with text, every token that carries a
+ * log-probability. *sum is the sum of their float32 log-probabilities in double; *model
+ * (unless NULL) the server's model name (malloc'd, or NULL; set from a completion even when its
+ * tokens are refused); *nonf32 counts the decimals that were not float32. OB_EFORMAT (a 4xx, not a completion, no log-probabilities, other tokens
+ * than the forced ones), OB_EIO (a 5xx, a broken transfer) or OB_EDEVICE, with the reason in
+ * ob_errmsg().
+ */
+int ob_oai_cli_score_reply(const struct ob_oai_cli_score *s, const struct ob_http_result *res,
+                           cJSON **tokens, double *sum, char **model, int64_t *nonf32);
 
 #endif
