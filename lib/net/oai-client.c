@@ -99,7 +99,7 @@ static char *first_model(const char *body, size_t len)
 }
 
 int ob_oai_cli_wait_ready(const char *base, double wait_s, const char *api_key,
-                      struct ob_oai_cli_ready *out)
+                          struct ob_oai_cli_ready *out)
 {
     memset(out, 0, sizeof *out);
     struct ob_http_opts o = {.timeout_s = 5, .connect_timeout_s = 2, .retries = 0,
@@ -252,7 +252,7 @@ static int check_messages(const cJSON *arr)
 }
 
 int ob_oai_cli_request(const cJSON *rec, const struct ob_oai_cli_params *p, uint64_t line,
-                   struct ob_oai_cli_req *q)
+                       struct ob_oai_cli_req *q)
 {
     memset(q, 0, sizeof *q);
     const cJSON *id = field(rec, "id");
@@ -613,8 +613,8 @@ static void fail_record(cJSON *o, const char *msg)
     cJSON_AddStringToObject(o, "error", msg);
 }
 
-cJSON *ob_oai_cli_result(const cJSON *req, const struct ob_oai_cli_req *q, int repeat, const char *route,
-                     const struct ob_http_result *res, int *err)
+cJSON *ob_oai_cli_result(const cJSON *req, const struct ob_oai_cli_req *q, int repeat,
+                         const char *route, const struct ob_http_result *res, int *err)
 {
     *err = 0;
     cJSON *o = result_begin(req, q->id, repeat, route);

@@ -63,7 +63,7 @@ struct ob_oai_cli_ready {
  * answers.
  */
 int ob_oai_cli_wait_ready(const char *base, double wait_s, const char *api_key,
-                      struct ob_oai_cli_ready *out);
+                          struct ob_oai_cli_ready *out);
 void ob_oai_cli_ready_free(struct ob_oai_cli_ready *r);
 
 /* ---- requests and results -------------------------------------------------------------------- */
@@ -90,7 +90,7 @@ struct ob_oai_cli_req {
  * would refuse in process too (no prompt, both prompt and messages, a value out of range, a
  * field that changes the answer and that 1b does not implement). */
 int ob_oai_cli_request(const cJSON *rec, const struct ob_oai_cli_params *p, uint64_t line,
-                   struct ob_oai_cli_req *out);
+                       struct ob_oai_cli_req *out);
 void ob_oai_cli_req_free(struct ob_oai_cli_req *q);
 
 /*
@@ -113,15 +113,15 @@ int ob_oai_cli_tokens(const cJSON *choice, int top_k, cJSON **tokens, int64_t *n
  * transfer) or OB_EDEVICE (unreachable); the reason is in ob_errmsg(). NULL only when out of
  * memory.
  */
-cJSON *ob_oai_cli_result(const cJSON *req, const struct ob_oai_cli_req *q, int repeat, const char *route,
-                     const struct ob_http_result *res, int *err);
+cJSON *ob_oai_cli_result(const cJSON *req, const struct ob_oai_cli_req *q, int repeat,
+                         const char *route, const struct ob_http_result *res, int *err);
 
 /* The message of an error reply ({"error":{"message":...}} or {"error":"..."}), else the start
  * of the body when it is text, else "(empty reply)" or "(a binary reply of N bytes)"; written
  * to buf as one line of valid UTF-8 (control characters as spaces). */
 const char *ob_oai_cli_error_text(const char *body, size_t len, char *buf, size_t size);
 
-/* ---- teacher-forced scoring (1b-logprobs --url) ----------------------------------------------- */
+/* ---- teacher-forced scoring (1b-logprobs --url) -------------------------------------------- */
 
 /*
  * Given tokens scored by a server: a POST to /v1/completions with max_tokens 0, temperature 0,
@@ -143,14 +143,14 @@ struct ob_oai_cli_score {
 /* The body (JSON text, free()); NULL when out of memory. */
 char *ob_oai_cli_score_body(const struct ob_oai_cli_score *s);
 /*
- * The scored tokens of a reply in record shape ({id, text, bytes, logprob, bits, top}, id
- * first; ob_oai_cli_tokens): the reply's last n_forced tokens, each the id forced (one the
- * server reports without an id gets the forced id); with text, every token that carries a
- * log-probability. *sum is the sum of their float32 log-probabilities in double; *model
- * (unless NULL) the server's model name (malloc'd, or NULL; set from a completion even when its
- * tokens are refused); *nonf32 counts the decimals that were not float32. OB_EFORMAT (a 4xx, not a completion, no log-probabilities, other tokens
- * than the forced ones), OB_EIO (a 5xx, a broken transfer) or OB_EDEVICE, with the reason in
- * ob_errmsg().
+ * The scored tokens of a reply in record shape ({id, text, bytes, logprob, bits, top}, id first;
+ * ob_oai_cli_tokens): the reply's last n_forced tokens, each the id forced (one the server reports
+ * without an id gets the forced id); with text, every token that carries a log-probability. *sum is
+ * the sum of their float32 log-probabilities in double; *model (unless NULL) the server's model
+ * name (malloc'd, or NULL; set from a completion even when its tokens are refused); *nonf32 counts
+ * the decimals that were not float32. OB_EFORMAT (a 4xx, not a completion, no log-probabilities,
+ * other tokens than the forced ones), OB_EIO (a 5xx, a broken transfer) or OB_EDEVICE, with the
+ * reason in ob_errmsg().
  */
 int ob_oai_cli_score_reply(const struct ob_oai_cli_score *s, const struct ob_http_result *res,
                            cJSON **tokens, double *sum, char **model, int64_t *nonf32);

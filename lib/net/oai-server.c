@@ -234,7 +234,7 @@ static int parse_prompt(const cJSON *p, struct ob_oai_srv_req *r, struct ob_oai_
 }
 
 int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai_srv_defaults *d,
-                 struct ob_oai_srv_req *r, struct ob_oai_srv_err *e)
+                     struct ob_oai_srv_req *r, struct ob_oai_srv_err *e)
 {
     memset(r, 0, sizeof *r);
     r->kind = kind;
@@ -402,8 +402,8 @@ void ob_oai_srv_free(struct ob_oai_srv_req *r)
 }
 
 int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, const char *tmpl,
-                  int32_t **ids_out, int *n_out, int32_t stop_ids[OB_CHAT_MAX_STOPS],
-                  int *n_stop_ids, struct ob_oai_srv_err *e)
+                      int32_t **ids_out, int *n_out, int32_t stop_ids[OB_CHAT_MAX_STOPS],
+                      int *n_stop_ids, struct ob_oai_srv_err *e)
 {
     uint32_t V = ob_tok_n_vocab(tok);
     int32_t *ids = NULL;
@@ -419,9 +419,9 @@ int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, 
         o.enable_thinking = r->thinking;
         if ((err = ob_chat_tokenize(tok, tmpl, r->msgs, r->n_msgs, &o, &ids, &n)))
             return ob_oai_srv_fail(e, err, err == OB_ENOMEM ? 500 : 400,
-                               err == OB_ENOMEM ? "server_error" : "invalid_request_error",
-                               err == OB_EUNSUPP ? "unsupported_value" : "invalid_value",
-                               "messages", "%s", ob_errmsg());
+                                   err == OB_ENOMEM ? "server_error" : "invalid_request_error",
+                                   err == OB_EUNSUPP ? "unsupported_value" : "invalid_value",
+                                   "messages", "%s", ob_errmsg());
     } else if (r->prompt_is_ids) {
         for (int i = 0; i < r->n_prompt_ids; i++)
             if ((uint32_t)r->prompt_ids[i] >= V)
@@ -804,8 +804,8 @@ void ob_oai_srv_chunk_start(struct ob_sb *b, const struct ob_oai_srv_result *r)
 }
 
 void ob_oai_srv_chunk_token(struct ob_sb *b, const struct ob_oai_srv_result *r,
-                        const struct ob_token_info *t, const char *text, size_t n,
-                        size_t offset)
+                            const struct ob_token_info *t, const char *text, size_t n,
+                            size_t offset)
 {
     sse_begin(b);
     if (r->kind == OB_OAI_SRV_CHAT) {
@@ -838,7 +838,7 @@ void ob_oai_srv_chunk_token(struct ob_sb *b, const struct ob_oai_srv_result *r,
 }
 
 void ob_oai_srv_chunk_end(struct ob_sb *b, const struct ob_oai_srv_result *r, const char *text,
-                      size_t n, bool include_usage)
+                          size_t n, bool include_usage)
 {
     bool chat = r->kind == OB_OAI_SRV_CHAT;
     sse_begin(b);
@@ -882,7 +882,7 @@ void ob_oai_srv_chunk_error(struct ob_sb *b, const struct ob_oai_srv_err *e)
 }
 
 size_t ob_oai_srv_stream_safe(const char *text, size_t from, size_t len, const char *const *stop,
-                          int n_stop)
+                              int n_stop)
 {
     const unsigned char *t = (const unsigned char *)text;
     /* walk the decoder from `from`: stop before a sequence that could still complete */

@@ -50,7 +50,8 @@ struct ob_oai_srv_err {
 };
 /* Fill e and ob_seterr(err, message); returns err. param may be NULL. */
 int ob_oai_srv_fail(struct ob_oai_srv_err *e, int err, int status, const char *type,
-                    const char *code, const char *param, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+                    const char *code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
 /* {"error":{"message":...,"type":...,"param":...,"code":...}} */
 void ob_oai_srv_error_body(struct ob_sb *b, const struct ob_oai_srv_err *e);
 
@@ -105,7 +106,7 @@ struct ob_oai_srv_req {
  * left empty (ob_oai_srv_free is still safe).
  */
 int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai_srv_defaults *d,
-                 struct ob_oai_srv_req *r, struct ob_oai_srv_err *e);
+                     struct ob_oai_srv_req *r, struct ob_oai_srv_err *e);
 void ob_oai_srv_free(struct ob_oai_srv_req *r);
 
 /* The prompt as token ids for this tokenizer and template (tmpl NULL: none), and the tokens
@@ -113,8 +114,8 @@ void ob_oai_srv_free(struct ob_oai_srv_req *r);
  * request (prompt arrays, forced_tokens) are checked against the vocabulary here. *ids is
  * malloc'd (caller frees). */
 int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, const char *tmpl,
-                  int32_t **ids, int *n_ids, int32_t stop_ids[OB_CHAT_MAX_STOPS],
-                  int *n_stop_ids, struct ob_oai_srv_err *e);
+                      int32_t **ids, int *n_ids, int32_t stop_ids[OB_CHAT_MAX_STOPS],
+                      int *n_stop_ids, struct ob_oai_srv_err *e);
 
 /* POST /tokenize {"content": string, "add_special": bool (false), "parse_special": bool
  * (false), "with_pieces": bool (false)}; *content points into *root (cJSON_Delete it).
@@ -168,10 +169,10 @@ void ob_oai_srv_body(struct ob_sb *b, const struct ob_oai_srv_result *r);
  */
 void ob_oai_srv_chunk_start(struct ob_sb *b, const struct ob_oai_srv_result *r);
 void ob_oai_srv_chunk_token(struct ob_sb *b, const struct ob_oai_srv_result *r,
-                        const struct ob_token_info *t, const char *text, size_t n,
-                        size_t offset);
+                            const struct ob_token_info *t, const char *text, size_t n,
+                            size_t offset);
 void ob_oai_srv_chunk_end(struct ob_sb *b, const struct ob_oai_srv_result *r, const char *text,
-                      size_t n, bool include_usage);
+                          size_t n, bool include_usage);
 /* An error in the middle of a stream: data: {"error":{...}} then data: [DONE]. */
 void ob_oai_srv_chunk_error(struct ob_sb *b, const struct ob_oai_srv_err *e);
 
@@ -182,6 +183,6 @@ void ob_oai_srv_chunk_error(struct ob_sb *b, const struct ob_oai_srv_err *e);
  * exactly the non-streaming text once the engine has cut it at the stop string.
  */
 size_t ob_oai_srv_stream_safe(const char *text, size_t from, size_t len, const char *const *stop,
-                          int n_stop);
+                              int n_stop);
 
 #endif

@@ -1181,16 +1181,16 @@ static bool finish_error(const struct sreq *r, struct ob_oai_srv_err *e)
     }
     if (r->fin_reason == OB_FINISH_ERROR) {
         ob_oai_srv_fail(e, OB_EINTERNAL, 500, "server_error", "engine_error", NULL, "%s",
-                    r->fin_error[0] ? r->fin_error : "the engine failed");
+                        r->fin_error[0] ? r->fin_error : "the engine failed");
         return true;
     }
     if (r->fin_reason == OB_FINISH_CANCELLED && r->why != W_TIMEOUT) {
         if (r->why == W_SHUTDOWN)
             ob_oai_srv_fail(e, OB_EIO, 503, "server_error", "shutting_down", NULL,
-                        "the server is shutting down; send the request again");
+                            "the server is shutting down; send the request again");
         else
             ob_oai_srv_fail(e, OB_EIO, 499, "invalid_request_error", "cancelled", NULL,
-                        "the request was cancelled");
+                            "the request was cancelled");
         return true;
     }
     return false;
@@ -1328,7 +1328,7 @@ static void prep_generate(struct sreq *r)
         return;
     }
     if (ob_oai_srv_tokens(&r->q, s->tok, s->tmpl, &r->ids, &r->n_ids, r->stop_ids, &r->n_stop_ids,
-                      &r->perr)) {
+                          &r->perr)) {
         r->perr_set = true;
         return;
     }

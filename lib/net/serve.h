@@ -4,21 +4,20 @@
  * operational ones (/health, /livez, /metrics, /tokenize, /detokenize). man/1b-serve.1
  * documents every endpoint and status.
  *
- * Threads: HTTP threads (libmicrohttpd's pool) read requests, answer the quick endpoints,
- * cancel the jobs of clients that went away and format answers; they never parse or tokenize
- * a body, so that /health and /livez answer at once whatever else comes in. Prep threads (as
- * many as HTTP threads) parse and tokenize bodies and submit engine jobs, the request's
- * connection suspended meanwhile. One driver thread, started by ob_serve_attach, steps the
- * engine (ob_engine_step in a loop, ob_engine_wait when idle; the engine's submit, cancel and
- * stats are safe from any thread, engine.h) and hands tokens and finishes to the HTTP threads
- * under the server's lock, resuming the suspended connection that waits for them. The driver also watches the sockets
- * of waiting connections, so that a client that goes away cancels its sequence and frees its
- * slot, and cancels requests that pass their time limit. A guard thread holds every connection
- * to its deadlines: the request's headers must arrive in full within header_timeout of the
- * connection (or of the request line, on a connection kept alive), its body within
- * body_timeout of the headers; it shuts down (shutdown(2)) the socket of a connection past its
- * deadline, whatever the client's pace (libmicrohttpd's own timeout is an idle timeout, which
- * one byte a second keeps resetting).
+ * Threads: HTTP threads (libmicrohttpd's pool) read requests, answer the quick endpoints, cancel
+ * the jobs of clients that went away and format answers; they never parse or tokenize a body, so
+ * that /health and /livez answer at once whatever else comes in. Prep threads (as many as HTTP
+ * threads) parse and tokenize bodies and submit engine jobs, the request's connection suspended
+ * meanwhile. One driver thread, started by ob_serve_attach, steps the engine (ob_engine_step in a
+ * loop, ob_engine_wait when idle; the engine's submit, cancel and stats are safe from any thread,
+ * engine.h) and hands tokens and finishes to the HTTP threads under the server's lock, resuming the
+ * suspended connection that waits for them. The driver also watches the sockets of waiting
+ * connections, so that a client that goes away cancels its sequence and frees its slot, and cancels
+ * requests that pass their time limit. A guard thread holds every connection to its deadlines: the
+ * request's headers must arrive in full within header_timeout of the connection (or of the request
+ * line, on a connection kept alive), its body within body_timeout of the headers; it shuts down
+ * (shutdown(2)) the socket of a connection past its deadline, whatever the client's pace
+ * (libmicrohttpd's own timeout is an idle timeout, which one byte a second keeps resetting).
  *
  * Memory: cJSON builds the whole tree of a body before it is read, about 80 bytes a value, so
  * a body may hold at most max_values(ctx) JSON values (see serve.c), counted by

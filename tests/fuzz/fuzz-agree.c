@@ -81,7 +81,7 @@ static void reply(const uint8_t *p, size_t n)
     body[n] = 0;
     struct ob_http_result res = {.status = 200, .body = body, .len = n, .attempts = 1};
     struct ob_oai_cli_req q = {.id = "f", .chat = n % 2, .logprobs = true, .top_logprobs = 3,
-                           .max_tokens = 4};
+                               .max_tokens = 4};
     int err;
     cJSON *rec = ob_oai_cli_result(NULL, &q, 0, "http://fuzz", &res, &err);
     if (rec) {

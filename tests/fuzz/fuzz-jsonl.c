@@ -107,7 +107,7 @@ static void lines(const char *data, size_t size)
         free(line);
         /* the record as a wire request */
         struct ob_oai_cli_params p = {.max_tokens = 4, .temperature = 0, .seed = 1,
-                                  .top_logprobs = 2, .thinking = -1, .model = "m"};
+                                      .top_logprobs = 2, .thinking = -1, .model = "m"};
         struct ob_oai_cli_req q;
         if (ob_oai_cli_request(rec, &p, (uint64_t)n + 1, &q) == 0)
             cJSON_Delete(must_parse(q.body, strlen(q.body), "a wire request"));

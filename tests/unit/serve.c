@@ -85,7 +85,7 @@ static void stream_safe(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int ns = cases[i].stop[0] ? (cases[i].stop[1] ? 2 : 1) : 0;
         size_t got = ob_oai_srv_stream_safe(cases[i].text, cases[i].from, strlen(cases[i].text),
-                                        cases[i].stop, ns);
+                                            cases[i].stop, ns);
         if (got != cases[i].want) {
             printf("# case %zu: %zu, want %zu\n", i, got, cases[i].want);
             bad++;
@@ -149,7 +149,7 @@ static void json_strings(void)
 static void requests(void)
 {
     struct ob_oai_srv_defaults d = {.max_tokens_chat = 100, .max_tokens_completion = 16,
-                                .max_tokens_cap = 100, .temperature = 1.0f, .seed = 5};
+                                    .max_tokens_cap = 100, .temperature = 1.0f, .seed = 5};
     struct ob_oai_srv_req q;
     struct ob_oai_srv_err e;
     const char *body = "{\"prompt\":\"hi\"}";
@@ -173,17 +173,19 @@ static void requests(void)
     ok(r == 0 && q.logprobs && q.top_logprobs == 3 && q.echo && q.n_forced == 2 && q.forced[1] == 2,
        "legacy logprobs count, echo, forced_tokens");
     ob_oai_srv_free(&q);
+    /* one user message */
+#define USER "{\"role\":\"user\",\"content\":\"x\"}"
     static const struct { int kind; const char *body, *param; int status; } errs[] = {
         {OB_OAI_SRV_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":101}", "max_tokens", 400},
         {OB_OAI_SRV_COMPLETION, "{\"prompt\":\"x\",\"n\":3}", "n", 400},
         {OB_OAI_SRV_COMPLETION, "{\"prompt\":\"x\",\"seed\":1.5}", "seed", 400},
-        {OB_OAI_SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"user\"}]}",
-         "messages[1].content", 400},
-        {OB_OAI_SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[1]}", "stop", 400},
-        {OB_OAI_SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}",
-         "tool_choice", 400},
+        {OB_OAI_SRV_CHAT, "{\"messages\":[" USER ",{\"role\":\"user\"}]}", "messages[1].content",
+         400},
+        {OB_OAI_SRV_CHAT, "{\"messages\":[" USER "],\"stop\":[1]}", "stop", 400},
+        {OB_OAI_SRV_CHAT, "{\"messages\":[" USER "],\"tool_choice\":\"required\"}", "tool_choice",
+         400},
         {OB_OAI_SRV_CHAT, "{\"messages\":null}", "messages", 400},
-        {OB_OAI_SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":[]}",
+        {OB_OAI_SRV_CHAT, "{\"messages\":[" USER "],\"chat_template_kwargs\":[]}",
          "chat_template_kwargs", 400},
         {OB_OAI_SRV_COMPLETION, "{\"prompt\":\"x\"", "", 400},
     };
