@@ -141,6 +141,24 @@ int ob_req_params_read(const cJSON *o, struct ob_req_params *p, const struct ob_
     return 0;
 }
 
+int ob_req_kwargs(const cJSON *o, struct ob_req_params *p, const char **param)
+{
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(o, "chat_template_kwargs");
+    if (!kw || cJSON_IsNull(kw))
+        return 1;
+    *param = "chat_template_kwargs";
+    if (!cJSON_IsObject(kw))
+        return ob_seterr(OB_EFORMAT, "'chat_template_kwargs' must be an object");
+    const cJSON *et = cJSON_GetObjectItemCaseSensitive(kw, "enable_thinking");
+    if (!et || cJSON_IsNull(et))
+        return 1;
+    *param = "chat_template_kwargs.enable_thinking";
+    if (!cJSON_IsBool(et))
+        return ob_seterr(OB_EFORMAT, "'chat_template_kwargs.enable_thinking' must be a boolean");
+    p->thinking = cJSON_IsTrue(et);
+    return 0;
+}
+
 /* ---- fields 1b does not implement ------------------------------------------------------------ */
 
 const char *ob_req_unsupported(const cJSON *o, bool *wrong_type, const char **why)
@@ -363,7 +381,8 @@ int ob_req_parse(const cJSON *rec, const struct ob_model *model, const struct ob
     p.s.seed = d->seed;
     p.max_tokens = d->max_tokens;
     p.top_logprobs = d->top_logprobs;
-    if ((e = ob_req_params_read(rec, &p, NULL)))
+    const char *param;
+    if ((e = ob_req_params_read(rec, &p, NULL)) || (e = ob_req_kwargs(rec, &p, &param)) < 0)
         return e;
     r->s = p.s;
     r->max_tokens = p.max_tokens;

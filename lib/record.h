@@ -80,6 +80,12 @@ int ob_req_field_read(const cJSON *o, const struct ob_req_field *f, struct ob_re
  * OB_EFORMAT "field 'NAME' must be WANT" (*bad, unless NULL, names the row). */
 int ob_req_params_read(const cJSON *o, struct ob_req_params *p, const struct ob_req_field **bad);
 
+/* "chat_template_kwargs": {"enable_thinking": bool} (llama-server's and vLLM's name for
+ * "thinking"; it wins over "thinking"): into p->thinking. 1 when absent (or null), 0 when read,
+ * OB_EFORMAT naming the field in *param ("chat_template_kwargs" or
+ * "chat_template_kwargs.enable_thinking") when it is not of its type. Other keys are ignored. */
+int ob_req_kwargs(const cJSON *o, struct ob_req_params *p, const char **param);
+
 /* Fields that would change the answer and that 1b does not implement (n > 1, penalties,
  * logit_bias, tools, response formats other than text, suffix, ...): they are refused by name
  * rather than ignored, unless they hold a neutral value (n 1, logit_bias {}, tool_choice

@@ -10,7 +10,8 @@
 #    absent;
 #  - the fields 1b does not implement, refused unless neutral (n 1, tool_choice "none",
 #    response_format text, logit_bias {}), and stop strings;
-#  - messages as OpenAI sends them: developer role, text parts, tool roles and calls refused.
+#  - messages as OpenAI sends them: developer role, text parts, tool roles and calls refused;
+#    chat_template_kwargs.enable_thinking, llama-server's name for "thinking".
 # 1b-serve's own limits (--max-tokens-cap) and what only its protocol has (echo, a legacy
 # logprobs count, batched prompts) are not record fields and are not compared here.
 . "$(dirname "$0")/lib.sh"
@@ -82,6 +83,9 @@ msg-tool|"messages":[{"role":"tool","content":"x"}]|refuse
 msg-calls|"messages":[{"role":"assistant","content":"x","tool_calls":[{"id":"1"}]},{"role":"user","content":"y"}]|refuse
 msg-reasoning|"messages":[{"role":"assistant","content":"x","reasoning_content":5},{"role":"user","content":"y"}]|refuse
 msg-null-content|"messages":[{"role":"user","content":null}]|refuse
+kwargs-thinking|"messages":[{"role":"user","content":"Once"}],"chat_template_kwargs":{"enable_thinking":false}|take
+kwargs-bad|"messages":[{"role":"user","content":"Once"}],"chat_template_kwargs":{"enable_thinking":"no"}|refuse
+kwargs-array|"messages":[{"role":"user","content":"Once"}],"chat_template_kwargs":[]|refuse
 EOF
 )
 : > all.jsonl

@@ -289,7 +289,9 @@ int ob_oai_cli_request(const cJSON *rec, const struct ob_oai_cli_params *p, uint
     ob_req_params_default(&rp);
     rp.max_tokens = p->max_tokens;
     rp.top_logprobs = p->top_logprobs;
-    if ((e = ob_req_params_read(rec, &rp, NULL)))
+    const char *kwp;
+    int kw = 1;                            /* chat_template_kwargs.enable_thinking: 0 when set */
+    if ((e = ob_req_params_read(rec, &rp, NULL)) || (e = kw = ob_req_kwargs(rec, &rp, &kwp)) < 0)
         return e;
     const char *stops[OB_REQ_MAX_STOP];
     bool wrong;
@@ -303,7 +305,7 @@ int ob_oai_cli_request(const cJSON *rec, const struct ob_oai_cli_params *p, uint
     q->max_tokens = rp.max_tokens;
     q->top_logprobs = rp.top_logprobs;
     q->logprobs = rp.logprobs;
-    int thinking = field(rec, "thinking") ? rp.thinking : p->thinking;
+    int thinking = kw == 0 || field(rec, "thinking") ? rp.thinking : p->thinking;
 
     cJSON *b = cJSON_CreateObject();
     if (!b)

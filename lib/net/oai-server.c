@@ -355,24 +355,14 @@ int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai
         CHECK(get_ids(forced, "forced_tokens", &r->forced, &r->n_forced, e));
     }
 
-    /* thinking: chat_template_kwargs.enable_thinking (llama-server, vLLM); "thinking" as in
-     * 1b's request records */
-    const cJSON *kw = field(o, "chat_template_kwargs");
-    if (kw) {
-        if (!cJSON_IsObject(kw)) {
-            err = BAD(e, "chat_template_kwargs", "invalid_type",
-                      "'chat_template_kwargs' must be an object");
-            goto fail;
-        }
-        const cJSON *et = field(kw, "enable_thinking");
-        if (et && !cJSON_IsBool(et)) {
-            err = BAD(e, "chat_template_kwargs.enable_thinking", "invalid_type",
-                      "'chat_template_kwargs.enable_thinking' must be a boolean");
-            goto fail;
-        }
-        if (et)
-            r->thinking = cJSON_IsTrue(et);
+    /* thinking: chat_template_kwargs.enable_thinking (llama-server, vLLM), over "thinking" as
+     * in 1b's request records (read with the table above) */
+    const char *kwp;
+    if (ob_req_kwargs(o, &p, &kwp) < 0) {
+        err = BAD(e, kwp, "invalid_type", "%s", ob_errmsg());
+        goto fail;
     }
+    r->thinking = p.thinking;
 
     if (kind == OB_OAI_SRV_CHAT)
         CHECK(parse_messages(field(o, "messages"), r, e));
