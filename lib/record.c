@@ -7,7 +7,8 @@
  * block), plus max_tokens, temperature, top_k, top_p, min_p, seed, stop, logprobs,
  * top_logprobs, cache_prompt. Fields whose meaning 1b does not implement but which would
  * change the answer (n > 1, penalties, logit_bias, tools, ...) are refused by name rather
- * than ignored; any other unknown field is passed through to the result.
+ * than ignored; any other unknown field is passed through to the result. The fields, their
+ * ranges and the refusals are one table that 1b-serve and the URL route read too (record.h).
  *
  * A result record carries the request's fields, then: repeat, route, model {name, sha256},
  * prompt_tokens, prompt_ids, tokens [{id, text, bytes, logprob, bits, top}], text,

@@ -2,12 +2,13 @@
  * oai-server.c — request bodies to requests, results to response bodies, for 1b-serve (see
  * oai-server.h for the contract and man/1b-serve.1 for the shapes on the wire).
  *
- * Why the request side is written here and not on top of ob_req_parse (record.c): the OpenAI
- * fields differ from 1b's records (logprobs is a bool for chat and a count for legacy
- * completions, thinking is chat_template_kwargs.enable_thinking, echo is allowed, message
- * content may be an array of parts, defaults follow OpenAI), and every error must name its
- * field for the client. The prompt ids are made with the same calls as record.c, so that a
- * request gives the same tokens here and in 1b-gen.
+ * The request side reads every field a record has with record.h's table (types, ranges,
+ * neutral values of unimplemented fields, stop, messages, chat_template_kwargs), so that a
+ * body is taken or refused as the same record would be in 1b-gen. What is its own is OpenAI's:
+ * logprobs is a bool for chat and a count for legacy completions, echo, stream, a batch of one
+ * prompt, OpenAI's defaults, the --max-tokens-cap, and errors that name their field for the
+ * client. The prompt ids are made with the same calls as record.c, so that a request gives the
+ * same tokens here and in 1b-gen.
  */
 #include <math.h>
 #include <stdarg.h>
