@@ -594,15 +594,7 @@ static cJSON *result_begin(const cJSON *req, const char *id, int repeat, const c
         cJSON_Delete(o);
         return NULL;
     }
-    first->string = strdup("id");
-    first->next = o->child;
-    if (o->child) {
-        first->prev = o->child->prev;
-        o->child->prev = first;
-    } else {
-        first->prev = first;
-    }
-    o->child = first;
+    ob_json_add_first(o, "id", first);
     ob_json_add_int(o, "repeat", repeat);
     cJSON_AddStringToObject(o, "route", route);
     return o;
