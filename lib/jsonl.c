@@ -296,19 +296,23 @@ static int json_check(const char *text, size_t len, int flags, size_t max_values
             }
             if (c == '-' || (c >= '0' && c <= '9')) {
                 VALUE();
-                /* a number cJSON would read as infinity and write back as null; cJSON reads at
-                 * most 63 characters of one (and refuses a longer one) */
-                char num[64];
+                /* a number cJSON would read as infinity and write back as null: the whole of
+                 * it (cJSON reads a number of any length), copied to end it with a NUL */
                 size_t k = 0;
-                while (p + k < end && k < sizeof num - 1 && p[k] &&
-                       strchr("+-.eE0123456789", p[k])) {
-                    num[k] = p[k];
+                while (p + k < end && p[k] && strchr("+-.eE0123456789", p[k]))
                     k++;
-                }
+                char small[64], *num = k < sizeof small ? small : malloc(k + 1);
+                if (!num)
+                    return ob_seterr(OB_ENOMEM, "out of memory");
+                memcpy(num, p, k);
                 num[k] = 0;
-                if (isinf(strtod(num, NULL)))
-                    return ob_seterr(OB_EFORMAT, "a number out of range at byte %zu: %.40s", at,
-                                     num);
+                bool inf = isinf(strtod(num, NULL));
+                if (inf)
+                    ob_seterr(OB_EFORMAT, "a number out of range at byte %zu: %.40s", at, num);
+                if (num != small)
+                    free(num);
+                if (inf)
+                    return OB_EFORMAT;
                 p += k;
                 continue;
             }

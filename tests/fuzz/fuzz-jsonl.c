@@ -14,7 +14,10 @@
  *  - the result record made from the input taken as a server's reply (any status, any bytes)
  *    is strict JSON as cJSON prints it, before ob_jsonl_write's own repair: every writer of
  *    reply text cleans it;
- *  - an error reply's text is one line of valid UTF-8 without control characters.
+ *  - an error reply's text is one line of valid UTF-8 without control characters;
+ *  - ob_json_parse_max takes the text with a bound of exactly the nodes cJSON made of it and
+ *    refuses it (OB_ERANGE) with one less;
+ *  - ob_json_print's text reads back to the same tree, every number to the same bits.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -55,6 +58,28 @@ static void round_trip(const cJSON *j, const char *what)
     cJSON_free(s);
 }
 
+static int count_nodes(const cJSON *j)
+{
+    int n = 0;
+    for (; j; j = j->next)
+        n += 1 + count_nodes(j->child);
+    return n;
+}
+
+/* the same shape, names and strings, and numbers with the same bits */
+static int same_exact(const cJSON *a, const cJSON *b)
+{
+    for (; a && b; a = a->next, b = b->next) {
+        if ((a->type & 0xff) != (b->type & 0xff) || !a->string != !b->string ||
+            (a->string && strcmp(a->string, b->string)) ||
+            (cJSON_IsString(a) && strcmp(a->valuestring, b->valuestring)) ||
+            (cJSON_IsNumber(a) && memcmp(&a->valuedouble, &b->valuedouble, 8)) ||
+            !same_exact(a->child, b->child))
+            return 0;
+    }
+    return !a && !b;
+}
+
 static void parse(const char *data, size_t size)
 {
     cJSON *j = NULL, *k = NULL;
@@ -66,6 +91,22 @@ static void parse(const char *data, size_t size)
         round_trip(j, "a strictly parsed text");
         if (memchr(data, 0, size))
             abort();               /* a NUL byte let in */
+        int n = count_nodes(j);
+        cJSON *m = NULL;
+        if (ob_json_parse_max(data, size, 0, (size_t)n, &m) || !m)
+            abort();               /* refused at its own count */
+        cJSON_Delete(m);
+        m = NULL;
+        if (n > 1 && (ob_json_parse_max(data, size, 0, (size_t)n - 1, &m) != OB_ERANGE || m))
+            abort();               /* taken beyond its bound */
+        char *s = ob_json_print(j);
+        cJSON *back = s ? must_parse(s, strlen(s), "ob_json_print's text") : NULL;
+        if (!back || !same_exact(j, back)) {
+            fprintf(stderr, "ob_json_print is not exact: %.400s\n", s ? s : "(null)");
+            abort();
+        }
+        cJSON_Delete(back);
+        cJSON_free(s);
     }
     cJSON_Delete(j);
     cJSON_Delete(k);

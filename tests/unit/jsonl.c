@@ -262,6 +262,12 @@ static void json_refusals(void)
         {TXT(""), 0, "invalid JSON"},
         {TXT("{\"x\":1e400}"), 0, "a number out of range at byte 6: 1e400"},    /* cJSON: null */
         {TXT("[-2E+999]"), 0, "a number out of range at byte 2"},
+        /* past 63 characters too: cJSON reads a number of any length */
+        {TXT("[1000000000000000000000000000000000000000000000000000000000000000000000000000000"
+             "0000000000000000000000000000000000000000000000000000000000000000000000000000000"
+             "0000000000000000000000000000000000000000000000000000000000000000000000000000000"
+             "0000000000000000000000000000000000000000000000000000000000000000000000000000000]"),
+         0, "a number out of range at byte 2: 1000000000"},
         /* what OB_JSON_ANY_BYTES still refuses: anything but ill-formed UTF-8 in a string */
         {TXT("{\"p\":\"ab\\u0000cd\"}"), OB_JSON_ANY_BYTES, "\\u0000 at byte 9"},
         {TXT("{\"p\":\"a\x01\"}"), OB_JSON_ANY_BYTES, "raw control byte 0x01"},
