@@ -28,7 +28,7 @@
 #include "1b.h"
 #include "agree.h"
 #include "local.h"
-#include "net/http.h"
+#include "net/oai-client.h"
 #include "record.h"
 
 #define PROG "1b-batchrep"
@@ -174,17 +174,17 @@ static int run_inprocess(const struct opts *o, const cJSON *req, struct ob_agree
 /* ---- against a server ---------------------------------------------------------------------- */
 
 /* one reply -> a stream; a reply that cannot be used is an error (OB_EFORMAT, OB_EIO, ...) */
-static int reply_rec(const cJSON *req, const struct ob_oai_req *q, const char *route,
+static int reply_rec(const cJSON *req, const struct ob_oai_cli_req *q, const char *route,
                      const struct ob_http_result *res, struct ob_agree_rec *out, char *model,
                      size_t model_size)
 {
     int err;
-    cJSON *rec = ob_oai_result(req, q, 0, route, res, &err);
+    cJSON *rec = ob_oai_cli_result(req, q, 0, route, res, &err);
     if (!rec)
         return ob_seterr(OB_ENOMEM, "out of memory");
     if (!err) {
         /* through text, as any reader of the records would see them */
-        char *s = cJSON_PrintUnformatted(rec);
+        char *s = ob_json_print(rec);
         cJSON *back = NULL;
         err = !s ? ob_seterr(OB_ENOMEM, "out of memory") : ob_json_parse(s, strlen(s), 0, &back);
         cJSON_free(s);
@@ -204,34 +204,24 @@ static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *
                    struct ob_agree_rec *solo, char *route, size_t route_size, char *model_name,
                    size_t model_size)
 {
-    char *base = NULL, *url = NULL, *shown = NULL;
-    int e = ob_http_base(o->url, &base, &shown);
+    struct ob_oai_cli *cli;
+    int e = ob_oai_cli_open(o->url, &o->srv, &cli);
     if (e)
-        return ob_errprefix(e, "--url");
-    snprintf(route, route_size, "%s", shown);          /* without credentials */
-    free(shown);
-    const char *key = getenv("OB_API_KEY");
-    struct ob_oai_ready ready;
-    memset(&ready, 0, sizeof ready);
-    struct ob_oai_req q;
+        return e;
+    snprintf(route, route_size, "%s", cli->route);     /* without credentials */
+    if (cli->note[0] && !o->quiet)
+        fprintf(stderr, PROG ": warning: %s\n", cli->note);
+    char *url = NULL;
+    struct ob_oai_cli_req q;
     memset(&q, 0, sizeof q);
-    struct ob_http *h = NULL;
-    e = ob_oai_wait_ready(base, o->srv.wait, key, &ready);
-    if (!e && ready.note[0] && !o->quiet)
-        fprintf(stderr, PROG ": warning: %s\n", ready.note);
-    struct ob_oai_params p = {.max_tokens = o->max_tokens, .temperature = o->temperature,
-                              .seed = o->seed, .top_logprobs = o->top_logprobs,
-                              .thinking = o->thinking,
-                              .model = o->model ? o->model : ready.model};
-    if (!e && (e = ob_oai_request(req, &p, 1, &q)))
+    struct ob_http *h = cli->http;
+    struct ob_oai_cli_params p = {.max_tokens = o->max_tokens, .temperature = o->temperature,
+                                  .seed = o->seed, .top_logprobs = o->top_logprobs,
+                                  .thinking = o->thinking,
+                                  .model = o->model ? o->model : cli->model};
+    if ((e = ob_oai_cli_request(req, &p, 1, &q)))
         ob_errprefix(e, "the request");
-    struct ob_http_opts ho = OB_HTTP_OPTS_DEFAULT;
-    ho.timeout_s = o->srv.timeout;
-    ho.retries = o->srv.retries;
-    ho.api_key = key;
-    if (!e)
-        e = ob_http_new(&ho, &h);
-    if (!e && !(url = ob_http_join(base, q.path)))
+    if (!e && !(url = ob_oai_cli_url(cli, q.path)))
         e = ob_seterr(OB_ENOMEM, "out of memory");
     if (!e && o->vs_solo) {
         struct ob_http_result *r;
@@ -264,11 +254,9 @@ static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *
             ob_http_result_free(r);
         }
     }
-    ob_http_free(h);
     free(url);
-    ob_oai_req_free(&q);
-    ob_oai_ready_free(&ready);
-    free(base);
+    ob_oai_cli_req_free(&q);
+    ob_oai_cli_close(cli);
     return e;
 }
 

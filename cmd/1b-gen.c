@@ -11,8 +11,8 @@
  * requests run N at a time through the continuous-batching engine; results still come out in
  * input order (or as they finish with --unordered), and their bits do not depend on N.
  *
- * With --url the same records go to a server (lib/net/http.h has the wire mapping): N requests in
- * flight at once with --parallel N, results still in input order. The result records have the
+ * With --url the same records go to a server (lib/net/oai-client.h has the wire mapping): N
+ * requests in flight at once with --parallel N, results still in input order. The result records have the
  * same shape, with the route set to the URL and the float32 values read from the wire's
  * decimals (those that were not exactly float32 are counted per record in nonf32_values and
  * in total on standard error).
@@ -30,7 +30,7 @@
 
 #include "1b.h"
 #include "local.h"
-#include "net/http.h"
+#include "net/oai-client.h"
 #include "record.h"
 #include "tok.h"
 
@@ -401,7 +401,7 @@ struct upending {
     cJSON *req;                    /* the request record, shared by its repeats and the reader
                                       while it sends them: *req_refs holders */
     int *req_refs;
-    struct ob_oai_req q;
+    struct ob_oai_cli_req q;
     int repeat;
 };
 
@@ -410,7 +410,7 @@ struct urun {
     const char *base;              /* the route name in records */
     char *endpoint_chat, *endpoint_cmpl;
     struct ob_http *h;
-    struct ob_oai_params params;
+    struct ob_oai_cli_params params;
     struct outq q;                 /* halted: the server could not be reached */
     int active;
     long bad;
@@ -425,7 +425,7 @@ static void upending_free(struct out *o)
         cJSON_Delete(p->req);
         free(p->req_refs);
     }
-    ob_oai_req_free(&p->q);
+    ob_oai_cli_req_free(&p->q);
     cJSON_Delete(p->o.rec);
     free(p->o.why);
     free(p);
@@ -441,7 +441,7 @@ static int ucollect(struct urun *U, double wait_s)
     struct upending *p = r->user;
     U->active--;
     int err;
-    p->o.rec = ob_oai_result(p->req, &p->q, p->repeat, U->base, r, &err);
+    p->o.rec = ob_oai_cli_result(p->req, &p->q, p->repeat, U->base, r, &err);
     ob_http_result_free(r);
     if (!p->o.rec)
         return ob_seterr(OB_ENOMEM, "out of memory");
@@ -458,7 +458,8 @@ static int ucollect(struct urun *U, double wait_s)
     return 1;
 }
 
-static int usubmit(struct urun *U, cJSON *req, int *refs, const struct ob_oai_req *q, int repeat)
+static int usubmit(struct urun *U, cJSON *req, int *refs, const struct ob_oai_cli_req *q,
+                   int repeat)
 {
     struct upending *p = calloc(1, sizeof *p);
     if (!p)
@@ -471,7 +472,7 @@ static int usubmit(struct urun *U, cJSON *req, int *refs, const struct ob_oai_re
             : ob_http_start(U->h, q->chat ? U->endpoint_chat : U->endpoint_cmpl, p->q.body, p);
     if (e) {
         /* not yet sharing the request: the caller still owns it */
-        ob_oai_req_free(&p->q);
+        ob_oai_cli_req_free(&p->q);
         free(p);
         return e;
     }
@@ -498,7 +499,7 @@ static int urun_stream(void *user, const char *name, FILE *f)
     /* the record being sent: its repeats go out one by one, within the window */
     cJSON *cur = NULL;
     int *cur_refs = NULL, next_rep = 0;
-    struct ob_oai_req cur_q;
+    struct ob_oai_cli_req cur_q;
     memset(&cur_q, 0, sizeof cur_q);
     for (;;) {
         /* keep --parallel requests on the wire, and a bounded number waiting to be written */
@@ -512,7 +513,7 @@ static int urun_stream(void *user, const char *name, FILE *f)
                     cJSON_Delete(cur);
                     free(cur_refs);
                 }
-                ob_oai_req_free(&cur_q);
+                ob_oai_cli_req_free(&cur_q);
                 cur = NULL;
             }
             if (U->stop || eof)
@@ -523,13 +524,13 @@ static int urun_stream(void *user, const char *name, FILE *f)
                 eof = true;
                 break;
             }
-            if (r < 0 || (e = ob_oai_request(rec, &U->params, ob_jsonl_line(in), &cur_q))) {
+            if (r < 0 || (e = ob_oai_cli_request(rec, &U->params, ob_jsonl_line(in), &cur_q))) {
                 if (r < 0)
                     e = r;
                 else
                     ob_errprefix(e, "%s:%llu: id %s", name, (unsigned long long)ob_jsonl_line(in),
                                  cur_q.id ? cur_q.id : "?");
-                ob_oai_req_free(&cur_q);
+                ob_oai_cli_req_free(&cur_q);
                 cJSON_Delete(rec);
                 if (e == OB_EIO || e == OB_ENOMEM)
                     break;
@@ -538,7 +539,7 @@ static int urun_stream(void *user, const char *name, FILE *f)
                 continue;
             }
             if (!(cur_refs = calloc(1, sizeof *cur_refs))) {
-                ob_oai_req_free(&cur_q);
+                ob_oai_cli_req_free(&cur_q);
                 cJSON_Delete(rec);
                 e = ob_seterr(OB_ENOMEM, "out of memory");
                 break;
@@ -566,48 +567,36 @@ static int urun_stream(void *user, const char *name, FILE *f)
         cJSON_Delete(cur);
         free(cur_refs);
     }
-    ob_oai_req_free(&cur_q);
+    ob_oai_cli_req_free(&cur_q);
     ob_jsonl_close(in);
     return e ? e : U->stop || U->q.halted;
 }
 
 static int run_url(struct opts *o, int argc, char **argv, int first)
 {
-    char *base = NULL, *route = NULL;
-    int e = ob_http_base(o->url, &base, &route);
-    if (e) {
-        fprintf(stderr, PROG ": --url: %s\n", ob_errmsg());
-        return OB_EXIT_USAGE;
-    }
-    const char *key = getenv("OB_API_KEY");
-    struct ob_oai_ready ready;
-    e = ob_oai_wait_ready(base, o->srv.wait, key, &ready);
+    struct ob_oai_cli *cli;
+    int e = ob_oai_cli_open(o->url, &o->srv, &cli);
     if (e) {
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
-        free(base);
-        free(route);
-        fclose(stdout);
+        if (e != OB_EUSAGE)
+            fclose(stdout);
         return ob_exit_status(e);
     }
-    if (ready.note[0])
-        fprintf(stderr, PROG ": warning: %s\n", ready.note);
-    struct urun U = {.o = o, .base = route, .q = {.unordered = o->unordered,
-                                                  .release = upending_free}};
+    if (cli->note[0])
+        fprintf(stderr, PROG ": warning: %s\n", cli->note);
+    const char *route = cli->route;
+    struct urun U = {.o = o, .base = route, .h = cli->http,
+                     .q = {.unordered = o->unordered, .release = upending_free}};
     U.q.tail = &U.q.head;
-    U.params = (struct ob_oai_params){.max_tokens = o->d.max_tokens,
-                                      .temperature = o->d.temperature, .seed = o->d.seed,
-                                      .top_logprobs = o->d.top_logprobs, .thinking = o->thinking,
-                                      .model = o->model ? o->model : ready.model};
-    U.endpoint_chat = ob_http_join(base, "/v1/chat/completions");
-    U.endpoint_cmpl = ob_http_join(base, "/v1/completions");
-    struct ob_http_opts ho = OB_HTTP_OPTS_DEFAULT;
-    ho.timeout_s = o->srv.timeout;
-    ho.retries = o->srv.retries;
-    ho.api_key = key;
+    U.params = (struct ob_oai_cli_params){.max_tokens = o->d.max_tokens,
+                                          .temperature = o->d.temperature, .seed = o->d.seed,
+                                          .top_logprobs = o->d.top_logprobs,
+                                          .thinking = o->thinking,
+                                          .model = o->model ? o->model : cli->model};
+    U.endpoint_chat = ob_oai_cli_url(cli, "/v1/chat/completions");
+    U.endpoint_cmpl = ob_oai_cli_url(cli, "/v1/completions");
     if (!U.endpoint_chat || !U.endpoint_cmpl)
         e = ob_seterr(OB_ENOMEM, "out of memory");
-    if (!e)
-        e = ob_http_new(&ho, &U.h);
     int unopened = 0;
     if (!e)
         e = ob_each_input(argv + first, argc - first, o->keep_going, urun_stream, &U, &unopened);
@@ -618,12 +607,9 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
                 (long long)U.nonf32, U.nonf32 == 1 ? "y" : "ies", U.nonf32 == 1 ? "was" : "were");
     if (U.q.halted)
         status = OB_EXIT_DEVICE;
-    ob_http_free(U.h);
     free(U.endpoint_chat);
     free(U.endpoint_cmpl);
-    ob_oai_ready_free(&ready);
-    free(base);
-    free(route);
+    ob_oai_cli_close(cli);
     return close_stdout(&U.q, status);
 }
 

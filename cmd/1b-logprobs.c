@@ -28,9 +28,8 @@
 
 #include "1b.h"
 #include "local.h"
-#include "net/http.h"
+#include "net/oai-client.h"
 #include "record.h"
-#include "strmap.h"
 #include "tok.h"
 
 #define PROG "1b-logprobs"
@@ -107,7 +106,6 @@ struct run {
     struct ob_engine *eng;
     char model[256];               /* its name in records: in process the model's, with --url
                                       the server's (from its first reply) */
-    struct ob_strmap *pieces;      /* token bytes -> id, built when a record needs it */
     struct job *head, **tail;
     int in_flight;
     long bad;
@@ -116,34 +114,11 @@ struct run {
     bool stop;                     /* read no more records */
     bool halted;                   /* a scored record failed: write no more either */
     /* --url */
-    char *base, *endpoint;
-    struct ob_http *h;
-    const char *model_name;
+    struct ob_oai_cli *cli;
+    char *endpoint;
 };
 
 /* ---- tokens from text ------------------------------------------------------------------------ */
-
-/* bytes -> the lowest id with exactly these bytes as its piece, normal tokens first */
-static int build_pieces(struct run *R)
-{
-    uint32_t n = ob_tok_n_vocab(R->tok);
-    if (!(R->pieces = ob_strmap_new(n)))
-        return ob_seterr(OB_ENOMEM, "out of memory");
-    for (int pass = 0; pass < 2; pass++)
-        for (uint32_t i = 0; i < n; i++) {
-            int t = ob_tok_type(R->tok, (int32_t)i);
-            bool normal = t == OB_TOK_NORMAL || t == OB_TOK_UNDEFINED;
-            if (normal != (pass == 0))
-                continue;
-            const char *b;
-            size_t len;
-            if (ob_tok_piece(R->tok, (int32_t)i, &b, &len) || !len)
-                continue;
-            if (ob_strmap_put(R->pieces, b, len, i, false) < 0)
-                return ob_seterr(OB_ENOMEM, "out of memory");
-        }
-    return 0;
-}
 
 /* a token's bytes: its "bytes" array, else its "text" */
 static bool token_bytes(const cJSON *t, char *buf, size_t cap, size_t *len)
@@ -273,19 +248,17 @@ static int job_from_record(struct run *R, cJSON *rec, uint64_t line, struct job 
         if (!R->m)
             return ob_seterr(OB_EUSAGE, "token %d has no id: -m MODEL is needed to find it "
                              "from its text", i);
-        if (!R->pieces && (e = build_pieces(R)))
-            return e;
         char b[1024];
         size_t len;
-        int64_t v;
-        if (!token_bytes(t, b, sizeof b, &len) || !len || !ob_strmap_get(R->pieces, b, len, &v)) {
+        int32_t v = -1;
+        if (!token_bytes(t, b, sizeof b, &len) || (v = ob_tok_find_piece(R->tok, b, len)) < 0) {
             char *s = ob_utf8_sanitize(b, len);
             ob_seterr(OB_EFORMAT, "token %d (\"%s\") has no id and its text is not one token "
                       "of this vocabulary", i, s ? s : "?");
             free(s);
             return OB_EFORMAT;
         }
-        j->forced[i++] = (int32_t)v;
+        j->forced[i++] = v;
         j->ids_from_text = true;
     }
     j->n_forced = n;
@@ -482,137 +455,31 @@ static int submit_engine(struct run *R, struct job *j)
 
 static int score_url(struct run *R, struct job *j, char *model, size_t model_size)
 {
-    cJSON *b = cJSON_CreateObject();
-    if (!b)
-        return ob_seterr(OB_ENOMEM, "out of memory");
-    if (R->model_name)
-        cJSON_AddStringToObject(b, "model", R->model_name);
-    bool by_text = R->o->text && !j->forced;   /* the server tokenizes the text */
-    if (by_text) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(j->in, "text");
-        cJSON_AddStringToObject(b, "prompt", cJSON_IsString(t) ? t->valuestring : "");
-    } else if (R->o->wire_echo) {
-        int32_t *all = malloc((size_t)(j->n_prompt + j->n_forced) * sizeof *all);
-        if (!all) {
-            cJSON_Delete(b);
-            return ob_seterr(OB_ENOMEM, "out of memory");
-        }
-        memcpy(all, j->prompt, (size_t)j->n_prompt * sizeof *all);
-        memcpy(all + j->n_prompt, j->forced, (size_t)j->n_forced * sizeof *all);
-        cJSON_AddItemToObject(b, "prompt", ob_json_ids(all, j->n_prompt + j->n_forced));
-        free(all);
-    } else {
-        cJSON_AddItemToObject(b, "prompt", ob_json_ids(j->prompt, j->n_prompt));
-        cJSON_AddItemToObject(b, "forced_tokens", ob_json_ids(j->forced, j->n_forced));
-    }
-    ob_json_add_int(b, "max_tokens", 0);
-    /* echo: the prompt's own scores come back; the forced tokens come back without it */
-    cJSON_AddBoolToObject(b, "echo", by_text || R->o->wire_echo);
-    ob_json_add_int(b, "logprobs", j->top > 0 ? j->top : 1);
-    ob_json_add_int(b, "temperature", 0);
-    cJSON_AddBoolToObject(b, "cache_prompt", false);
-    cJSON_AddBoolToObject(b, "stream", false);
-    char *body = cJSON_PrintUnformatted(b);
-    cJSON_Delete(b);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j->in, "text");
+    struct ob_oai_cli_score sc = {
+        .model = R->cli->model, .prompt = j->prompt, .n_prompt = j->n_prompt,
+        .forced = j->forced, .n_forced = j->n_forced, .echo = R->o->wire_echo, .top = j->top,
+        /* --text without a tokenizer: the server tokenizes the text */
+        .text = R->o->text && !j->forced ? (cJSON_IsString(t) ? t->valuestring : "") : NULL,
+    };
+    char *body = ob_oai_cli_score_body(&sc);
     if (!body)
         return ob_seterr(OB_ENOMEM, "out of memory");
     struct ob_http_result *r;
-    int e = ob_http_fetch(R->h, R->endpoint, body, &r);
+    int e = ob_http_fetch(R->cli->http, R->endpoint, body, &r);
     free(body);
     if (e)
         return e;
-    char t[256];
-    if (r->err) {
-        e = ob_seterr(r->err, "%s", r->msg);
-    } else if (r->status != 200) {
-        e = ob_seterr(r->status >= 500 ? OB_EIO : OB_EFORMAT, "HTTP %ld: %s", r->status,
-                      ob_oai_error_text(r->body, r->len, t, sizeof t));
-    }
-    cJSON *reply = NULL;
-    if (!e && ob_json_parse(r->body, r->len, OB_JSON_ANY_BYTES, &reply))
-        e = ob_errprefix(OB_EFORMAT, "the reply cannot be read");
-    ob_http_result_free(r);
-    if (e)
-        return e;
-    const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(reply, "choices"), 0);
-    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(reply, "model");
-    if (cJSON_IsString(mn) && !model[0])
-        snprintf(model, model_size, "%s", mn->valuestring);
-    cJSON *toks = NULL;
+    char *mn = NULL;
     int64_t nonf32 = 0;
-    e = ch ? ob_oai_tokens(ch, j->top, &toks, &nonf32)
-           : ob_seterr(OB_EFORMAT, "the reply is not a completion");
-    cJSON_Delete(reply);
-    if (e == OB_ENOTFOUND)
-        e = ob_seterr(OB_EFORMAT, "the server returned no log-probabilities");
+    e = ob_oai_cli_score_reply(&sc, r, &j->tokens, &j->sum, &mn, &nonf32);
+    ob_http_result_free(r);
+    if (mn && !model[0])
+        snprintf(model, model_size, "%s", mn);
+    free(mn);
     if (e)
         return e;
-    /* the scored tokens are the last n_forced of what came back (an echo also returns the
-     * prompt's); with the text to the server, every token that carries a log-probability */
-    int n = cJSON_GetArraySize(toks);
-    cJSON *out = cJSON_CreateArray();
-    int from = by_text ? 0 : n - j->n_forced;
-    if (from < 0) {
-        cJSON_Delete(toks);
-        cJSON_Delete(out);
-        return ob_seterr(OB_EFORMAT, "the reply scores %d tokens, not the %d forced ones (does "
-                         "the server support %s?)", n, j->n_forced,
-                         R->o->wire_echo ? "echo" : "forced_tokens");
-    }
-    for (int i = from; i < n; i++) {
-        cJSON *x = cJSON_DetachItemFromArray(toks, from);
-        if (by_text && !cJSON_GetObjectItemCaseSensitive(x, "logprob")) {
-            cJSON_Delete(x);               /* the first token has nothing before it */
-            continue;
-        }
-        if (!by_text) {
-            int32_t want = j->forced[i - from];
-            const cJSON *xid = cJSON_GetObjectItemCaseSensitive(x, "id");
-            /* ob_oai_tokens writes ids as raw integers */
-            long long got = cJSON_IsRaw(xid) ? strtoll(xid->valuestring, NULL, 10)
-                            : cJSON_IsNumber(xid) ? (long long)xid->valuedouble : want;
-            if (got != want) {
-                cJSON_Delete(x);
-                cJSON_Delete(toks);
-                cJSON_Delete(out);
-                return ob_seterr(OB_EFORMAT, "the reply's token %d is id %lld, not the forced %d "
-                                 "(does the server support %s?)", i - from, got, want,
-                                 R->o->wire_echo ? "echo" : "forced_tokens");
-            }
-            if (!xid) {
-                cJSON_DeleteItemFromObjectCaseSensitive(x, "id");
-                ob_json_add_int(x, "id", want);
-                /* id first, as in every record */
-                cJSON *idi = cJSON_DetachItemFromObjectCaseSensitive(x, "id");
-                idi->next = x->child;
-                if (x->child) {
-                    idi->prev = x->child->prev;
-                    x->child->prev = idi;
-                } else {
-                    idi->prev = idi;
-                }
-                x->child = idi;
-            }
-        }
-        const cJSON *lp = cJSON_GetObjectItemCaseSensitive(x, "logprob");
-        if (!lp) {
-            cJSON_Delete(x);
-            cJSON_Delete(toks);
-            cJSON_Delete(out);
-            return ob_seterr(OB_EFORMAT, "the reply's token %d has no log-probability", i - from);
-        }
-        /* the float32 itself (its bits), as the in-process sum adds it */
-        const cJSON *bits = cJSON_GetObjectItemCaseSensitive(x, "bits");
-        float f = 0;
-        if (cJSON_IsString(bits) && ob_f32_from_hex(bits->valuestring, &f) == 0)
-            j->sum += (double)f;
-        else
-            j->sum += cJSON_IsRaw(lp) ? strtod(lp->valuestring, NULL) : lp->valuedouble;
-        j->n_got++;
-        cJSON_AddItemToArray(out, x);
-    }
-    cJSON_Delete(toks);
-    j->tokens = out;
+    j->n_got = cJSON_GetArraySize(j->tokens);
     j->done = true;
     if (nonf32) {
         ob_seterr(0, "id %s: %lld log-probabilit%s on the wire %s not float32", j->id,
@@ -786,7 +653,7 @@ static int run_stream(void *user, const char *name, FILE *f)
 /* ---- main ---------------------------------------------------------------------------------------- */
 
 /* everything a run holds: records not written, the route (L: in process), --url's client */
-static void run_free(struct run *R, struct ob_local *L, struct ob_oai_ready *ready)
+static void run_free(struct run *R, struct ob_local *L)
 {
     while (R->head) {
         struct job *j = R->head;
@@ -797,11 +664,8 @@ static void run_free(struct run *R, struct ob_local *L, struct ob_oai_ready *rea
         ob_local_free(L);
     else
         ob_model_close(R->m);
-    ob_strmap_free(R->pieces);
-    ob_http_free(R->h);
-    free(R->base);
+    ob_oai_cli_close(R->cli);
     free(R->endpoint);
-    ob_oai_ready_free(ready);
 }
 
 static int usage_error(const char *msg)
@@ -863,8 +727,6 @@ int main(int argc, char **argv)
     struct run R = {.o = &o};
     R.tail = &R.head;
     struct ob_local *L = NULL;
-    struct ob_oai_ready ready;
-    memset(&ready, 0, sizeof ready);
     int e = 0;
     if (!o.url) {
         o.lp.model = o.model;
@@ -881,30 +743,18 @@ int main(int argc, char **argv)
         snprintf(R.model, sizeof R.model, "%s", ob_model_name(R.m));
     }
     if (!e && o.url) {
-        const char *key = getenv("OB_API_KEY");
         R.model[0] = 0;                        /* the server's name, from its replies */
-        struct ob_http_opts ho = OB_HTTP_OPTS_DEFAULT;
-        ho.timeout_s = o.srv.timeout;
-        ho.retries = o.srv.retries;
-        ho.api_key = key;
-        char *route = NULL;                    /* the URL without its credentials */
-        if (!(e = ob_http_base(o.url, &R.base, &route)))
-            snprintf(R.route, sizeof R.route, "%s", route);
-        else
-            ob_errprefix(e, "--url");
-        free(route);
-        if (!e &&
-            !(e = ob_oai_wait_ready(R.base, o.srv.wait, key, &ready)) &&
-            !(e = ob_http_new(&ho, &R.h)) &&
-            !(R.endpoint = ob_http_join(R.base, "/v1/completions")))
-            e = ob_seterr(OB_ENOMEM, "out of memory");
-        if (!e && ready.note[0])
-            fprintf(stderr, PROG ": warning: %s\n", ready.note);
-        R.model_name = ready.model;
+        if (!(e = ob_oai_cli_open(o.url, &o.srv, &R.cli))) {
+            snprintf(R.route, sizeof R.route, "%s", R.cli->route);
+            if (!(R.endpoint = ob_oai_cli_url(R.cli, "/v1/completions")))
+                e = ob_seterr(OB_ENOMEM, "out of memory");
+        }
+        if (!e && R.cli->note[0])
+            fprintf(stderr, PROG ": warning: %s\n", R.cli->note);
     }
     if (e) {
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
-        run_free(&R, L, &ready);
+        run_free(&R, L);
         return ob_exit_status(e);
     }
 
@@ -918,7 +768,7 @@ int main(int argc, char **argv)
         status = R.status;
     if (R.bad && status < OB_EXIT_DATA)
         status = OB_EXIT_DATA;
-    run_free(&R, L, &ready);
+    run_free(&R, L);
     if (ob_stdout_close()) {
         if (!R.out_failed)
             fprintf(stderr, PROG ": %s\n", ob_errmsg());

@@ -372,6 +372,11 @@ const char *ob_jsonl_name(const struct ob_jsonl *r);
 /* Write one record as one compact line and flush it. OB_EIO if the stream failed. The line is
  * always valid UTF-8: ill-formed bytes in a string are written as U+FFFD. */
 int ob_jsonl_write(FILE *f, const cJSON *rec);
+/* Compact JSON text of j (cJSON_PrintUnformatted) whose numbers read back to the same doubles:
+ * cJSON's own printer may round one to 15 digits (2^53 as 9.00719925474099e+15) and writes
+ * non-finite ones as null; those are written as ob_json_f64 does. Free with cJSON_free; NULL
+ * when out of memory. Records (ob_jsonl_write) and request bodies are printed with it. */
+char *ob_json_print(const cJSON *j);
 
 /*
  * The one way 1b reads JSON text (records, request bodies, server replies, tokenizer files):
@@ -391,6 +396,11 @@ enum {
                                       writes them out replaces them (ob_utf8_sanitize) */
 };
 int ob_json_parse(const char *text, size_t len, int flags, cJSON **out);
+/* The same, with a bound on the values the text holds (cJSON makes a node of 64 bytes of each
+ * string, number, literal, array and object; object keys live in their values' nodes): a text
+ * with more than max_values is refused with OB_ERANGE before cJSON allocates anything, having
+ * cost one pass over its bytes. max_values 0: no bound. */
+int ob_json_parse_max(const char *text, size_t len, int flags, size_t max_values, cJSON **out);
 /* Length of the well-formed UTF-8 sequence at s (1-4; no overlong forms, surrogates or code
  * points above U+10FFFF), or 0 when the byte at s does not start one (NUL counts as
  * ill-formed) or it runs past end. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "agree.h"
+#include "sb.h"
 #include "strmap.h"
 
 const struct ob_opt_word ob_agree_match_words[] = {
@@ -326,7 +327,7 @@ int ob_agree_read(FILE *f, const char *name, struct ob_agree_set **out)
         ob_agree_set_free(s);
         return e;
     }
-    int cap = 0;
+    size_t cap = 0;
     for (;;) {
         cJSON *rec;
         int r = ob_jsonl_next(in, &rec);
@@ -334,16 +335,10 @@ int ob_agree_read(FILE *f, const char *name, struct ob_agree_set **out)
             e = r;
             break;
         }
-        if (s->n == cap) {
-            int nc = cap ? 2 * cap : 16;
-            struct ob_agree_rec *p = realloc(s->recs, (size_t)nc * sizeof *p);
-            if (!p) {
-                cJSON_Delete(rec);
-                e = oom();
-                break;
-            }
-            s->recs = p;
-            cap = nc;
+        if (!OB_GROW(s->recs, cap, (size_t)s->n + 1)) {
+            cJSON_Delete(rec);
+            e = oom();
+            break;
         }
         e = ob_agree_rec_from_json(rec, &s->recs[s->n]);
         cJSON_Delete(rec);
@@ -576,6 +571,7 @@ static void label(int i, char out[16])
 struct group {
     int *idx;
     int n;
+    size_t cap;
 };
 struct indexed {
     const struct ob_agree_set *s;
@@ -616,10 +612,8 @@ static int index_set(const struct ob_agree_set *s, struct indexed *x)
                 return oom();
         }
         struct group *g = &x->g[gi];
-        int *p = realloc(g->idx, (size_t)(g->n + 1) * sizeof *p);
-        if (!p)
+        if (!OB_GROW(g->idx, g->cap, (size_t)g->n + 1))
             return oom();
-        g->idx = p;
         g->idx[g->n++] = i;
     }
     /* sort each group by repeat (stable enough: repeats are unique, checked next) */

@@ -13,6 +13,7 @@
 
 #include "1b.h"
 #include "chat.h"
+#include "sb.h"
 #include "tok.h"
 
 static bool has(const char *s, const char *needle)
@@ -361,15 +362,9 @@ static void put(struct segs *s, const char *p, size_t n, bool special)
 {
     if (s->oom || (n == 0 && !special))
         return;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
-        struct seg *v = realloc(s->v, cap * sizeof *v);
-        if (!v) {
-            s->oom = true;
-            return;
-        }
-        s->v = v;
-        s->cap = cap;
+    if (!OB_GROW(s->v, s->cap, s->n + 1)) {
+        s->oom = true;
+        return;
     }
     s->v[s->n++] = (struct seg){p, n, special};
 }
@@ -638,16 +633,8 @@ struct ids {
 
 static int ids_add(struct ids *a, const int32_t *v, size_t n)
 {
-    if (a->n + n > a->cap) {
-        size_t cap = a->cap ? a->cap : 256;
-        while (cap < a->n + n)
-            cap *= 2;
-        int32_t *p = realloc(a->v, cap * sizeof *p);
-        if (!p)
-            return ob_seterr(OB_ENOMEM, "out of memory");
-        a->v = p;
-        a->cap = cap;
-    }
+    if (!OB_GROW(a->v, a->cap, a->n + n))
+        return ob_seterr(OB_ENOMEM, "out of memory");
     memcpy(a->v + a->n, v, n * sizeof *v);
     a->n += n;
     return 0;

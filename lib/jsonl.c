@@ -84,9 +84,78 @@ int ob_jsonl_next(struct ob_jsonl *r, cJSON **out)
     }
 }
 
+/*
+ * cJSON prints a number with "%1.15g" whenever that reads back within a relative DBL_EPSILON
+ * of it, which is not always the same double: 9007199254740992 (2^53) comes out as
+ * 9.00719925474099e+15, which reads back as 9007199254740990. A non-finite number it prints
+ * as null. Such numbers are printed here as the shortest decimal that reads back to the same
+ * double (ob_f64_str), and non-finite ones as the strings "NaN", "Infinity", "-Infinity".
+ */
+static bool inexact(const cJSON *it)
+{
+    double d = it->valuedouble;
+    if (!isfinite(d))
+        return true;
+    if (d == (double)it->valueint)
+        return false;                  /* printed with %d */
+    char b[32];
+    snprintf(b, sizeof b, "%1.15g", d);
+    return strtod(b, NULL) != d;
+}
+
+static bool any_inexact(const cJSON *j)
+{
+    for (; j; j = j->next)
+        if ((cJSON_IsNumber(j) && inexact(j)) || any_inexact(j->child))
+            return true;
+    return false;
+}
+
+/* every inexact number under parent replaced by its exact text; false when out of memory */
+static bool make_exact(cJSON *parent)
+{
+    for (cJSON *j = parent->child, *next; j; j = next) {
+        next = j->next;
+        if (cJSON_IsNumber(j) && inexact(j)) {
+            cJSON *x = ob_json_f64(j->valuedouble);
+            if (!x)
+                return false;
+            /* the member's name goes with it (cJSON_ReplaceItemViaPointer keeps none) */
+            x->string = j->string;
+            x->type |= j->type & cJSON_StringIsConst;
+            j->string = NULL;
+            if (!cJSON_ReplaceItemViaPointer(parent, j, x)) {
+                cJSON_Delete(x);
+                return false;
+            }
+        } else if (j->child && !make_exact(j)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+char *ob_json_print(const cJSON *j)
+{
+    if (!any_inexact(j))
+        return cJSON_PrintUnformatted(j);
+    /* a copy whose numbers are exact: the caller's tree stays as it is */
+    cJSON *root = cJSON_CreateArray(), *c = cJSON_Duplicate(j, true);
+    char *s = NULL;
+    if (root && c) {
+        cJSON_AddItemToArray(root, c);
+        if (make_exact(root))
+            s = cJSON_PrintUnformatted(root->child);
+    } else {
+        cJSON_Delete(c);
+    }
+    cJSON_Delete(root);
+    return s;
+}
+
 int ob_jsonl_write(FILE *f, const cJSON *rec)
 {
-    char *s = cJSON_PrintUnformatted(rec);
+    char *s = ob_json_print(rec);
     if (!s)
         return ob_seterr(OB_ENOMEM, "out of memory formatting a record");
     size_t n = strlen(s);
@@ -177,11 +246,23 @@ static long hex4(const char *p, const char *end)
  * knows only whether it is inside a string. The JSON grammar itself is cJSON's to check; where
  * the text is not JSON this pass may name a problem that cJSON would have reported elsewhere,
  * and the text is refused either way. Offsets in messages count bytes from 1.
+ *
+ * The same pass counts the values, as cJSON will make one node of each: a string (unless a
+ * colon follows it: a key, which cJSON keeps in its value's node), a number, a literal, an
+ * array, an object. With max_values it stops at the first value beyond the bound.
  */
-static int json_check(const char *text, size_t len, int flags)
+static int json_check(const char *text, size_t len, int flags, size_t max_values)
 {
     const char *p = text, *end = text + len;
     bool in_str = false;
+    bool str = false;              /* a string has ended: a value, unless a colon follows */
+    size_t values = 0;
+#define VALUE()                                                                                 \
+    do {                                                                                        \
+        if (++values > max_values && max_values)                                                \
+            return ob_seterr(OB_ERANGE, "more than %zu JSON values (at byte %zu)", max_values,  \
+                             (size_t)(p - text) + 1);                                           \
+    } while (0)
     while (p < end) {
         unsigned char c = (unsigned char)*p;
         size_t at = (size_t)(p - text) + 1;
@@ -198,20 +279,40 @@ static int json_check(const char *text, size_t len, int flags)
             if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
                 return ob_seterr(OB_EFORMAT, "invalid JSON at byte %zu: control byte 0x%02x", at,
                                  c);
+            if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+                p++;
+                continue;
+            }
+            if (str && c != ':')
+                VALUE();           /* the string before was a value, not a key */
+            str = false;
+            if (c == '[' || c == '{') {
+                VALUE();
+            } else if (c == 't' || c == 'f' || c == 'n') {
+                VALUE();               /* true, false, null: cJSON checks the spelling */
+                while (p < end && *p >= 'a' && *p <= 'z')
+                    p++;
+                continue;
+            }
             if (c == '-' || (c >= '0' && c <= '9')) {
-                /* a number cJSON would read as infinity and write back as null; cJSON reads at
-                 * most 63 characters of one (and refuses a longer one) */
-                char num[64];
+                VALUE();
+                /* a number cJSON would read as infinity and write back as null: the whole of
+                 * it (cJSON reads a number of any length), copied to end it with a NUL */
                 size_t k = 0;
-                while (p + k < end && k < sizeof num - 1 && p[k] &&
-                       strchr("+-.eE0123456789", p[k])) {
-                    num[k] = p[k];
+                while (p + k < end && p[k] && strchr("+-.eE0123456789", p[k]))
                     k++;
-                }
+                char small[64], *num = k < sizeof small ? small : malloc(k + 1);
+                if (!num)
+                    return ob_seterr(OB_ENOMEM, "out of memory");
+                memcpy(num, p, k);
                 num[k] = 0;
-                if (isinf(strtod(num, NULL)))
-                    return ob_seterr(OB_EFORMAT, "a number out of range at byte %zu: %.40s", at,
-                                     num);
+                bool inf = isinf(strtod(num, NULL));
+                if (inf)
+                    ob_seterr(OB_EFORMAT, "a number out of range at byte %zu: %.40s", at, num);
+                if (num != small)
+                    free(num);
+                if (inf)
+                    return OB_EFORMAT;
                 p += k;
                 continue;
             }
@@ -224,6 +325,7 @@ static int json_check(const char *text, size_t len, int flags)
                              "string (JSON writes it as \\u%04x)", at, c, c);
         if (c == '"') {
             in_str = false;
+            str = true;
             p++;
             continue;
         }
@@ -261,13 +363,21 @@ static int json_check(const char *text, size_t len, int flags)
         }
         p += 6;
     }
+    if (str)
+        VALUE();
+#undef VALUE
     return 0;
 }
 
 int ob_json_parse(const char *text, size_t len, int flags, cJSON **out)
 {
+    return ob_json_parse_max(text, len, flags, 0, out);
+}
+
+int ob_json_parse_max(const char *text, size_t len, int flags, size_t max_values, cJSON **out)
+{
     *out = NULL;
-    int e = json_check(text, len, flags);
+    int e = json_check(text, len, flags, max_values);
     if (e)
         return e;
     const char *end = NULL;
@@ -347,7 +457,8 @@ const char *ob_f64_str(double v, char buf[OB_F32_BUFSZ])
         return strcpy(buf, "NaN");
     if (isinf(v))
         return strcpy(buf, v < 0 ? "-Infinity" : "Infinity");
-    if (v > -9007199254740992.0 && v < 9007199254740992.0 && v == (double)(int64_t)v) {
+    /* whole numbers up to 2^53 as integers too (a seed: "9007199254740992", not 9.007e+15) */
+    if (v >= -9007199254740992.0 && v <= 9007199254740992.0 && v == (double)(int64_t)v) {
         snprintf(buf, OB_F32_BUFSZ, "%lld", (long long)v);
         if (v == 0.0 && 1.0 / v < 0.0)
             strcpy(buf, "-0");

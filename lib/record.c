@@ -7,19 +7,24 @@
  * block), plus max_tokens, temperature, top_k, top_p, min_p, seed, stop, logprobs,
  * top_logprobs, cache_prompt. Fields whose meaning 1b does not implement but which would
  * change the answer (n > 1, penalties, logit_bias, tools, ...) are refused by name rather
- * than ignored; any other unknown field is passed through to the result.
+ * than ignored; any other unknown field is passed through to the result. The fields, their
+ * ranges and the refusals are one table that 1b-serve and the URL route read too (record.h).
  *
  * A result record carries the request's fields, then: repeat, route, model {name, sha256},
  * prompt_tokens, prompt_ids, tokens [{id, text, bytes, logprob, bits, top}], text,
  * finish_reason, completion_tokens, cached_tokens, timing.
  */
 #include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "1b.h"
 #include "chat.h"
 #include "record.h"
+#include "sb.h"
 #include "tok.h"
 
 void ob_req_free(struct ob_req *r)
@@ -39,101 +44,311 @@ static int bad(const char *field, const char *why)
     return ob_seterr(OB_EFORMAT, "field '%s' %s", field, why);
 }
 
-/* a JSON number that is an integer in [lo, hi] */
-static int get_int(const cJSON *rec, const char *k, int64_t lo, int64_t hi, int64_t *out)
+/* ---- the field table ------------------------------------------------------------------------- */
+
+enum { C_INT, C_U32, C_U64, C_FLOAT, C_BOOL };
+
+#define ROW(name, type, lo, hi, def, member, ctype) \
+    {name, type, lo, hi, def, offsetof(struct ob_req_params, member), ctype}
+
+/* In the order they are checked. The ranges are the sampler's and the engine's (sample.h,
+ * engine.h): max_tokens at most 2^24, top_logprobs at most OB_MAX_TOP, seeds as far as a double
+ * holds every integer. */
+const struct ob_req_field ob_req_fields[] = {
+    ROW("max_tokens", OB_REQ_INT, 0, 1 << 24, 128, max_tokens, C_INT),
+    ROW("max_completion_tokens", OB_REQ_INT, 0, 1 << 24, 128, max_tokens, C_INT),
+    ROW("temperature", OB_REQ_NUM, 0, 100, 0, s.temperature, C_FLOAT),
+    ROW("top_k", OB_REQ_INT, 0, INT32_MAX, 0, s.top_k, C_U32),
+    ROW("top_p", OB_REQ_NUM, 0, 1, 1, s.top_p, C_FLOAT),
+    ROW("min_p", OB_REQ_NUM, 0, 1, 0, s.min_p, C_FLOAT),
+    ROW("seed", OB_REQ_INT, 0, OB_SEED_MAX, 0, s.seed, C_U64),
+    ROW("logprobs", OB_REQ_BOOL, 0, 1, 1, logprobs, C_BOOL),
+    ROW("top_logprobs", OB_REQ_INT, 0, OB_MAX_TOP, 0, top_logprobs, C_INT),
+    ROW("cache_prompt", OB_REQ_BOOL, 0, 1, 1, cache_prompt, C_BOOL),
+    ROW("thinking", OB_REQ_BOOL, 0, 1, 1, thinking, C_BOOL),
+};
+const int ob_req_n_fields = (int)(sizeof ob_req_fields / sizeof ob_req_fields[0]);
+
+static void store(const struct ob_req_field *f, struct ob_req_params *p, double v)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, k);
-    if (!v || cJSON_IsNull(v))
-        return 1;                        /* absent */
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-        v->valuedouble < (double)lo || v->valuedouble > (double)hi) {
-        char why[96];
-        snprintf(why, sizeof why, "must be an integer in [%lld, %lld]", (long long)lo, (long long)hi);
-        return bad(k, why);
+    char *at = (char *)p + f->off;
+    switch (f->ctype) {
+    case C_INT: *(int *)at = (int)v; break;
+    case C_U32: *(uint32_t *)at = (uint32_t)v; break;
+    case C_U64: *(uint64_t *)at = (uint64_t)v; break;
+    case C_FLOAT: *(float *)at = (float)v; break;
+    case C_BOOL: *(bool *)at = v != 0; break;
     }
-    *out = (int64_t)v->valuedouble;
-    return 0;
 }
 
-static int get_num(const cJSON *rec, const char *k, double lo, double hi, double *out)
+void ob_req_params_default(struct ob_req_params *p)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, k);
+    memset(p, 0, sizeof *p);
+    for (int i = 0; i < ob_req_n_fields; i++)
+        store(&ob_req_fields[i], p, ob_req_fields[i].def);
+}
+
+const struct ob_req_field *ob_req_field(const char *name)
+{
+    for (int i = 0; i < ob_req_n_fields; i++)
+        if (!strcmp(ob_req_fields[i].name, name))
+            return &ob_req_fields[i];
+    return NULL;
+}
+
+const char *ob_req_field_want(const struct ob_req_field *f, char *buf, size_t size)
+{
+    if (f->type == OB_REQ_BOOL)
+        snprintf(buf, size, "true or false");
+    else if (f->type == OB_REQ_INT)
+        snprintf(buf, size, "an integer in [%.0f, %.0f]", f->lo, f->hi);
+    else
+        snprintf(buf, size, "a number in [%g, %g]", f->lo, f->hi);
+    return buf;
+}
+
+int ob_req_field_read(const cJSON *o, const struct ob_req_field *f, struct ob_req_params *p)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, f->name);
     if (!v || cJSON_IsNull(v))
         return 1;
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi)) {
-        char why[96];
-        snprintf(why, sizeof why, "must be a number in [%g, %g]", lo, hi);
-        return bad(k, why);
+    if (f->type == OB_REQ_BOOL) {
+        if (!cJSON_IsBool(v))
+            return OB_EFORMAT;
+        store(f, p, cJSON_IsTrue(v));
+        return 0;
     }
-    *out = v->valuedouble;
+    if (!cJSON_IsNumber(v))
+        return OB_EFORMAT;
+    double d = v->valuedouble;
+    if (!(d >= f->lo && d <= f->hi) || (f->type == OB_REQ_INT && d != floor(d)))
+        return OB_ERANGE;
+    store(f, p, d);
     return 0;
 }
 
-static int get_bool(const cJSON *rec, const char *k, bool *out)
+int ob_req_params_read(const cJSON *o, struct ob_req_params *p, const struct ob_req_field **bad_f)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, k);
-    if (!v || cJSON_IsNull(v))
-        return 1;
-    if (!cJSON_IsBool(v))
-        return bad(k, "must be true or false");
-    *out = cJSON_IsTrue(v);
+    for (int i = 0; i < ob_req_n_fields; i++) {
+        const struct ob_req_field *f = &ob_req_fields[i];
+        if (ob_req_field_read(o, f, p) < 0) {
+            char want[64];
+            if (bad_f)
+                *bad_f = f;
+            return ob_seterr(OB_EFORMAT, "field '%s' must be %s", f->name,
+                             ob_req_field_want(f, want, sizeof want));
+        }
+    }
     return 0;
 }
 
-#define OPT(call) do { int r_ = (call); if (r_ < 0) return r_; } while (0)
+int ob_req_kwargs(const cJSON *o, struct ob_req_params *p, const char **param)
+{
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(o, "chat_template_kwargs");
+    if (!kw || cJSON_IsNull(kw))
+        return 1;
+    *param = "chat_template_kwargs";
+    if (!cJSON_IsObject(kw))
+        return ob_seterr(OB_EFORMAT, "'chat_template_kwargs' must be an object");
+    const cJSON *et = cJSON_GetObjectItemCaseSensitive(kw, "enable_thinking");
+    if (!et || cJSON_IsNull(et))
+        return 1;
+    *param = "chat_template_kwargs.enable_thinking";
+    if (!cJSON_IsBool(et))
+        return ob_seterr(OB_EFORMAT, "'chat_template_kwargs.enable_thinking' must be a boolean");
+    p->thinking = cJSON_IsTrue(et);
+    return 0;
+}
 
-/* fields that would change the answer and that 1b does not implement */
+/* ---- fields 1b does not implement ------------------------------------------------------------ */
+
+const char *ob_req_unsupported(const cJSON *o, bool *wrong_type, const char **why)
+{
+    static const struct { const char *k; double neutral; const char *why; } num[] = {
+        {"n", 1, " (only 1)"}, {"best_of", 1, " (only 1)"}, {"presence_penalty", 0, " (only 0)"},
+        {"frequency_penalty", 0, " (only 0)"}, {"repeat_penalty", 1, " (only 1)"},
+        {"repetition_penalty", 1, " (only 1)"}, {"typical_p", 1, " (only 1)"},
+        {"tfs_z", 1, " (only 1)"}, {"mirostat", 0, " (only 0)"},
+    };
+    *wrong_type = false;
+    const char *dummy;
+    if (!why)
+        why = &dummy;
+    *why = "";
+    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, num[i].k);
+        if (!v || cJSON_IsNull(v))
+            continue;
+        *wrong_type = !cJSON_IsNumber(v);
+        if (*wrong_type || v->valuedouble != num[i].neutral) {
+            *why = num[i].why;
+            return num[i].k;
+        }
+    }
+    /* objects and arrays that must be empty, strings that must be empty */
+    static const char *const empty[] = {"logit_bias", "tools", "functions", "grammar",
+                                        "json_schema", "suffix"};
+    for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, empty[i]);
+        if (v && !cJSON_IsNull(v) && !((cJSON_IsObject(v) || cJSON_IsArray(v)) && !v->child) &&
+            !(cJSON_IsString(v) && !*v->valuestring))
+            return empty[i];
+    }
+    /* without tools, choosing none (or letting the model choose) is neutral */
+    static const char *const choice[] = {"tool_choice", "function_call"};
+    for (size_t i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, choice[i]);
+        if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && (!strcmp(v->valuestring, "none") ||
+                                                             !strcmp(v->valuestring, "auto")))) {
+            *why = " (no tools)";
+            return choice[i];
+        }
+    }
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(o, "response_format");
+    if (rf && !cJSON_IsNull(rf)) {
+        const cJSON *t = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text")) {
+            *why = " (only {\"type\":\"text\"})";
+            return "response_format";
+        }
+    }
+    return NULL;
+}
+
+/* the records' wording of the same refusals */
 static int refuse_unimplemented(const cJSON *rec)
 {
-    static const struct { const char *k; double neutral; } num[] = {
-        {"n", 1}, {"best_of", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
-        {"repeat_penalty", 1}, {"repetition_penalty", 1}, {"typical_p", 1}, {"tfs_z", 1},
-        {"mirostat", 0},
-    };
-    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, num[i].k);
-        if (v && !cJSON_IsNull(v) && !(cJSON_IsNumber(v) && v->valuedouble == num[i].neutral))
-            return ob_seterr(OB_EFORMAT, "field '%s' is not supported by 1b (only %g)", num[i].k,
-                             num[i].neutral);
-    }
-    static const char *const obj[] = {"logit_bias", "tools", "tool_choice", "functions",
-                                       "response_format", "grammar", "json_schema", "suffix"};
-    for (size_t i = 0; i < sizeof obj / sizeof obj[0]; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, obj[i]);
-        if (v && !cJSON_IsNull(v) && !(cJSON_IsObject(v) && !v->child) &&
-            !(cJSON_IsArray(v) && !v->child) && !(cJSON_IsString(v) && !*v->valuestring))
-            return ob_seterr(OB_EFORMAT, "field '%s' is not supported by 1b", obj[i]);
-    }
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(rec, "echo");
-    if (cJSON_IsTrue(v))
+    bool wrong;
+    const char *why, *k = ob_req_unsupported(rec, &wrong, &why);
+    if (k)
+        return ob_seterr(OB_EFORMAT, "field '%s' is not supported by 1b%s", k, why);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "echo")))
         return ob_seterr(OB_EFORMAT, "field 'echo' is not supported here (use 1b-logprobs)");
     return 0;
 }
 
-static int parse_messages(const cJSON *arr, struct ob_chat_msg **out, size_t *n)
+int ob_req_stop(const cJSON *o, const char *out[OB_REQ_MAX_STOP], int *n, bool *wrong_type)
 {
-    if (!cJSON_IsArray(arr) || !arr->child)
-        return bad("messages", "must be a non-empty array");
-    size_t cnt = (size_t)cJSON_GetArraySize(arr), i = 0;
-    struct ob_chat_msg *m = calloc(cnt, sizeof *m);
+    *n = 0;
+    *wrong_type = false;
+    const cJSON *stop = cJSON_GetObjectItemCaseSensitive(o, "stop");
+    if (!stop || cJSON_IsNull(stop))
+        return 1;
+    int k = cJSON_IsString(stop) ? 1 : cJSON_IsArray(stop) ? cJSON_GetArraySize(stop) : -1;
+    if (k < 0 || k > OB_REQ_MAX_STOP) {
+        *wrong_type = k < 0;
+        return bad("stop", "must be a string or an array of at most 16 strings");
+    }
+    const cJSON *it = cJSON_IsString(stop) ? stop : stop->child;
+    for (int i = 0; i < k; i++, it = it->next) {
+        if (!cJSON_IsString(it) || !*it->valuestring)
+            return bad("stop", "must hold non-empty strings");
+        out[i] = it->valuestring;
+    }
+    *n = k;
+    return 0;
+}
+
+void ob_req_msgs_free(struct ob_req_msgs *m)
+{
     if (!m)
+        return;
+    for (size_t i = 0; i < m->n_owned; i++)
+        free(m->owned[i]);
+    free(m->owned);
+    free(m->v);
+    memset(m, 0, sizeof *m);
+}
+
+/* a refusal of the message at param */
+static int bad_msg(bool *wrong_type, bool type, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int bad_msg(bool *wrong_type, bool type, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    *wrong_type = type;
+    return ob_seterr(OB_EFORMAT, "%s", msg);
+}
+
+int ob_req_messages(const cJSON *arr, struct ob_req_msgs *m, char *param, size_t param_size,
+                    bool *wrong_type)
+{
+    memset(m, 0, sizeof *m);
+    *wrong_type = false;
+    snprintf(param, param_size, "messages");
+    if (!cJSON_IsArray(arr) || !arr->child)
+        return bad_msg(wrong_type, true, "'messages' must be a non-empty array");
+    size_t cnt = (size_t)cJSON_GetArraySize(arr), i = 0;
+    m->v = calloc(cnt, sizeof *m->v);
+    m->owned = calloc(cnt, sizeof *m->owned);      /* at most one joined content per message */
+    if (!m->v || !m->owned)
         return ob_seterr(OB_ENOMEM, "out of memory");
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
+        snprintf(param, param_size, "messages[%zu]", i);
+        if (!cJSON_IsObject(it))
+            return bad_msg(wrong_type, true, "'%s' must be an object", param);
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(it, "role");
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
         const cJSON *rc = cJSON_GetObjectItemCaseSensitive(it, "reasoning_content");
-        if (!cJSON_IsObject(it) || !cJSON_IsString(role) || !cJSON_IsString(content)) {
-            free(m);
-            return ob_seterr(OB_EFORMAT, "messages[%zu] needs string 'role' and 'content'", i);
+        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(it, "tool_calls");
+        const cJSON *fc = cJSON_GetObjectItemCaseSensitive(it, "function_call");
+        snprintf(param, param_size, "messages[%zu].role", i);
+        if (!cJSON_IsString(role))
+            return bad_msg(wrong_type, true, "'%s' must be a string", param);
+        const char *rs = role->valuestring;
+        if (!strcmp(rs, "developer"))
+            rs = "system";                /* OpenAI's newer name for the system role */
+        else if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
+            return bad_msg(wrong_type, false, "role '%s' is not supported (system, developer, "
+                           "user, assistant)", role->valuestring);
+        if ((tc && !cJSON_IsNull(tc)) || (fc && !cJSON_IsNull(fc))) {
+            snprintf(param, param_size, "messages[%zu].tool_calls", i);
+            return bad_msg(wrong_type, false, "tool calls are not supported by 1b");
         }
-        m[i].role = role->valuestring;
-        m[i].content = content->valuestring;
-        m[i].reasoning_content = cJSON_IsString(rc) ? rc->valuestring : NULL;
+        snprintf(param, param_size, "messages[%zu].content", i);
+        const char *text = NULL;
+        if (cJSON_IsString(content)) {
+            text = content->valuestring;
+        } else if (cJSON_IsArray(content)) {
+            /* content parts: text parts are joined; any other kind is refused */
+            struct ob_sb b = {0};
+            const cJSON *part;
+            int k = 0;
+            cJSON_ArrayForEach(part, content) {
+                const cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type");
+                const cJSON *tx = cJSON_GetObjectItemCaseSensitive(part, "text");
+                if (!cJSON_IsObject(part) || !cJSON_IsString(ty) ||
+                    strcmp(ty->valuestring, "text") || !cJSON_IsString(tx)) {
+                    ob_sb_free(&b);
+                    snprintf(param, param_size, "messages[%zu].content[%d]", i, k);
+                    return bad_msg(wrong_type, false, "'%s' must be {\"type\":\"text\","
+                                   "\"text\":string}: only text content is supported", param);
+                }
+                ob_sb_str(&b, tx->valuestring);
+                k++;
+            }
+            if (!(text = ob_sb_take(&b, NULL)))
+                return ob_seterr(OB_ENOMEM, "out of memory");
+            m->owned[m->n_owned++] = (char *)text;
+        } else {
+            return bad_msg(wrong_type, true, "'%s' must be a string or an array of text parts",
+                           param);
+        }
+        if (rc && !cJSON_IsNull(rc) && !cJSON_IsString(rc)) {
+            snprintf(param, param_size, "messages[%zu].reasoning_content", i);
+            return bad_msg(wrong_type, true, "'%s' must be a string", param);
+        }
+        m->v[i].role = rs;
+        m->v[i].content = text;
+        m->v[i].reasoning_content = cJSON_IsString(rc) ? rc->valuestring : NULL;
         i++;
     }
-    *out = m;
-    *n = cnt;
+    m->n = cnt;
     return 0;
 }
 
@@ -148,7 +363,7 @@ int ob_req_parse(const cJSON *rec, const struct ob_model *model, const struct ob
     } else if (cJSON_IsNumber(id)) {
         ob_f64_str(id->valuedouble, buf);
         r->id = strdup(buf);
-    } else if (!id) {
+    } else if (!id || cJSON_IsNull(id)) {
         snprintf(buf, sizeof buf, "%llu", (unsigned long long)line);    /* the line number */
         r->id = strdup(buf);
     } else {
@@ -161,66 +376,44 @@ int ob_req_parse(const cJSON *rec, const struct ob_model *model, const struct ob
         return e;
 
     /* sampling and limits: record, else defaults */
-    r->s = OB_SAMPLING_GREEDY;
-    r->s.temperature = d->temperature;
-    r->s.seed = d->seed;
-    r->max_tokens = d->max_tokens;
-    r->top_logprobs = d->top_logprobs;
-    r->logprobs = true;
-    r->cache_prompt = true;
-    r->thinking = true;
-    int64_t iv;
-    double dv;
-    OPT(e = get_int(rec, "max_tokens", 0, 1 << 24, &iv));
-    if (e == 0)
-        r->max_tokens = (int)iv;
-    OPT(e = get_int(rec, "max_completion_tokens", 0, 1 << 24, &iv));
-    if (e == 0)
-        r->max_tokens = (int)iv;
-    OPT(e = get_num(rec, "temperature", 0, 100, &dv));
-    if (e == 0)
-        r->s.temperature = (float)dv;
-    OPT(e = get_int(rec, "top_k", 0, INT32_MAX, &iv));
-    if (e == 0)
-        r->s.top_k = (uint32_t)iv;
-    OPT(e = get_num(rec, "top_p", 0, 1, &dv));
-    if (e == 0)
-        r->s.top_p = (float)dv;
-    OPT(e = get_num(rec, "min_p", 0, 1, &dv));
-    if (e == 0)
-        r->s.min_p = (float)dv;
-    OPT(e = get_int(rec, "seed", 0, (int64_t)1 << 53, &iv));
-    if (e == 0)
-        r->s.seed = (uint64_t)iv;
-    OPT(get_bool(rec, "logprobs", &r->logprobs));
-    OPT(e = get_int(rec, "top_logprobs", 0, OB_MAX_TOP, &iv));
-    if (e == 0)
-        r->top_logprobs = (int)iv;
-    OPT(get_bool(rec, "cache_prompt", &r->cache_prompt));
-    OPT(get_bool(rec, "thinking", &r->thinking));
+    struct ob_req_params p;
+    ob_req_params_default(&p);
+    p.s.temperature = d->temperature;
+    p.s.seed = d->seed;
+    p.max_tokens = d->max_tokens;
+    p.top_logprobs = d->top_logprobs;
+    const char *param;
+    if ((e = ob_req_params_read(rec, &p, NULL)) || (e = ob_req_kwargs(rec, &p, &param)) < 0)
+        return e;
+    r->s = p.s;
+    r->max_tokens = p.max_tokens;
+    r->top_logprobs = p.top_logprobs;
+    r->logprobs = p.logprobs;
+    r->cache_prompt = p.cache_prompt;
+    r->thinking = p.thinking;
 
     /* stop strings */
-    const cJSON *stop = cJSON_GetObjectItemCaseSensitive(rec, "stop");
-    if (stop && !cJSON_IsNull(stop)) {
-        int n = cJSON_IsString(stop) ? 1 : cJSON_IsArray(stop) ? cJSON_GetArraySize(stop) : -1;
-        if (n < 0 || n > 16)
-            return bad("stop", "must be a string or an array of at most 16 strings");
-        r->stop = calloc((size_t)(n ? n : 1), sizeof *r->stop);
+    const char *stops[OB_REQ_MAX_STOP];
+    bool wrong;
+    if ((e = ob_req_stop(rec, stops, &r->n_stop, &wrong)) < 0)
+        return e;
+    if (r->n_stop) {
+        r->stop = calloc((size_t)r->n_stop, sizeof *r->stop);
         if (!r->stop)
             return ob_seterr(OB_ENOMEM, "out of memory");
-        const cJSON *it = cJSON_IsString(stop) ? stop : stop->child;
-        for (int i = 0; i < n; i++, it = it->next) {
-            if (!cJSON_IsString(it) || !*it->valuestring)
-                return bad("stop", "must hold non-empty strings");
-            if (!(r->stop[r->n_stop++] = strdup(it->valuestring)))
+        for (int i = 0; i < r->n_stop; i++)
+            if (!(r->stop[i] = strdup(stops[i])))
                 return ob_seterr(OB_ENOMEM, "out of memory");
-        }
     }
 
     /* the prompt */
     const struct ob_tok *tok = ob_model_tok(model);
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(rec, "prompt");
     const cJSON *messages = cJSON_GetObjectItemCaseSensitive(rec, "messages");
+    if (cJSON_IsNull(prompt))
+        prompt = NULL;
+    if (cJSON_IsNull(messages))
+        messages = NULL;
     if ((prompt != NULL) == (messages != NULL))
         return ob_seterr(OB_EFORMAT, "a record needs exactly one of 'prompt' and 'messages'");
     size_t n = 0;
@@ -258,14 +451,17 @@ int ob_req_parse(const cJSON *rec, const struct ob_model *model, const struct ob
     } else if (prompt) {
         return bad("prompt", "must be a string or an array of token ids");
     } else {
-        struct ob_chat_msg *msgs = NULL;
-        size_t nm = 0;
-        if ((e = parse_messages(messages, &msgs, &nm)))
+        struct ob_req_msgs msgs;
+        char param[64];
+        if ((e = ob_req_messages(messages, &msgs, param, sizeof param, &wrong))) {
+            ob_req_msgs_free(&msgs);
             return e;
+        }
         struct ob_chat_opts o = OB_CHAT_OPTS_DEFAULT;
         o.enable_thinking = r->thinking;
-        e = ob_chat_tokenize(tok, ob_model_chat_template(model), msgs, nm, &o, &r->ids, &n);
-        free(msgs);
+        e = ob_chat_tokenize(tok, ob_model_chat_template(model), msgs.v, msgs.n, &o, &r->ids,
+                             &n);
+        ob_req_msgs_free(&msgs);
         if (e)
             return e;
         r->templated = true;
@@ -283,6 +479,18 @@ int ob_req_parse(const cJSON *rec, const struct ob_model *model, const struct ob
 }
 
 /* ---- results --------------------------------------------------------------------------------- */
+
+void ob_json_add_first(cJSON *o, const char *key, cJSON *item)
+{
+    if (!item)
+        return;
+    /* added under its name, then moved to the front: cJSON keeps the name it was given */
+    cJSON_AddItemToObject(o, key, item);
+    if (o->child != item) {
+        cJSON_DetachItemViaPointer(o, item);
+        cJSON_InsertItemInArray(o, 0, item);
+    }
+}
 
 /* {id, text, [bytes,] logprob, bits} of one token */
 static cJSON *one_token(const struct ob_tok *tok, int32_t id, float lp, bool with_bytes)
@@ -341,17 +549,7 @@ cJSON *ob_result_begin(const cJSON *req, const struct ob_req *r, int repeat, con
                                        "completion_tokens", "cached_tokens", "timing", "error"};
     for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
         cJSON_DeleteItemFromObjectCaseSensitive(o, ours[i]);
-    cJSON *first = cJSON_CreateString(r->id);
-    /* id first: insert at the head of the object */
-    first->next = o->child;
-    if (o->child) {
-        first->prev = o->child->prev;
-        o->child->prev = first;
-    } else {
-        first->prev = first;
-    }
-    first->string = strdup("id");
-    o->child = first;
+    ob_json_add_first(o, "id", cJSON_CreateString(r->id));
     ob_json_add_int(o, "repeat", repeat);
     cJSON_AddStringToObject(o, "route", route);
     cJSON *m = cJSON_CreateObject();

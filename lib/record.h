@@ -33,6 +33,89 @@ struct ob_req {
     int n_stop_ids;
 };
 
+/* ---- request fields: one table for every reader of requests ---------------------------------
+ *
+ * The fields that shape a generation are read by three parsers: records (ob_req_parse, for
+ * 1b-gen and 1b-batchrep in process), 1b-serve's request bodies (oai-server.c) and the URL
+ * route, which checks a record before it sends it (oai-client.c). They all read them through
+ * this table, so that a value is taken or refused alike whatever the route; man/1b.7 lists
+ * the same names, types and ranges. null means absent (OpenAI reads it so). Numbers are read
+ * as doubles: a whole number beyond 2^53 is read to a double's precision (2^53 + 1 reads as
+ * 2^53, which is in the seed's range).
+ */
+enum ob_req_type { OB_REQ_INT, OB_REQ_NUM, OB_REQ_BOOL };
+
+/* Where a field's value goes. */
+struct ob_req_params {
+    int max_tokens;
+    struct ob_sampling s;          /* temperature, top_k, top_p, min_p, seed */
+    int top_logprobs;
+    bool logprobs, cache_prompt, thinking;
+};
+
+struct ob_req_field {
+    const char *name;
+    int type;                      /* enum ob_req_type */
+    double lo, hi;                 /* OB_REQ_INT, OB_REQ_NUM: the closed range of the value */
+    double def;                    /* a record's default (the commands' options may set
+                                      others; 1b-serve's differ where OpenAI's do) */
+    size_t off;                    /* the member of struct ob_req_params it sets */
+    int ctype;                     /* that member's C type (private to record.c) */
+};
+extern const struct ob_req_field ob_req_fields[];
+extern const int ob_req_n_fields;
+/* The params a record starts from: every field's default. */
+void ob_req_params_default(struct ob_req_params *p);
+/* The row of a field, by name; NULL when the table has none. */
+const struct ob_req_field *ob_req_field(const char *name);
+/* What a value of the field must be: "an integer in [0, 20]", "a number in [0, 1]", "true or
+ * false" (into buf, which it returns). */
+const char *ob_req_field_want(const struct ob_req_field *f, char *buf, size_t size);
+/* Read one field of object o into p: 1 when it is absent (or null), 0 when read, OB_EFORMAT
+ * when its JSON type is wrong, OB_ERANGE when it is of its type but out of range (or not a
+ * whole number for OB_REQ_INT). The caller words the message (ob_req_field_want). */
+int ob_req_field_read(const cJSON *o, const struct ob_req_field *f, struct ob_req_params *p);
+/* Every field of the table that o holds, in the table's order; on the first bad one
+ * OB_EFORMAT "field 'NAME' must be WANT" (*bad, unless NULL, names the row). */
+int ob_req_params_read(const cJSON *o, struct ob_req_params *p, const struct ob_req_field **bad);
+
+/* "chat_template_kwargs": {"enable_thinking": bool} (llama-server's and vLLM's name for
+ * "thinking"; it wins over "thinking"): into p->thinking. 1 when absent (or null), 0 when read,
+ * OB_EFORMAT naming the field in *param ("chat_template_kwargs" or
+ * "chat_template_kwargs.enable_thinking") when it is not of its type. Other keys are ignored. */
+int ob_req_kwargs(const cJSON *o, struct ob_req_params *p, const char **param);
+
+/* Fields that would change the answer and that 1b does not implement (n > 1, penalties,
+ * logit_bias, tools, response formats other than text, suffix, ...): they are refused by name
+ * rather than ignored, unless they hold a neutral value (n 1, logit_bias {}, tool_choice
+ * "none", response_format {"type":"text"}). The first such field of o, or NULL; *wrong_type
+ * when a number field does not even hold a number; *why (unless NULL) what would be taken, to
+ * end the message: " (only 1)", " (no tools)", or "". */
+const char *ob_req_unsupported(const cJSON *o, bool *wrong_type, const char **why);
+
+/* "stop": a string or an array of at most OB_REQ_MAX_STOP non-empty strings. *n strings of o
+ * (pointing into it) in out; 1 when absent (or null); OB_EFORMAT "field 'stop' ..." when it is
+ * not a string or an array (or is too long: *wrong_type false), or holds anything but
+ * non-empty strings. */
+#define OB_REQ_MAX_STOP 16
+int ob_req_stop(const cJSON *o, const char *out[OB_REQ_MAX_STOP], int *n, bool *wrong_type);
+
+/* "messages", as OpenAI sends them: a non-empty array of {role, content[, reasoning_content]};
+ * role system, developer (read as system), user or assistant; content a string or an array of
+ * {"type":"text","text":...} parts (joined); no tool calls. v[] points into arr and into
+ * owned[] (the joined contents), which m owns (ob_req_msgs_free). A message 1b cannot take:
+ * OB_EFORMAT with its place in param ("messages[2].content") and a message that names it;
+ * *wrong_type when a value is not of its JSON type. OB_ENOMEM when out of memory. */
+struct ob_req_msgs {
+    struct ob_chat_msg *v;
+    size_t n;
+    char **owned;
+    size_t n_owned;
+};
+int ob_req_messages(const cJSON *arr, struct ob_req_msgs *m, char *param, size_t param_size,
+                    bool *wrong_type);
+void ob_req_msgs_free(struct ob_req_msgs *m);
+
 /* Parse one request record for a model; line names the record when it has no id. */
 int ob_req_parse(const cJSON *rec, const struct ob_model *m, const struct ob_req_defaults *d,
                  uint64_t line, struct ob_req *out);
@@ -40,6 +123,9 @@ void ob_req_free(struct ob_req *r);
 
 /* A result record: the request's fields, then the generator's; tokens are appended to its
  * "tokens" array with ob_token_json, then ob_result_finish adds the rest. */
+/* Put item into object o under key as its first member (records start with "id"); o takes
+ * item. */
+void ob_json_add_first(cJSON *o, const char *key, cJSON *item);
 cJSON *ob_result_begin(const cJSON *req, const struct ob_req *r, int repeat, const char *route,
                        const char *model_name, const char *sha256);
 cJSON *ob_token_json(const struct ob_tok *tok, const struct ob_token_info *ti, bool logprobs);

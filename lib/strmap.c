@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sb.h"
 #include "strmap.h"
 
 struct slot {
@@ -19,7 +20,7 @@ struct ob_strmap {
     struct slot *s;
     size_t cap, n;
     char **arena;                  /* chunks */
-    size_t n_arena, arena_left;
+    size_t n_arena, cap_arena, arena_left;
     char *arena_at;
 };
 
@@ -87,10 +88,8 @@ static const char *copy_key(struct ob_strmap *m, const char *k, size_t len)
 {
     if (len + 1 > m->arena_left) {
         size_t sz = len + 1 > 65536 ? len + 1 : 65536;
-        char **a = realloc(m->arena, (m->n_arena + 1) * sizeof *a);
-        if (!a)
+        if (!OB_GROW(m->arena, m->cap_arena, m->n_arena + 1))
             return NULL;
-        m->arena = a;
         if (!(m->arena_at = malloc(sz)))
             return NULL;
         m->arena[m->n_arena++] = m->arena_at;

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sb.h"
 #include "tok.h"
 
 enum { KIND_GPT2 = 1, KIND_SPM = 2 };
@@ -77,6 +78,7 @@ struct ob_tok {
     char *texts, *pieces;
     struct tslot *thash;
     uint32_t tmask;
+    struct tslot *phash;           /* pieces -> ids (ob_tok_find_piece), masked by tmask */
     struct mslot *mhash;
     uint32_t mmask;
     struct tnode *trie;
@@ -265,6 +267,7 @@ void ob_tok_free(struct ob_tok *t)
     free(t->texts);
     free(t->pieces);
     free(t->thash);
+    free(t->phash);
     free(t->mhash);
     free(t->trie);
     free(t);
@@ -333,8 +336,7 @@ static int build_merges(struct ob_tok *t, const struct ob_tok_spec *sp)
                          sp->n_merges);
     uint32_t size = table_size(sp->n_merges);
     t->mhash = malloc((size_t)size * sizeof *t->mhash);
-    char *cat = NULL;
-    size_t cat_cap = 0;
+    struct ob_sb cat = {0};        /* the two halves of a merge, joined */
     if (!t->mhash)
         return ob_seterr(OB_ENOMEM, "tokenizer: out of memory");
     for (uint32_t i = 0; i < size; i++)
@@ -350,29 +352,25 @@ static int build_merges(struct ob_tok *t, const struct ob_tok_spec *sp)
             r = (struct ob_tok_str){"", 0};
         }
         if ((!l.ptr && l.len) || (!r.ptr && r.len)) {
-            free(cat);
+            ob_sb_free(&cat);
             return ob_seterr(OB_EFORMAT, "tokenizer: merge %u is NULL", rank);
         }
         if (!sp->merge_pairs && !split_merge(&sp->merges[rank], &l, &r)) {
-            free(cat);
+            ob_sb_free(&cat);
             return ob_seterr(OB_EFORMAT, "tokenizer: merge %u has no space between its halves",
                              rank);
         }
         int32_t a = lookup(t, l.ptr, l.len, F_BPE), b = lookup(t, r.ptr, r.len, F_BPE);
         if (a < 0 || b < 0)
             continue;              /* names a token that does not exist: ignored */
-        if (l.len + r.len > cat_cap) {
-            cat_cap = 2 * (l.len + r.len);
-            char *nc = realloc(cat, cat_cap);
-            if (!nc) {
-                free(cat);
-                return ob_seterr(OB_ENOMEM, "tokenizer: out of memory");
-            }
-            cat = nc;
+        ob_sb_reset(&cat);
+        ob_sb_add(&cat, l.ptr, l.len);
+        ob_sb_add(&cat, r.ptr, r.len);
+        if (cat.oom) {
+            ob_sb_free(&cat);
+            return ob_seterr(OB_ENOMEM, "tokenizer: out of memory");
         }
-        memcpy(cat, l.ptr, l.len);
-        memcpy(cat + l.len, r.ptr, r.len);
-        int32_t res = lookup(t, cat, l.len + r.len, F_BPE);
+        int32_t res = lookup(t, cat.p, cat.len, F_BPE);
         if (res < 0)
             continue;              /* the merged text is not a token: ignored */
         uint32_t j = (uint32_t)hash_pair(a, b) & t->mmask;
@@ -381,7 +379,7 @@ static int build_merges(struct ob_tok *t, const struct ob_tok_spec *sp)
         if (t->mhash[j].rank == UINT32_MAX)    /* a repeated pair keeps its first rank */
             t->mhash[j] = (struct mslot){a, b, rank, res};
     }
-    free(cat);
+    ob_sb_free(&cat);
     return 0;
 }
 
@@ -436,6 +434,44 @@ static void build_pieces(struct ob_tok *t)
         ti->plen = n;
         o += n;
     }
+}
+
+/* the id whose piece the slot's hash and bytes name, searched as ob_tok_find_piece does */
+static int32_t piece_lookup(const struct ob_tok *t, const char *s, size_t n, uint64_t h)
+{
+    for (uint32_t i = (uint32_t)h & t->tmask;; i = (i + 1) & t->tmask) {
+        const struct tslot *sl = &t->phash[i];
+        if (!sl->id1)
+            return -1;
+        const struct tokinfo *ti = &t->info[sl->id1 - 1];
+        if (sl->h == (uint32_t)(h >> 32) && ti->plen == n && !memcmp(t->pieces + ti->poff, s, n))
+            return (int32_t)(sl->id1 - 1);
+    }
+}
+
+/* Pieces -> ids: every non-empty piece once, the id found for it first: normal tokens (NORMAL,
+ * UNDEFINED) before any other type, the lowest id of each kind first. */
+static int build_piece_hash(struct ob_tok *t)
+{
+    t->phash = calloc((size_t)t->tmask + 1, sizeof *t->phash);
+    if (!t->phash)
+        return ob_seterr(OB_ENOMEM, "tokenizer: out of memory for %u tokens", t->n_vocab);
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < t->n_vocab; i++) {
+            const struct tokinfo *ti = &t->info[i];
+            bool normal = ti->type == OB_TOK_NORMAL || ti->type == OB_TOK_UNDEFINED;
+            if (normal != (pass == 0) || !ti->plen)
+                continue;
+            const char *p = t->pieces + ti->poff;
+            uint64_t h = hash_bytes(p, ti->plen);
+            if (piece_lookup(t, p, ti->plen, h) >= 0)
+                continue;                  /* an earlier id has these bytes */
+            uint32_t j = (uint32_t)h & t->tmask;
+            while (t->phash[j].id1)
+                j = (j + 1) & t->tmask;
+            t->phash[j] = (struct tslot){i + 1, (uint32_t)(h >> 32)};
+        }
+    return 0;
 }
 
 static int compile_pre(struct ob_tok *t, const struct pre *p)
@@ -587,6 +623,8 @@ int ob_tok_new(const struct ob_tok_spec *sp, struct ob_tok **out)
             goto fail;
     }
     build_pieces(t);
+    if ((e = build_piece_hash(t)))
+        goto fail;
     *out = t;
     return 0;
 fail:
@@ -784,27 +822,13 @@ struct enc {
     pcre2_match_data *md;
 };
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) {
-        if (c > SIZE_MAX / 2 / elem)
-            return ob_seterr(OB_ENOMEM, "tokenizer: input too large");
-        c *= 2;
-    }
-    void *q = realloc(*p, c * elem);
-    if (!q)
-        return ob_seterr(OB_ENOMEM, "tokenizer: out of memory");
-    *p = q;
-    *cap = c;
-    return 0;
-}
+/* room for need elements of an encoder's array (sb.h): 0, or OB_ENOMEM */
+#define GROW(ptr, cap, need) \
+    (OB_GROW(ptr, cap, need) ? 0 : ob_seterr(OB_ENOMEM, "tokenizer: out of memory"))
 
 static int emit(struct enc *e, int32_t id)
 {
-    if (e->n == e->cap && grow((void **)&e->ids, &e->cap, e->n + 1, sizeof *e->ids))
+    if (e->n == e->cap && GROW(e->ids, e->cap, e->n + 1))
         return OB_ENOMEM;
     e->ids[e->n++] = id;
     return 0;
@@ -812,8 +836,7 @@ static int emit(struct enc *e, int32_t id)
 
 static int heap_push(struct enc *e, uint64_t key, int32_t a, int32_t b)
 {
-    if (e->heap_n == e->heap_cap &&
-        grow((void **)&e->heap, &e->heap_cap, e->heap_n + 1, sizeof *e->heap))
+    if (e->heap_n == e->heap_cap && GROW(e->heap, e->heap_cap, e->heap_n + 1))
         return OB_ENOMEM;
     size_t i = e->heap_n++;
     while (i > 0) {
@@ -870,7 +893,7 @@ static int gpt2_piece(struct enc *e, const uint8_t *p, size_t n)
         return ob_seterr(OB_ERANGE, "tokenizer: piece of %zu bytes is too long", n);
     if (t->ignore_merges && n > 1) {
         /* the whole piece spelled in the byte-level alphabet: one token if it is one */
-        if (grow((void **)&e->buf, &e->buf_cap, 2 * n, 1))
+        if (GROW(e->buf, e->buf_cap, 2 * n))
             return OB_ENOMEM;
         size_t k = 0;
         for (size_t i = 0; i < n; i++)
@@ -879,7 +902,7 @@ static int gpt2_piece(struct enc *e, const uint8_t *p, size_t n)
         if (id >= 0)
             return emit(e, id);
     }
-    if (grow((void **)&e->sym, &e->sym_cap, n, sizeof *e->sym))
+    if (GROW(e->sym, e->sym_cap, n))
         return OB_ENOMEM;
     for (size_t i = 0; i < n; i++)
         e->sym[i] = (struct sym){(uint32_t)i, 1, (int32_t)i - 1,
@@ -1033,7 +1056,7 @@ static int spm_emit(struct enc *e, uint32_t start, uint32_t len)
     const struct ob_tok *t = e->t;
     size_t sp = 0;
     /* explicit stack of (start, len), right half pushed first so the left comes out first */
-    if (grow((void **)&e->stack, &e->stack_cap, 2, sizeof *e->stack))
+    if (GROW(e->stack, e->stack_cap, 2))
         return OB_ENOMEM;
     e->stack[sp++] = start;
     e->stack[sp++] = len;
@@ -1044,7 +1067,7 @@ static int spm_emit(struct enc *e, uint32_t start, uint32_t len)
         const struct rslot *r;
         if (id >= 0 && t->info[id].type == OB_TOK_UNUSED &&
             (r = rev_get(e, start, len)) != NULL) {
-            if (grow((void **)&e->stack, &e->stack_cap, sp + 4, sizeof *e->stack))
+            if (GROW(e->stack, e->stack_cap, sp + 4))
                 return OB_ENOMEM;
             e->stack[sp++] = start + r->left_len;
             e->stack[sp++] = len - r->left_len;
@@ -1075,7 +1098,7 @@ static int spm_text(struct enc *e, const char *s, size_t n, bool prefix)
     /* escape: optional leading space, then every ' ' as U+2581 (3 bytes) */
     if (n > (INT32_MAX - 3) / 3)
         return ob_seterr(OB_ERANGE, "tokenizer: text of %zu bytes is too long", n);
-    if (grow((void **)&e->buf, &e->buf_cap, 3 * (n + 1), 1))
+    if (GROW(e->buf, e->buf_cap, 3 * (n + 1)))
         return OB_ENOMEM;
     size_t k = 0;
     for (size_t i = 0; i < n + prefix; i++) {
@@ -1087,7 +1110,7 @@ static int spm_text(struct enc *e, const char *s, size_t n, bool prefix)
             e->buf[k++] = c;
         }
     }
-    if (grow((void **)&e->sym, &e->sym_cap, k, sizeof *e->sym))
+    if (GROW(e->sym, e->sym_cap, k))
         return OB_ENOMEM;
     size_t ns = 0;
     for (size_t i = 0; i < k;) {
@@ -1288,4 +1311,11 @@ int32_t ob_tok_find(const struct ob_tok *t, const char *text, size_t len)
     if (!text && len)
         return -1;
     return lookup(t, text ? text : "", len, 0);
+}
+
+int32_t ob_tok_find_piece(const struct ob_tok *t, const char *bytes, size_t len)
+{
+    if (!bytes || !len)
+        return -1;
+    return piece_lookup(t, bytes, len, hash_bytes(bytes, len));
 }

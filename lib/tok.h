@@ -126,6 +126,10 @@ int ob_tok_type(const struct ob_tok *tok, int32_t id);   /* enum ob_tok_type; -1
 bool ob_tok_is_special(const struct ob_tok *tok, int32_t id);   /* CONTROL or USER_DEFINED */
 /* The lowest id whose text is exactly these bytes (any type), or -1 (always for ""). */
 int32_t ob_tok_find(const struct ob_tok *tok, const char *text, size_t len);
+/* The reverse of ob_tok_piece: an id whose piece is exactly these bytes, or -1 (always for no
+ * bytes). Normal tokens (NORMAL, UNDEFINED) come first, then any other type; the lowest id
+ * among several. (For a token reported only by its text, as a server may: see 1b-logprobs.) */
+int32_t ob_tok_find_piece(const struct ob_tok *tok, const char *bytes, size_t len);
 
 #ifdef __cplusplus
 }

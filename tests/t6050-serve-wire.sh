@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 1b-serve's wire layer without a server (lib/net/openai.c): the unit tests (every float32
+# 1b-serve's wire layer without a server (lib/net/oai-server.c): the unit tests (every float32
 # logprob reads back to its bits from the JSON text, streamed pieces equal the whole text,
 # JSON escaping of any bytes, request fields and errors), then the request-body fuzz corpus
 # (seeds + what libFuzzer found) replayed through the body parser, prompt tokenizer and answer

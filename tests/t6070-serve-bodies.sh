@@ -15,7 +15,7 @@
 #    off the threads that answer them.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 9
+plan 10
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 serve_start a -m "$S" -t 1
@@ -107,6 +107,14 @@ python3 -c 'import json; print(json.dumps({"prompt": [1] * 1024, "forced_tokens"
 cx 200 - - "$URL_a/v1/completions" --data-binary @full.json &&
     cx 200 - - "$URL_a/v1/completions" --data-binary @forced.json
 ok $? "a prompt of 2047 ids, and 1024 ids with 1024 forced tokens (--ctx 2048): 200"
+
+# exactly at the bound: {"tokens":[...]} is the object, the array and its ids
+python3 -c 'import json; print(json.dumps({"tokens": [1] * 12286}))' > at.json
+python3 -c 'import json; print(json.dumps({"tokens": [1] * 12287}))' > over.json
+cx 200 - - "$URL_a/detokenize" --data-binary @at.json &&
+    cx 413 - request_too_large "$URL_a/detokenize" --data-binary @over.json &&
+    grep -q 'more JSON values than this server takes (12288)' "$T/cx.out"
+ok $? "12288 JSON values (4 x --ctx + 4096) are taken, 12289 get 413"
 
 r=$(python3 blast.py "$P" "$PID_a" text 4); echo "# $r"
 jq -e '.n == 4 and .answers == [["HTTP/1.1 400 Bad Request", "context_length_exceeded"]]' <<<"$r" > /dev/null

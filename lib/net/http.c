@@ -1,6 +1,7 @@
 /*
- * http.c — the URL route: transfers on a curl multi handle (retrying connection errors only),
- * readiness, and the OpenAI-compatible wire format in and out (see http.h).
+ * http.c — the HTTP client of the URL route: URLs taken apart and joined with libcurl's URL
+ * API, and transfers on a curl multi handle, retrying connection errors only (see http.h).
+ * What the transfers carry (OpenAI's wire format) is oai-client.c's.
  */
 #include <math.h>
 #include <pthread.h>
@@ -11,7 +12,7 @@
 #include <curl/curl.h>
 
 #include "net/http.h"
-#include "sample.h"
+#include "sb.h"
 
 #define MAX_REPLY ((size_t)256 << 20)     /* a reply larger than this is refused */
 
@@ -49,11 +50,8 @@ static int url_parse(const char *url, CURLU **out)
     return ob_seterr(OB_EUSAGE, "not a valid URL (%s)", curl_url_strerror(rc));
 }
 
-/* The URL as records and messages show it: the URL as given, or without its user name and
- * password when it has them (libcurl sends them as basic authentication; they must not be
- * copied into every record and message). NULL when out of memory; a URL that libcurl does not
- * parse (refused before any transfer by ob_http_base) shows as a placeholder. */
-static char *url_shown(const char *url)
+/* the URL without its user name and password (see http.h) */
+char *ob_http_shown(const char *url)
 {
     CURLU *u;
     if (url_parse(url, &u))
@@ -76,14 +74,6 @@ static char *url_shown(const char *url)
     curl_free(pass);
     curl_free(opts);
     curl_url_cleanup(u);
-    return s;
-}
-
-/* base + path as messages show it */
-static char *shown_join(const char *base, const char *path)
-{
-    char *u = ob_http_join(base, path), *s = u ? url_shown(u) : NULL;
-    free(u);
     return s;
 }
 
@@ -126,7 +116,7 @@ int ob_http_base(const char *url, char **base, char **route)
         e = oom();
         goto out;
     }
-    if (route && !(*route = url_shown(url))) {
+    if (route && !(*route = ob_http_shown(url))) {
         free(*base);
         *base = NULL;
         e = oom();
@@ -170,8 +160,7 @@ struct xfer {
     char *url, *body;
     char *shown;                   /* url without its credentials, for messages */
     void *user;
-    char *resp;
-    size_t len, cap;
+    struct ob_sb resp;             /* the reply's body so far */
     bool too_big;
     bool replied;                  /* a header line or a body byte has come */
     bool head_done;                /* the reply's (last) header block has ended */
@@ -189,7 +178,7 @@ struct ob_http {
     struct curl_slist *hdr;
     struct xfer *xs;               /* pending, in start order */
     struct ob_http_result **done;  /* finished, not yet returned (FIFO) */
-    int n_done, cap_done;
+    size_t n_done, cap_done;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -253,7 +242,7 @@ static void xfer_free(struct ob_http *h, struct xfer *x)
     free(x->url);
     free(x->shown);
     free(x->body);
-    free(x->resp);
+    ob_sb_free(&x->resp);
     free(x);
 }
 
@@ -274,7 +263,7 @@ void ob_http_free(struct ob_http *h)
         h->xs = x->next;
         xfer_free(h, x);
     }
-    for (int i = 0; i < h->n_done; i++)
+    for (size_t i = 0; i < h->n_done; i++)
         ob_http_result_free(h->done[i]);
     free(h->done);
     if (h->multi)
@@ -287,23 +276,13 @@ static size_t on_data(char *p, size_t size, size_t n, void *user)
 {
     struct xfer *x = user;
     size_t k = size * n;
-    if (x->len + k + 1 > MAX_REPLY) {
+    if (x->resp.len + k + 1 > MAX_REPLY) {
         x->too_big = true;
         return 0;                      /* aborts the transfer */
     }
-    if (x->len + k + 1 > x->cap) {
-        size_t cap = x->cap ? x->cap : 4096;
-        while (cap < x->len + k + 1)
-            cap *= 2;
-        char *r = realloc(x->resp, cap);
-        if (!r)
-            return 0;
-        x->resp = r;
-        x->cap = cap;
-    }
-    memcpy(x->resp + x->len, p, k);
-    x->len += k;
-    x->resp[x->len] = 0;
+    ob_sb_add(&x->resp, p, k);
+    if (x->resp.oom)
+        return 0;
     x->replied = true;
     return k;
 }
@@ -326,7 +305,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *user)
 
 static int xfer_add(struct ob_http *h, struct xfer *x)
 {
-    x->len = 0;
+    ob_sb_reset(&x->resp);
+    x->resp.oom = false;               /* a new attempt: its reply comes whole again */
     x->too_big = false;
     x->replied = false;
     x->head_done = false;
@@ -347,7 +327,7 @@ int ob_http_start(struct ob_http *h, const char *url, const char *body, void *us
         return oom();
     x->user = user;
     x->url = strdup(url);
-    x->shown = url_shown(url);
+    x->shown = ob_http_shown(url);
     x->body = body ? strdup(body) : NULL;
     x->easy = curl_easy_init();
     if (!x->url || !x->shown || (body && !x->body) || !x->easy) {
@@ -392,7 +372,7 @@ int ob_http_start(struct ob_http *h, const char *url, const char *body, void *us
 
 int ob_http_pending(const struct ob_http *h)
 {
-    int n = h->n_done;
+    int n = (int)h->n_done;
     for (const struct xfer *x = h->xs; x; x = x->next)
         n++;
     return n;
@@ -415,9 +395,7 @@ static int push_done(struct ob_http *h, struct xfer *x, CURLcode rc)
     r->user = x->user;
     r->attempts = x->attempts;
     r->seconds = now_s() - x->t0;
-    r->body = x->resp ? x->resp : strdup("");
-    r->len = x->resp ? x->len : 0;
-    x->resp = NULL;
+    r->body = ob_sb_take(&x->resp, &r->len);
     if (!r->body) {
         free(r);
         return oom();
@@ -449,15 +427,9 @@ static int push_done(struct ob_http *h, struct xfer *x, CURLcode rc)
             snprintf(r->msg, sizeof r->msg, "%.200s: %.200s", x->shown, why);
         }
     }
-    if (h->n_done == h->cap_done) {
-        int cap = h->cap_done ? 2 * h->cap_done : 8;
-        struct ob_http_result **d = realloc(h->done, (size_t)cap * sizeof *d);
-        if (!d) {
-            ob_http_result_free(r);
-            return oom();
-        }
-        h->done = d;
-        h->cap_done = cap;
+    if (!OB_GROW(h->done, h->cap_done, h->n_done + 1)) {
+        ob_http_result_free(r);
+        return oom();
     }
     h->done[h->n_done++] = r;
     return 0;
@@ -524,7 +496,7 @@ int ob_http_next(struct ob_http *h, double wait_s, struct ob_http_result **out)
             return e;
         if (h->n_done > 0) {
             *out = h->done[0];
-            memmove(h->done, h->done + 1, (size_t)(h->n_done - 1) * sizeof *h->done);
+            memmove(h->done, h->done + 1, (h->n_done - 1) * sizeof *h->done);
             h->n_done--;
             return 1;
         }
@@ -567,7 +539,7 @@ int ob_http_fetch(struct ob_http *h, const char *url, const char *body,
     if (e)
         return e;
     struct ob_http_result **kept = NULL;
-    int nk = 0;
+    size_t nk = 0, cap_kept = 0;
     for (;;) {
         struct ob_http_result *r;
         int k = ob_http_next(h, -1, &r);
@@ -583,773 +555,23 @@ int ob_http_fetch(struct ob_http *h, const char *url, const char *body,
             *out = r;
             break;
         }
-        struct ob_http_result **p = realloc(kept, (size_t)(nk + 1) * sizeof *p);
-        if (!p) {
+        if (!OB_GROW(kept, cap_kept, nk + 1)) {
             ob_http_result_free(r);
             e = oom();
             break;
         }
-        kept = p;
         kept[nk++] = r;
     }
     /* put the others back, in order, ahead of anything queued since */
-    for (int i = nk - 1; i >= 0; i--) {
-        if (h->n_done == h->cap_done) {
-            int cap = h->cap_done ? 2 * h->cap_done : 8;
-            struct ob_http_result **d = realloc(h->done, (size_t)cap * sizeof *d);
-            if (!d) {
-                ob_http_result_free(kept[i]);
-                continue;
-            }
-            h->done = d;
-            h->cap_done = cap;
+    for (size_t i = nk; i-- > 0;) {
+        if (!OB_GROW(h->done, h->cap_done, h->n_done + 1)) {
+            ob_http_result_free(kept[i]);
+            continue;
         }
-        memmove(h->done + 1, h->done, (size_t)h->n_done * sizeof *h->done);
+        memmove(h->done + 1, h->done, h->n_done * sizeof *h->done);
         h->done[0] = kept[i];
         h->n_done++;
     }
     free(kept);
     return e;
-}
-
-/* ---- readiness ------------------------------------------------------------------------------- */
-
-void ob_oai_ready_free(struct ob_oai_ready *r)
-{
-    if (!r)
-        return;
-    free(r->model);
-    r->model = NULL;
-}
-
-/* GET base+path: the HTTP status (0 when no reply) and the body (*len bytes); why, when not
- * NULL, gets the reason of a transfer that failed after the server answered (a reply cut short,
- * a timeout), so that such a server is not called unreachable */
-static int get(struct ob_http *h, const char *base, const char *path, long *status, char **body,
-               size_t *len, char *why, size_t why_size)
-{
-    char *url = ob_http_join(base, path);
-    if (!url)
-        return oom();
-    struct ob_http_result *r;
-    int e = ob_http_fetch(h, url, NULL, &r);
-    free(url);
-    *status = 0;
-    *body = NULL;
-    *len = 0;
-    if (e)
-        return e;
-    if (r->err == 0) {
-        *status = r->status;
-        *body = r->body;
-        *len = r->len;
-        r->body = NULL;
-    } else if (r->err == OB_EIO && why) {
-        snprintf(why, why_size, "%s", r->msg);
-    }
-    ob_http_result_free(r);
-    return 0;
-}
-
-static bool says_stalled(const char *body, size_t len)
-{
-    cJSON *j = NULL;
-    if (body)
-        ob_json_parse(body, len, OB_JSON_ANY_BYTES, &j);
-    const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "status");
-    bool st = cJSON_IsString(s) && strcmp(s->valuestring, "stalled") == 0;
-    cJSON_Delete(j);
-    return st;
-}
-
-/* the first model's id, as valid UTF-8 (it is sent back in every request body) */
-static char *first_model(const char *body, size_t len)
-{
-    cJSON *j = NULL;
-    if (body)
-        ob_json_parse(body, len, OB_JSON_ANY_BYTES, &j);
-    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "data");
-    const cJSON *m = cJSON_IsArray(d) ? cJSON_GetArrayItem(d, 0) : NULL;
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "id");
-    char *s = cJSON_IsString(id) ? ob_utf8_sanitize(id->valuestring, strlen(id->valuestring))
-                                 : NULL;
-    cJSON_Delete(j);
-    return s;
-}
-
-int ob_oai_wait_ready(const char *base, double wait_s, const char *api_key,
-                      struct ob_oai_ready *out)
-{
-    memset(out, 0, sizeof *out);
-    struct ob_http_opts o = {.timeout_s = 5, .connect_timeout_s = 2, .retries = 0,
-                             .api_key = api_key};
-    struct ob_http *h;
-    int e = ob_http_new(&o, &h);
-    if (e)
-        return e;
-    /* base and base + path as messages show them (without credentials) */
-    char *shown = url_shown(base), *shown_path = NULL;
-    if (!shown) {
-        ob_http_free(h);
-        return oom();
-    }
-    double deadline = now_s() + (wait_s > 0 ? wait_s : 0), pause = 0.05;
-    bool answered = false, no_health = false, ready = false;
-    char broken[480] = "";             /* the last probe that failed after a connection */
-    long last = 0;
-    const char *last_path = "/health";
-    for (;;) {
-        long st;
-        char *body;
-        size_t blen;
-        if ((e = get(h, base, "/health", &st, &body, &blen, broken, sizeof broken)))
-            break;
-        last_path = "/health";
-        if (st == 404 || st == 405) {        /* no /health: the OpenAI-style path */
-            free(body);
-            if ((e = get(h, base, "/v1/health", &st, &body, &blen, broken, sizeof broken)))
-                break;
-            last_path = "/v1/health";
-            no_health = st == 404 || st == 405;
-        }
-        answered |= st != 0;
-        last = st;
-        if (st == 200) {
-            ready = true;
-        } else if (st == 503 && says_stalled(body, blen)) {
-            ready = true;
-            free(shown_path);
-            shown_path = shown_join(base, last_path);
-            snprintf(out->note, sizeof out->note,
-                     "%s reports \"stalled\" (an idle server that has loaded); "
-                     "taken as ready", shown_path ? shown_path : shown);
-        }
-        free(body);
-        if (ready || no_health || now_s() + pause > deadline)
-            break;
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(pause * 1e9)};
-        nanosleep(&ts, NULL);
-        pause = pause * 2 < 0.5 ? pause * 2 : 0.5;
-    }
-    if (!e && !ready) {
-        if (!answered && broken[0]) {
-            e = ob_seterr(OB_EDEVICE, "%s: not ready after %g s: %s", shown, wait_s, broken);
-        } else if (!answered) {
-            e = ob_seterr(OB_EDEVICE, "%s: unreachable (no connection within %g s)", shown,
-                          wait_s);
-        } else {
-            /* liveness only: /v1/models answers before the model has loaded */
-            long st;
-            char *body;
-            size_t blen;
-            if (!(e = get(h, base, "/v1/models", &st, &body, &blen, broken, sizeof broken))) {
-                if (st == 200) {
-                    ready = true;
-                    if (no_health)
-                        snprintf(out->note, sizeof out->note,
-                                 "%s has no /health or /v1/health; /v1/models answers, so going "
-                                 "on (it shows the server is alive, not that it is ready)",
-                                 shown);
-                    else if ((shown_path = shown_join(base, last_path)))
-                        snprintf(out->note, sizeof out->note,
-                                 "%s still answers %ld after %g s; /v1/models answers, so "
-                                 "going on (it shows the server is alive, not that it is ready)",
-                                 shown_path, last, wait_s);
-                } else {
-                    e = ob_seterr(OB_EDEVICE, "%s: not ready after %g s (%s answers %ld, "
-                                  "/v1/models %ld)", shown, wait_s, last_path, last, st);
-                }
-                free(body);
-            }
-        }
-    }
-    if (!e) {
-        long st;
-        char *body;
-        size_t blen;
-        if (!get(h, base, "/v1/models", &st, &body, &blen, broken, sizeof broken) && st == 200)
-            out->model = first_model(body, blen);
-        free(body);
-    }
-    ob_http_free(h);
-    free(shown);
-    free(shown_path);
-    return e;
-}
-
-/* ---- requests -------------------------------------------------------------------------------- */
-
-void ob_oai_req_free(struct ob_oai_req *q)
-{
-    if (!q)
-        return;
-    free(q->id);
-    free(q->body);
-    memset(q, 0, sizeof *q);
-}
-
-static const cJSON *field(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return v && !cJSON_IsNull(v) ? v : NULL;
-}
-
-static int bad(const char *f, const char *why)
-{
-    return ob_seterr(OB_EFORMAT, "field '%s' %s", f, why);
-}
-
-static bool is_int_in(const cJSON *v, double lo, double hi)
-{
-    return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= lo &&
-           v->valuedouble <= hi;
-}
-
-/* the fields that would change the answer and that 1b does not implement: the same refusals
- * as the in-process routes (record.c), so that a record means the same on every route */
-static int refuse(const cJSON *rec)
-{
-    static const struct { const char *k; double neutral; } num[] = {
-        {"n", 1}, {"best_of", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
-        {"repeat_penalty", 1}, {"repetition_penalty", 1}, {"typical_p", 1}, {"tfs_z", 1},
-        {"mirostat", 0},
-    };
-    for (size_t i = 0; i < sizeof num / sizeof *num; i++) {
-        const cJSON *v = field(rec, num[i].k);
-        if (v && !(cJSON_IsNumber(v) && v->valuedouble == num[i].neutral))
-            return ob_seterr(OB_EFORMAT, "field '%s' is not supported by 1b (only %g)",
-                             num[i].k, num[i].neutral);
-    }
-    static const char *const obj[] = {"logit_bias", "tools", "tool_choice", "functions",
-                                       "response_format", "grammar", "json_schema", "suffix"};
-    for (size_t i = 0; i < sizeof obj / sizeof *obj; i++) {
-        const cJSON *v = field(rec, obj[i]);
-        if (v && !(cJSON_IsObject(v) && !v->child) && !(cJSON_IsArray(v) && !v->child) &&
-            !(cJSON_IsString(v) && !*v->valuestring))
-            return ob_seterr(OB_EFORMAT, "field '%s' is not supported by 1b", obj[i]);
-    }
-    if (cJSON_IsTrue(field(rec, "echo")))
-        return ob_seterr(OB_EFORMAT, "field 'echo' is not supported here (use 1b-logprobs)");
-    if (cJSON_IsTrue(field(rec, "stream")))
-        return ob_seterr(OB_EFORMAT, "field 'stream' is not supported by 1b-gen");
-    return 0;
-}
-
-static int check_messages(const cJSON *m)
-{
-    if (!cJSON_IsArray(m) || !m->child)
-        return bad("messages", "must be a non-empty array");
-    int i = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, m) {
-        if (!cJSON_IsObject(it) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "role")) ||
-            !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(it, "content")))
-            return ob_seterr(OB_EFORMAT, "messages[%d] needs string 'role' and 'content'", i);
-        i++;
-    }
-    return 0;
-}
-
-int ob_oai_request(const cJSON *rec, const struct ob_oai_params *p, uint64_t line,
-                   struct ob_oai_req *q)
-{
-    memset(q, 0, sizeof *q);
-    const cJSON *id = field(rec, "id");
-    char buf[OB_F32_BUFSZ];
-    if (cJSON_IsString(id))
-        q->id = strdup(id->valuestring);
-    else if (cJSON_IsNumber(id))
-        q->id = strdup(ob_f64_str(id->valuedouble, buf));
-    else if (!id)
-        q->id = (snprintf(buf, sizeof buf, "%llu", (unsigned long long)line), strdup(buf));
-    else
-        return bad("id", "must be a string or a number");
-    if (!q->id)
-        return oom();
-    int e;
-    if ((e = refuse(rec)))
-        return e;
-    const cJSON *prompt = field(rec, "prompt"), *msgs = field(rec, "messages");
-    if (!prompt == !msgs)
-        return ob_seterr(OB_EFORMAT, "a record needs exactly one of 'prompt' and 'messages'");
-    if (msgs && (e = check_messages(msgs)))
-        return e;
-    if (prompt && !cJSON_IsString(prompt)) {
-        if (!cJSON_IsArray(prompt) || !prompt->child)
-            return bad("prompt", "must be a string or an array of token ids");
-        const cJSON *it;
-        cJSON_ArrayForEach(it, prompt)
-            if (!is_int_in(it, 0, 2147483647.0))
-                return bad("prompt", "must be a string or an array of token ids");
-    }
-    if (cJSON_IsString(prompt) && !*prompt->valuestring)
-        return ob_seterr(OB_EFORMAT, "the prompt is empty");
-
-    /* the fields 1b knows, checked as record.c checks them */
-    static const struct { const char *k; double lo, hi; bool integer; } nums[] = {
-        {"max_tokens", 0, 1 << 24, true}, {"max_completion_tokens", 0, 1 << 24, true},
-        {"temperature", 0, 100, false}, {"top_k", 0, 2147483647.0, true},
-        {"top_p", 0, 1, false}, {"min_p", 0, 1, false}, {"seed", 0, 9007199254740992.0, true},
-        {"top_logprobs", 0, OB_MAX_TOP, true},
-    };
-    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
-        const cJSON *v = field(rec, nums[i].k);
-        if (!v)
-            continue;
-        if (!cJSON_IsNumber(v) || !(v->valuedouble >= nums[i].lo && v->valuedouble <= nums[i].hi) ||
-            (nums[i].integer && v->valuedouble != floor(v->valuedouble))) {
-            char why[96];
-            snprintf(why, sizeof why, "must be %s in [%g, %g]",
-                     nums[i].integer ? "an integer" : "a number", nums[i].lo, nums[i].hi);
-            return bad(nums[i].k, why);
-        }
-    }
-    static const char *const bools[] = {"logprobs", "cache_prompt", "thinking"};
-    for (size_t i = 0; i < sizeof bools / sizeof *bools; i++) {
-        const cJSON *v = field(rec, bools[i]);
-        if (v && !cJSON_IsBool(v))
-            return bad(bools[i], "must be true or false");
-    }
-    const cJSON *stop = field(rec, "stop");
-    if (stop) {
-        int n = cJSON_IsString(stop) ? 1 : cJSON_IsArray(stop) ? cJSON_GetArraySize(stop) : -1;
-        if (n < 0 || n > 16)
-            return bad("stop", "must be a string or an array of at most 16 strings");
-        const cJSON *it = cJSON_IsString(stop) ? stop : stop->child;
-        for (int i = 0; i < n; i++, it = it->next)
-            if (!cJSON_IsString(it) || !*it->valuestring)
-                return bad("stop", "must hold non-empty strings");
-    }
-
-    const cJSON *v;
-    q->chat = msgs != NULL;
-    q->path = q->chat ? "/v1/chat/completions" : "/v1/completions";
-    q->max_tokens = p->max_tokens;
-    if ((v = field(rec, "max_tokens")))
-        q->max_tokens = (int)v->valuedouble;
-    if ((v = field(rec, "max_completion_tokens")))
-        q->max_tokens = (int)v->valuedouble;
-    q->top_logprobs = p->top_logprobs;
-    if ((v = field(rec, "top_logprobs")))
-        q->top_logprobs = (int)v->valuedouble;
-    q->logprobs = !cJSON_IsFalse(field(rec, "logprobs"));
-    int thinking = p->thinking;
-    if ((v = field(rec, "thinking")))
-        thinking = cJSON_IsTrue(v);
-
-    cJSON *b = cJSON_CreateObject();
-    if (!b)
-        return oom();
-    if (p->model)
-        cJSON_AddStringToObject(b, "model", p->model);
-    if (q->chat)
-        cJSON_AddItemToObject(b, "messages", cJSON_Duplicate(msgs, true));
-    else
-        cJSON_AddItemToObject(b, "prompt", cJSON_Duplicate(prompt, true));
-    ob_json_add_int(b, "max_tokens", q->max_tokens);
-    v = field(rec, "temperature");
-    cJSON_AddItemToObject(b, "temperature", v ? cJSON_Duplicate(v, false)
-                                              : ob_json_f64(p->temperature));
-    v = field(rec, "seed");
-    if (v)
-        cJSON_AddItemToObject(b, "seed", cJSON_Duplicate(v, false));
-    else
-        ob_json_add_int(b, "seed", (long long)p->seed);
-    static const char *const pass[] = {"top_k", "top_p", "min_p", "stop"};
-    for (size_t i = 0; i < sizeof pass / sizeof *pass; i++)
-        if ((v = field(rec, pass[i])))
-            cJSON_AddItemToObject(b, pass[i], cJSON_Duplicate(v, true));
-    /* at least one alternative: llama-server reports no log-probabilities with zero (the
-     * extra ones are cut from the result) */
-    int ask = q->top_logprobs > 0 ? q->top_logprobs : 1;
-    if (q->chat) {
-        cJSON_AddBoolToObject(b, "logprobs", q->logprobs);
-        if (q->logprobs)
-            ob_json_add_int(b, "top_logprobs", ask);
-    } else if (q->logprobs) {
-        ob_json_add_int(b, "logprobs", ask);
-    }
-    v = field(rec, "cache_prompt");
-    cJSON_AddBoolToObject(b, "cache_prompt", v ? cJSON_IsTrue(v) : false);
-    if (q->chat && thinking >= 0) {
-        cJSON *k = cJSON_CreateObject();
-        cJSON_AddBoolToObject(k, "enable_thinking", thinking);
-        cJSON_AddItemToObject(b, "chat_template_kwargs", k);
-    }
-    cJSON_AddBoolToObject(b, "stream", false);
-    q->body = cJSON_PrintUnformatted(b);
-    cJSON_Delete(b);
-    if (!q->body)
-        return oom();
-    return 0;
-}
-
-/* ---- replies --------------------------------------------------------------------------------- */
-
-/* s (n bytes) into buf as one line of valid UTF-8: control characters become spaces, ill-formed
- * UTF-8 U+FFFD; cut at a character boundary when it does not fit (with "...") */
-static void one_line(const char *s, size_t n, char *buf, size_t size)
-{
-    char *t = ob_utf8_sanitize(s, n);
-    size_t k = 0;
-    if (!t) {
-        snprintf(buf, size, "(out of memory)");
-        return;
-    }
-    const char *p = t, *end = t + strlen(t);
-    while (p < end) {
-        int l = ob_utf8_len(p, end);
-        l = l ? l : 1;
-        if (k + (size_t)l + 4 > size)
-            break;
-        for (int i = 0; i < l; i++)
-            buf[k++] = l == 1 && ((unsigned char)p[i] < 0x20 || p[i] == 0x7f) ? ' ' : p[i];
-        p += l;
-    }
-    if (p < end && size >= 4) {
-        memcpy(buf + k, "...", 3);
-        k += 3;
-    }
-    buf[k] = 0;
-    free(t);
-}
-
-const char *ob_oai_error_text(const char *body, size_t len, char *buf, size_t size)
-{
-    cJSON *j = NULL;
-    if (body && len)
-        ob_json_parse(body, len, OB_JSON_ANY_BYTES, &j);
-    const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
-    const cJSON *m = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "message") : e;
-    if (!cJSON_IsString(m))
-        m = cJSON_GetObjectItemCaseSensitive(j, "message");
-    if (cJSON_IsString(m)) {
-        one_line(m->valuestring, strlen(m->valuestring), buf, size);
-    } else if (!body || !len) {
-        snprintf(buf, size, "(empty reply)");
-    } else {
-        /* the start of the body, on one line, if it is text */
-        bool text = ob_utf8_valid(body, len);
-        for (size_t i = 0; i < len && text; i++) {
-            unsigned char c = (unsigned char)body[i];
-            text = c >= 0x20 ? c != 0x7f : c == '\n' || c == '\r' || c == '\t';
-        }
-        if (text)
-            one_line(body, len < 160 ? len : 160, buf, size);
-        else
-            snprintf(buf, size, "(a binary reply of %zu bytes)", len);
-    }
-    cJSON_Delete(j);
-    return buf;
-}
-
-/* a string from a reply into o as valid UTF-8 (ill-formed sequences become U+FFFD: a token's
- * exact bytes are kept in its "bytes") */
-static void add_text(cJSON *o, const char *key, const char *s)
-{
-    char *t = ob_utf8_sanitize(s, strlen(s));
-    cJSON_AddStringToObject(o, key, t ? t : "");
-    free(t);
-}
-
-/* the float32 of a wire decimal into o as logprob + bits; a decimal that is not a float32 is
- * kept as wire_logprob and counted. false when there is no number. */
-static bool put_lp(cJSON *o, const cJSON *v, int64_t *nonf32)
-{
-    float f;
-    bool exact;
-    if (!v || cJSON_IsNull(v) || ob_json_get_f32(v, &f, &exact))
-        return false;
-    char hex[OB_F32_BUFSZ];
-    cJSON_AddItemToObject(o, "logprob", ob_json_f32(f));
-    cJSON_AddStringToObject(o, "bits", ob_f32_hex(f, hex));
-    if (!exact) {
-        (*nonf32)++;
-        cJSON_AddItemToObject(o, "wire_logprob", ob_json_f64(v->valuedouble));
-    }
-    return true;
-}
-
-/* "token_id:123", vLLM's form of a token when it is asked to return ids */
-static int32_t vllm_id(const char *s)
-{
-    if (strncmp(s, "token_id:", 9) != 0 || !s[9])
-        return -1;
-    long long v = 0;
-    for (const char *p = s + 9; *p; p++) {
-        if (*p < '0' || *p > '9' || v > 2147483647LL)
-            return -1;
-        v = v * 10 + (*p - '0');
-    }
-    return v <= 2147483647LL ? (int32_t)v : -1;
-}
-
-/* one entry {id?, token, bytes?, logprob} -> {id?, text, [bytes,] logprob, bits} */
-static cJSON *entry_json(const cJSON *e, bool with_bytes, int64_t *nonf32)
-{
-    cJSON *o = cJSON_CreateObject();
-    const cJSON *id = field(e, "id"), *tok = field(e, "token"), *by = field(e, "bytes");
-    if (!tok)
-        tok = field(e, "text");
-    const char *text = cJSON_IsString(tok) ? tok->valuestring : NULL;
-    int32_t vid = text ? vllm_id(text) : -1;
-    if (is_int_in(id, 0, 2147483647.0))
-        ob_json_add_int(o, "id", (long long)id->valuedouble);
-    else if (vid >= 0)
-        ob_json_add_int(o, "id", vid);
-    if (text && vid < 0)
-        add_text(o, "text", text);
-    if (with_bytes) {
-        bool ok = cJSON_IsArray(by);
-        const cJSON *it, *arr = ok ? by : NULL;
-        cJSON_ArrayForEach(it, arr)
-            ok &= is_int_in(it, 0, 255);
-        if (ok)
-            cJSON_AddItemToObject(o, "bytes", cJSON_Duplicate(by, true));
-        else if (text && vid < 0)
-            cJSON_AddItemToObject(o, "bytes", ob_json_bytes((const unsigned char *)text,
-                                                         strlen(text)));
-    }
-    put_lp(o, field(e, "logprob"), nonf32);
-    return o;
-}
-
-struct topent {
-    const cJSON *item;
-    double lp;
-};
-
-static int by_lp_desc(const void *a, const void *b)
-{
-    const struct topent *x = a, *y = b;
-    if (x->lp != y->lp)
-        return x->lp > y->lp ? -1 : 1;
-    return x->item < y->item ? -1 : x->item > y->item;   /* keep the wire's order */
-}
-
-int ob_oai_tokens(const cJSON *choice, int top_k, cJSON **tokens, int64_t *nonf32)
-{
-    *tokens = NULL;
-    const cJSON *lp = field(choice, "logprobs");
-    if (!cJSON_IsObject(lp))
-        return ob_seterr(OB_ENOTFOUND, "no log-probabilities in the reply");
-    const cJSON *content = field(lp, "content"), *toks = field(lp, "tokens");
-    cJSON *out = cJSON_CreateArray();
-    if (!out)
-        return oom();
-    if (cJSON_IsArray(content)) {
-        const cJSON *e;
-        cJSON_ArrayForEach(e, content) {
-            cJSON *t = entry_json(e, true, nonf32);
-            cJSON *top = cJSON_CreateArray();
-            const cJSON *tl = field(e, "top_logprobs"), *x;
-            if (!cJSON_IsArray(tl))
-                tl = NULL;
-            int k = 0;
-            cJSON_ArrayForEach(x, tl) {
-                if (k++ >= top_k)
-                    break;
-                cJSON_AddItemToArray(top, entry_json(x, false, nonf32));
-            }
-            cJSON_AddItemToObject(t, "top", top);
-            cJSON_AddItemToArray(out, t);
-        }
-    } else if (cJSON_IsArray(toks)) {
-        /* the legacy completions form: parallel arrays, top lists as {text: logprob} */
-        const cJSON *tlp = field(lp, "token_logprobs"), *tops = field(lp, "top_logprobs");
-        int i = 0;
-        const cJSON *tk;
-        cJSON_ArrayForEach(tk, toks) {
-            cJSON *t = cJSON_CreateObject();
-            if (cJSON_IsString(tk)) {
-                int32_t vid = vllm_id(tk->valuestring);
-                if (vid >= 0) {
-                    ob_json_add_int(t, "id", vid);
-                } else {
-                    add_text(t, "text", tk->valuestring);
-                    cJSON_AddItemToObject(t, "bytes",
-                                          ob_json_bytes((const unsigned char *)tk->valuestring,
-                                                     strlen(tk->valuestring)));
-                }
-            }
-            put_lp(t, cJSON_IsArray(tlp) ? cJSON_GetArrayItem(tlp, i) : NULL, nonf32);
-            cJSON *top = cJSON_CreateArray();
-            const cJSON *d = cJSON_IsArray(tops) ? cJSON_GetArrayItem(tops, i) : NULL;
-            int n = cJSON_IsObject(d) ? cJSON_GetArraySize(d) : 0;
-            struct topent *te = n ? calloc((size_t)n, sizeof *te) : NULL;
-            int m = 0;
-            const cJSON *x, *dd = te ? d : NULL;
-            cJSON_ArrayForEach(x, dd)
-                if (cJSON_IsNumber(x))
-                    te[m++] = (struct topent){x, x->valuedouble};
-            if (m)
-                qsort(te, (size_t)m, sizeof *te, by_lp_desc);
-            for (int k = 0; k < m && k < top_k; k++) {
-                cJSON *o = cJSON_CreateObject();
-                int32_t vid = vllm_id(te[k].item->string);
-                if (vid >= 0)
-                    ob_json_add_int(o, "id", vid);
-                else
-                    add_text(o, "text", te[k].item->string);
-                put_lp(o, te[k].item, nonf32);
-                cJSON_AddItemToArray(top, o);
-            }
-            free(te);
-            cJSON_AddItemToObject(t, "top", top);
-            cJSON_AddItemToArray(out, t);
-            i++;
-        }
-    } else {
-        cJSON_Delete(out);
-        return ob_seterr(OB_ENOTFOUND, "no log-probabilities in the reply");
-    }
-    *tokens = out;
-    return 0;
-}
-
-/* the request's fields, then ours (replacing any of the same name), id first */
-static cJSON *result_begin(const cJSON *req, const char *id, int repeat, const char *route)
-{
-    cJSON *o = req ? cJSON_Duplicate(req, true) : cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    static const char *const ours[] = {"id", "repeat", "route", "model", "prompt_tokens",
-                                       "prompt_ids", "tokens", "text", "finish_reason",
-                                       "completion_tokens", "cached_tokens", "timing", "error",
-                                       "nonf32_values", "reasoning_content"};
-    for (size_t i = 0; i < sizeof ours / sizeof *ours; i++)
-        cJSON_DeleteItemFromObjectCaseSensitive(o, ours[i]);
-    cJSON *first = cJSON_CreateString(id);
-    if (!first) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    first->string = strdup("id");
-    first->next = o->child;
-    if (o->child) {
-        first->prev = o->child->prev;
-        o->child->prev = first;
-    } else {
-        first->prev = first;
-    }
-    o->child = first;
-    ob_json_add_int(o, "repeat", repeat);
-    cJSON_AddStringToObject(o, "route", route);
-    return o;
-}
-
-static void fail_record(cJSON *o, const char *msg)
-{
-    cJSON_DeleteItemFromObjectCaseSensitive(o, "finish_reason");
-    cJSON_AddStringToObject(o, "finish_reason", "error");
-    cJSON_AddStringToObject(o, "error", msg);
-}
-
-cJSON *ob_oai_result(const cJSON *req, const struct ob_oai_req *q, int repeat, const char *route,
-                     const struct ob_http_result *res, int *err)
-{
-    *err = 0;
-    cJSON *o = result_begin(req, q->id, repeat, route);
-    if (!o)
-        return NULL;
-    char msg[400];
-    if (res->err) {
-        *err = ob_seterr(res->err, "%s", res->msg);
-        cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray());
-        fail_record(o, res->msg);
-        return o;
-    }
-    if (res->status != 200) {
-        char t[256];
-        snprintf(msg, sizeof msg, "HTTP %ld: %s", res->status,
-                 ob_oai_error_text(res->body, res->len, t, sizeof t));
-        *err = ob_seterr(res->status >= 500 ? OB_EIO : OB_EFORMAT, "%s", msg);
-        cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray());
-        fail_record(o, msg);
-        return o;
-    }
-    /* token text may be part of a UTF-8 character: kept as bytes, written out as U+FFFD */
-    cJSON *j = NULL;
-    bool json = ob_json_parse(res->body, res->len, OB_JSON_ANY_BYTES, &j) == 0;
-    const cJSON *choices = cJSON_GetObjectItemCaseSensitive(j, "choices");
-    const cJSON *c = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
-    if (!cJSON_IsObject(c)) {
-        char t[256];
-        if (json || !res->len)
-            ob_oai_error_text(res->body, res->len, t, sizeof t);
-        else
-            snprintf(t, sizeof t, "%s", ob_errmsg());
-        snprintf(msg, sizeof msg, "%s: %s", json || !res->len ? "the reply is not a completion"
-                 : "the reply cannot be read", t);
-        *err = ob_seterr(OB_EFORMAT, "%s", msg);
-        cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray());
-        fail_record(o, msg);
-        cJSON_Delete(j);
-        return o;
-    }
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
-    cJSON *m = cJSON_CreateObject();
-    add_text(m, "name", cJSON_IsString(model) ? model->valuestring : "");
-    cJSON_AddItemToObject(o, "model", m);
-    const cJSON *usage = cJSON_GetObjectItemCaseSensitive(j, "usage");
-    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
-    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(usage, "completion_tokens");
-    if (is_int_in(pt, 0, 1e15))
-        ob_json_add_int(o, "prompt_tokens", (long long)pt->valuedouble);
-    int64_t nonf32 = 0;
-    cJSON *tokens = NULL;
-    int e = ob_oai_tokens(c, q->top_logprobs, &tokens, &nonf32);
-    if (e == OB_ENOMEM) {
-        cJSON_Delete(j);
-        cJSON_Delete(o);
-        return NULL;
-    }
-    cJSON_AddItemToObject(o, "tokens", tokens ? tokens : cJSON_CreateArray());
-    /* the text: chat's message content (with any reasoning beside it), completions' text */
-    const cJSON *msgo = cJSON_GetObjectItemCaseSensitive(c, "message");
-    const cJSON *text = q->chat ? cJSON_GetObjectItemCaseSensitive(msgo, "content")
-                                : cJSON_GetObjectItemCaseSensitive(c, "text");
-    const cJSON *rc = cJSON_GetObjectItemCaseSensitive(msgo, "reasoning_content");
-    add_text(o, "text", cJSON_IsString(text) ? text->valuestring : "");
-    if (cJSON_IsString(rc) && *rc->valuestring)
-        add_text(o, "reasoning_content", rc->valuestring);
-    const cJSON *fr = cJSON_GetObjectItemCaseSensitive(c, "finish_reason");
-    add_text(o, "finish_reason", cJSON_IsString(fr) ? fr->valuestring : "unknown");
-    int n_tok = tokens ? cJSON_GetArraySize(tokens) : 0;
-    ob_json_add_int(o, "completion_tokens", is_int_in(ct, 0, 1e15) ? (long long)ct->valuedouble
-                                                                : n_tok);
-    ob_json_add_int(o, "nonf32_values", nonf32);
-    cJSON *tm = cJSON_CreateObject();
-    cJSON_AddItemToObject(tm, "request_s", ob_json_f64(res->seconds));
-    ob_json_add_int(tm, "attempts", res->attempts);
-    cJSON_AddItemToObject(o, "timing", tm);
-    /* asked for log-probabilities and got tokens without them: unusable for measuring */
-    bool generated = n_tok > 0 || (is_int_in(ct, 0, 1e15) && ct->valuedouble > 0) ||
-                     (cJSON_IsString(text) && *text->valuestring);
-    if (q->logprobs && q->max_tokens > 0 && (e == OB_ENOTFOUND || !n_tok) && generated) {
-        *err = ob_seterr(OB_EFORMAT, "the server returned no log-probabilities");
-        fail_record(o, ob_errmsg());
-    } else if (q->logprobs && tokens) {
-        int missing = 0;
-        const cJSON *t;
-        cJSON_ArrayForEach(t, tokens)
-            missing += !cJSON_GetObjectItemCaseSensitive(t, "logprob");
-        if (missing) {
-            *err = ob_seterr(OB_EFORMAT, "the server returned %d token%s without a "
-                             "log-probability", missing, missing == 1 ? "" : "s");
-            fail_record(o, ob_errmsg());
-        }
-    }
-    if (!q->logprobs && tokens) {
-        /* not asked for: leave them out, as the in-process routes do */
-        cJSON *t;
-        cJSON_ArrayForEach(t, tokens) {
-            cJSON_DeleteItemFromObjectCaseSensitive(t, "logprob");
-            cJSON_DeleteItemFromObjectCaseSensitive(t, "bits");
-            cJSON_DeleteItemFromObjectCaseSensitive(t, "wire_logprob");
-            cJSON_DeleteItemFromObjectCaseSensitive(t, "top");
-        }
-    }
-    cJSON_Delete(j);
-    return o;
 }

@@ -1,38 +1,36 @@
 /*
  * serve.h — the HTTP server of 1b-serve (serve.c): libmicrohttpd with a pool of HTTP threads
- * in front of one continuous-batching engine, OpenAI-compatible endpoints (openai.h) and the
+ * in front of one continuous-batching engine, OpenAI-compatible endpoints (oai-server.h) and the
  * operational ones (/health, /livez, /metrics, /tokenize, /detokenize). man/1b-serve.1
  * documents every endpoint and status.
  *
- * Threads: HTTP threads (libmicrohttpd's pool) read requests, answer the quick endpoints,
- * queue cancellations and format answers; they never parse or tokenize a body, so that
- * /health and /livez answer at once whatever else comes in. Prep threads (as many as HTTP
- * threads) parse and tokenize bodies and submit engine jobs, the request's connection
- * suspended meanwhile. One driver thread, started by ob_serve_attach, owns the engine
- * (ob_engine_step in a loop, ob_engine_wait when idle, and every ob_engine_cancel and
- * ob_engine_stats) and hands tokens and finishes to the HTTP threads under the server's lock,
- * resuming the suspended connection that waits for them. The driver also watches the sockets
- * of waiting connections, so that a client that goes away cancels its sequence and frees its
- * slot, and cancels requests that pass their time limit. A guard thread holds every connection
- * to its deadlines: the request's headers must arrive in full within header_timeout of the
- * connection (or of the request line, on a connection kept alive), its body within
- * body_timeout of the headers; it shuts down (shutdown(2)) the socket of a connection past its
- * deadline, whatever the client's pace (libmicrohttpd's own timeout is an idle timeout, which
- * one byte a second keeps resetting).
+ * Threads: HTTP threads (libmicrohttpd's pool) read requests, answer the quick endpoints, cancel
+ * the jobs of clients that went away and format answers; they never parse or tokenize a body, so
+ * that /health and /livez answer at once whatever else comes in. Prep threads (as many as HTTP
+ * threads) parse and tokenize bodies and submit engine jobs, the request's connection suspended
+ * meanwhile. One driver thread, started by ob_serve_attach, steps the engine (ob_engine_step in a
+ * loop, ob_engine_wait when idle; the engine's submit, cancel and stats are safe from any thread,
+ * engine.h) and hands tokens and finishes to the HTTP threads under the server's lock, resuming the
+ * suspended connection that waits for them. The driver also watches the sockets of waiting
+ * connections, so that a client that goes away cancels its sequence and frees its slot, and cancels
+ * requests that pass their time limit. A guard thread holds every connection to its deadlines: the
+ * request's headers must arrive in full within header_timeout of the connection (or of the request
+ * line, on a connection kept alive), its body within body_timeout of the headers; it shuts down
+ * (shutdown(2)) the socket of a connection past its deadline, whatever the client's pace
+ * (libmicrohttpd's own timeout is an idle timeout, which one byte a second keeps resetting).
  *
  * Memory: cJSON builds the whole tree of a body before it is read, about 80 bytes a value, so
- * a parse may allocate at most the body's size plus max_values(ctx) values' worth (see
- * serve.c): a 4 MiB body of two million token ids is refused (413) having cost a few MiB, not
- * hundreds. ob_serve_new sets cJSON's allocation hooks (cJSON_InitHooks) for the whole process
- * to count this; they count only on a thread that is parsing a body.
+ * a body may hold at most max_values(ctx) JSON values (see serve.c), counted by
+ * ob_json_parse_max in its pass over the bytes before cJSON allocates anything: a 4 MiB body
+ * of two million token ids is refused (413) having cost its own bytes, not hundreds of MiB.
  *
  * Life cycle: ob_serve_new listens at once (/health answers 503 "loading"); the caller loads
  * the model and builds the context and engine, then ob_serve_attach makes the server ready.
  * To stop: ob_serve_quiesce (no new connections, /health 503 "draining"), wait while
  * ob_serve_in_flight > 0 for as long as the grace period allows, ob_serve_cancel_all, then
  * ob_serve_free, which closes at once every connection that is not being answered (a client
- * still sending its request would only get 503). The library logs through params.log only (one JSON object per call, no
- * newline); it never prints.
+ * still sending its request would only get 503). The library logs through params.log only
+ * (one JSON object per call, no newline); it never prints.
  *
  * Ownership: the model, context and engine belong to the caller and must outlive the server
  * (free the server first). ob_serve_quiesce, ob_serve_in_flight and ob_serve_cancel_all may be

@@ -1,6 +1,6 @@
 /*
  * fuzz-agree.c — libFuzzer harness for the record reader and comparators of 1b-agree and
- * 1b-batchrep (lib/agree.c), and for the reply reader of the URL route (lib/net/http.c) whose
+ * 1b-batchrep (lib/agree.c), and for the reply reader of the URL route (lib/net/oai-client.c) whose
  * output they read.
  *
  * Input: two JSON-lines streams separated by the first NUL byte (no NUL: the same stream
@@ -18,7 +18,7 @@
 
 #include "1b.h"
 #include "agree.h"
-#include "net/http.h"
+#include "net/oai-client.h"
 
 static struct ob_agree_set *read_set(const uint8_t *p, size_t n, const char *name)
 {
@@ -80,10 +80,10 @@ static void reply(const uint8_t *p, size_t n)
     memcpy(body, p, n);
     body[n] = 0;
     struct ob_http_result res = {.status = 200, .body = body, .len = n, .attempts = 1};
-    struct ob_oai_req q = {.id = "f", .chat = n % 2, .logprobs = true, .top_logprobs = 3,
-                           .max_tokens = 4};
+    struct ob_oai_cli_req q = {.id = "f", .chat = n % 2, .logprobs = true, .top_logprobs = 3,
+                               .max_tokens = 4};
     int err;
-    cJSON *rec = ob_oai_result(NULL, &q, 0, "http://fuzz", &res, &err);
+    cJSON *rec = ob_oai_cli_result(NULL, &q, 0, "http://fuzz", &res, &err);
     if (rec) {
         char *s = cJSON_PrintUnformatted(rec);
         cJSON *back = s ? cJSON_Parse(s) : NULL;

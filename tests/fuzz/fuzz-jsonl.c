@@ -2,7 +2,8 @@
  * fuzz-jsonl.c — libFuzzer harness for the JSON readers and record writers that need no
  * model: ob_json_parse (strict, and OB_JSON_ANY_BYTES as for a server's reply), the JSON-lines
  * reader over the input as lines, the URL route's mapping of a record to a wire request
- * (ob_oai_request) and of a reply to a result record (ob_oai_result, ob_oai_error_text).
+ * (ob_oai_cli_request) and of a reply to a result record (ob_oai_cli_result,
+ * ob_oai_cli_error_text).
  *
  * Checked for every input; anything else aborts:
  *  - what the strict reader accepts has no string that cJSON could have cut short: it prints
@@ -13,7 +14,10 @@
  *  - the result record made from the input taken as a server's reply (any status, any bytes)
  *    is strict JSON as cJSON prints it, before ob_jsonl_write's own repair: every writer of
  *    reply text cleans it;
- *  - an error reply's text is one line of valid UTF-8 without control characters.
+ *  - an error reply's text is one line of valid UTF-8 without control characters;
+ *  - ob_json_parse_max takes the text with a bound of exactly the nodes cJSON made of it and
+ *    refuses it (OB_ERANGE) with one less;
+ *  - ob_json_print's text reads back to the same tree, every number to the same bits.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -21,7 +25,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "net/http.h"
+#include "net/oai-client.h"
 
 /* s must be strict JSON (ob_json_parse without flags); returns the tree */
 static cJSON *must_parse(const char *s, size_t n, const char *what)
@@ -54,6 +58,28 @@ static void round_trip(const cJSON *j, const char *what)
     cJSON_free(s);
 }
 
+static int count_nodes(const cJSON *j)
+{
+    int n = 0;
+    for (; j; j = j->next)
+        n += 1 + count_nodes(j->child);
+    return n;
+}
+
+/* the same shape, names and strings, and numbers with the same bits */
+static int same_exact(const cJSON *a, const cJSON *b)
+{
+    for (; a && b; a = a->next, b = b->next) {
+        if ((a->type & 0xff) != (b->type & 0xff) || !a->string != !b->string ||
+            (a->string && strcmp(a->string, b->string)) ||
+            (cJSON_IsString(a) && strcmp(a->valuestring, b->valuestring)) ||
+            (cJSON_IsNumber(a) && memcmp(&a->valuedouble, &b->valuedouble, 8)) ||
+            !same_exact(a->child, b->child))
+            return 0;
+    }
+    return !a && !b;
+}
+
 static void parse(const char *data, size_t size)
 {
     cJSON *j = NULL, *k = NULL;
@@ -65,6 +91,22 @@ static void parse(const char *data, size_t size)
         round_trip(j, "a strictly parsed text");
         if (memchr(data, 0, size))
             abort();               /* a NUL byte let in */
+        int n = count_nodes(j);
+        cJSON *m = NULL;
+        if (ob_json_parse_max(data, size, 0, (size_t)n, &m) || !m)
+            abort();               /* refused at its own count */
+        cJSON_Delete(m);
+        m = NULL;
+        if (n > 1 && (ob_json_parse_max(data, size, 0, (size_t)n - 1, &m) != OB_ERANGE || m))
+            abort();               /* taken beyond its bound */
+        char *s = ob_json_print(j);
+        cJSON *back = s ? must_parse(s, strlen(s), "ob_json_print's text") : NULL;
+        if (!back || !same_exact(j, back)) {
+            fprintf(stderr, "ob_json_print is not exact: %.400s\n", s ? s : "(null)");
+            abort();
+        }
+        cJSON_Delete(back);
+        cJSON_free(s);
     }
     cJSON_Delete(j);
     cJSON_Delete(k);
@@ -105,12 +147,12 @@ static void lines(const char *data, size_t size)
         round_trip(rec, "a record");
         free(line);
         /* the record as a wire request */
-        struct ob_oai_params p = {.max_tokens = 4, .temperature = 0, .seed = 1,
-                                  .top_logprobs = 2, .thinking = -1, .model = "m"};
-        struct ob_oai_req q;
-        if (ob_oai_request(rec, &p, (uint64_t)n + 1, &q) == 0)
+        struct ob_oai_cli_params p = {.max_tokens = 4, .temperature = 0, .seed = 1,
+                                      .top_logprobs = 2, .thinking = -1, .model = "m"};
+        struct ob_oai_cli_req q;
+        if (ob_oai_cli_request(rec, &p, (uint64_t)n + 1, &q) == 0)
             cJSON_Delete(must_parse(q.body, strlen(q.body), "a wire request"));
-        ob_oai_req_free(&q);
+        ob_oai_cli_req_free(&q);
         cJSON_Delete(rec);
     }
     ob_jsonl_close(in);
@@ -131,16 +173,16 @@ static void reply(const char *data, size_t size)
     body[size] = 0;
     for (int i = 0; i < 2; i++) {
         cJSON *req = must_parse(reqs[i], strlen(reqs[i]), "a request");
-        struct ob_oai_params p = {.max_tokens = 4, .top_logprobs = 2, .thinking = -1};
-        struct ob_oai_req q;
-        if (ob_oai_request(req, &p, 1, &q))
+        struct ob_oai_cli_params p = {.max_tokens = 4, .top_logprobs = 2, .thinking = -1};
+        struct ob_oai_cli_req q;
+        if (ob_oai_cli_request(req, &p, 1, &q))
             abort();
         static const long status[] = {200, 400, 503};
         for (int s = 0; s < 3; s++) {
             struct ob_http_result res = {.status = status[s], .body = body, .len = size,
                                          .attempts = 1};
             int err;
-            cJSON *rec = ob_oai_result(req, &q, 0, "http://127.0.0.1:1", &res, &err);
+            cJSON *rec = ob_oai_cli_result(req, &q, 0, "http://127.0.0.1:1", &res, &err);
             if (!rec)
                 abort();
             char *txt = cJSON_PrintUnformatted(rec);
@@ -150,11 +192,11 @@ static void reply(const char *data, size_t size)
             cJSON_free(txt);
             cJSON_Delete(rec);
         }
-        ob_oai_req_free(&q);
+        ob_oai_cli_req_free(&q);
         cJSON_Delete(req);
     }
     char t[256];
-    ob_oai_error_text(body, size, t, sizeof t);
+    ob_oai_cli_error_text(body, size, t, sizeof t);
     size_t n = strlen(t);
     if (!ob_utf8_valid(t, n))
         abort();

@@ -1,15 +1,15 @@
 /*
- * fuzz-serve.c — libFuzzer harness for 1b-serve's request side (lib/net/openai.c): any bytes as a
- * POST body to /v1/chat/completions, /v1/completions, /tokenize and /detokenize. No server
- * and no model: the body parser is a pure function, and the prompt is tokenized with a small
- * byte-level BPE vocabulary written here (ChatML specials and a Qwen3-style template, so
- * that messages are rendered and tokenized too).
+ * fuzz-serve.c — libFuzzer harness for 1b-serve's request side (lib/net/oai-server.c): any bytes as
+ * a POST body to /v1/chat/completions, /v1/completions, /tokenize and /detokenize. No server and no
+ * model: the body parser is a pure function, and the prompt is tokenized with a small byte-level
+ * BPE vocabulary written here (ChatML specials and a Qwen3-style template, so that messages are
+ * rendered and tokenized too).
  *
  * For every body that parses, the answer side is exercised as well and checked:
  *  - the fields are in their documented ranges;
  *  - a whole answer and every stream chunk built from the request's tokens are strict JSON
  *    (ob_json_parse: valid UTF-8, control characters escaped);
- *  - streaming the text piece by piece (ob_api_stream_safe, cut at the request's stop strings
+ *  - streaming the text piece by piece (ob_oai_srv_stream_safe, cut at the request's stop strings
  *    the way the engine cuts) gives exactly the text of the whole answer.
  * Anything else aborts.
  */
@@ -20,7 +20,7 @@
 
 #include "1b.h"
 #include "chat.h"
-#include "net/openai.h"
+#include "net/oai-server.h"
 #include "tok.h"
 #include "../unit/bytelevel.h"
 
@@ -112,7 +112,7 @@ static bool engine_stop(const char *text, size_t old, size_t len, const char *co
     return false;
 }
 
-static void answers(const struct ob_api_req *q, const int32_t *ids, int n_ids)
+static void answers(const struct ob_oai_srv_req *q, const int32_t *ids, int n_ids)
 {
     /* pretend the model generated the prompt's tokens again (at most 24) */
     int n = n_ids < 24 ? n_ids : 24;
@@ -124,7 +124,7 @@ static void answers(const struct ob_api_req *q, const int32_t *ids, int n_ids)
     bool stopped = false;
     int n_toks = 0;
     struct ob_sb stream = {0}, pieces = {0};
-    struct ob_api_result r = {
+    struct ob_oai_srv_result r = {
         .kind = q->kind, .id = "cmpl-fuzz", .model = "m", .fingerprint = "1b-x", .created = 1,
         .tok = tok, .echo = q->echo, .prompt = ids, .n_prompt = n_ids, .ptoks = ti,
         .n_ptoks = n > 0 ? n - 1 : 0, .toks = ti, .text = text, .finish_reason = "length",
@@ -147,12 +147,12 @@ static void answers(const struct ob_api_req *q, const int32_t *ids, int n_ids)
         r.n_toks = n_toks;
         size_t at;
         stopped = q->n_forced == 0 && engine_stop(text, old, len, q->stop, q->n_stop, &at);
-        size_t safe = ob_api_stream_safe(text, sent, len, q->stop, q->n_forced ? 0 : q->n_stop);
+        size_t safe = ob_oai_srv_stream_safe(text, sent, len, q->stop, q->n_forced ? 0 : q->n_stop);
         if (safe < sent || safe > len)
             abort();
         if (stopped && safe > at)
             abort();               /* text after the cut was let out */
-        ob_api_chunk_token(&stream, &r, &ti[i], text + sent, safe - sent, 0);
+        ob_oai_srv_chunk_token(&stream, &r, &ti[i], text + sent, safe - sent, 0);
         char *s = ob_utf8_sanitize(text + sent, safe - sent);
         ob_sb_str(&pieces, s);
         free(s);
@@ -168,7 +168,7 @@ static void answers(const struct ob_api_req *q, const int32_t *ids, int n_ids)
     char *s = ob_utf8_sanitize(text + sent, cut - sent);
     ob_sb_str(&pieces, s);
     free(s);
-    ob_api_chunk_end(&stream, &r, text + sent, cut - sent, true);
+    ob_oai_srv_chunk_end(&stream, &r, text + sent, cut - sent, true);
     char *whole = ob_utf8_sanitize(text, cut);
     if (strcmp(whole, pieces.p ? pieces.p : "") != 0) {
         fprintf(stderr, "streamed text differs from the whole text\n");
@@ -176,11 +176,11 @@ static void answers(const struct ob_api_req *q, const int32_t *ids, int n_ids)
     }
     free(whole);
     struct ob_sb b = {0};
-    ob_api_chunk_start(&b, &r);
+    ob_oai_srv_chunk_start(&b, &r);
     check_events(&b);
     check_events(&stream);
     ob_sb_reset(&b);
-    ob_api_body(&b, &r);
+    ob_oai_srv_body(&b, &r);
     must_parse(b.p, b.len, "a whole answer");
     ob_sb_free(&b);
     ob_sb_free(&stream);
@@ -189,31 +189,35 @@ static void answers(const struct ob_api_req *q, const int32_t *ids, int n_ids)
     free(ti);
 }
 
+/* JSON values a body may hold: as many as 1b-serve takes with --ctx 2048 */
+#define MAX_VALUES (4 * 2048 + 4096)
+
 static void one(const char *body, size_t size, int kind, const char *t)
 {
-    struct ob_api_defaults d = {.max_tokens_chat = 64, .max_tokens_completion = 16,
-                                .max_tokens_cap = 64, .temperature = 1.0f, .seed = 0};
-    struct ob_api_req q;
-    struct ob_api_err e;
-    if (ob_api_parse(body, size, kind, &d, &q, &e)) {
+    struct ob_oai_srv_defaults d = {.max_tokens_chat = 64, .max_tokens_completion = 16,
+                                    .max_tokens_cap = 64, .temperature = 1.0f, .seed = 0,
+                                    .max_values = MAX_VALUES};
+    struct ob_oai_srv_req q;
+    struct ob_oai_srv_err e;
+    if (ob_oai_srv_parse(body, size, kind, &d, &q, &e)) {
         if (e.status < 400 || e.status > 599 || !e.type)
             abort();
         struct ob_sb b = {0};
-        ob_api_error_body(&b, &e);
+        ob_oai_srv_error_body(&b, &e);
         must_parse(b.p, b.len, "an error body");
         ob_sb_free(&b);
-        ob_api_free(&q);
+        ob_oai_srv_free(&q);
         return;
     }
     if (q.max_tokens < 0 || q.max_tokens > 64 || q.top_logprobs < 0 || q.top_logprobs > OB_MAX_TOP ||
-        q.n_stop < 0 || q.n_stop > 16 || (kind == OB_API_CHAT && q.n_msgs == 0))
+        q.n_stop < 0 || q.n_stop > 16 || (kind == OB_OAI_SRV_CHAT && q.n_msgs == 0))
         abort();
     for (int i = 0; i < q.n_stop; i++)
         if (!q.stop[i][0])
             abort();
     int32_t *ids = NULL, stops[OB_CHAT_MAX_STOPS];
     int n = 0, ns = 0;
-    if (ob_api_tokens(&q, tok, t, &ids, &n, stops, &ns, &e) == 0) {
+    if (ob_oai_srv_tokens(&q, tok, t, &ids, &n, stops, &ns, &e) == 0) {
         if (n < 1)
             abort();
         for (int i = 0; i < n; i++)
@@ -222,7 +226,7 @@ static void one(const char *body, size_t size, int kind, const char *t)
         answers(&q, ids, n);
         free(ids);
     }
-    ob_api_free(&q);
+    ob_oai_srv_free(&q);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -234,14 +238,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!body)
         return 0;
     memcpy(body, data, size);
-    one(body, size, OB_API_CHAT, tmpl);
-    one(body, size, OB_API_CHAT, NULL);
-    one(body, size, OB_API_COMPLETION, NULL);
-    struct ob_api_err e;
+    one(body, size, OB_OAI_SRV_CHAT, tmpl);
+    one(body, size, OB_OAI_SRV_CHAT, NULL);
+    one(body, size, OB_OAI_SRV_COMPLETION, NULL);
+    struct ob_oai_srv_err e;
     cJSON *root;
     const char *content;
     bool a, p, w;
-    if (ob_api_parse_tokenize(body, size, &root, &content, &a, &p, &w, &e) == 0) {
+    if (ob_oai_srv_parse_tokenize(body, size, MAX_VALUES, &root, &content, &a, &p, &w, &e) == 0) {
         int32_t *ids;
         size_t n;
         if (ob_tok_encode(tok, content, strlen(content), p, &ids, &n) == 0)
@@ -250,7 +254,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     int32_t *ids;
     int n;
-    if (ob_api_parse_detokenize(body, size, ob_tok_n_vocab(tok), &ids, &n, &e) == 0) {
+    if (!ob_oai_srv_parse_detokenize(body, size, MAX_VALUES, ob_tok_n_vocab(tok), &ids, &n, &e)) {
         char *text;
         size_t len;
         if (ob_tok_decode(tok, ids, (size_t)n, &text, &len) == 0)

@@ -5,14 +5,14 @@
  *    trailing /v1 dropped, a query kept for every request, a fragment dropped), and the route
  *    as records show it (as given, or without user:password);
  *  - ob_http_new refuses an API key with a control character (header injection);
- *  - ob_oai_error_text: the message of an error reply, else the body's start when it is text,
+ *  - ob_oai_cli_error_text: the message of an error reply, else the body's start when it is text,
  *    else what it is, always one line of valid UTF-8.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "1b.h"
-#include "net/http.h"
+#include "net/oai-client.h"
 #include "tap.h"
 
 static void base(void)
@@ -99,7 +99,7 @@ static void error_text(void)
     };
     int good = 1;
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-        ob_oai_error_text(c[i].body, c[i].len, t, sizeof t);
+        ob_oai_cli_error_text(c[i].body, c[i].len, t, sizeof t);
         size_t n = strlen(t);
         bool clean = ob_utf8_valid(t, n);
         for (size_t k = 0; k < n; k++)
@@ -113,7 +113,7 @@ static void error_text(void)
             good = 0;
         }
     }
-    ok(good, "ob_oai_error_text: the message, or the body's start, or what it is; one line of "
+    ok(good, "ob_oai_cli_error_text: the message, or the body's start, or what it is; one line of "
        "valid UTF-8, cut between characters");
 }
 

@@ -12,7 +12,12 @@
  *    into invalid output (\u0000, \uZZZZ, unpaired surrogates, raw control bytes, ill-formed
  *    UTF-8) is refused with its byte offset, what it accepts is carried whole (strings
  *    compared byte for byte), OB_JSON_ANY_BYTES keeps a partial character's bytes;
- *  - the writer emits valid UTF-8 whatever bytes a string holds.
+ *  - the writer emits valid UTF-8 whatever bytes a string holds;
+ *  - ob_json_parse_max counts exactly the nodes cJSON will make (keys are not values) and
+ *    refuses a text with more before cJSON allocates anything;
+ *  - ob_json_print writes every number so that it reads back to the same double (cJSON's own
+ *    printer rounds 2^53 to 9.00719925474099e+15), names and order kept, non-finite numbers
+ *    as strings, and leaves the caller's tree as it was.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -257,6 +262,12 @@ static void json_refusals(void)
         {TXT(""), 0, "invalid JSON"},
         {TXT("{\"x\":1e400}"), 0, "a number out of range at byte 6: 1e400"},    /* cJSON: null */
         {TXT("[-2E+999]"), 0, "a number out of range at byte 2"},
+        /* past 63 characters too: cJSON reads a number of any length */
+        {TXT("[1000000000000000000000000000000000000000000000000000000000000000000000000000000"
+             "0000000000000000000000000000000000000000000000000000000000000000000000000000000"
+             "0000000000000000000000000000000000000000000000000000000000000000000000000000000"
+             "0000000000000000000000000000000000000000000000000000000000000000000000000000000]"),
+         0, "a number out of range at byte 2: 1000000000"},
         /* what OB_JSON_ANY_BYTES still refuses: anything but ill-formed UTF-8 in a string */
         {TXT("{\"p\":\"ab\\u0000cd\"}"), OB_JSON_ANY_BYTES, "\\u0000 at byte 9"},
         {TXT("{\"p\":\"a\x01\"}"), OB_JSON_ANY_BYTES, "raw control byte 0x01"},
@@ -367,6 +378,112 @@ static void exact(void)
     cJSON_Delete(o);
 }
 
+/* cJSON's allocations, counted through its hooks (this test's own: the library sets none) */
+static size_t n_allocs;
+
+static void *counting_malloc(size_t n)
+{
+    n_allocs++;
+    return malloc(n);
+}
+
+static int count_nodes(const cJSON *j)
+{
+    int n = 0;
+    for (; j; j = j->next)
+        n += 1 + count_nodes(j->child);
+    return n;
+}
+
+static void value_bound(void)
+{
+    static const char *const texts[] = {
+        "{\"a\":[1,2,\"x\"],\"b\":{\"c\":true}}", "[]", "\"s\"", " 7 ", "[null,false,true]",
+        "{\"k\" : \"v\" , \"k2\":\"\\\":\"}", "[[[[\"a\"]]],{},-1.5e3]",
+        "{\"prompt\":\"Once upon\",\"max_tokens\":4,\"stop\":[\"a:\",\"b\"]}",
+    };
+    int good = 1;
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        cJSON *j = NULL, *k = NULL;
+        size_t len = strlen(texts[i]);
+        int e = ob_json_parse(texts[i], len, 0, &j);
+        int n = j ? count_nodes(j) : -1;
+        int at = ob_json_parse_max(texts[i], len, 0, (size_t)n, &k);
+        cJSON_Delete(k);
+        k = NULL;
+        int below = n > 1 ? ob_json_parse_max(texts[i], len, 0, (size_t)n - 1, &k) : OB_ERANGE;
+        if (e || at || below != OB_ERANGE || k) {
+            printf("# %s: %d nodes; at the bound %d, one below %d\n", texts[i], n, at, below);
+            good = 0;
+        }
+        cJSON_Delete(j);
+    }
+    ok(good, "ob_json_parse_max: a text of N nodes is taken with the bound N and refused "
+       "(OB_ERANGE) with N - 1 (keys, colons in strings and nesting counted as cJSON does)");
+    /* two million token ids against a bound of 12288: refused with nothing allocated */
+    size_t n = 2000000, len = 0;
+    char *big = malloc(2 * n + 16);
+    big[len++] = '[';
+    for (size_t i = 0; i < n; i++) {
+        big[len++] = '1';
+        big[len++] = ',';
+    }
+    big[len - 1] = ']';
+    cJSON_InitHooks(&(cJSON_Hooks){.malloc_fn = counting_malloc, .free_fn = free});
+    n_allocs = 0;
+    cJSON *j = NULL;
+    int e = ob_json_parse_max(big, len, 0, 12288, &j);
+    ok(e == OB_ERANGE && !j && n_allocs == 0 && strstr(ob_errmsg(), "more than 12288 JSON values"),
+       "two million values against a bound of 12288: refused with %zu allocations (%s)",
+       n_allocs, ob_errmsg());
+    e = ob_json_parse_max(big, len, 0, 0, &j);
+    ok(e == 0 && cJSON_GetArraySize(j) == (int)n && n_allocs > n,
+       "the same text without a bound: %d values parsed", cJSON_GetArraySize(j));
+    cJSON_Delete(j);
+    cJSON_InitHooks(NULL);
+    free(big);
+}
+
+static void exact_print(void)
+{
+    static const double v[] = {9007199254740992.0, 9007199254740990.0, 9007199254740993.0,
+                               4503599627370497.0, 0.30000000000000004, 1e308, 5e-324, -0.0,
+                               123, -7.25, 1.0000000000000002, 1.2345678901234567e-300};
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray();
+    char key[16];
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        snprintf(key, sizeof key, "k%zu", i);
+        cJSON_AddNumberToObject(o, key, v[i]);
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+    }
+    cJSON_AddItemToObject(o, "nested", a);
+    cJSON_AddNumberToObject(o, "nan", NAN);
+    char *plain = cJSON_PrintUnformatted(o), *s = ob_json_print(o);
+    cJSON *back = NULL;
+    int e = s ? ob_json_parse(s, strlen(s), 0, &back) : -1;
+    int good = e == 0 && cJSON_GetArraySize(back) == cJSON_GetArraySize(o);
+    for (size_t i = 0; good && i < sizeof v / sizeof *v; i++) {
+        snprintf(key, sizeof key, "k%zu", i);
+        double x = cJSON_GetObjectItemCaseSensitive(back, key)->valuedouble;
+        double y = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(back, "nested"),
+                                      (int)i)->valuedouble;
+        good = memcmp(&x, &v[i], 8) == 0 && memcmp(&y, &v[i], 8) == 0;
+        if (!good)
+            printf("# %.17g came back as %.17g, %.17g\n", v[i], x, y);
+    }
+    const cJSON *nan = cJSON_GetObjectItemCaseSensitive(back, "nan");
+    good &= cJSON_IsString(nan) && !strcmp(nan->valuestring, "NaN") &&
+            !strcmp(cJSON_GetArrayItem(back, 0)->string, "k0");
+    ok(good, "ob_json_print: every double reads back to its bits, names and order kept, NaN as "
+       "a string (%s)", s ? s : "NULL");
+    ok(plain && strstr(plain, "9.00719925474099e+15") && cJSON_IsNumber(cJSON_GetArrayItem(o, 0)),
+       "where cJSON's printer writes 2^53 as 9.00719925474099e+15; the tree is left as it was");
+    cJSON_free(plain);
+    cJSON_free(s);
+    cJSON_Delete(back);
+    cJSON_Delete(o);
+}
+
 int main(int argc, char **argv)
 {
     tap_seed(0x1234567);
@@ -376,5 +493,7 @@ int main(int argc, char **argv)
     json_refusals();
     json_accepts();
     utf8();
+    value_bound();
+    exact_print();
     return tap_done();
 }

@@ -1,8 +1,8 @@
 /*
- * serve.c — unit tests of 1b-serve's wire layer (lib/net/openai.c) that need no server:
+ * serve.c — unit tests of 1b-serve's wire layer (lib/net/oai-server.c) that need no server:
  *  - every float32 written as a log-probability reads back to its bits, whether the client
  *    parses the JSON number as a double and rounds it to float32 or parses it as a float;
- *  - ob_api_stream_safe holds back partial UTF-8 and possible stop strings, and streamed
+ *  - ob_oai_srv_stream_safe holds back partial UTF-8 and possible stop strings, and streamed
  *    pieces concatenate to the whole text;
  *  - JSON strings are escaped so that any bytes give valid JSON that decodes to the
  *    sanitized text;
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "net/openai.h"
+#include "net/oai-server.h"
 #include "tap.h"
 
 static uint32_t bits(float f)
@@ -84,8 +84,8 @@ static void stream_safe(void)
     int bad = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int ns = cases[i].stop[0] ? (cases[i].stop[1] ? 2 : 1) : 0;
-        size_t got = ob_api_stream_safe(cases[i].text, cases[i].from, strlen(cases[i].text),
-                                        cases[i].stop, ns);
+        size_t got = ob_oai_srv_stream_safe(cases[i].text, cases[i].from, strlen(cases[i].text),
+                                            cases[i].stop, ns);
         if (got != cases[i].want) {
             printf("# case %zu: %zu, want %zu\n", i, got, cases[i].want);
             bad++;
@@ -109,7 +109,7 @@ static void stream_safe(void)
             have += 1 + tap_rand() % 4;
             if (have > len)
                 have = len;
-            size_t safe = ob_api_stream_safe((const char *)text, sent, have, NULL, 0);
+            size_t safe = ob_oai_srv_stream_safe((const char *)text, sent, have, NULL, 0);
             char *s = ob_utf8_sanitize((const char *)text + sent, safe - sent);
             ob_sb_str(&cat, s);
             free(s);
@@ -148,58 +148,60 @@ static void json_strings(void)
 
 static void requests(void)
 {
-    struct ob_api_defaults d = {.max_tokens_chat = 100, .max_tokens_completion = 16,
-                                .max_tokens_cap = 100, .temperature = 1.0f, .seed = 5};
-    struct ob_api_req q;
-    struct ob_api_err e;
+    struct ob_oai_srv_defaults d = {.max_tokens_chat = 100, .max_tokens_completion = 16,
+                                    .max_tokens_cap = 100, .temperature = 1.0f, .seed = 5};
+    struct ob_oai_srv_req q;
+    struct ob_oai_srv_err e;
     const char *body = "{\"prompt\":\"hi\"}";
-    int r = ob_api_parse(body, strlen(body), OB_API_COMPLETION, &d, &q, &e);
+    int r = ob_oai_srv_parse(body, strlen(body), OB_OAI_SRV_COMPLETION, &d, &q, &e);
     ok(r == 0 && q.max_tokens == 16 && q.s.temperature == 1.0f && q.s.seed == 5 && q.s.top_p == 1.0f &&
        !q.logprobs && !q.stream && q.cache_prompt && !strcmp(q.prompt, "hi"),
        "completion defaults: max_tokens 16, temperature and seed from the server");
-    ob_api_free(&q);
+    ob_oai_srv_free(&q);
     body = "{\"messages\":[{\"role\":\"developer\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
            "{\"type\":\"text\",\"text\":\"b\"}]}],\"logprobs\":true,\"top_logprobs\":4,"
            "\"max_completion_tokens\":7,\"stop\":\"x\",\"chat_template_kwargs\":{\"enable_thinking\":false},"
            "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"seed\":9,\"temperature\":0}";
-    r = ob_api_parse(body, strlen(body), OB_API_CHAT, &d, &q, &e);
+    r = ob_oai_srv_parse(body, strlen(body), OB_OAI_SRV_CHAT, &d, &q, &e);
     ok(r == 0 && q.n_msgs == 1 && !strcmp(q.msgs[0].role, "system") && !strcmp(q.msgs[0].content, "ab") &&
        q.logprobs && q.top_logprobs == 4 && q.max_tokens == 7 && q.n_stop == 1 && !q.thinking &&
        q.stream && q.include_usage && q.s.seed == 9 && q.s.temperature == 0,
        "chat fields: developer role, content parts, logprobs, stop, thinking, stream options");
-    ob_api_free(&q);
+    ob_oai_srv_free(&q);
     body = "{\"prompt\":\"x\",\"logprobs\":3,\"echo\":true,\"forced_tokens\":[1,2]}";
-    r = ob_api_parse(body, strlen(body), OB_API_COMPLETION, &d, &q, &e);
+    r = ob_oai_srv_parse(body, strlen(body), OB_OAI_SRV_COMPLETION, &d, &q, &e);
     ok(r == 0 && q.logprobs && q.top_logprobs == 3 && q.echo && q.n_forced == 2 && q.forced[1] == 2,
        "legacy logprobs count, echo, forced_tokens");
-    ob_api_free(&q);
+    ob_oai_srv_free(&q);
+    /* one user message */
+#define USER "{\"role\":\"user\",\"content\":\"x\"}"
     static const struct { int kind; const char *body, *param; int status; } errs[] = {
-        {OB_API_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":101}", "max_tokens", 400},
-        {OB_API_COMPLETION, "{\"prompt\":\"x\",\"n\":3}", "n", 400},
-        {OB_API_COMPLETION, "{\"prompt\":\"x\",\"seed\":1.5}", "seed", 400},
-        {OB_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"user\"}]}",
-         "messages[1].content", 400},
-        {OB_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[1]}", "stop", 400},
-        {OB_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}",
-         "tool_choice", 400},
-        {OB_API_CHAT, "{\"messages\":null}", "messages", 400},
-        {OB_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":[]}",
+        {OB_OAI_SRV_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":101}", "max_tokens", 400},
+        {OB_OAI_SRV_COMPLETION, "{\"prompt\":\"x\",\"n\":3}", "n", 400},
+        {OB_OAI_SRV_COMPLETION, "{\"prompt\":\"x\",\"seed\":1.5}", "seed", 400},
+        {OB_OAI_SRV_CHAT, "{\"messages\":[" USER ",{\"role\":\"user\"}]}", "messages[1].content",
+         400},
+        {OB_OAI_SRV_CHAT, "{\"messages\":[" USER "],\"stop\":[1]}", "stop", 400},
+        {OB_OAI_SRV_CHAT, "{\"messages\":[" USER "],\"tool_choice\":\"required\"}", "tool_choice",
+         400},
+        {OB_OAI_SRV_CHAT, "{\"messages\":null}", "messages", 400},
+        {OB_OAI_SRV_CHAT, "{\"messages\":[" USER "],\"chat_template_kwargs\":[]}",
          "chat_template_kwargs", 400},
-        {OB_API_COMPLETION, "{\"prompt\":\"x\"", "", 400},
+        {OB_OAI_SRV_COMPLETION, "{\"prompt\":\"x\"", "", 400},
     };
     int bad = 0;
     for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
-        r = ob_api_parse(errs[i].body, strlen(errs[i].body), errs[i].kind, &d, &q, &e);
+        r = ob_oai_srv_parse(errs[i].body, strlen(errs[i].body), errs[i].kind, &d, &q, &e);
         if (r == 0 || e.status != errs[i].status || strcmp(e.param, errs[i].param)) {
             printf("# %s: %d %d '%s' %s\n", errs[i].body, r, e.status, e.param, e.message);
             bad++;
         }
-        ob_api_free(&q);
+        ob_oai_srv_free(&q);
     }
     ok(!bad, "%zu bad bodies: 400 naming the field", sizeof errs / sizeof errs[0]);
     struct ob_sb b = {0};
-    r = ob_api_parse("{\"prompt\":5}", 12, OB_API_COMPLETION, &d, &q, &e);
-    ob_api_error_body(&b, &e);
+    r = ob_oai_srv_parse("{\"prompt\":5}", 12, OB_OAI_SRV_COMPLETION, &d, &q, &e);
+    ob_oai_srv_error_body(&b, &e);
     cJSON *j = cJSON_Parse(b.p);
     cJSON *err = cJSON_GetObjectItem(j, "error");
     ok(r && cJSON_IsString(cJSON_GetObjectItem(err, "message")) &&
@@ -209,7 +211,7 @@ static void requests(void)
        "the error body: %s", b.p);
     cJSON_Delete(j);
     ob_sb_free(&b);
-    ob_api_free(&q);
+    ob_oai_srv_free(&q);
 }
 
 int main(void)

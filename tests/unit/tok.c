@@ -383,6 +383,7 @@ static void test_hostile(void)
     vb_add(&v, "", 1, 0);                           /* an empty token */
     vb_add(&v, "", OB_TOK_CONTROL, 0);              /* an empty special */
     int32_t w = vb_add(&v, "ww", 99, 0);            /* a type outside 0..6 */
+    int32_t yc = vb_add(&v, "yy", OB_TOK_CONTROL, 0), yn = vb_add(&v, "yy", 1, 0);
     vb_merge(&v, "z z");
     vb_merge(&v, "q QQQ");                          /* right half is not a token */
     vb_merge(&v, "q q");                            /* result is not a token */
@@ -401,6 +402,31 @@ static void test_hostile(void)
         expect_ids(t, "ww", 2, false, IDS(w), "unknown type counts as normal");
         expect_ids(t, "zz", 2, true, IDS(z1), "an empty special never matches");
         ok(ob_tok_find(t, "zz", 2) == z1 && z2 == z1 + 1, "find: the lowest duplicate");
+        /* find_piece against every id by brute force: normal tokens first, the lowest id */
+        int bad = 0;
+        uint32_t nv = ob_tok_n_vocab(t);
+        for (uint32_t i = 0; i < nv; i++) {
+            const char *pi, *pj;
+            size_t li, lj;
+            if (ob_tok_piece(t, (int32_t)i, &pi, &li) || !li)
+                continue;
+            int32_t want = -1;
+            for (int pass = 0; pass < 2 && want < 0; pass++)
+                for (uint32_t j = 0; j < nv && want < 0; j++) {
+                    int ty = ob_tok_type(t, (int32_t)j);
+                    bool normal = ty == OB_TOK_NORMAL || ty == OB_TOK_UNDEFINED;
+                    if (normal == (pass == 0) && !ob_tok_piece(t, (int32_t)j, &pj, &lj) &&
+                        lj == li && !memcmp(pi, pj, li))
+                        want = (int32_t)j;
+                }
+            bad += ob_tok_find_piece(t, pi, li) != want;
+        }
+        ok(!bad && ob_tok_find_piece(t, "yy", 2) == yn && yc < yn &&
+               ob_tok_find_piece(t, "zz", 2) == z1 && ob_tok_find_piece(t, "ww", 2) == w &&
+               ob_tok_find_piece(t, " ", 1) == ob_tok_find(t, "\xc4\xa0", 2) &&
+               ob_tok_find_piece(t, "zq", 2) == -1 && ob_tok_find_piece(t, "", 0) == -1,
+           "find_piece: the reverse of ob_tok_piece, normal tokens first, then the lowest id "
+           "(%d of %u pieces wrong)", bad, nv);
         ok(ob_tok_bos(t) == -1 && ob_tok_eos(t) == -1 && ob_tok_pad(t) == -1,
            "out-of-range ids read as none");
         ob_tok_free(t);

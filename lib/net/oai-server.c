@@ -1,149 +1,33 @@
 /*
- * openai.c — request bodies to requests, results to response bodies, for 1b-serve (see
- * openai.h for the contract and man/1b-serve.1 for the shapes on the wire).
+ * oai-server.c — request bodies to requests, results to response bodies, for 1b-serve (see
+ * oai-server.h for the contract and man/1b-serve.1 for the shapes on the wire).
  *
- * Why the request side is written here and not on top of ob_req_parse (record.c): the OpenAI
- * fields differ from 1b's records (logprobs is a bool for chat and a count for legacy
- * completions, thinking is chat_template_kwargs.enable_thinking, echo is allowed, message
- * content may be an array of parts, defaults follow OpenAI), and every error must name its
- * field for the client. The prompt ids are made with the same calls as record.c, so that a
- * request gives the same tokens here and in 1b-gen.
+ * The request side reads every field a record has with record.h's table (types, ranges,
+ * neutral values of unimplemented fields, stop, messages, chat_template_kwargs), so that a
+ * body is taken or refused as the same record would be in 1b-gen. What is its own is OpenAI's:
+ * logprobs is a bool for chat and a count for legacy completions, echo, stream, a batch of one
+ * prompt, OpenAI's defaults, the --max-tokens-cap, and errors that name their field for the
+ * client. The prompt ids are made with the same calls as record.c, so that a request gives the
+ * same tokens here and in 1b-gen.
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "1b.h"
 #include "chat.h"
-#include "net/openai.h"
+#include "net/oai-server.h"
+#include "record.h"
+#include "sb.h"
 #include "tok.h"
-
-/* ---- buffer ---------------------------------------------------------------------------------- */
-
-static bool buf_grow(struct ob_sb *b, size_t n)
-{
-    if (b->oom)
-        return false;
-    if (b->len + n + 1 <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n + 1)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-        b->oom = true;
-        return false;
-    }
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-void ob_sb_add(struct ob_sb *b, const void *s, size_t n)
-{
-    if (!buf_grow(b, n))
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-void ob_sb_str(struct ob_sb *b, const char *s)
-{
-    ob_sb_add(b, s, strlen(s));
-}
-
-void ob_sb_fmt(struct ob_sb *b, const char *fmt, ...)
-{
-    char small[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof small) {
-        ob_sb_add(b, small, (size_t)n);
-        return;
-    }
-    if (!buf_grow(b, (size_t)n))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-void ob_sb_json(struct ob_sb *b, const char *s, size_t n)
-{
-    /* worst case 6 bytes out per byte in (\u00XX) */
-    if (!buf_grow(b, 6 * n + 2))
-        return;
-    char *q = b->p + b->len;
-    *q++ = '"';
-    const unsigned char *p = (const unsigned char *)s, *end = p + n;
-    while (p < end) {
-        int k = ob_utf8_len((const char *)p, (const char *)end);
-        if (!k) {
-            memcpy(q, "\xef\xbf\xbd", 3);
-            q += 3;
-            p++;
-            continue;
-        }
-        if (k > 1) {
-            memcpy(q, p, (size_t)k);
-            q += k;
-            p += k;
-            continue;
-        }
-        unsigned c = *p++;
-        switch (c) {
-        case '"': *q++ = '\\'; *q++ = '"'; break;
-        case '\\': *q++ = '\\'; *q++ = '\\'; break;
-        case '\n': *q++ = '\\'; *q++ = 'n'; break;
-        case '\r': *q++ = '\\'; *q++ = 'r'; break;
-        case '\t': *q++ = '\\'; *q++ = 't'; break;
-        default:
-            if (c < 0x20) {
-                q += sprintf(q, "\\u%04x", c);
-            } else {
-                *q++ = (char)c;
-            }
-        }
-    }
-    *q++ = '"';
-    b->len = (size_t)(q - b->p);
-    b->p[b->len] = 0;
-}
-
-void ob_sb_lp(struct ob_sb *b, float lp)
-{
-    char s[OB_F32_BUFSZ];
-    if (isfinite(lp))
-        ob_sb_str(b, ob_f64_str((double)lp, s));
-    else
-        ob_sb_str(b, isnan(lp) ? "\"NaN\"" : lp < 0 ? "\"-Infinity\"" : "\"Infinity\"");
-}
-
-void ob_sb_reset(struct ob_sb *b)
-{
-    b->len = 0;
-    if (b->p)
-        b->p[0] = 0;
-}
-
-void ob_sb_free(struct ob_sb *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
 
 /* ---- errors ------------------------------------------------------------------------------------ */
 
-int ob_api_fail(struct ob_api_err *e, int err, int status, const char *type, const char *code,
-                const char *param, const char *fmt, ...)
+int ob_oai_srv_fail(struct ob_oai_srv_err *e, int err, int status, const char *type,
+                    const char *code, const char *param, const char *fmt, ...)
 {
     e->status = status;
     e->type = type;
@@ -156,7 +40,7 @@ int ob_api_fail(struct ob_api_err *e, int err, int status, const char *type, con
     return ob_seterr(err, "%s", e->message);
 }
 
-void ob_api_error_body(struct ob_sb *b, const struct ob_api_err *e)
+void ob_oai_srv_error_body(struct ob_sb *b, const struct ob_oai_srv_err *e)
 {
     ob_sb_str(b, "{\"error\":{\"message\":");
     ob_sb_json(b, e->message, strlen(e->message));
@@ -178,7 +62,7 @@ void ob_api_error_body(struct ob_sb *b, const struct ob_api_err *e)
 
 /* a 400 naming the field */
 #define BAD(e, param, code, ...) \
-    ob_api_fail(e, OB_EFORMAT, 400, "invalid_request_error", code, param, __VA_ARGS__)
+    ob_oai_srv_fail(e, OB_EFORMAT, 400, "invalid_request_error", code, param, __VA_ARGS__)
 
 /* ---- request fields ---------------------------------------------------------------------------- */
 
@@ -197,7 +81,7 @@ static const char *type_name(const cJSON *v)
 
 /* 1: absent; 0: *out set; <0: error (e filled) */
 static int get_int(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *out,
-                   struct ob_api_err *e)
+                   struct ob_oai_srv_err *e)
 {
     const cJSON *v = field(o, k);
     if (!v)
@@ -212,21 +96,7 @@ static int get_int(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_
     return 0;
 }
 
-static int get_num(const cJSON *o, const char *k, double lo, double hi, double *out,
-                   struct ob_api_err *e)
-{
-    const cJSON *v = field(o, k);
-    if (!v)
-        return 1;
-    if (!cJSON_IsNumber(v))
-        return BAD(e, k, "invalid_type", "'%s' must be a number, not %s", k, type_name(v));
-    if (!(v->valuedouble >= lo && v->valuedouble <= hi))
-        return BAD(e, k, "invalid_value", "'%s' must be a number in [%g, %g]", k, lo, hi);
-    *out = v->valuedouble;
-    return 0;
-}
-
-static int get_bool(const cJSON *o, const char *k, bool *out, struct ob_api_err *e)
+static int get_bool(const cJSON *o, const char *k, bool *out, struct ob_oai_srv_err *e)
 {
     const cJSON *v = field(o, k);
     if (!v)
@@ -240,12 +110,13 @@ static int get_bool(const cJSON *o, const char *k, bool *out, struct ob_api_err 
 #define TRY(call) do { int r_ = (call); if (r_ < 0) return r_; } while (0)
 
 /* an array of token ids (integers in [0, 2^31)); the vocabulary is checked later */
-static int get_ids(const cJSON *arr, const char *param, int32_t **out, int *n, struct ob_api_err *e)
+static int get_ids(const cJSON *arr, const char *param, int32_t **out, int *n,
+                   struct ob_oai_srv_err *e)
 {
     int cnt = cJSON_GetArraySize(arr), i = 0;
     int32_t *ids = malloc((size_t)(cnt ? cnt : 1) * sizeof *ids);
     if (!ids)
-        return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+        return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
         if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
@@ -260,156 +131,83 @@ static int get_ids(const cJSON *arr, const char *param, int32_t **out, int *n, s
     return 0;
 }
 
-/* fields that would change the answer and that 1b does not implement: refused unless they
- * hold their neutral value */
-static int refuse_unimplemented(const cJSON *o, struct ob_api_err *e)
+/* fields that would change the answer and that 1b does not implement (record.h): refused
+ * unless they hold their neutral value */
+static int refuse_unimplemented(const cJSON *o, struct ob_oai_srv_err *e)
 {
-    static const struct { const char *k; double neutral; } num[] = {
-        {"n", 1}, {"best_of", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
-        {"repeat_penalty", 1}, {"repetition_penalty", 1}, {"typical_p", 1}, {"tfs_z", 1},
-        {"mirostat", 0},
-    };
-    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++) {
-        const cJSON *v = field(o, num[i].k);
-        if (v && !cJSON_IsNumber(v))
-            return BAD(e, num[i].k, "invalid_type", "'%s' must be a number, not %s", num[i].k,
-                       type_name(v));
-        if (v && v->valuedouble != num[i].neutral)
-            return BAD(e, num[i].k, "unsupported_value",
-                       "'%s' is not supported by 1b-serve (only %g)", num[i].k, num[i].neutral);
-    }
-    /* objects and arrays that must be empty, strings that must be empty or a neutral value */
-    static const char *const empty[] = {"logit_bias", "tools", "functions", "grammar",
-                                        "json_schema", "suffix"};
-    for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
-        const cJSON *v = field(o, empty[i]);
-        if (v && !((cJSON_IsObject(v) || cJSON_IsArray(v)) && !v->child) &&
-            !(cJSON_IsString(v) && !*v->valuestring))
-            return BAD(e, empty[i], "unsupported_value", "'%s' is not supported by 1b-serve",
-                       empty[i]);
-    }
-    static const char *const choice[] = {"tool_choice", "function_call"};
-    for (size_t i = 0; i < 2; i++) {
-        const cJSON *v = field(o, choice[i]);
-        if (v && !(cJSON_IsString(v) && (!strcmp(v->valuestring, "none") ||
-                                          !strcmp(v->valuestring, "auto"))))
-            return BAD(e, choice[i], "unsupported_value",
-                       "'%s' is not supported by 1b-serve (no tools)", choice[i]);
-    }
-    const cJSON *rf = field(o, "response_format");
-    if (rf) {
-        const cJSON *t = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
-            return BAD(e, "response_format", "unsupported_value",
-                       "'response_format' other than {\"type\":\"text\"} is not supported by 1b-serve");
-    }
+    bool wrong;
+    const char *why, *k = ob_req_unsupported(o, &wrong, &why);
+    if (k && wrong)
+        return BAD(e, k, "invalid_type", "'%s' must be a number, not %s", k,
+                   type_name(field(o, k)));
+    if (k)
+        return BAD(e, k, "unsupported_value", "'%s' is not supported by 1b-serve%s", k, why);
     return 0;
 }
 
-static int keep_string(struct ob_api_req *r, char *s)
+/* one field of the table (record.h) in the server's wording; max_tokens fields with the
+ * server's cap as their range */
+static int get_field(const cJSON *o, const struct ob_req_field *f, struct ob_req_params *p,
+                     int cap, struct ob_oai_srv_err *e)
 {
-    char **o = realloc(r->owned, (r->n_owned + 1) * sizeof *o);
-    if (!o) {
-        free(s);
-        return OB_ENOMEM;
-    }
-    r->owned = o;
-    r->owned[r->n_owned++] = s;
-    return 0;
+    int err = ob_req_field_read(o, f, p);
+    if (err >= 0)
+        return err;
+    const cJSON *v = field(o, f->name);
+    if (err == OB_EFORMAT)
+        return BAD(e, f->name, "invalid_type", "'%s' must be %s, not %s", f->name,
+                   f->type == OB_REQ_BOOL ? "a boolean" : f->type == OB_REQ_INT ? "an integer"
+                                                                        : "a number",
+                   type_name(v));
+    char want[64];
+    if (f->off == offsetof(struct ob_req_params, max_tokens))
+        snprintf(want, sizeof want, "an integer in [0, %d]", cap);
+    else
+        ob_req_field_want(f, want, sizeof want);
+    return BAD(e, f->name, "invalid_value", "'%s' must be %s", f->name, want);
 }
 
-static int parse_messages(const cJSON *arr, struct ob_api_req *r, struct ob_api_err *e)
+/* messages, read as every route reads them (record.h) */
+static int parse_messages(const cJSON *arr, struct ob_oai_srv_req *r, struct ob_oai_srv_err *e)
 {
     if (!arr)
         return BAD(e, "messages", "missing_required_parameter", "'messages' is required");
-    if (!cJSON_IsArray(arr) || !arr->child)
-        return BAD(e, "messages", "invalid_type", "'messages' must be a non-empty array");
-    size_t cnt = (size_t)cJSON_GetArraySize(arr), i = 0;
-    r->msgs = calloc(cnt, sizeof *r->msgs);
-    if (!r->msgs)
-        return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
-    const cJSON *m;
+    struct ob_req_msgs m;
     char param[64];
-    cJSON_ArrayForEach(m, arr) {
-        snprintf(param, sizeof param, "messages[%zu]", i);
-        if (!cJSON_IsObject(m))
-            return BAD(e, param, "invalid_type", "'%s' must be an object", param);
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-        const cJSON *rc = field(m, "reasoning_content");
-        snprintf(param, sizeof param, "messages[%zu].role", i);
-        if (!cJSON_IsString(role))
-            return BAD(e, param, "invalid_type", "'%s' must be a string", param);
-        const char *rs = role->valuestring;
-        if (!strcmp(rs, "developer"))
-            rs = "system";                /* OpenAI's newer name for the system role */
-        else if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
-            return BAD(e, param, "invalid_value",
-                       "role '%s' is not supported (system, developer, user, assistant)",
-                       role->valuestring);
-        if (field(m, "tool_calls") || field(m, "function_call")) {
-            snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
-            return BAD(e, param, "unsupported_value", "tool calls are not supported by 1b-serve");
-        }
-        snprintf(param, sizeof param, "messages[%zu].content", i);
-        const char *text = NULL;
-        if (cJSON_IsString(content)) {
-            text = content->valuestring;
-        } else if (cJSON_IsArray(content)) {
-            /* content parts: text parts are joined; any other kind is refused */
-            struct ob_sb b = {0};
-            ob_sb_add(&b, "", 0);
-            const cJSON *part;
-            int k = 0;
-            cJSON_ArrayForEach(part, content) {
-                const cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type");
-                const cJSON *tx = cJSON_GetObjectItemCaseSensitive(part, "text");
-                if (!cJSON_IsObject(part) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "text") ||
-                    !cJSON_IsString(tx)) {
-                    ob_sb_free(&b);
-                    snprintf(param, sizeof param, "messages[%zu].content[%d]", i, k);
-                    return BAD(e, param, "invalid_value",
-                               "'%s' must be {\"type\":\"text\",\"text\":string}: "
-                               "only text content is supported", param);
-                }
-                ob_sb_str(&b, tx->valuestring);
-                k++;
-            }
-            if (b.oom || keep_string(r, b.p)) {
-                if (b.oom)
-                    ob_sb_free(&b);
-                return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
-            }
-            text = b.p;
-        } else {
-            return BAD(e, param, "invalid_type", "'%s' must be a string or an array of text parts",
-                       param);
-        }
-        if (rc && !cJSON_IsString(rc)) {
-            snprintf(param, sizeof param, "messages[%zu].reasoning_content", i);
-            return BAD(e, param, "invalid_type", "'%s' must be a string", param);
-        }
-        r->msgs[i].role = rs;
-        r->msgs[i].content = text;
-        r->msgs[i].reasoning_content = rc ? rc->valuestring : NULL;
-        i++;
-    }
-    r->n_msgs = cnt;
+    bool wrong;
+    int err = ob_req_messages(arr, &m, param, sizeof param, &wrong);
+    r->msgs = m.v;
+    r->n_msgs = err ? 0 : m.n;
+    r->owned = m.owned;
+    r->n_owned = m.n_owned;
+    if (err == OB_ENOMEM)
+        return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+    if (err)
+        return BAD(e, param, wrong ? "invalid_type" : strstr(param, "tool_calls")
+                                                      ? "unsupported_value" : "invalid_value",
+                   "%s", ob_errmsg());
     return 0;
 }
 
-/* A body as JSON (ob_json_parse): text that cJSON would cut short (\u0000, a bad escape), raw
- * control bytes in strings and ill-formed UTF-8 are refused with a 400, never truncated. */
-static int parse_body(const char *body, size_t len, cJSON **root, struct ob_api_err *e)
+/* A body as JSON (ob_json_parse_max): text that cJSON would cut short (\u0000, a bad escape),
+ * raw control bytes in strings and ill-formed UTF-8 are refused with a 400, never truncated;
+ * more than max_values values with a 413, before cJSON allocates anything. */
+static int parse_body(const char *body, size_t len, size_t max_values, cJSON **root,
+                      struct ob_oai_srv_err *e)
 {
     if (!ob_utf8_valid(body, len))
         return BAD(e, NULL, "invalid_utf8", "the request body is not valid UTF-8");
-    if (ob_json_parse(body, len, 0, root))
+    int err = ob_json_parse_max(body, len, 0, max_values, root);
+    if (err == OB_ERANGE)
+        return ob_oai_srv_fail(e, OB_ERANGE, 413, "invalid_request_error", "request_too_large",
+                               NULL, "the request body holds more JSON values than this server "
+                               "takes (%zu)", max_values);
+    if (err)
         return BAD(e, NULL, "invalid_json", "the request body: %s", ob_errmsg());
     return 0;
 }
 
-static int parse_prompt(const cJSON *p, struct ob_api_req *r, struct ob_api_err *e)
+static int parse_prompt(const cJSON *p, struct ob_oai_srv_req *r, struct ob_oai_srv_err *e)
 {
     if (!p)
         return BAD(e, "prompt", "missing_required_parameter", "'prompt' is required");
@@ -436,13 +234,13 @@ static int parse_prompt(const cJSON *p, struct ob_api_req *r, struct ob_api_err 
     return 0;
 }
 
-int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_defaults *d,
-                 struct ob_api_req *r, struct ob_api_err *e)
+int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai_srv_defaults *d,
+                     struct ob_oai_srv_req *r, struct ob_oai_srv_err *e)
 {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     int err = 0;
-    if ((err = parse_body(body, len, &r->root, e)))
+    if ((err = parse_body(body, len, d->max_values, &r->root, e)))
         return err;
     const cJSON *o = r->root;
     if (!cJSON_IsObject(o)) {
@@ -459,17 +257,16 @@ int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_def
     }
     r->model = model ? model->valuestring : NULL;
 
-    /* sampling and limits */
-    r->s = OB_SAMPLING_GREEDY;
-    r->s.temperature = d->temperature;
-    r->s.seed = d->seed;
-    r->max_tokens = kind == OB_API_CHAT ? d->max_tokens_chat : d->max_tokens_completion;
-    if (r->max_tokens > d->max_tokens_cap)
-        r->max_tokens = d->max_tokens_cap;
-    r->cache_prompt = true;
-    r->thinking = true;
-    int64_t iv;
-    double dv;
+    /* sampling and limits: the fields of the table (record.h), over the server's defaults */
+    struct ob_req_params p;
+    ob_req_params_default(&p);
+    p.s.temperature = d->temperature;
+    p.s.seed = d->seed;
+    p.max_tokens = kind == OB_OAI_SRV_CHAT ? d->max_tokens_chat : d->max_tokens_completion;
+    if (p.max_tokens > d->max_tokens_cap)
+        p.max_tokens = d->max_tokens_cap;
+    p.logprobs = false;            /* OpenAI's default: none */
+    int64_t iv = 0;
     static const char *const mt[] = {"max_tokens", "max_completion_tokens"};
     for (int i = 0; i < 2; i++) {
         const cJSON *v = field(o, mt[i]);
@@ -479,25 +276,39 @@ int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_def
                       mt[i], v->valuedouble, d->max_tokens_cap);
             goto fail;
         }
-        CHECK(get_int(o, mt[i], 0, d->max_tokens_cap, &iv, e));
-        if (err == 0)
-            r->max_tokens = (int)iv;
     }
-    CHECK(get_num(o, "temperature", 0, 100, &dv, e));
-    if (err == 0)
-        r->s.temperature = (float)dv;
-    CHECK(get_num(o, "top_p", 0, 1, &dv, e));
-    if (err == 0)
-        r->s.top_p = (float)dv;
-    CHECK(get_num(o, "min_p", 0, 1, &dv, e));
-    if (err == 0)
-        r->s.min_p = (float)dv;
-    CHECK(get_int(o, "top_k", 0, INT32_MAX, &iv, e));
-    if (err == 0)
-        r->s.top_k = (uint32_t)iv;
-    CHECK(get_int(o, "seed", 0, (int64_t)1 << 53, &iv, e));
-    if (err == 0)
-        r->s.seed = (uint64_t)iv;
+    /* logprobs: a boolean for chat; for legacy completions the number of alternatives (a
+     * boolean is taken too) */
+    const cJSON *lp = field(o, "logprobs");
+    if (lp && cJSON_IsBool(lp)) {
+        p.logprobs = cJSON_IsTrue(lp);
+    } else if (lp && kind == OB_OAI_SRV_COMPLETION) {
+        CHECK(get_int(o, "logprobs", 0, OB_MAX_TOP, &iv, e));
+        p.logprobs = true;
+        p.top_logprobs = (int)iv;
+    } else if (lp) {
+        err = BAD(e, "logprobs", "invalid_type", "'logprobs' must be a boolean, not %s",
+                  type_name(lp));
+        goto fail;
+    }
+    for (int i = 0; i < ob_req_n_fields; i++)
+        if (strcmp(ob_req_fields[i].name, "logprobs"))
+            CHECK(get_field(o, &ob_req_fields[i], &p, d->max_tokens_cap, e));
+    if (field(o, "top_logprobs")) {
+        if (kind == OB_OAI_SRV_CHAT && !p.logprobs && p.top_logprobs > 0) {
+            err = BAD(e, "top_logprobs", "invalid_value",
+                      "'top_logprobs' needs 'logprobs' set to true");
+            goto fail;
+        }
+        if (kind == OB_OAI_SRV_COMPLETION && !lp)
+            p.logprobs = true;
+    }
+    r->max_tokens = p.max_tokens;
+    r->s = p.s;
+    r->logprobs = p.logprobs;
+    r->top_logprobs = p.top_logprobs;
+    r->cache_prompt = p.cache_prompt;
+    r->thinking = p.thinking;
     CHECK(get_bool(o, "stream", &r->stream, e));
     const cJSON *so = field(o, "stream_options");
     if (so) {
@@ -513,62 +324,25 @@ int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_def
         }
         r->include_usage = cJSON_IsTrue(iu);
     }
-    CHECK(get_bool(o, "cache_prompt", &r->cache_prompt, e));
-
-    /* logprobs: a boolean for chat; for legacy completions the number of alternatives (a
-     * boolean is taken too) */
-    const cJSON *lp = field(o, "logprobs");
-    bool top_set = false;
-    if (lp && cJSON_IsBool(lp)) {
-        r->logprobs = cJSON_IsTrue(lp);
-    } else if (lp && kind == OB_API_COMPLETION) {
-        CHECK(get_int(o, "logprobs", 0, OB_MAX_TOP, &iv, e));
-        r->logprobs = true;
-        r->top_logprobs = (int)iv;
-        top_set = true;
-    } else if (lp) {
-        err = BAD(e, "logprobs", "invalid_type", "'logprobs' must be a boolean, not %s",
-                  type_name(lp));
-        goto fail;
-    }
-    CHECK(get_int(o, "top_logprobs", 0, OB_MAX_TOP, &iv, e));
-    if (err == 0) {
-        if (kind == OB_API_CHAT && !r->logprobs && iv > 0) {
-            err = BAD(e, "top_logprobs", "invalid_value",
-                      "'top_logprobs' needs 'logprobs' set to true");
-            goto fail;
-        }
-        r->top_logprobs = (int)iv;
-        if (kind == OB_API_COMPLETION && !lp)
-            r->logprobs = true;
-        top_set = true;
-    }
-    (void)top_set;
-    if (kind == OB_API_COMPLETION)
+    if (kind == OB_OAI_SRV_COMPLETION)
         CHECK(get_bool(o, "echo", &r->echo, e));
 
     /* stop strings */
-    const cJSON *stop = field(o, "stop");
-    if (stop) {
-        int n = cJSON_IsString(stop) ? 1 : cJSON_IsArray(stop) ? cJSON_GetArraySize(stop) : -1;
-        if (n < 0 || n > 16) {
-            err = BAD(e, "stop", n < 0 ? "invalid_type" : "invalid_value",
-                      "'stop' must be a string or an array of at most 16 strings");
+    const char *stops[OB_REQ_MAX_STOP];
+    bool wrong;
+    int ns;
+    if (ob_req_stop(o, stops, &ns, &wrong) < 0) {
+        err = BAD(e, "stop", wrong ? "invalid_type" : "invalid_value", "'stop' %s",
+                  strstr(ob_errmsg(), "must"));
+        goto fail;
+    }
+    if (ns) {
+        if (!(r->stop = calloc((size_t)ns, sizeof *r->stop))) {
+            err = ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
             goto fail;
         }
-        r->stop = calloc((size_t)(n ? n : 1), sizeof *r->stop);
-        if (!r->stop) {
-            err = ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
-            goto fail;
-        }
-        const cJSON *it = cJSON_IsString(stop) ? stop : stop->child;
-        for (int i = 0; i < n; i++, it = it->next) {
-            if (!cJSON_IsString(it) || !*it->valuestring) {
-                err = BAD(e, "stop", "invalid_value", "'stop' must hold non-empty strings");
-                goto fail;
-            }
-            r->stop[r->n_stop++] = it->valuestring;
-        }
+        memcpy(r->stop, stops, (size_t)ns * sizeof *stops);
+        r->n_stop = ns;
     }
 
     /* 1b extension: score these tokens after the prompt instead of generating */
@@ -582,39 +356,28 @@ int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_def
         CHECK(get_ids(forced, "forced_tokens", &r->forced, &r->n_forced, e));
     }
 
-    /* thinking: chat_template_kwargs.enable_thinking (llama-server, vLLM); "thinking" as in
-     * 1b's request records */
-    CHECK(get_bool(o, "thinking", &r->thinking, e));
-    const cJSON *kw = field(o, "chat_template_kwargs");
-    if (kw) {
-        if (!cJSON_IsObject(kw)) {
-            err = BAD(e, "chat_template_kwargs", "invalid_type",
-                      "'chat_template_kwargs' must be an object");
-            goto fail;
-        }
-        const cJSON *et = field(kw, "enable_thinking");
-        if (et && !cJSON_IsBool(et)) {
-            err = BAD(e, "chat_template_kwargs.enable_thinking", "invalid_type",
-                      "'chat_template_kwargs.enable_thinking' must be a boolean");
-            goto fail;
-        }
-        if (et)
-            r->thinking = cJSON_IsTrue(et);
+    /* thinking: chat_template_kwargs.enable_thinking (llama-server, vLLM), over "thinking" as
+     * in 1b's request records (read with the table above) */
+    const char *kwp;
+    if (ob_req_kwargs(o, &p, &kwp) < 0) {
+        err = BAD(e, kwp, "invalid_type", "%s", ob_errmsg());
+        goto fail;
     }
+    r->thinking = p.thinking;
 
-    if (kind == OB_API_CHAT)
+    if (kind == OB_OAI_SRV_CHAT)
         CHECK(parse_messages(field(o, "messages"), r, e));
     else
         CHECK(parse_prompt(field(o, "prompt"), r, e));
 #undef CHECK
     return 0;
 fail:
-    ob_api_free(r);
+    ob_oai_srv_free(r);
     r->kind = kind;
     return err ? err : OB_EFORMAT;
 }
 
-void ob_api_free(struct ob_api_req *r)
+void ob_oai_srv_free(struct ob_oai_srv_req *r)
 {
     if (!r)
         return;
@@ -629,9 +392,9 @@ void ob_api_free(struct ob_api_req *r)
     memset(r, 0, sizeof *r);
 }
 
-int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const char *tmpl,
-                  int32_t **ids_out, int *n_out, int32_t stop_ids[OB_CHAT_MAX_STOPS],
-                  int *n_stop_ids, struct ob_api_err *e)
+int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, const char *tmpl,
+                      int32_t **ids_out, int *n_out, int32_t stop_ids[OB_CHAT_MAX_STOPS],
+                      int *n_stop_ids, struct ob_oai_srv_err *e)
 {
     uint32_t V = ob_tok_n_vocab(tok);
     int32_t *ids = NULL;
@@ -642,14 +405,14 @@ int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const ch
             return BAD(e, "forced_tokens", "invalid_value",
                        "'forced_tokens[%d]' = %d is not below the vocabulary size %u", i,
                        r->forced[i], V);
-    if (r->kind == OB_API_CHAT) {
+    if (r->kind == OB_OAI_SRV_CHAT) {
         struct ob_chat_opts o = OB_CHAT_OPTS_DEFAULT;
         o.enable_thinking = r->thinking;
         if ((err = ob_chat_tokenize(tok, tmpl, r->msgs, r->n_msgs, &o, &ids, &n)))
-            return ob_api_fail(e, err, err == OB_ENOMEM ? 500 : 400,
-                               err == OB_ENOMEM ? "server_error" : "invalid_request_error",
-                               err == OB_EUNSUPP ? "unsupported_value" : "invalid_value",
-                               "messages", "%s", ob_errmsg());
+            return ob_oai_srv_fail(e, err, err == OB_ENOMEM ? 500 : 400,
+                                   err == OB_ENOMEM ? "server_error" : "invalid_request_error",
+                                   err == OB_EUNSUPP ? "unsupported_value" : "invalid_value",
+                                   "messages", "%s", ob_errmsg());
     } else if (r->prompt_is_ids) {
         for (int i = 0; i < r->n_prompt_ids; i++)
             if ((uint32_t)r->prompt_ids[i] >= V)
@@ -658,7 +421,7 @@ int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const ch
                            r->prompt_ids[i], V);
         ids = malloc((size_t)(r->n_prompt_ids ? r->n_prompt_ids : 1) * sizeof *ids);
         if (!ids)
-            return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+            return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
         memcpy(ids, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof *ids);
         n = (size_t)r->n_prompt_ids;
     } else {
@@ -666,12 +429,12 @@ int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const ch
         int32_t *t;
         size_t nt;
         if ((err = ob_tok_encode(tok, r->prompt, strlen(r->prompt), false, &t, &nt)))
-            return ob_api_fail(e, err, 500, "server_error", NULL, "prompt", "%s", ob_errmsg());
+            return ob_oai_srv_fail(e, err, 500, "server_error", NULL, "prompt", "%s", ob_errmsg());
         bool bos = ob_tok_add_bos(tok) && ob_tok_bos(tok) >= 0;
         ids = malloc((nt + 1) * sizeof *ids);
         if (!ids) {
             free(t);
-            return ob_api_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+            return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
         }
         if (bos)
             ids[0] = ob_tok_bos(tok);
@@ -681,7 +444,7 @@ int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const ch
     }
     if (n == 0) {
         free(ids);
-        return BAD(e, r->kind == OB_API_CHAT ? "messages" : "prompt", "invalid_value",
+        return BAD(e, r->kind == OB_OAI_SRV_CHAT ? "messages" : "prompt", "invalid_value",
                    "the prompt is empty");
     }
     if (n > INT32_MAX / 2) {
@@ -689,9 +452,9 @@ int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const ch
         return BAD(e, "prompt", "invalid_value", "the prompt is too long");
     }
     size_t ns = 0;
-    if ((err = ob_chat_stops(tok, r->kind == OB_API_CHAT ? tmpl : NULL, stop_ids, &ns))) {
+    if ((err = ob_chat_stops(tok, r->kind == OB_OAI_SRV_CHAT ? tmpl : NULL, stop_ids, &ns))) {
         free(ids);
-        return ob_api_fail(e, err, 400, "invalid_request_error", NULL, NULL, "%s", ob_errmsg());
+        return ob_oai_srv_fail(e, err, 400, "invalid_request_error", NULL, NULL, "%s", ob_errmsg());
     }
     *ids_out = ids;
     *n_out = (int)n;
@@ -701,10 +464,11 @@ int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const ch
 
 /* ---- tokenize / detokenize ---------------------------------------------------------------------- */
 
-static cJSON *parse_object(const char *body, size_t len, struct ob_api_err *e)
+static cJSON *parse_object(const char *body, size_t len, size_t max_values,
+                           struct ob_oai_srv_err *e)
 {
     cJSON *root;
-    if (parse_body(body, len, &root, e))
+    if (parse_body(body, len, max_values, &root, e))
         return NULL;
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
@@ -714,11 +478,11 @@ static cJSON *parse_object(const char *body, size_t len, struct ob_api_err *e)
     return root;
 }
 
-int ob_api_parse_tokenize(const char *body, size_t len, cJSON **root, const char **content,
-                          bool *add_special, bool *parse_special, bool *with_pieces,
-                          struct ob_api_err *e)
+int ob_oai_srv_parse_tokenize(const char *body, size_t len, size_t max_values, cJSON **root,
+                              const char **content, bool *add_special, bool *parse_special,
+                              bool *with_pieces, struct ob_oai_srv_err *e)
 {
-    *root = parse_object(body, len, e);
+    *root = parse_object(body, len, max_values, e);
     if (!*root)
         return OB_EFORMAT;
     const cJSON *c = field(*root, "content");
@@ -740,10 +504,11 @@ int ob_api_parse_tokenize(const char *body, size_t len, cJSON **root, const char
     return 0;
 }
 
-int ob_api_parse_detokenize(const char *body, size_t len, uint32_t n_vocab, int32_t **ids,
-                            int *n, struct ob_api_err *e)
+int ob_oai_srv_parse_detokenize(const char *body, size_t len, size_t max_values,
+                                uint32_t n_vocab, int32_t **ids, int *n,
+                                struct ob_oai_srv_err *e)
 {
-    cJSON *root = parse_object(body, len, e);
+    cJSON *root = parse_object(body, len, max_values, e);
     if (!root)
         return OB_EFORMAT;
     const cJSON *t = field(root, "tokens");
@@ -878,7 +643,7 @@ static void legacy_logprobs(struct ob_sb *b, const struct ob_tok *tok, const int
     ob_sb_str(b, "]}");
 }
 
-static void head(struct ob_sb *b, const struct ob_api_result *r, const char *object)
+static void head(struct ob_sb *b, const struct ob_oai_srv_result *r, const char *object)
 {
     ob_sb_str(b, "{\"id\":");
     ob_sb_json(b, r->id, strlen(r->id));
@@ -888,7 +653,7 @@ static void head(struct ob_sb *b, const struct ob_api_result *r, const char *obj
     ob_sb_json(b, r->fingerprint, strlen(r->fingerprint));
 }
 
-static void usage(struct ob_sb *b, const struct ob_api_result *r)
+static void usage(struct ob_sb *b, const struct ob_oai_srv_result *r)
 {
     ob_sb_fmt(b, "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
                   "\"prompt_tokens_details\":{\"cached_tokens\":%d}}",
@@ -897,7 +662,7 @@ static void usage(struct ob_sb *b, const struct ob_api_result *r)
 }
 
 /* the prompt's tokens and their scores for echo: arrays of n_prompt */
-static void echo_arrays(const struct ob_api_result *r, const struct ob_token_info ***ts)
+static void echo_arrays(const struct ob_oai_srv_result *r, const struct ob_token_info ***ts)
 {
     *ts = calloc((size_t)(r->n_prompt ? r->n_prompt : 1), sizeof **ts);
     if (!*ts)
@@ -906,7 +671,7 @@ static void echo_arrays(const struct ob_api_result *r, const struct ob_token_inf
         (*ts)[i] = &r->ptoks[i - 1];
 }
 
-static void echo_text(struct ob_sb *b, const struct ob_api_result *r)
+static void echo_text(struct ob_sb *b, const struct ob_oai_srv_result *r)
 {
     for (int i = 0; i < r->n_prompt; i++) {
         const char *s;
@@ -916,9 +681,9 @@ static void echo_text(struct ob_sb *b, const struct ob_api_result *r)
     }
 }
 
-void ob_api_body(struct ob_sb *b, const struct ob_api_result *r)
+void ob_oai_srv_body(struct ob_sb *b, const struct ob_oai_srv_result *r)
 {
-    bool chat = r->kind == OB_API_CHAT;
+    bool chat = r->kind == OB_OAI_SRV_CHAT;
     head(b, r, chat ? "chat.completion" : "text_completion");
     ob_sb_str(b, ",\"choices\":[{\"index\":0,");
     if (chat) {
@@ -994,9 +759,9 @@ static void sse_end(struct ob_sb *b)
     ob_sb_str(b, "\n\n");
 }
 
-void ob_api_chunk_start(struct ob_sb *b, const struct ob_api_result *r)
+void ob_oai_srv_chunk_start(struct ob_sb *b, const struct ob_oai_srv_result *r)
 {
-    if (r->kind == OB_API_CHAT) {
+    if (r->kind == OB_OAI_SRV_CHAT) {
         sse_begin(b);
         head(b, r, "chat.completion.chunk");
         ob_sb_str(b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
@@ -1029,12 +794,12 @@ void ob_api_chunk_start(struct ob_sb *b, const struct ob_api_result *r)
     sse_end(b);
 }
 
-void ob_api_chunk_token(struct ob_sb *b, const struct ob_api_result *r,
-                        const struct ob_token_info *t, const char *text, size_t n,
-                        size_t offset)
+void ob_oai_srv_chunk_token(struct ob_sb *b, const struct ob_oai_srv_result *r,
+                            const struct ob_token_info *t, const char *text, size_t n,
+                            size_t offset)
 {
     sse_begin(b);
-    if (r->kind == OB_API_CHAT) {
+    if (r->kind == OB_OAI_SRV_CHAT) {
         head(b, r, "chat.completion.chunk");
         ob_sb_str(b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":");
         ob_sb_json(b, text, n);
@@ -1063,10 +828,10 @@ void ob_api_chunk_token(struct ob_sb *b, const struct ob_api_result *r,
     sse_end(b);
 }
 
-void ob_api_chunk_end(struct ob_sb *b, const struct ob_api_result *r, const char *text,
-                      size_t n, bool include_usage)
+void ob_oai_srv_chunk_end(struct ob_sb *b, const struct ob_oai_srv_result *r, const char *text,
+                          size_t n, bool include_usage)
 {
-    bool chat = r->kind == OB_API_CHAT;
+    bool chat = r->kind == OB_OAI_SRV_CHAT;
     sse_begin(b);
     head(b, r, chat ? "chat.completion.chunk" : "text_completion");
     if (chat) {
@@ -1099,16 +864,16 @@ void ob_api_chunk_end(struct ob_sb *b, const struct ob_api_result *r, const char
     ob_sb_str(b, "data: [DONE]\n\n");
 }
 
-void ob_api_chunk_error(struct ob_sb *b, const struct ob_api_err *e)
+void ob_oai_srv_chunk_error(struct ob_sb *b, const struct ob_oai_srv_err *e)
 {
     sse_begin(b);
-    ob_api_error_body(b, e);
+    ob_oai_srv_error_body(b, e);
     sse_end(b);
     ob_sb_str(b, "data: [DONE]\n\n");
 }
 
-size_t ob_api_stream_safe(const char *text, size_t from, size_t len, const char *const *stop,
-                          int n_stop)
+size_t ob_oai_srv_stream_safe(const char *text, size_t from, size_t len, const char *const *stop,
+                              int n_stop)
 {
     const unsigned char *t = (const unsigned char *)text;
     /* walk the decoder from `from`: stop before a sequence that could still complete */

@@ -1,15 +1,15 @@
 /*
- * openai.h — the OpenAI-compatible wire shapes of 1b-serve (openai.c): request bodies in,
- * response bodies and stream chunks out. No sockets, no engine, no model: the HTTP layer
+ * oai-server.h — the server side of the OpenAI-compatible wire format (oai-server.c): request
+ * bodies in, response bodies and stream chunks out. No sockets, no engine, no model: the HTTP layer
  * (serve.c) calls these, and so does the fuzz harness (tests/fuzz/fuzz-serve.c).
  *
- * Requests. ob_api_parse turns the bytes of a POST body into a struct ob_api_req: a pure
+ * Requests. ob_oai_srv_parse turns the bytes of a POST body into a struct ob_oai_srv_req: a pure
  * function of (bytes, endpoint, defaults), which checks every field it knows for its type and
- * range and names the field of the first one that is wrong (struct ob_api_err: the HTTP status,
+ * range and names the field of the first one that is wrong (struct ob_oai_srv_err: the HTTP status,
  * OpenAI's error type, the param and a message). Unknown fields are ignored, as OpenAI does;
  * fields that would change the answer and that 1b does not implement (n > 1, penalties,
  * logit_bias, tools, response formats other than text, suffix) are refused by name rather than
- * ignored. ob_api_tokens then makes the prompt's token ids with a tokenizer and a chat template
+ * ignored. ob_oai_srv_tokens then makes the prompt's token ids with a tokenizer and a chat template
  * exactly as 1b-gen does for the same record (record.c): text prompts are tokenized as plain
  * text after the BOS token when the vocabulary asks for one, token arrays are used as they are,
  * messages are rendered by the template (chat.h) with enable_thinking.
@@ -21,12 +21,12 @@
  * ill-formed UTF-8 replaced by U+FFFD; every logprob entry also carries the token's exact bytes
  * and its id.
  *
- * Ownership: a struct ob_api_req owns its parsed JSON tree and arrays (ob_api_free); the
- * strings it points to live as long as it does. A struct ob_sb owns its bytes (ob_sb_free).
+ * Ownership: a struct ob_oai_srv_req owns its parsed JSON tree and arrays (ob_oai_srv_free); the
+ * strings it points to live as long as it does. Bodies are built in a struct ob_sb (sb.h).
  * Threads: no state; any thread may call anything here on its own objects.
  */
-#ifndef OB_OPENAI_H
-#define OB_OPENAI_H
+#ifndef OB_OAI_SERVER_H
+#define OB_OAI_SERVER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,28 +36,12 @@
 #include "chat.h"
 #include "engine.h"
 #include "sample.h"
+#include "sb.h"
 #include "tok.h"
-
-/* ---- a growing byte buffer for response bodies ----------------------------------------------- */
-
-struct ob_sb {
-    char *p;                       /* NUL-terminated when len > 0 */
-    size_t len, cap;
-    bool oom;                      /* an append failed: the content is incomplete */
-};
-void ob_sb_add(struct ob_sb *b, const void *s, size_t n);
-void ob_sb_str(struct ob_sb *b, const char *s);
-void ob_sb_fmt(struct ob_sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A JSON string literal of n bytes: quotes, escapes; ill-formed UTF-8 becomes U+FFFD. */
-void ob_sb_json(struct ob_sb *b, const char *s, size_t n);
-/* A float32 log-probability as described above. */
-void ob_sb_lp(struct ob_sb *b, float lp);
-void ob_sb_reset(struct ob_sb *b);   /* len = 0, keeps the memory */
-void ob_sb_free(struct ob_sb *b);
 
 /* ---- errors ------------------------------------------------------------------------------------ */
 
-struct ob_api_err {
+struct ob_oai_srv_err {
     int status;                    /* HTTP status: 400, 404, 413, ... */
     const char *type;              /* "invalid_request_error", "server_error", ... */
     const char *code;              /* "invalid_type", "model_not_found", ... or NULL */
@@ -65,33 +49,35 @@ struct ob_api_err {
     char message[512];
 };
 /* Fill e and ob_seterr(err, message); returns err. param may be NULL. */
-int ob_api_fail(struct ob_api_err *e, int err, int status, const char *type, const char *code,
-                const char *param, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+int ob_oai_srv_fail(struct ob_oai_srv_err *e, int err, int status, const char *type,
+                    const char *code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
 /* {"error":{"message":...,"type":...,"param":...,"code":...}} */
-void ob_api_error_body(struct ob_sb *b, const struct ob_api_err *e);
+void ob_oai_srv_error_body(struct ob_sb *b, const struct ob_oai_srv_err *e);
 
 /* ---- requests ---------------------------------------------------------------------------------- */
 
-enum ob_api_kind {
-    OB_API_CHAT,                   /* POST /v1/chat/completions */
-    OB_API_COMPLETION,             /* POST /v1/completions */
+enum ob_oai_srv_kind {
+    OB_OAI_SRV_CHAT,                   /* POST /v1/chat/completions */
+    OB_OAI_SRV_COMPLETION,             /* POST /v1/completions */
 };
 
-struct ob_api_defaults {
+struct ob_oai_srv_defaults {
     int max_tokens_chat;           /* when a chat request sets none */
     int max_tokens_completion;     /* when a completion request sets none (OpenAI: 16) */
     int max_tokens_cap;            /* larger max_tokens are refused */
     float temperature;             /* when a request sets none */
     uint64_t seed;
+    size_t max_values;             /* JSON values a body may hold (ob_json_parse_max); 0: any */
 };
 
-struct ob_api_req {
-    int kind;                      /* enum ob_api_kind */
+struct ob_oai_srv_req {
+    int kind;                      /* enum ob_oai_srv_kind */
     cJSON *root;                   /* the parsed body: strings below point into it */
     const char *model;             /* NULL when absent or null */
     /* the prompt: completions have prompt text or prompt_ids, chat has msgs */
     const char *prompt;
-    int32_t *prompt_ids;           /* unchecked against the vocabulary until ob_api_tokens */
+    int32_t *prompt_ids;           /* unchecked against the vocabulary until ob_oai_srv_tokens */
     int n_prompt_ids;
     bool prompt_is_ids;
     struct ob_chat_msg *msgs;
@@ -115,34 +101,37 @@ struct ob_api_req {
 
 /*
  * Parse a request body (any bytes; at most a few MiB) for an endpoint. On failure *e says
- * why (status 400 with the param for a bad field; 413 never: the caller bounds the size) and
- * *r is left empty (ob_api_free is still safe).
+ * why (status 400 with the param for a bad field; 413 for a body of more than d->max_values
+ * JSON values, refused before it is parsed; the caller bounds the size in bytes) and *r is
+ * left empty (ob_oai_srv_free is still safe).
  */
-int ob_api_parse(const char *body, size_t len, int kind, const struct ob_api_defaults *d,
-                 struct ob_api_req *r, struct ob_api_err *e);
-void ob_api_free(struct ob_api_req *r);
+int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai_srv_defaults *d,
+                     struct ob_oai_srv_req *r, struct ob_oai_srv_err *e);
+void ob_oai_srv_free(struct ob_oai_srv_req *r);
 
 /* The prompt as token ids for this tokenizer and template (tmpl NULL: none), and the tokens
  * that end generation (the template's end of turn for chat, else EOS). Token ids of the
  * request (prompt arrays, forced_tokens) are checked against the vocabulary here. *ids is
  * malloc'd (caller frees). */
-int ob_api_tokens(const struct ob_api_req *r, const struct ob_tok *tok, const char *tmpl,
-                  int32_t **ids, int *n_ids, int32_t stop_ids[OB_CHAT_MAX_STOPS],
-                  int *n_stop_ids, struct ob_api_err *e);
+int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, const char *tmpl,
+                      int32_t **ids, int *n_ids, int32_t stop_ids[OB_CHAT_MAX_STOPS],
+                      int *n_stop_ids, struct ob_oai_srv_err *e);
 
 /* POST /tokenize {"content": string, "add_special": bool (false), "parse_special": bool
- * (false), "with_pieces": bool (false)}; *content points into *root (cJSON_Delete it). */
-int ob_api_parse_tokenize(const char *body, size_t len, cJSON **root, const char **content,
-                          bool *add_special, bool *parse_special, bool *with_pieces,
-                          struct ob_api_err *e);
+ * (false), "with_pieces": bool (false)}; *content points into *root (cJSON_Delete it).
+ * max_values as in struct ob_oai_srv_defaults, here and for /detokenize. */
+int ob_oai_srv_parse_tokenize(const char *body, size_t len, size_t max_values, cJSON **root,
+                              const char **content, bool *add_special, bool *parse_special,
+                              bool *with_pieces, struct ob_oai_srv_err *e);
 /* POST /detokenize {"tokens": [ids]}; *ids is malloc'd, checked below n_vocab. */
-int ob_api_parse_detokenize(const char *body, size_t len, uint32_t n_vocab, int32_t **ids,
-                            int *n, struct ob_api_err *e);
+int ob_oai_srv_parse_detokenize(const char *body, size_t len, size_t max_values,
+                                uint32_t n_vocab, int32_t **ids, int *n,
+                                struct ob_oai_srv_err *e);
 
 /* ---- responses --------------------------------------------------------------------------------- */
 
 /* Everything a response body is made of, as the HTTP layer collected it. */
-struct ob_api_result {
+struct ob_oai_srv_result {
     int kind;
     const char *id;                /* "chatcmpl-..." / "cmpl-..." */
     const char *model;             /* the model id */
@@ -168,24 +157,24 @@ struct ob_api_result {
 };
 
 /* The whole non-streaming body. */
-void ob_api_body(struct ob_sb *b, const struct ob_api_result *r);
+void ob_oai_srv_body(struct ob_sb *b, const struct ob_oai_srv_result *r);
 
 /*
- * Streaming, as server-sent events ("data: {...}\n\n"): ob_api_chunk_start once (chat: the
- * assistant role; completions with echo: the prompt), ob_api_chunk_token for each token with
- * the text that became safe to send with it, ob_api_chunk_end with the rest of the text, the
+ * Streaming, as server-sent events ("data: {...}\n\n"): ob_oai_srv_chunk_start once (chat: the
+ * assistant role; completions with echo: the prompt), ob_oai_srv_chunk_token for each token with
+ * the text that became safe to send with it, ob_oai_srv_chunk_end with the rest of the text, the
  * finish reason, the usage chunk when include_usage, and "data: [DONE]". offset is the
  * token's text_offset for legacy completions: the bytes of the tokens before it (with echo,
  * the prompt's too).
  */
-void ob_api_chunk_start(struct ob_sb *b, const struct ob_api_result *r);
-void ob_api_chunk_token(struct ob_sb *b, const struct ob_api_result *r,
-                        const struct ob_token_info *t, const char *text, size_t n,
-                        size_t offset);
-void ob_api_chunk_end(struct ob_sb *b, const struct ob_api_result *r, const char *text,
-                      size_t n, bool include_usage);
+void ob_oai_srv_chunk_start(struct ob_sb *b, const struct ob_oai_srv_result *r);
+void ob_oai_srv_chunk_token(struct ob_sb *b, const struct ob_oai_srv_result *r,
+                            const struct ob_token_info *t, const char *text, size_t n,
+                            size_t offset);
+void ob_oai_srv_chunk_end(struct ob_sb *b, const struct ob_oai_srv_result *r, const char *text,
+                          size_t n, bool include_usage);
 /* An error in the middle of a stream: data: {"error":{...}} then data: [DONE]. */
-void ob_api_chunk_error(struct ob_sb *b, const struct ob_api_err *e);
+void ob_oai_srv_chunk_error(struct ob_sb *b, const struct ob_oai_srv_err *e);
 
 /*
  * How many bytes of text[from, len) may be streamed now: up to (not including) an incomplete
@@ -193,7 +182,7 @@ void ob_api_chunk_error(struct ob_sb *b, const struct ob_api_err *e);
  * matches or could still match when more bytes come. Sending text in such pieces gives
  * exactly the non-streaming text once the engine has cut it at the stop string.
  */
-size_t ob_api_stream_safe(const char *text, size_t from, size_t len, const char *const *stop,
-                          int n_stop);
+size_t ob_oai_srv_stream_safe(const char *text, size_t from, size_t len, const char *const *stop,
+                              int n_stop);
 
 #endif
