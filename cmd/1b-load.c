@@ -114,7 +114,7 @@ static int print_meta(const struct ob_gguf *g, const char *key)
     if (!v)
         return ob_seterr(OB_ENOTFOUND, "metadata key '%s' is not in the file", key);
     cJSON *j = ob_gguf_value_json(v);
-    char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+    char *s = j ? ob_json_print(j) : NULL;      /* numbers exact, not cJSON's 15 digits */
     cJSON_Delete(j);
     if (!s)
         return ob_seterr(OB_ENOMEM, "out of memory");

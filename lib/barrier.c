@@ -16,10 +16,12 @@
 #include <string.h>
 
 #include "engine.h"
+#include "sb.h"
 
 struct copy {
     struct ob_token_info *toks;
-    int n, cap;
+    int n;
+    size_t cap;
     uint64_t handle;
     bool submitted;                /* in the engine until done */
     struct ob_finish fin;
@@ -30,15 +32,9 @@ struct copy {
 static void on_token(void *user, uint64_t h, const struct ob_token_info *t)
 {
     struct copy *c = user;
-    if (c->n == c->cap) {
-        int cap = c->cap ? 2 * c->cap : 64;
-        struct ob_token_info *p = realloc(c->toks, (size_t)cap * sizeof *p);
-        if (!p) {
-            c->oom = true;
-            return;
-        }
-        c->toks = p;
-        c->cap = cap;
+    if (!OB_GROW(c->toks, c->cap, (size_t)c->n + 1)) {
+        c->oom = true;
+        return;
     }
     c->toks[c->n++] = *t;
 }

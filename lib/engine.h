@@ -1,6 +1,7 @@
 /*
  * engine.h — continuous batching (engine.c): requests in, tokens and finishes out through
- * callbacks. Used by 1b-gen (in process) and 1b-serve.
+ * callbacks. Every in-process command runs on it (through ob_local_open: 1b-gen, 1b-serve,
+ * 1b-logprobs, 1b-batchrep).
  *
  * Ownership: ob_engine_submit copies everything it needs from the request; the caller's
  * `user` pointer is handed back to the callbacks untouched. Threads: one driver thread calls

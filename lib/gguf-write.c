@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "1b.h"
+#include "sb.h"
 
 struct wkv {
     char *key;
@@ -39,43 +40,20 @@ struct ob_gguf_writer {
 };
 
 /* growable byte buffer for encoding one value */
-struct buf {
-    uint8_t *p;
-    size_t len, cap;
-    bool oom;
-};
+/* encoded bytes grow in a struct ob_sb (sb.h); an append that runs out of memory sets oom */
+static void put(struct ob_sb *b, const void *src, size_t n) { ob_sb_add(b, src, n); }
 
-static void put(struct buf *b, const void *src, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n)
-            cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-}
+static void put_u32(struct ob_sb *b, uint32_t v) { put(b, &v, 4); }
+static void put_u64(struct ob_sb *b, uint64_t v) { put(b, &v, 8); }
 
-static void put_u32(struct buf *b, uint32_t v) { put(b, &v, 4); }
-static void put_u64(struct buf *b, uint64_t v) { put(b, &v, 8); }
-
-static void put_str(struct buf *b, const char *s, uint64_t len)
+static void put_str(struct ob_sb *b, const char *s, uint64_t len)
 {
     put_u64(b, len);
     put(b, s, len);
 }
 
 /* Encode a value's payload (without its leading type). */
-static int encode(struct buf *b, const struct ob_gguf_value *v, int depth)
+static int encode(struct ob_sb *b, const struct ob_gguf_value *v, int depth)
 {
     if (depth > 8)
         return ob_seterr(OB_EUSAGE, "arrays nested too deep");
@@ -139,7 +117,7 @@ void ob_gguf_writer_free(struct ob_gguf_writer *w)
 
 int ob_gguf_writer_set(struct ob_gguf_writer *w, const char *key, const struct ob_gguf_value *v)
 {
-    struct buf b = {0};
+    struct ob_sb b = {0};
     put_u32(&b, v->type);
     int e = encode(&b, v, 0);
     if (!e && b.oom)
@@ -154,26 +132,20 @@ int ob_gguf_writer_set(struct ob_gguf_writer *w, const char *key, const struct o
     for (size_t i = 0; i < w->n_kv; i++)
         if (strcmp(w->kv[i].key, key) == 0) {
             free(w->kv[i].bytes);
-            w->kv[i].bytes = b.p;
+            w->kv[i].bytes = (uint8_t *)b.p;
             w->kv[i].len = b.len;
             return 0;
         }
-    if (w->n_kv == w->cap_kv) {
-        size_t cap = w->cap_kv ? 2 * w->cap_kv : 32;
-        void *p = realloc(w->kv, cap * sizeof *w->kv);
-        if (!p) {
-            free(b.p);
-            return ob_seterr(OB_ENOMEM, "out of memory");
-        }
-        w->kv = p;
-        w->cap_kv = cap;
+    if (!OB_GROW(w->kv, w->cap_kv, w->n_kv + 1)) {
+        free(b.p);
+        return ob_seterr(OB_ENOMEM, "out of memory");
     }
     char *k = strdup(key);
     if (!k) {
         free(b.p);
         return ob_seterr(OB_ENOMEM, "out of memory");
     }
-    w->kv[w->n_kv++] = (struct wkv){k, b.p, b.len};
+    w->kv[w->n_kv++] = (struct wkv){k, (uint8_t *)b.p, b.len};
     return 0;
 }
 
@@ -279,14 +251,8 @@ int ob_gguf_writer_add_tensor(struct ob_gguf_writer *w, const char *name, uint32
         __builtin_mul_overflow(row, nel / t.ne[0], &t.nbytes))
         return ob_seterr(OB_EUSAGE, "tensor '%s': %llu is not a multiple of the %s block size",
                          name, (unsigned long long)t.ne[0], ob_type_name(type));
-    if (w->n_t == w->cap_t) {
-        size_t cap = w->cap_t ? 2 * w->cap_t : 64;
-        void *p = realloc(w->t, cap * sizeof *w->t);
-        if (!p)
-            return ob_seterr(OB_ENOMEM, "out of memory");
-        w->t = p;
-        w->cap_t = cap;
-    }
+    if (!OB_GROW(w->t, w->cap_t, w->n_t + 1))
+        return ob_seterr(OB_ENOMEM, "out of memory");
     if (!(t.name = strdup(name)))
         return ob_seterr(OB_ENOMEM, "out of memory");
     w->t[w->n_t++] = t;
@@ -352,7 +318,7 @@ int ob_gguf_writer_write(struct ob_gguf_writer *w, const char *path)
     uint64_t scratch_len = 0;
     int e = 0;
     uint64_t pos = 0, off = 0;
-    struct buf h = {0};
+    struct ob_sb h = {0};
 
     put(&h, "GGUF", 4);
     put_u32(&h, 3);

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "1b.h"
+#include "sb.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the GGUF reader maps files in place and needs a little-endian host"
@@ -149,14 +150,8 @@ static int rd_str(struct cursor *c, const char **p, uint64_t *len, const char *w
 
 static struct ob_gguf_value *pool_alloc(struct ob_gguf *g, uint64_t n)
 {
-    if (g->n_pools == g->cap_pools) {
-        size_t cap = g->cap_pools ? 2 * g->cap_pools : 16;
-        void *p = realloc(g->pools, cap * sizeof *g->pools);
-        if (!p)
-            return NULL;
-        g->pools = p;
-        g->cap_pools = cap;
-    }
+    if (!OB_GROW(g->pools, g->cap_pools, g->n_pools + 1))
+        return NULL;
     struct ob_gguf_value *v = calloc(n ? n : 1, sizeof *v);
     if (v)
         g->pools[g->n_pools++] = v;
@@ -169,16 +164,8 @@ static int intern(struct ob_gguf *g, const char *s, uint64_t len, size_t *off)
 {
     if (memchr(s, 0, len))
         return ob_seterr(OB_EFORMAT, "a name contains a NUL byte");
-    if (g->names_len + len + 1 > g->names_cap) {
-        size_t cap = g->names_cap ? g->names_cap : 4096;
-        while (cap < g->names_len + len + 1)
-            cap *= 2;
-        char *p = realloc(g->names, cap);
-        if (!p)
-            return ob_seterr(OB_ENOMEM, "out of memory for names");
-        g->names = p;
-        g->names_cap = cap;
-    }
+    if (!OB_GROW(g->names, g->names_cap, g->names_len + len + 1))
+        return ob_seterr(OB_ENOMEM, "out of memory for names");
     *off = g->names_len;
     memcpy(g->names + g->names_len, s, len);
     g->names[g->names_len + len] = 0;

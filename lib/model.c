@@ -18,6 +18,7 @@
 #include "quant.h"
 #include "cpu/kernels/kernels.h"   /* which types have kernels, activation block sizes */
 #include "model.h"
+#include "sb.h"
 #include "quant.h"
 
 static int tensor(const struct ob_model *m, const char *name, const struct ob_gguf_tensor **out)
@@ -46,14 +47,10 @@ static int vector(struct ob_model *m, const char *name, uint64_t n, bool optiona
         return 0;
     }
     float *v = malloc(n * sizeof *v);
-    float **o = realloc(m->owned, (m->n_owned + 1) * sizeof *o);
-    if (!v || !o) {
+    if (!v || !OB_GROW(m->owned, m->cap_owned, m->n_owned + 1)) {
         free(v);
-        if (o)
-            m->owned = o;
         return ob_seterr(OB_ENOMEM, "out of memory");
     }
-    m->owned = o;
     m->owned[m->n_owned++] = v;
     int e = ob_dequant_row(t->type, t->data, v, (int64_t)n);
     if (e)

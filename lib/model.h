@@ -42,7 +42,7 @@ struct ob_model {
     const float *output_norm;      /* [n_embd] */
     struct ob_layer *layers;       /* [n_layer] */
     float **owned;                 /* converted vectors, freed on close */
-    size_t n_owned;
+    size_t n_owned, cap_owned;
     char sha256[65];               /* "" until ob_model_sha256 computed it */
     pthread_mutex_t sha_mu;
 };

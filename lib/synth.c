@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "1b.h"
+#include "sb.h"
 #include "quant.h"
 #include "strmap.h"
 
@@ -117,40 +118,23 @@ static void vocab_free(struct vocab *v)
 
 static char *read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        ob_seterr(errno == ENOENT ? OB_ENOTFOUND : OB_EIO, "%s: %s", path, strerror(errno));
+    FILE *f;
+    if (ob_open_input(path, &f))                 /* missing, unreadable, a directory */
         return NULL;
-    }
-    size_t cap = 1 << 20, n = 0;
-    char *b = malloc(cap + 1);
-    for (;;) {
-        if (!b) {
-            fclose(f);
-            ob_seterr(OB_ENOMEM, "out of memory reading %s", path);
-            return NULL;
-        }
-        size_t k = fread(b + n, 1, cap - n, f);
-        n += k;
-        if (n < cap)
-            break;
-        cap *= 2;
-        char *nb = realloc(b, cap + 1);
-        if (!nb)
-            free(b);
-        b = nb;
-    }
+    struct ob_sb b = {0};
+    char chunk[1 << 16];
+    size_t k;
+    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0)
+        ob_sb_add(&b, chunk, k);
     bool err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(b);
-        ob_seterr(OB_EIO, "%s: read error", path);
+    if (f != stdin)
+        fclose(f);
+    if (err || b.oom) {
+        ob_sb_free(&b);
+        ob_seterr(err ? OB_EIO : OB_ENOMEM, "%s: %s", path, err ? "read error" : "out of memory");
         return NULL;
     }
-    b[n] = 0;
-    if (len)
-        *len = n;
-    return b;
+    return ob_sb_take(&b, len);
 }
 
 /* The chat template from tokenizer_config.json beside tokenizer.json, if there is one. */
