@@ -2,7 +2,8 @@
 #
 #   make              lib/lib1b.a and bin/1b-* for every cmd/1b-*.c
 #   make check        build, then run every test (tests/run); ends with "N passed, N failed"
-#   make install      PREFIX=/usr/local DESTDIR= : binaries, man pages, completions
+#   make install      PREFIX=/usr/local DESTDIR= : binaries, man pages, completions, the
+#                     default prompt set of 1b-report (share/1b/prompts.jsonl)
 #   make fuzz         build the libFuzzer harnesses (clang) into bin/fuzz/
 #   make bench        build the benchmarks into bin/bench/
 #   make clean
@@ -13,6 +14,7 @@
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
+DATADIR ?= $(PREFIX)/share
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/vendor-completions
 
@@ -118,6 +120,16 @@ bin/%: cmd/%.o $(LIB)
 	@mkdir -p bin
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(ALL_LDLIBS)
 
+# commands written in Python (cmd/1b-*.py: standard library only), installed like the others
+# with the version of lib/1b.h; they run the C commands from their own directory
+OB_VERSION := $(shell sed -n 's/^\#define OB_VERSION "\(.*\)"/\1/p' lib/1b.h)
+PY_SRC  := $(sort $(wildcard cmd/1b-*.py))
+PY_CMDS := $(patsubst cmd/%.py,bin/%,$(PY_SRC))
+
+$(PY_CMDS): bin/%: cmd/%.py lib/1b.h
+	@mkdir -p bin
+	sed 's/@OB_VERSION@/$(OB_VERSION)/' $< > $@.tmp && chmod 755 $@.tmp && mv $@.tmp $@
+
 # ---- unit tests (C) --------------------------------------------------------
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
 UNITS    := $(patsubst tests/unit/%.c,bin/unit/%,$(UNIT_SRC))
@@ -196,7 +208,7 @@ bin/bench/%: bench/%.o $(LIB)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(ALL_LDLIBS)
 
 # ---- top-level targets -----------------------------------------------------
-all: $(LIB) $(CMDS)
+all: $(LIB) $(CMDS) $(PY_CMDS)
 
 check: all $(UNITS) $(REPLAYS)
 	tests/run
@@ -218,11 +230,13 @@ MAN7 := $(sort $(wildcard man/*.7))
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
 	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
-	install -m 755 $(CMDS) $(DESTDIR)$(BINDIR)/
+	install -m 755 $(CMDS) $(PY_CMDS) $(DESTDIR)$(BINDIR)/
+	install -d $(DESTDIR)$(DATADIR)/1b
+	install -m 644 contrib/prompts.jsonl $(DESTDIR)$(DATADIR)/1b/
 	install -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 $(MAN7) $(DESTDIR)$(MANDIR)/man7/
 	install -m 644 completions/1b.bash $(DESTDIR)$(BASHCOMPDIR)/1b
-	for c in $(notdir $(CMDS)); do ln -sf 1b $(DESTDIR)$(BASHCOMPDIR)/$$c; done
+	for c in $(notdir $(CMDS) $(PY_CMDS)); do ln -sf 1b $(DESTDIR)$(BASHCOMPDIR)/$$c; done
 	install -m 644 completions/_1b $(DESTDIR)$(ZSHCOMPDIR)/_1b
 
 clean:
