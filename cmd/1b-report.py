@@ -354,6 +354,35 @@ class Runner:
                 c.kill()
 
 
+def server_models(url):
+    """a server's first model from its /v1/models ({id, sha256, ...} where 1b-serve gives them),
+    or {} (a server owes us no sha256; its records name the model only)"""
+    import base64
+    import urllib.parse
+    import urllib.request
+    u = urllib.parse.urlsplit(url)
+    host = u.hostname or ""
+    if ":" in host:
+        host = "[" + host + "]"
+    netloc = host + (":%d" % u.port if u.port else "")
+    path = u.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[:-3]
+    req = urllib.request.Request(urllib.parse.urlunsplit((u.scheme, netloc, path + "/v1/models", "", "")))
+    if u.username is not None:
+        cred = "%s:%s" % (urllib.parse.unquote(u.username), urllib.parse.unquote(u.password or ""))
+        req.add_header("Authorization", "Basic " + base64.b64encode(cred.encode()).decode())
+    elif os.environ.get("OB_API_KEY"):
+        req.add_header("Authorization", "Bearer " + os.environ["OB_API_KEY"])
+    try:
+        with urllib.request.urlopen(req, timeout=10) as f:
+            d = json.loads(f.read(1 << 20).decode("utf-8"))
+        m = d["data"][0]
+        return m if isinstance(m, dict) else {}
+    except Exception:
+        return {}
+
+
 def die_with_parent():
     """in a child, before exec: SIGTERM when 1b-report dies, even by SIGKILL (Linux prctl)"""
     try:
@@ -905,6 +934,13 @@ def main(argv):
         with open(os.path.join(work, "gen/%s.r0.jsonl" % r["label"])) as f:
             line = f.readline()
         first[r["label"]] = json.loads(line) if line.strip() else {}
+        if r["kind"] == "url":
+            sm = server_models(r["url"])
+            m = first[r["label"]].setdefault("model", {})
+            if isinstance(m, str):
+                m = first[r["label"]]["model"] = {"name": m}
+            if isinstance(sm.get("sha256"), str) and not m.get("sha256"):
+                m["sha256"] = sm["sha256"] + " (its /v1/models)"
     html = ["pandoc", "-f", "gfm", "-t", "html5", "-s", "--metadata", None, "-o", "report.html", "report.md"]
     run.commands.append({"command": "# report.md: written by 1b-report from the JSON reports above"})
     run.commands.append({"command": " ".join(shlex.quote(w) for w in html[:7]) + " --metadata title=... "
