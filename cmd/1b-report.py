@@ -301,7 +301,8 @@ class Runner:
     def run(self, argv, stdin=None, stdout=None, ok=(0,), record=True, env=None):
         """run a tool; stdin and stdout are paths relative to the report directory; returns
         (exit status, stderr text). A status outside ok is a Fail."""
-        shown = " ".join(shlex.quote(w) for w in argv)
+        # URLs without their user name and password, as the tools show them
+        shown = " ".join(shlex.quote(shown_url(w) if "://" in w else w) for w in argv)
         if stdin:
             shown += " < " + shlex.quote(stdin)
         if stdout:
@@ -939,6 +940,7 @@ def main(argv):
             m = first[r["label"]].setdefault("model", {})
             if isinstance(m, str):
                 m = first[r["label"]]["model"] = {"name": m}
+            first[r["label"]]["_server"] = sm
             if isinstance(sm.get("sha256"), str) and not m.get("sha256"):
                 m["sha256"] = sm["sha256"] + " (its /v1/models)"
     html = ["pandoc", "-f", "gfm", "-t", "html5", "-s", "--metadata", None, "-o", "report.html", "report.md"]
@@ -992,6 +994,9 @@ def page(a, routes, requests, prompts, ga, names, tf, batch, plan, pair_plots, c
             what = "in process, `-d %s`, model `%s`" % (r["route"], r["model"])
         else:
             what = "server `%s`" % shown_url(r["url"])
+            slots = (first[r["label"]].get("_server") or {}).get("parallel")
+            if isinstance(slots, int):
+                what += ", %d slots" % slots
         rows.append([r["label"], what, m.get("name", "–"), m.get("sha256", "–")])
     L.append(md_table(["route", "what", "model", "sha256"], rows))
 
@@ -1084,8 +1089,15 @@ def page(a, routes, requests, prompts, ga, names, tf, batch, plan, pair_plots, c
             b = batch[(r["label"], w, a["max_tokens"])]
             rows.append(batch_row(r["label"], w, b))
             rows2.append(solo_row([r["label"], w], b))
-    L.append(md_table(["route", "width", "rounds", "copies", "states", "identical round to round",
+    L.append(md_table(["route", "width", "rounds", "copies", "states", "identical per round",
+                       "identical round to round",
                        "worst \\|dlogp\\| in the mixture", "verdict"], rows))
+    for r in routes:
+        slots = (first[r["label"]].get("_server") or {}).get("parallel")
+        wide = [w for w in a["widths"] if isinstance(slots, int) and w > slots]
+        if wide:
+            L.append("\n%s has %d slots: at width %s copies waited for a slot (a control, not a "
+                     "batch of that width).\n" % (r["label"], slots, ", ".join(map(str, wide))))
     L.append("\nBatched against solo: copies identical to the solo answer, each copy's mean \\|dlogp\\| "
              "over common positions and its share of aligned positions that keep the solo token "
              "(min / median / max over the copies).\n\n")
@@ -1134,7 +1146,8 @@ def pair_row(p, names):
 
 def batch_row(label, w, b):
     rr = b.get("round_to_round") or {}
-    return [label, w, b.get("rounds"), b.get("copies"), b.get("states"),
+    per = " ".join("%s/%d" % (x.get("identical"), len(x.get("states") or [])) for x in b.get("per_round") or [])
+    return [label, w, b.get("rounds"), b.get("copies"), b.get("states"), per or "–",
             "%s/%s" % (rr.get("identical"), rr.get("pairs")), dlogp(b.get("worst_abs_dlogp")), b.get("verdict")]
 
 

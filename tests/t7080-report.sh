@@ -7,12 +7,12 @@
 # report, and a directory that is not a report is never replaced.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 29
+plan 30
 
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 if ! command -v gnuplot >/dev/null || ! command -v pandoc >/dev/null; then
-    for i in $(seq 1 29); do skip "1b-report check $i" "gnuplot and pandoc not installed (scripts/setup)"; done
+    for i in $(seq 1 30); do skip "1b-report check $i" "gnuplot and pandoc not installed (scripts/setup)"; done
     exit 0
 fi
 litter() { ls -A "$T" | grep -c '\.1b-report\.' ; }
@@ -90,9 +90,10 @@ v = b["vs_solo"]; m = v["mean_abs_dlogp"]; s = v["same_token"]
 d = lambda x: "0" if x == 0 else "%.3e" % x
 print("| cpu | 2 | %d/%d | %s | %s | %s | %.3f | %.3f | %.3f |" % (
     v["identical"], v["copies"], d(m["min"]), d(m["median"]), d(m["max"]), s["min"], s["median"], s["max"]))
-print("| cpu | 2 | %d | %d | %d | %d/%d | %s | %s |" % (
-    b["rounds"], b["copies"], b["states"], b["round_to_round"]["identical"], b["round_to_round"]["pairs"],
-    d(b["worst_abs_dlogp"]), b["verdict"]))
+print("| cpu | 2 | %d | %d | %d | %s | %d/%d | %s | %s |" % (
+    b["rounds"], b["copies"], b["states"],
+    " ".join("%d/%d" % (r["identical"], len(r["states"])) for r in b["per_round"]),
+    b["round_to_round"]["identical"], b["round_to_round"]["pairs"], d(b["worst_abs_dlogp"]), b["verdict"]))
 EOF
 )
 bad=""
@@ -115,15 +116,22 @@ ok $? "the plots' data add up to 1b-agree's aligned, common and exact counts"
 
 # ---- a server route: 1b-serve, and the contract over HTTP ----
 if serve_start s -m "$S" --parallel 4 -t 2; then
-    1b-report -q --quick --widths 1,4 --lengths 8 -m "$S" -d cpu --url serve="$URL_s" -o srv 2> err; rc=$?
+    1b-report -q --quick --widths 1,8 --lengths 8 -m "$S" -d cpu --url serve="$URL_s" -o srv 2> err; rc=$?
     ok $rc "1b-report with a 1b-serve route: exit 0 ($(head -1 err))"
     grep -qx '| cpu vs serve | 3 | 48 | 48 | 1.000 | 1.000 | 0 | 0 | exact |' srv/report.md &&
         grep -q "^| serve's tokens on cpu | .* exact |" srv/report.md &&
         grep -q "^| cpu's tokens on serve | .* exact |" srv/report.md
     ok $? "cpu and the server agree to the bit, generated and teacher-forced both ways"
-    grep -q "^| serve | server \`$URL_s\` | stories260K.gguf | 270cba1b" srv/report.md; ok $? "the server's row names its URL"
+    grep -q "^| serve | server \`$URL_s\`, 4 slots | stories260K.gguf | 270cba1b" srv/report.md &&
+        grep -q '^serve has 4 slots: at width 8 copies waited for a slot' srv/report.md
+    ok $? "the server's row names its URL and slots (its /v1/models), and width 8 is marked as waiting"
+    # a user name and password in a URL are sent, and shown nowhere
+    u=${URL_s/http:\/\//http://someone:s3cret@}
+    1b-report -q --quick --widths 1 --lengths 8 -m "$S" --url "$u" -o cred 2> err; rc=$?
+    [ $rc -eq 0 ] && ! grep -rq s3cret cred && grep -q "^1b-gen --url $URL_s " cred/report.md
+    ok $? "a URL's password is in no file of the report (exit $rc: $(grep -rl s3cret cred 2>/dev/null | head -3))"
 else
-    for i in 1 2 3; do ok 1 "1b-serve did not start: $(tail -2 "$T/s.log")"; done
+    for i in 1 2 3 4; do ok 1 "1b-serve did not start: $(tail -2 "$T/s.log")"; done
 fi
 
 # ---- unreachable routes: exit 4, nothing written ----
