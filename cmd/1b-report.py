@@ -808,7 +808,6 @@ def main(argv):
     lock = os.open(os.path.join(work, ".1b-report"), os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(lock, fcntl.LOCK_EX)
     os.write(lock, json.dumps({"1b-report": VERSION}).encode() + b"\n")
-    main.work = work
     run.cwd = work
     t_start = time.time()
     for d in ("gen", "tf", "agree", "batch", "plots"):
@@ -945,7 +944,7 @@ def main(argv):
                 m["sha256"] = sm["sha256"] + " (its /v1/models)"
     html = ["pandoc", "-f", "gfm", "-t", "html5", "-s", "--metadata", None, "-o", "report.html", "report.md"]
     run.commands.append({"command": "# report.md: written by 1b-report from the JSON reports above"})
-    run.commands.append({"command": " ".join(shlex.quote(w) for w in html[:7]) + " --metadata title=... "
+    run.commands.append({"command": " ".join(shlex.quote(w) for w in html[:6]) + " --metadata title=... "
                                     "-o report.html report.md"})
     md = page(a, routes, requests, prompts, gen_agree, names, tf, batch, plan, pair_plots, run.commands,
               versions, facts, first, here, time.time() - t_start)
@@ -982,6 +981,8 @@ def page(a, routes, requests, prompts, ga, names, tf, batch, plan, pair_plots, c
              "own (1b-agree, 1b-batchrep), read from the JSON reports kept beside this page; the "
              "definitions are those of 1b-agree(1) and 1b-batchrep(1).\n" % (
                  VERSION, time.strftime("%Y-%m-%d %H:%M:%S %Z"), seconds))
+    L.append("## Summary\n")
+    L.extend(summary(a, routes, ga, names, tf, batch))
     L.append("## Setup\n")
     L.append("%d requests from `%s`, %d tokens each, greedy (temperature 0), top_logprobs %d, "
              "cache_prompt false, %d repeats per route%s; tokens matched by %s.\n" % (
@@ -1135,6 +1136,43 @@ def page(a, routes, requests, prompts, ga, names, tf, batch, plan, pair_plots, c
              "(1b-batchrep's), `plots/` (PNG, with their data and gnuplot scripts), `report.json` "
              "(settings, routes, commands, versions, machine).\n")
     return "\n".join(L)
+
+
+def summary(a, routes, ga, names, tf, batch):
+    """one line per route and per pair, in the tools' own words and numbers"""
+    out = []
+    for inp in ga.get("inputs", []):
+        label = names[inp["name"]]
+        rep = inp.get("repeatable")
+        line = "- **%s**: %s over %d repeats" % (label, "bitwise repeatable" if rep else (
+            "not repeatable" if rep is False else "repetition not measured"), inp["repeats"])
+        states = [(w, batch[(label, w, a["max_tokens"])]) for w in a["widths"]]
+        same = [w for w, b in states if b.get("states") == 1 and (b.get("vs_solo") or {}).get("identical") ==
+                (b.get("vs_solo") or {}).get("copies")]
+        if len(same) == len(states):
+            line += "; batched, every copy at every width (%s) is one state, the solo answer" % (
+                "/".join(str(w) for w, _ in states))
+        else:
+            line += "; batched: " + ", ".join("%d state%s at width %d (%s/%s identical to solo)" % (
+                b.get("states"), "" if b.get("states") == 1 else "s", w, (b.get("vs_solo") or {}).get("identical"),
+                (b.get("vs_solo") or {}).get("copies")) for w, b in states)
+        out.append(line + ".")
+    for p in ga.get("pairs", []):
+        la, lb = names[p["a"]], names[p["b"]]
+        line = "- **%s vs %s**: %s on generated streams (token match %s, exact-bit %s, max \\|dlogp\\| %s)" % (
+            la, lb, "bit-identical" if p.get("exact") else "not bit-identical", rate(p.get("token_match")),
+            rate(p.get("exact_bit_rate")), dlogp(p.get("max_abs_dlogp")))
+        tfs = []
+        for x, y in ((la, lb), (lb, la)):
+            t = tf.get("%s-on-%s" % (x, y), {})
+            if "pairs" in t:
+                q = t["pairs"][0]
+                tfs.append("%s's tokens on %s: max %s, mean %s" % (x, y, dlogp(q.get("max_abs_dlogp")),
+                                                                   dlogp(q.get("mean_abs_dlogp"))))
+        if tfs:
+            line += "; teacher-forced, " + "; ".join(tfs)
+        out.append(line + ".")
+    return out + [""]
 
 
 def pair_row(p, names):

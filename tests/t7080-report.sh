@@ -20,7 +20,8 @@ litter() { ls -A "$T" | grep -c '\.1b-report\.' ; }
 # ---- a quick report, every section and plot ----
 1b-report -q --quick -m "$S" -d cpu -d ref -o r 2> err; rc=$?
 ok $rc "1b-report --quick -d cpu -d ref: exit 0 ($(head -1 err))"
-want='## Setup
+want='## Summary
+## Setup
 ## Repetition per route (requests served one at a time)
 ## Agreement between routes
 ### Generated streams
