@@ -7,12 +7,12 @@
 # report, and a directory that is not a report is never replaced.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 30
+plan 31
 
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 if ! command -v gnuplot >/dev/null || ! command -v pandoc >/dev/null; then
-    for i in $(seq 1 30); do skip "1b-report check $i" "gnuplot and pandoc not installed (scripts/setup)"; done
+    for i in $(seq 1 31); do skip "1b-report check $i" "gnuplot and pandoc not installed (scripts/setup)"; done
     exit 0
 fi
 litter() { ls -A "$T" | grep -c '\.1b-report\.' ; }
@@ -181,6 +181,13 @@ sleep 0.2
 1b-report -q --quick --max-tokens 8 -m "$S" -d cpu -d ref -o r 2> err; rc=$?
 [ $rc -eq 0 ] && [ "$(litter)" -eq 0 ] && grep -q '^3 requests from `prompts.jsonl`, 8 tokens each' r/report.md
 ok $? "the next run removes the killed run's directory and replaces the report (exit $rc)"
+# installed (make install): beside the tools it runs, with the default prompt set in share/1b
+make -s -C "$OB_TOP" install DESTDIR="$T/inst" PREFIX=/usr > make.out 2>&1 &&
+    (cd / && env PATH=/usr/bin:/bin "$T/inst/usr/bin/1b-report" -q --quick --widths 1 --lengths 8 -m "$S" -d cpu -o "$T/inst-r") &&
+    grep -q "^| tools | $T/inst/usr/bin |" inst-r/report.md && [ "$(jq -r .prompts inst-r/report.json)" = "$T/inst/usr/share/1b/prompts.jsonl" ] &&
+    [ -f "$T/inst/usr/share/man/man1/1b-report.1" ] && [ -L "$T/inst/usr/share/bash-completion/completions/1b-report" ]
+ok $? "make install: 1b-report runs the installed tools with the installed prompt set, its page and completion installed" ||
+    tail -5 make.out | sed 's/^/# /'
 1b-report -q --quick -m "$S" -d cpu -o fresh && [ -f fresh/report.html ] && ! grep -q '^### Generated streams' fresh/report.md &&
     grep -q '^One route only: no pair to compare.$' fresh/report.md
 ok $? "one route: the page says there is no pair"
