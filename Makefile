@@ -61,9 +61,11 @@ override OB_EXACT_NVCC := -std=c++17 -x cu --fmad=false --ftz=false --prec-div=t
            -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
 # hipcc (HIP=1): the same for clang's HIP; device code for gfx90a (MI200) and gfx1030 (RDNA2):
 # Debian 12's ROCm 5.2 has device libraries for gfx803..gfx940, gfx90a, gfx1010..gfx1036.
+# (not -fno-unsafe-math-optimizations: to clang it also means trapping math, which the GPU
+# targets do not have and warn about; its other parts are given one by one)
 override OB_EXACT_HIPCC := -std=c++17 -x hip -ffp-contract=off -fno-fast-math \
-           -fno-unsafe-math-optimizations -fno-associative-math -fno-reciprocal-math \
-           -fno-finite-math-only -fsigned-zeros -fno-math-errno \
+           -fno-associative-math -fno-reciprocal-math -fno-finite-math-only -fsigned-zeros \
+           -fno-math-errno \
            -fno-gpu-flush-denormals-to-zero -fhip-fp32-correctly-rounded-divide-sqrt \
            --offload-arch=gfx90a --offload-arch=gfx1030
 PKGS    := libcjson libcurl libmicrohttpd libarchive libpcre2-8 libcrypto openblas

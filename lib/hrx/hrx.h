@@ -141,7 +141,9 @@ struct ob_hrx_rt {
     const struct ob_hrx_kernels *k;
 };
 
+/* each target's runtime and kernel table (the GPU ones only in builds with CUDA=1 / HIP=1) */
 extern const struct ob_hrx_rt ob_hrx_sim_rt;
+extern const struct ob_hrx_kernels ob_hrx_sim_kernels, ob_hrx_cuda_kernels, ob_hrx_hip_kernels;
 
 /* ---- the host side (backend-hrx.c), for the route registry (route.c) ---- */
 

@@ -85,10 +85,10 @@ static inline int ob_shfl_xor(int v, int m) { return ob_shfl(v, ((int)threadIdx.
 #endif
 
 #if defined(OB_HRX_CUDA) || defined(OB_HRX_HIP)
-/* the stream of a GPU queue (rt-gpu.hip) */
-ob_gpu_stream_t ob_gpu_stream(struct ob_hrx_q *q);
+/* the stream of a GPU queue, its device made current (gpu.hip) */
+ob_gpu_stream_t OB_HRX_FN(stream)(struct ob_hrx_q *q);
 #define OB_LAUNCH(q, kernel, grid, block, ...) \
-    kernel<<<grid, block, 0, ob_gpu_stream(q)>>>(__VA_ARGS__)
+    kernel<<<grid, block, 0, OB_HRX_FN(stream)(q)>>>(__VA_ARGS__)
 #endif
 
 /* after OB_LAUNCH: 0, or the launch's failure (a kernel bug found by hrx-sim, a GPU error) as

@@ -554,8 +554,6 @@ static int sim_copy(ob_hrx_q *q, void *dst, const void *src, size_t bytes)
 
 static int sim_sync(ob_hrx_q *q) { return 0; }
 
-extern "C" const ob_hrx_kernels ob_hrx_sim_kernels;
-
 extern "C" const ob_hrx_rt ob_hrx_sim_rt = {
     "sim", sim_count, sim_info, sim_open, sim_close, sim_alloc, sim_free,
     sim_copy, sim_copy, sim_copy, sim_sync, true, &ob_hrx_sim_kernels,

@@ -4,5 +4,9 @@
  */
 #include "hrx/shim.h"
 
+/* host code only: hipcc would also place a constant-initialised const object in device memory
+ * (__HIP_DEVICE_COMPILE__ is its device pass) */
+#if !defined(__HIP_DEVICE_COMPILE__)
 #define OB_HRX_ENTRY(name, params) OB_HRX_FN(name),
 extern "C" const struct ob_hrx_kernels OB_HRX_FN(kernels) = {OB_HRX_KERNELS(OB_HRX_ENTRY)};
+#endif
