@@ -228,9 +228,10 @@ $(SAN_LIB): $(SAN_OBJ)
 	$(AR) rcs $@ $^
 
 # every command and the engine's unit tests under ASan/UBSan: tests/t5020-sanitize.sh runs
-# the engine and serve tests against them (make check builds them)
+# the engine and serve tests against them, tests/t5040-hrx-kernels.sh the hrx kernels on
+# hrx-sim (make check builds them)
 SAN_CMDS  := $(patsubst cmd/%.c,bin/san/%,$(CMD_SRC))
-SAN_UNITS := bin/san/unit/engine bin/san/unit/engine-fail
+SAN_UNITS := bin/san/unit/engine bin/san/unit/engine-fail bin/san/unit/hrx
 
 bin/san/unit/%: tests/unit/%.c $(SAN_LIB)
 	@mkdir -p bin/san/unit
@@ -307,7 +308,9 @@ bench: all $(BENCHES)
 # above build (tests/t1330-portable.sh compiles the portable check with each distinct set)
 print-cflags:
 	@$(foreach f,$(LIB_SRC) $(CMD_SRC) $(UNIT_SRC) $(BENCH_SRC),echo '$(f:.c=.o): $(strip $(CC) $(call ob_cflags,$f))';)
-	@$(foreach f,$(HRX_SIM_OBJ),echo '$f: $(strip $(CXX) $(call ob_cxxflags,$f))';)
+	@$(foreach f,$(HRX_SIM_OBJ) $(UNIT_CXX:.cc=.o),echo '$f: $(strip $(CXX) $(call ob_cxxflags,$f))';)
+	@$(foreach f,$(HRX_SIM_OBJ),echo 'build/san/$f: $(strip $(CXX) $(call ob_cxxflags,$f) $(SAN_FLAGS))';)
+	@$(foreach f,$(HRX_SIM_OBJ),echo 'build/fuzz/$f: $(strip $(FUZZ_CXX) $(ob_fuzz_cxxflags))';)
 	@$(foreach f,$(LIB_SRC),echo 'build/san/$(f:.c=.o): $(strip $(CC) $(call ob_cflags,$f) $(SAN_FLAGS))';)
 	@$(foreach f,$(LIB_SRC),echo 'build/fuzz/$(f:.c=.o): $(strip $(FUZZ_CC) $(call ob_fuzz_cflags,$f))';)
 

@@ -80,8 +80,15 @@ static inline float ob_shfl(float v, int l)
 static inline int ob_shfl(int v, int l) { return (int)ob_sim_shfl((uint32_t)v, l & 31); }
 static inline float ob_shfl_xor(float v, int m) { return ob_shfl(v, ((int)threadIdx.x ^ m) & 31); }
 static inline int ob_shfl_xor(int v, int m) { return ob_shfl(v, ((int)threadIdx.x ^ m) & 31); }
+/* the arguments are evaluated once, at the launch, and passed by value, as a GPU launch does */
 #define OB_LAUNCH(q, kernel, grid, block, ...) \
-    ob_sim_launch(q, #kernel, grid, block, [=]() { kernel(__VA_ARGS__); })
+    ob_sim_launch_args(q, #kernel, grid, block, kernel, __VA_ARGS__)
+template <class K, class... A>
+static inline void ob_sim_launch_args(struct ob_hrx_q *q, const char *name, dim3 grid, dim3 block,
+                                      K kernel, A... args)
+{
+    ob_sim_launch(q, name, grid, block, [=]() { kernel(args...); });
+}
 #endif
 
 #if defined(OB_HRX_CUDA) || defined(OB_HRX_HIP)
