@@ -17,6 +17,7 @@
  * hrx-sim every bit counts. The first differing value is printed.
  *
  *   hrx [--quick]       (--quick: fewer widths and shapes, for a fast look)
+ *   hrx --types         print the cpu route's weight types, one line, and exit
  */
 #include <math.h>
 #include <stdbool.h>
@@ -618,6 +619,13 @@ static void run_all(const char *name)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--types") == 0) {
+        for (uint32_t t = 0; t < OB_TYPE_COUNT; t++)
+            if (ob_type_supported(t))
+                printf("%s ", ob_type_name(t));
+        printf("\n");
+        return 0;
+    }
     quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     test_types();
     const struct ob_hrx_rt *rts[3] = {&ob_hrx_sim_rt, &ob_hrx_cuda_rt, &ob_hrx_hip_rt};
