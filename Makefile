@@ -305,12 +305,15 @@ fuzz: $(FUZZERS)
 bench: all $(BENCHES)
 
 # make -s print-cflags [CC=... CFLAGS=...]: "OBJECT: COMPILER FLAGS" for every object the rules
-# above build (tests/t1330-portable.sh compiles the portable check with each distinct set)
+# above build (tests/t1330-portable.sh compiles the portable check with each distinct set; with
+# CUDA=1 or HIP=1 the GPU objects too: tests/t5044-hrx-gpu-build.sh)
 print-cflags:
 	@$(foreach f,$(LIB_SRC) $(CMD_SRC) $(UNIT_SRC) $(BENCH_SRC),echo '$(f:.c=.o): $(strip $(CC) $(call ob_cflags,$f))';)
 	@$(foreach f,$(HRX_SIM_OBJ) $(UNIT_CXX:.cc=.o),echo '$f: $(strip $(CXX) $(call ob_cxxflags,$f))';)
 	@$(foreach f,$(HRX_SIM_OBJ),echo 'build/san/$f: $(strip $(CXX) $(call ob_cxxflags,$f) $(SAN_FLAGS))';)
 	@$(foreach f,$(HRX_SIM_OBJ),echo 'build/fuzz/$f: $(strip $(FUZZ_CXX) $(ob_fuzz_cxxflags))';)
+	@$(foreach f,$(filter lib/hrx/cuda-%,$(HRX_GPU_OBJ)),echo '$f: $(strip $(NVCC) $(NVCCFLAGS) $(OB_EXACT_NVCC))';)
+	@$(foreach f,$(filter lib/hrx/hip-%,$(HRX_GPU_OBJ)),echo '$f: $(strip $(HIPCC) $(HIPCCFLAGS) $(OB_EXACT_HIPCC))';)
 	@$(foreach f,$(LIB_SRC),echo 'build/san/$(f:.c=.o): $(strip $(CC) $(call ob_cflags,$f) $(SAN_FLAGS))';)
 	@$(foreach f,$(LIB_SRC),echo 'build/fuzz/$(f:.c=.o): $(strip $(FUZZ_CC) $(call ob_fuzz_cflags,$f))';)
 
