@@ -152,3 +152,21 @@ int ob_route_find(const char *name, const struct ob_route **out)
     return ob_seterr(OB_EUSAGE, "unknown route '%s' (this build has %s; not built: %s)", name,
                      have, lack);
 }
+
+int ob_route_fit(struct ob_model *m, const char *route, const struct ob_device_opts *d,
+                 int n_slots, int n_ctx, struct ob_route_fit *out)
+{
+    const struct ob_route *r;
+    struct ob_device_info info = {0};
+    int e;
+    memset(out, 0, sizeof *out);
+    if ((e = ob_route_find(route, &r)) || (e = r->probe(d, &info)) || (e = r->supports(m)))
+        return e;
+    snprintf(out->device, sizeof out->device, "%s", info.name);
+    out->mem_bytes = info.mem_bytes;
+    out->weight_bytes = r->weight_bytes(m);
+    out->kv_bytes = r->kv_bytes(m, n_slots, n_ctx);
+    /* ob_ctx_new's budget (ctx.c): weights and caches within 80% of the memory */
+    out->fits = !info.mem_bytes || out->weight_bytes + out->kv_bytes <= info.mem_bytes / 10 * 8;
+    return 0;
+}
