@@ -4,11 +4,13 @@
 #    per-block shared memory, fiber stacks, and kernel bugs reported (a barrier or a shuffle
 #    that not every thread reaches, a partial warp, a bad launch shape) instead of a hang;
 #  - every kernel against lib/arith/ bit for bit (tests/unit/hrx.c): hrx-sim, and a GPU when
-#    this build has one and the machine a device (else "# SKIP no device");
+#    this build has one and the machine a device (else "# SKIP no device"); on hrx-sim with
+#    its own large tiles and with the GPU's small ones (OB_HRX_SIM_TILES=gpu): the launches a
+#    GPU makes;
 #  - the same kernels under AddressSanitizer and UBSan (bin/san/unit/hrx): no kernel reads or
 #    writes outside what it was given.
 . "$(dirname "$0")/lib.sh"
-plan 3
+plan 4
 # run_unit NAME CMD...: one check for a TAP unit test, its failures shown
 run_unit() {
     local name=$1 out rc; shift
@@ -21,5 +23,6 @@ run_unit() {
 run_unit "hrx-sim's SIMT executor: indices, barriers, shuffles, shared memory, bugs reported" \
     "$UNIT/hrx-shim"
 run_unit "every hrx kernel equals lib/arith bit for bit" "$UNIT/hrx"
+OB_HRX_SIM_TILES=gpu run_unit "the same with the GPU's launch geometry (OB_HRX_SIM_TILES=gpu)" "$UNIT/hrx"
 export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 run_unit "the kernels on hrx-sim under ASan and UBSan (--quick)" "$OB_TOP/bin/san/unit/hrx" --quick

@@ -98,6 +98,15 @@ ob_gpu_stream_t OB_HRX_FN(stream)(struct ob_hrx_q *q);
     kernel<<<grid, block, 0, OB_HRX_FN(stream)(q)>>>(__VA_ARGS__)
 #endif
 
+/* launch geometry: large tiles (hrx-sim, unless OB_HRX_SIM_TILES=gpu: fewer fiber switches)
+ * or the GPU's small ones; the kernels compute the same bits with either */
+#if defined(OB_HRX_SIM)
+bool ob_sim_big_tiles(struct ob_hrx_q *q);
+static inline bool OB_HRX_FN(big_tiles)(struct ob_hrx_q *q) { return ob_sim_big_tiles(q); }
+#else
+static inline bool OB_HRX_FN(big_tiles)(struct ob_hrx_q *q) { return false; }
+#endif
+
 /* after OB_LAUNCH: 0, or the launch's failure (a kernel bug found by hrx-sim, a GPU error) as
  * an OB_E* code with its message set on the calling thread */
 extern "C" int OB_HRX_FN(launched)(struct ob_hrx_q *q, const char *kernel);

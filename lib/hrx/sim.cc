@@ -400,6 +400,7 @@ struct ob_hrx_q {
     int n_threads;
     exec **ex;                     /* [n_threads], made when a thread first runs a block */
     pthread_mutex_t mu;
+    bool big_tiles;                /* launch geometry (shim.h): not OB_HRX_SIM_TILES=gpu */
     int err;                       /* the first failure of the last launch */
     char msg[512];
     /* the launch being run */
@@ -465,6 +466,8 @@ void ob_sim_run(ob_hrx_q *q, const char *kernel, dim3 grid, dim3 block, ob_sim_b
     ob_pool_run(q->pool, block_task, q, (int)nb);
 }
 
+bool ob_sim_big_tiles(ob_hrx_q *q) { return q->big_tiles; }
+
 extern "C" int ob_hrx_sim_launched(ob_hrx_q *q, const char *kernel)
 {
     if (!q->err)
@@ -518,6 +521,8 @@ static int sim_open(int index, int n_threads, ob_hrx_q **out)
     if (!q)
         return ob_seterr(OB_ENOMEM, "out of memory");
     pthread_mutex_init(&q->mu, NULL);
+    const char *tiles = getenv("OB_HRX_SIM_TILES");
+    q->big_tiles = !tiles || strcmp(tiles, "gpu") != 0;
     q->n_threads = n_threads < 1 ? 1 : n_threads;
     if (!(q->ex = (exec **)calloc((size_t)q->n_threads, sizeof *q->ex))) {
         sim_close(q);
