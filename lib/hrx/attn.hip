@@ -44,10 +44,16 @@ __global__ static void k_attention(struct ob_hrx_attn a, const float *Q, const u
     for (int tt = t; tt < nk; tt += AT_THREADS) {
         const uint16_t *kr = k + (size_t)tt * kvw;
         float p[OB_NPART];
+        OB_UNROLL
         for (int j = 0; j < OB_NPART; j++)
             p[j] = 0.0f;
-        for (int d = 0; d < hd; d++)
-            p[d & 31] = fmaf(q[d], ob_fp16_to_f32(kr[d]), p[d & 31]);
+        /* partial j takes d = j, j + 32, ... in increasing d (a register each: j unrolled) */
+        for (int d0 = 0; d0 < hd; d0 += OB_NPART) {
+            OB_UNROLL
+            for (int j = 0; j < OB_NPART; j++)
+                if (d0 + j < hd)
+                    p[j] = fmaf(q[d0 + j], ob_fp16_to_f32(kr[d0 + j]), p[j]);
+        }
         s[tt] = ob_fold32(p) * a.scale;
     }
     __syncthreads();

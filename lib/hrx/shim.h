@@ -16,6 +16,8 @@
  *                                        shuffle has width 32: each half is its own warp, so
  *                                        the 32-partial shape of lib/arith/ holds everywhere)
  *   OB_LAUNCH(q, kernel, grid, block, args...)   a launch on queue q (struct ob_hrx_q)
+ *   OB_UNROLL                           before a loop of constant count: unroll it (so that a
+ *                                       small array indexed by its counter stays in registers)
  *   OB_HRX_FN(name)                     the target's name of a launcher or table
  * and the arithmetic of lib/arith/ (OB_INLINE functions compile for the device too).
  *
@@ -89,6 +91,12 @@ static inline void ob_sim_launch_args(struct ob_hrx_q *q, const char *name, dim3
 {
     ob_sim_launch(q, name, grid, block, [=]() { kernel(args...); });
 }
+#endif
+
+#if defined(OB_HRX_SIM)
+#define OB_UNROLL _Pragma("GCC unroll 32")
+#else
+#define OB_UNROLL _Pragma("unroll")
 #endif
 
 #if defined(OB_HRX_CUDA) || defined(OB_HRX_HIP)
