@@ -537,13 +537,17 @@ static int sim_open(int index, int n_threads, ob_hrx_q **out)
 }
 
 /* Fresh device memory holds all-ones bytes (NaN as floats), never zeros: a kernel that reads
- * what nothing wrote gives NaN instead of a plausible number, and the bitwise tests see it. */
+ * what nothing wrote gives NaN instead of a plausible number, and the bitwise tests see it.
+ * Allocations above FILL_MAX (large KV caches) are left untouched, as the cpu route leaves
+ * its caches, so that their pages are only taken when written. */
+#define FILL_MAX ((size_t)256 << 20)
 static int sim_alloc(ob_hrx_q *q, size_t bytes, void **out)
 {
     void *p = NULL;
     if (posix_memalign(&p, 256, bytes ? bytes : 1))
         return ob_seterr(OB_ENOMEM, "hrx-sim: out of memory for %zu bytes", bytes);
-    memset(p, 0xff, bytes);
+    if (bytes <= FILL_MAX)
+        memset(p, 0xff, bytes);
     *out = p;
     return 0;
 }
