@@ -10,11 +10,12 @@
 #  - the same kernels under AddressSanitizer and UBSan (bin/san/unit/hrx): no kernel reads or
 #    writes outside what it was given.
 . "$(dirname "$0")/lib.sh"
-plan 4
+plan 5
 # run_unit NAME CMD...: one check for a TAP unit test, its failures shown
 run_unit() {
     local name=$1 out rc; shift
     out=$("$@" 2>&1); rc=$?
+    last_out=$out
     [ $rc -eq 0 ] && ! grep -q '^not ok' <<<"$out"
     ok $? "$name ($(grep -c '^ok' <<<"$out") checks, $(grep -c '# SKIP' <<<"$out") skipped)" ||
         grep -v '^ok' <<<"$out" | head -20 | sed 's/^/# /'
@@ -23,6 +24,12 @@ run_unit() {
 run_unit "hrx-sim's SIMT executor: indices, barriers, shuffles, shared memory, bugs reported" \
     "$UNIT/hrx-shim"
 run_unit "every hrx kernel equals lib/arith bit for bit" "$UNIT/hrx"
+# the GPU section of that run: there when this build has a GPU runtime and the machine a GPU
+if grep -q '^# hrx (' <<<"$last_out"; then
+    ok 0 "the kernels on the GPU: $(grep '^# hrx (' <<<"$last_out" | tr '\n' ' ')"
+else
+    skip "the kernels on a GPU" "$(grep -m1 -o 'no device.*' <<<"$last_out")"
+fi
 OB_HRX_SIM_TILES=gpu run_unit "the same with the GPU's launch geometry (OB_HRX_SIM_TILES=gpu)" "$UNIT/hrx"
 export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 run_unit "the kernels on hrx-sim under ASan and UBSan (--quick)" "$OB_TOP/bin/san/unit/hrx" --quick

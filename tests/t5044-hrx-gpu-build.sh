@@ -50,7 +50,7 @@ src/bin/1b-gen -m "$S" -d hrx-sim < one.jsonl > sim.jsonl 2> err.txt &&
 ok $? "the GPU build's hrx-sim = cpu ($(head -c 200 err.txt))"
 out=$(src/bin/unit/hrx --quick 2>&1); rc=$?
 [ $rc -eq 0 ] && ! grep -q '^not ok' <<<"$out"
-ok $? "the GPU build's kernel tests: $(grep -c '^ok' <<<"$out") ok ($(grep -o '# SKIP.*' <<<"$out" | head -2 | tr '\n' ' '))" ||
+ok $? "the GPU build's kernel tests: $(grep -c '^ok' <<<"$out") ok ($(grep -o '# SKIP.*' <<<"$out" | sed 's/# SKIP/skipped:/' | head -2 | tr '\n' ' '))" ||
     grep '^not ok' <<<"$out" | head -5 | sed 's/^/# /'
 
 # the device code under a user's fast-math flags, from the Makefile's own command lines
