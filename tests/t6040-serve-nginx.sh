@@ -52,7 +52,9 @@ ok $? "nginx up on port $P; /health through it: 200"
 echo '{"id":"a","prompt":"Once upon a time","max_tokens":48,"top_logprobs":3}' | 1b-gen -m "$S" > g.jsonl
 sc_ok "an answer through nginx = 1b-gen, bit for bit" gen-match "$G" /v1/completions '{"prompt":"Once upon a time","max_tokens":48,"temperature":0,"logprobs":3}' g.jsonl
 sc_ok "SSE through nginx = the whole answer" stream-match "$G" /v1/chat/completions '{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":60,"temperature":0,"logprobs":true}'
-# chunks are not held back: the first event arrives long before the last
+# chunks are not held back: the first event arrives long before the last, and the middle one
+# before the last fifth (a buffering proxy delays events, it never hastens them: no lower bound
+# on the middle one, which a loaded machine's uneven pace broke at 0.17 of the total)
 python3 - "$G" <<'EOF' > sse.txt; rc=$?
 import json, sys, time, urllib.request
 req = urllib.request.Request(sys.argv[1] + "/v1/completions", method="POST",
@@ -68,7 +70,7 @@ with urllib.request.urlopen(req) as r:
 total = time.time() - t0
 first, mid = times[0], times[len(times) // 2]
 print(f"first event after {first:.3f}s, the middle one after {mid:.3f}s, {len(times)} in {total:.3f}s")
-sys.exit(0 if len(times) == 902 and first < total / 4 and 0.2 * total < mid < 0.8 * total else 1)
+sys.exit(0 if len(times) == 902 and first < total / 4 and mid < 0.8 * total else 1)
 EOF
 ok $rc "SSE is not buffered by nginx: $(cat sse.txt)"
 for i in $(seq 1 12); do curl -s -o /dev/null -w '%{http_code}\n' "$G/v1/completions" -d '{"prompt":"Hi","max_tokens":2}'; done > codes.txt
