@@ -76,10 +76,15 @@ enum ob_type {
     OB_I8 = 24, OB_I16 = 25, OB_I32 = 26, OB_I64 = 27, OB_F64 = 28, OB_IQ1_M = 29,
     OB_BF16 = 30, OB_TQ1_0 = 34, OB_TQ2_0 = 35, OB_MXFP4 = 39, OB_NVFP4 = 40, OB_Q1_0 = 41,
     OB_TYPE_COUNT = 42,
+    /* 1b's own, outside ggml's numbering and never in a GGUF file (ob_type_known says no, so
+     * the reader and writer refuse it): the tile of the npu route's Q4NX packs, 32 values in
+     * 20 bytes (lib/arith/q4nx.h, man/1b.7) */
+    OB_Q4NX = 256,
 };
 
 /* Block geometry of a type: `blck` values are stored in `size` bytes. Returns false for an id
- * that names no type (never assigned or retired). */
+ * that names no GGUF type (never assigned or retired, or OB_Q4NX, which the other functions
+ * below know). */
 bool ob_type_known(uint32_t type);
 const char *ob_type_name(uint32_t type);        /* "Q4_K"; "type#31" style for unknown ids */
 int ob_type_from_name(const char *name);        /* case-insensitive; -1 if unknown */
