@@ -300,6 +300,13 @@ int ob_model_resolve(const char *path, char **out)
         return e;
     }
     close(fd);
+    if (S_ISDIR(st.st_mode) && ob_pack_is(path)) {      /* a Q4NX pack (lib/npu/pack.c) */
+        *out = strdup(path);
+        return *out ? 0 : ob_seterr(OB_ENOMEM, "out of memory");
+    }
+    if (S_ISDIR(st.st_mode))
+        return ob_seterr(OB_EFORMAT, "%s: a directory, but not a Q4NX pack (no manifest.json)",
+                         path);
     if (!S_ISREG(st.st_mode))
         return ob_seterr(OB_EFORMAT, "%s: not a regular file", path);
     if (got == 4 && memcmp(magic, "GGUF", 4) == 0) {
