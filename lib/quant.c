@@ -256,47 +256,75 @@ static double q4nx_fit(const float *x, uint16_t sb, uint16_t zb, int *q)
     return err;
 }
 
+/* (s, z) if it fits the block better than the best so far (strictly: the first wins ties) */
+static void q4nx_try(const float *x, uint16_t s, uint16_t z, uint16_t *bs, uint16_t *bz,
+                     double *best, int *bq)
+{
+    int q[32];
+    float sf = ob_bf16_to_f32(s), zf = ob_bf16_to_f32(z);
+    if (!(sf > 0.0f) || sf == ob_inf() || zf != zf || zf == ob_inf() || zf == -ob_inf())
+        return;
+    double e = q4nx_fit(x, s, z, q);
+    if (e < *best) {
+        *best = e;
+        *bs = s;
+        *bz = z;
+        memcpy(bq, q, sizeof q);
+    }
+}
+
 /*
- * Two candidates, the one with the smaller squared error kept (the first on ties):
- *   A  the block's range: z = bf16(min), s = bf16((max - z) / 15), every q the nearest
- *      point of that rounded grid;
- *   B  a least-squares refit of (s, z) to A's q (closed form in double), both rounded to
- *      bf16, then every q chosen again on that grid.
- * A source that was already a 16-level grid (Q4_K, Q4_1) keeps its q under A; B recovers
- * part of what rounding its step to bf16's 8 significant bits costs.
+ * A search over bf16 pairs (s, z), each judged by the squared error of the dequantised block
+ * with every q the nearest point of that grid; the smallest error wins, the first on ties:
+ *   1. the block's range in k = 15, 14, .., 8 steps: z = bf16(min), s = bf16((max - z) / k)
+ *      (a source that was already a grid of 16 levels, Q4_K or Q4_1, often uses fewer of
+ *      them in a block: one of these finds its step);
+ *   2. a least-squares refit of (s, z) to the best one's q (closed form in double), rounded;
+ *   3. the eight bf16 neighbours of the best (s and z one unit in the last place up or down):
+ *      rounding s and z separately to 8 significant bits is not the best pair.
+ * A block of equal values gets s = 0 (every q 0) and z its value rounded.
  */
 static int q_q4nx(const float *x, struct ob_block_q4nx *b, int64_t blk)
 {
     float lo, hi;
     minmax(x, 32, &lo, &hi);
-    uint16_t za, sa, zb, sbb;
-    int e = put_bf16(&za, lo, blk);
+    uint16_t z0 = 0, s0 = 0, bs = 0, bz = 0;
+    int e = put_bf16(&z0, lo, blk);
     if (!e)
-        e = put_bf16(&sa, (hi - ob_bf16_to_f32(za)) / 15.0f, blk);
+        e = put_bf16(&s0, (hi - ob_bf16_to_f32(z0)) / 15.0f, blk);
     if (e)
         return e;
-    int qa[32], qb[32], *q = qa;
-    double ea = q4nx_fit(x, sa, za, qa);
+    double best = INFINITY;
+    int q[32] = {0};
+    for (int k = 15; k >= 8; k--)
+        q4nx_try(x, ob_f32_to_bf16((hi - ob_bf16_to_f32(z0)) / (float)k), z0, &bs, &bz, &best, q);
+    if (best == INFINITY) {        /* every value equal (or a step below bf16's range) */
+        b->s = 0;
+        b->z = z0;
+        memset(b->qs, 0, sizeof b->qs);
+        return 0;
+    }
     int nq = 0, nqq = 0;
     double sx = 0, sqx = 0;
     for (int j = 0; j < 32; j++) {
-        nq += qa[j];
-        nqq += qa[j] * qa[j];
+        nq += q[j];
+        nqq += q[j] * q[j];
         sx += x[j];
-        sqx += qa[j] * (double)x[j];
+        sqx += q[j] * (double)x[j];
     }
     int64_t den = 32 * (int64_t)nqq - (int64_t)nq * nq;
     if (den > 0) {
-        double s = (32 * sqx - nq * sx) / (double)den, z = (nqq * sx - nq * sqx) / (double)den;
-        if (s > 0 && put_bf16(&sbb, (float)s, blk) == 0 && put_bf16(&zb, (float)z, blk) == 0 &&
-            q4nx_fit(x, sbb, zb, qb) < ea) {
-            sa = sbb;
-            za = zb;
-            q = qb;
-        }
+        double sl = (32 * sqx - nq * sx) / (double)den, zl = (nqq * sx - nq * sqx) / (double)den;
+        if (sl > 0 && fabs(sl) < 3e38 && fabs(zl) < 3e38)
+            q4nx_try(x, ob_f32_to_bf16((float)sl), ob_f32_to_bf16((float)zl), &bs, &bz, &best, q);
     }
-    b->s = sa;
-    b->z = za;
+    uint16_t cs = bs, cz = bz;
+    for (int ds = -1; ds <= 1; ds++)
+        for (int dz = -1; dz <= 1; dz++)
+            if (ds || dz)
+                q4nx_try(x, (uint16_t)(cs + ds), (uint16_t)(cz + dz), &bs, &bz, &best, q);
+    b->s = bs;
+    b->z = bz;
     for (int j = 0; j < 16; j++)
         b->qs[j] = (uint8_t)(q[j] | q[j + 16] << 4);
     return 0;
