@@ -277,8 +277,8 @@ uint64_t ob_pack_n_tensors(const struct ob_pack *p);
 const struct ob_pack_tensor *ob_pack_tensor_at(const struct ob_pack *p, uint64_t i);
 const struct ob_pack_tensor *ob_pack_tensor(const struct ob_pack *p, const char *name);
 /* Read every file and compare its sha256 with the manifest's (OB_EFORMAT naming the first that
- * differs), and count non-finite tile steps and zeros (*nonfinite). */
-int ob_pack_verify(const struct ob_pack *p, uint64_t *nonfinite);
+ * differs), and count the tiles' NaN and Inf steps and zeros. */
+int ob_pack_verify(const struct ob_pack *p, uint64_t *nan, uint64_t *inf);
 
 /* ---- re-quantisation (lib/requant.c; 1b-requant) --------------------------------------------- */
 
@@ -412,6 +412,14 @@ int ob_ctx_forward(struct ob_ctx *c, int n, const int32_t *tok, const int32_t *p
                    double *out64);
 /* copy the cache of positions [0, n_pos) from slot src to slot dst (prompt cache) */
 int ob_ctx_kv_copy(struct ob_ctx *c, int dst, int src, int n_pos);
+/*
+ * Is route name (NULL: "cpu") in this binary, and is its device there? 0 with what its probe
+ * found (the device's name, the memory it offers); OB_EDEVICE saying what is missing (not
+ * built: how to build it; no device: what was looked for); OB_EUSAGE for an unknown route.
+ * *built tells the first two apart.
+ */
+int ob_route_probe(const char *name, const struct ob_device_opts *d, bool *built,
+                   char device[64], uint64_t *mem_bytes);
 
 /*
  * OpenBLAS (the ref route) picks its kernels when it loads, before main(), and 0.3.21

@@ -58,7 +58,7 @@ struct rows_job {
     void *dst;
     uint64_t chunk;
     double *sse, *ss;              /* per row */
-    float *maxe;
+    double *maxe;
     bool copied;                   /* only the input's sum of squares is wanted */
     pthread_mutex_t mu;
     int err;                       /* the failure of the lowest row (tasks run in any order,
@@ -92,13 +92,11 @@ static void rows_task(void *ctx, int task, int thread)
             pthread_mutex_unlock(&j->mu);
             return;
         }
-        double se = 0, s2 = 0;
-        float mx = 0;
+        double se = 0, s2 = 0, mx = 0;
         for (uint64_t i = 0; i < k; i++) {
-            double d = j->copied ? 0.0 : (double)y[i] - (double)x[i];
+            double d = j->copied ? 0.0 : (double)y[i] - (double)x[i], a = fabs(d);
             se += d * d;
             s2 += (double)x[i] * (double)x[i];
-            float a = (float)fabs(d);
             mx = a > mx || a != a ? a : mx;
         }
         j->sse[r] = se;
@@ -118,14 +116,13 @@ static int make_tensor(struct rq *q, const struct plan *pl, void *dst)
         .bytes_in = t->nbytes, .bytes_out = pl->row_out * pl->rows,
     };
     memcpy(r.ne, t->ne, sizeof r.ne);
-    double sse = 0, ss = 0;
-    float mx = 0;
+    double sse = 0, ss = 0, mx = 0;
     if (r.copied)
         memcpy(dst, t->data, (size_t)t->nbytes);
     struct rows_job j = {.q = q, .pl = pl, .dst = dst, .copied = r.copied,
                          .mu = PTHREAD_MUTEX_INITIALIZER};
     double *sse_r = malloc(pl->rows * sizeof *sse_r), *ss_r = malloc(pl->rows * sizeof *ss_r);
-    float *max_r = malloc(pl->rows * sizeof *max_r);
+    double *max_r = malloc(pl->rows * sizeof *max_r);
     if (!sse_r || !ss_r || !max_r) {
         free(sse_r), free(ss_r), free(max_r);
         return ob_seterr(OB_ENOMEM, "out of memory for tensor '%s'", t->name);

@@ -181,3 +181,20 @@ int ob_route_find(const char *name, const struct ob_route **out)
     return ob_seterr(OB_EUSAGE, "unknown route '%s' (this build has %s; not built: %s)", name,
                      have, lack);
 }
+
+int ob_route_probe(const char *name, const struct ob_device_opts *d, bool *built,
+                   char device[64], uint64_t *mem_bytes)
+{
+    const struct ob_route *r;
+    struct ob_device_info info = {0};
+    *built = false;
+    int e = ob_route_find(name, &r);
+    if (e)
+        return e;                  /* not built in (the message says how), or unknown */
+    *built = true;
+    if ((e = r->probe(d, &info)))
+        return e;
+    snprintf(device, 64, "%s", info.name);
+    *mem_bytes = info.mem_bytes;
+    return 0;
+}

@@ -385,9 +385,16 @@ const struct ob_pack_tensor *ob_pack_tensor(const struct ob_pack *p, const char 
     return NULL;
 }
 
-int ob_pack_verify(const struct ob_pack *p, uint64_t *nonfinite)
+/* a bf16 field: NaN or Inf */
+static void count_bf16(uint16_t h, uint64_t *nan, uint64_t *inf)
 {
-    *nonfinite = 0;
+    if ((h & 0x7f80u) == 0x7f80u)
+        ++*(h & 0x7fu ? nan : inf);
+}
+
+int ob_pack_verify(const struct ob_pack *p, uint64_t *nan, uint64_t *inf)
+{
+    *nan = *inf = 0;
     for (size_t i = 0; i < p->n_files; i++) {
         char *path = NULL, sha[65];
         if (asprintf(&path, "%s/%s", p->dir, p->files[i].name) < 0)
@@ -404,7 +411,8 @@ int ob_pack_verify(const struct ob_pack *p, uint64_t *nonfinite)
         const struct ob_block_q4nx *b = p->t[i].data;
         uint64_t nb = p->t[i].nbytes / sizeof *b;
         for (uint64_t j = 0; j < nb; j++) {
-            *nonfinite += ((b[j].s & 0x7f80u) == 0x7f80u) + ((b[j].z & 0x7f80u) == 0x7f80u);
+            count_bf16(b[j].s, nan, inf);
+            count_bf16(b[j].z, nan, inf);
         }
     }
     return 0;
