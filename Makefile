@@ -7,8 +7,8 @@
 #   make bench        build the benchmarks into bin/bench/
 #   make clean
 #
-# Knobs for routes that are not built yet fail loudly instead of being ignored:
-#   HIP=1 CUDA=1 XRT=1
+# Knobs for routes: XRT=1 builds the npu route's XRT side (libxrt-dev); HIP=1 and CUDA=1, for
+# routes not built yet, fail loudly instead of being ignored.
 
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
@@ -38,10 +38,10 @@ override OB_EXACT := -std=gnu11 -pthread -fno-strict-aliasing -ffp-contract=off 
 PKGS    := libcjson libcurl libmicrohttpd libarchive libpcre2-8 libcrypto openblas
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-override ALL_CPPFLAGS = -Ilib -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(CPPFLAGS) $(PKG_CFLAGS) -MMD -MP
+override ALL_CPPFLAGS = -Ilib -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(OB_XRT_CPPFLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -MMD -MP
 # only link the libraries a program uses (1b-load needs no OpenBLAS, whose threads start at load)
 override ALL_LDFLAGS = $(OB_WARN) $(CFLAGS) $(LDFLAGS) $(OB_EXACT) -Wl,--as-needed
-override ALL_LDLIBS = $(PKG_LIBS) $(LDLIBS) -lm -lpthread
+override ALL_LDLIBS = $(PKG_LIBS) $(OB_XRT_LIBS) $(LDLIBS) -lm -lpthread
 
 ifeq ($(strip $(PKG_LIBS)),)
 $(warning pkg-config found none of: $(PKGS) -- run scripts/setup first)
@@ -90,9 +90,25 @@ endif
 ifeq ($(CUDA),1)
 $(error CUDA=1: the nvcc build of the hrx kernels is not part of this tree yet)
 endif
+# XRT=1: the npu route's device side through XRT (lib/npu/xrt.c): libxrt-dev from Debian, whose
+# pkg-config file names wrong paths (prefix=/usr//usr), so the headers' place is a knob of its
+# own. Without it the npu row says how to build it; npu-sim is in every build.
+XRT_INC ?= /usr/include/xrt
 ifeq ($(XRT),1)
-$(error XRT=1: the npu route (XRT dispatch) is not part of this tree yet)
+ifeq ($(wildcard $(XRT_INC)/xrt.h),)
+$(error XRT=1: $(XRT_INC)/xrt.h not found: install libxrt-dev (apt-get install libxrt-dev) or set XRT_INC)
 endif
+override OB_XRT_CPPFLAGS := -DOB_HAVE_XRT -I$(XRT_INC)
+override OB_XRT_LIBS := -lxrt_coreutil -lxrt_core
+endif
+# the objects that differ with a route knob are rebuilt when it changes (build/knobs holds the
+# knobs of the last build)
+override OB_KNOBS := XRT=$(XRT)
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+$(shell mkdir -p build && { [ "$$(cat build/knobs 2>/dev/null)" = '$(OB_KNOBS)' ] || echo '$(OB_KNOBS)' > build/knobs; })
+endif
+OB_KNOB_OBJ := $(foreach f,lib/route lib/npu/backend-npu lib/npu/xrt,$f.o build/san/$f.o build/fuzz/$f.o)
+$(OB_KNOB_OBJ): build/knobs
 
 # every object of lib/, cmd/, tests/unit/ and bench/
 %.o: %.c

@@ -43,13 +43,15 @@ int ob_npu_xrt_probe(const struct ob_device_opts *d, struct ob_device_info *info
 {
     unsigned n = xclProbe();
     const char *accel = accel_node();
+    if (n == 0 && accel)
+        return ob_seterr(OB_EDEVICE, "npu: XRT %s found no device: xclProbe saw none bound to "
+                         "the xocl driver (Alveo, Versal); %s exists, a Ryzen AI NPU (amdxdna), "
+                         "which XRT 2.13 cannot drive (XRT 2.17 or later with the XDNA plugin "
+                         "can)", xrt_build_version, accel);
     if (n == 0)
-        return ob_seterr(OB_EDEVICE, "npu: XRT %s found no device (xclProbe: none bound to the "
-                         "xocl driver)%s%s%s", xrt_build_version,
-                         accel ? "; " : "; and no /dev/accel/accel* (a Ryzen AI NPU, amdxdna)",
-                         accel ? accel : "",
-                         accel ? " exists: a Ryzen AI NPU, which XRT 2.13 cannot drive (it needs "
-                                 "XRT 2.17 or later with the XDNA plugin)" : "");
+        return ob_seterr(OB_EDEVICE, "npu: XRT %s found no device: xclProbe saw none bound to "
+                         "the xocl driver (Alveo, Versal), and there is no /dev/accel/accel* "
+                         "(a Ryzen AI NPU, amdxdna)", xrt_build_version);
     if (d->index < 0 || (unsigned)d->index >= n)
         return ob_seterr(OB_EDEVICE, "npu: device %d: XRT %s found %u device%s", d->index,
                          xrt_build_version, n, n == 1 ? "" : "s");
