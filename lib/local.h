@@ -18,12 +18,13 @@
 /* The option rows of the in-process route, in every command that has one (before its own
  * rows; struct ob_option in 1b.h): -d ROUTE and -t N, into route and threads below. */
 #define OB_OPT_ROWS_LOCAL                                                                 \
-    {"device", 'd', "ROUTE", "route: cpu (default), ref"},                                \
+    {"device", 'd', "ROUTE", "route: cpu (default), ref, npu-sim or npu (a Q4NX pack)"},  \
     {"threads", 't', "N", "threads of the route (default: the CPUs available)"}
 
 struct ob_local_params {
-    const char *model;             /* MODEL operand: a GGUF file or an archive holding one */
-    const char *route;             /* "cpu", "ref"; NULL: "cpu" */
+    const char *model;             /* MODEL operand: a GGUF file, a Q4NX pack, or an archive
+                                      holding either */
+    const char *route;             /* "cpu", "ref", "npu-sim", ...; NULL: "cpu" */
     int threads;                   /* threads of the route; 0: the CPUs available */
     int parallel;                  /* live sequences decoded together (engine), >= 1 */
     int cache_slots;               /* KV slots beyond `parallel`, kept as prompt cache */

@@ -16,7 +16,7 @@ CHECK=$OB_TOP/tests/py/requant_check.py
 SMOL=$OB_TOP/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
 TYPES="f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q4nx"
 set -- $TYPES
-plan $(( $# + 30 ))
+plan $(( $# + 32 ))
 cd "$T" || exit 1
 echo '{"id":"a","prompt":"Once upon a time","max_tokens":6}' > p.jsonl
 
@@ -65,6 +65,20 @@ jq -r 'select(.tensor) | "\(.tensor) \(.to)"' l4.jsonl | grep -E '^(token_embd|o
 printf '%s\n' "token_embd.weight Q5_0" "blk.0.attn_norm.weight F32" "blk.0.attn_q.weight Q5_0" \
     "blk.0.ffn_down.weight Q5_0" "blk.1.ffn_down.weight Q8_0" "output.weight Q8_0" > want.txt
 check_same "rows of 64, 2 layers: Q4_K falls back to Q5_0, Q6_K (output, layer 1's ffn_down) to Q8_0, vectors stay F32" want.txt got.txt
+
+# one table for 1b-synth and 1b-requant: the same choices (an untied model's token embedding
+# keeps the mix's base type, as llama-quantize's; 1b-synth once gave it Q6_K)
+1b-synth --preset llama-tiny --embd 256 --ff 512 --layers 8 --type q4_k_m -o sq.gguf
+1b-synth --preset llama-tiny --embd 256 --ff 512 --layers 8 --type f32 -o sf.gguf
+1b-requant --type q4_k_m -o rq.gguf sf.gguf > rq.jsonl
+diff <(1b-load --tensors sq.gguf | jq -r 'select(.tensor) | "\(.tensor) \(.type)"') \
+    <(jq -r 'select(.tensor) | "\(.tensor) \(.to)"' rq.jsonl) > d.txt &&
+    grep -q '^token_embd.weight Q4_K$' <(jq -r 'select(.tensor) | "\(.tensor) \(.to)"' rq.jsonl)
+ok $? "1b-synth --type q4_k_m and 1b-requant --type q4_k_m choose the same types (untied token_embd Q4_K)" ||
+    sed 's/^/# /' d.txt | head -5
+# the completions offer exactly the types 1b-requant takes
+c=$(sed -n 's/.*\*=TYPE) COMPREPLY=(\$(compgen -W "\([^"]*\)".*/\1/p' "$OB_TOP/completions/1b.bash")
+[ "$c" = "q4nx ${TYPES% q4nx}" ]; ok $? "bash completion's types are the ones tested here ($c)"
 
 # 3. the same bytes and report for any thread count; from an archive
 1b-requant -t 1 --type q4_k_m -o t1.gguf f.gguf > t1.jsonl && 1b-requant -t 3 --type q4_k_m -o t3.gguf f.gguf > t3.jsonl
