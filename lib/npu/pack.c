@@ -589,10 +589,15 @@ int ob_pack_writer_finish(struct ob_pack_writer *w, const cJSON *info, bool repl
     unsigned char md[32];
     unsigned int ml;
     int e = 0;
-    cJSON *m = cJSON_Duplicate(info, true);
+    cJSON *m = cJSON_CreateObject(), *it;
     FILE *mf = NULL;
     if (!m)
         return ob_seterr(OB_ENOMEM, "out of memory");
+    /* format and version first, so that a reader (or a person) sees them first */
+    cJSON_AddItemToObject(m, "format", cJSON_CreateString(PACK_FORMAT));
+    cJSON_AddItemToObject(m, "version", num(OB_PACK_VERSION));
+    cJSON_ArrayForEach(it, info)
+        cJSON_AddItemToObject(m, it->string, cJSON_Duplicate(it, true));
     /* the weights file */
     if (asprintf(&path, "%s/" PACK_WEIGHTS, w->tmp) < 0) {
         path = NULL;
@@ -620,9 +625,7 @@ int ob_pack_writer_finish(struct ob_pack_writer *w, const cJSON *info, bool repl
     }
     free(path);
     path = NULL;
-    /* the manifest */
-    cJSON_AddItemToObject(m, "format", cJSON_CreateString(PACK_FORMAT));
-    cJSON_AddItemToObject(m, "version", num(OB_PACK_VERSION));
+    /* the rest of the manifest */
     cJSON_AddItemToObject(m, "meta", cJSON_CreateString(PACK_META));
     cJSON *files = cJSON_AddObjectToObject(m, "files"), *f;
     f = cJSON_AddObjectToObject(files, PACK_META);
@@ -675,8 +678,10 @@ int ob_pack_writer_finish(struct ob_pack_writer *w, const cJSON *info, bool repl
         else if (S_ISDIR(st.st_mode) && !replaceable(w->dir))
             e = ob_seterr(OB_EIO, "%s: a directory that is not a Q4NX pack; not replaced",
                           w->dir);
-        else if (asprintf(&old, "%s.old.XXXXXX", w->dir) < 0 || !mkdtemp(old) ||
-                 (!S_ISDIR(st.st_mode) && rmdir(old) != 0) || rename(w->dir, old) != 0)
+        else if (asprintf(&old, "%s.old.XXXXXX", w->dir) < 0)
+            e = ob_seterr(OB_ENOMEM, "out of memory"), old = NULL;
+        else if (!mkdtemp(old) || (!S_ISDIR(st.st_mode) && rmdir(old) != 0) ||
+                 rename(w->dir, old) != 0)
             e = ob_seterr(OB_EIO, "%s: cannot move aside: %s", w->dir, strerror(errno));
         if (e) {
             if (old)
