@@ -329,6 +329,27 @@ static int write_pack(struct rq *q, const char *out, const struct ob_hparams *hp
         free(name);
     }
     cJSON_AddItemToObject(info, "hparams", hparams_json(hp));
+    /* what meta.gguf holds of the tokenizer and the chat template, for a reader of the
+     * manifest alone (the data itself is meta.gguf's) */
+    cJSON *tk = cJSON_AddObjectToObject(info, "tokenizer");
+    char *str = NULL;
+    if (ob_gguf_get_str(q->g, "tokenizer.ggml.model", &str) == 0)
+        cJSON_AddStringToObject(tk, "model", str);
+    free(str);
+    str = NULL;
+    if (ob_gguf_get_str(q->g, "tokenizer.ggml.pre", &str) == 0)
+        cJSON_AddStringToObject(tk, "pre", str);
+    free(str);
+    str = NULL;
+    const struct ob_gguf_value *toks = ob_gguf_get(q->g, "tokenizer.ggml.tokens");
+    if (toks && toks->type == OB_GGUF_ARRAY)
+        ob_json_add_u64(tk, "n_tokens", toks->arr.n);
+    cJSON_AddStringToObject(tk, "file", PACK_META);
+    cJSON *ct = cJSON_AddObjectToObject(info, "chat_template");
+    int te = ob_gguf_get_str(q->g, "tokenizer.chat_template", &str);
+    cJSON_AddStringToObject(ct, "name", ob_chat_detect(te == 0 ? str : NULL));
+    free(str);
+    cJSON_AddStringToObject(ct, "file", PACK_META);
     cJSON *src = cJSON_AddObjectToObject(info, "source");
     const char *base = strrchr(q->arg, '/');
     cJSON_AddStringToObject(src, "file", base ? base + 1 : q->arg);

@@ -7,7 +7,7 @@
 # npu-sim and on the ref oracle, not on cpu.
 . "$(dirname "$0")/lib.sh"
 TOK=$SHARED/models/qwen3-tokenizer/tokenizer.json
-plan 28
+plan 29
 cd "$T" || exit 1
 echo '{"id":"a","prompt":"Once upon a time","max_tokens":6}' > p.jsonl
 1b-synth --preset qwen3-small --vocab 4000 --type q4_k_m --tokenizer "$TOK" -o m.gguf
@@ -20,6 +20,10 @@ echo '{"id":"a","prompt":"Once upon a time","max_tokens":6}' > p.jsonl
 ok $? "1b-load: format, version, 15 Q4NX and 9 F32 tensors, the manifest's sha256"
 jq -e --slurpfile r rep.jsonl '.source.sha256 == ($r[-1].source_sha256) and .sha256 == ($r[-1].sha256)' load.json > /dev/null
 ok $? "  the source GGUF's sha256 and the pack's identity are 1b-requant's"
+jq -e '.format == "1b-q4nx" and .version == 1 and .architecture == "qwen3" and .hparams.n_embd == 256
+    and .tokenizer.model == "gpt2" and .tokenizer.n_tokens == 4000 and .chat_template.name == "qwen3"
+    and .meta == "meta.gguf" and (.tensors | length) == 15 and all(.tensors[]; .offset % 4096 == 0)' good/manifest.json > /dev/null
+ok $? "the manifest: format, version, architecture, hparams, tokenizer, chat template, 15 page-aligned tiles"
 1b-load --check good | jq -e '.check.ok and .check.files_verified and .check.nan == 0' > /dev/null
 ok $? "1b-load --check: every file's sha256 verified, no NaN or Inf"
 n=$(1b-load --tensors good | jq -s 'map(select(.tensor)) | length')
