@@ -1,13 +1,15 @@
 /*
  * 1b-load — open a model, validate it, print its facts as one JSON record.
  *
- *   1b-load [--ctx N] [--tensors] [--check] [--template] MODEL
+ *   1b-load [--ctx N] [--tensors] [--check] [--template] [-d ROUTE [--gpu N] [--slots N]] MODEL
  *   1b-load --meta KEY MODEL
- *   1b-load --device ROUTE [--device-index N]
+ *   1b-load -d ROUTE [--gpu N]
  *
  * MODEL is a GGUF file, a Q4NX pack directory (1b-requant), or an archive holding either (see
- * ob_model_resolve). Exit status as in 1b(7): 0 ok, 1 --check found non-finite values, 2 usage,
- * 3 bad model file, 4 (--device) the route is not built in or its device is absent, 5 other
+ * ob_model_resolve). With -d, the record also says on which device the route would run the
+ * model and whether it fits there; -d without MODEL prints what the route's probe finds. Exit
+ * status as in 1b(7): 0 ok, 1 --check found non-finite values or the model does not fit the
+ * device of -d, 2 usage, 3 bad model file, 4 the route or its device is not there, 5 other
  * failure.
  */
 #include <getopt.h>
@@ -18,7 +20,7 @@
 
 #define PROG "1b-load"
 
-enum { OPT_CTX = 256, OPT_TENSORS, OPT_CHECK, OPT_META, OPT_TEMPLATE, OPT_DEVICE, OPT_INDEX };
+enum { OPT_CTX = 256, OPT_TENSORS, OPT_CHECK, OPT_META, OPT_TEMPLATE, OPT_GPU, OPT_SLOTS };
 
 static const struct ob_option options[] = {
     {"ctx", OPT_CTX, "N", "context length for the KV cache estimate (default 4096)"},
@@ -26,8 +28,9 @@ static const struct ob_option options[] = {
     {"check", OPT_CHECK, NULL, "read every tensor: sizes, NaN/Inf in floats and block scales, sha256"},
     {"meta", OPT_META, "KEY", "print the value of one metadata key as JSON and exit"},
     {"template", OPT_TEMPLATE, NULL, "include the raw chat template string"},
-    {"device", OPT_DEVICE, "ROUTE", "instead of a model: is ROUTE built in and its device there (cpu ref npu npu-sim ...)"},
-    {"device-index", OPT_INDEX, "N", "--device: which device of the route (default 0)"},
+    {"device", 'd', "ROUTE", "also report ROUTE's device and whether the model fits on it; without MODEL: what ROUTE's probe finds"},
+    {"gpu", OPT_GPU, "N", "with -d: the route's device N (default 0)"},
+    {"slots", OPT_SLOTS, "N", "with -d: sequences with a KV cache of --ctx positions (default 1)"},
     OB_OPT_ROWS_SHARED,
     {0},
 };
@@ -37,9 +40,39 @@ struct opts {
     bool tensors, check, template;
     const char *meta;
     const char *model;
-    const char *device;
-    int index;
+    const char *route;             /* -d: report its device */
+    int gpu, slots;
 };
+
+/* the device of o->route for the model, into rec.device; *fits false when it does not fit */
+static int device_facts(const struct opts *o, cJSON *rec, bool *fits)
+{
+    struct ob_model *m;
+    struct ob_route_fit f;
+    struct ob_device_opts d = {.index = o->gpu};
+    int n_ctx = o->ctx > INT32_MAX ? INT32_MAX : (int)o->ctx;
+    int e = ob_model_open(o->model, &m);
+    if (e)
+        return e;
+    e = ob_route_fit(m, o->route, &d, o->slots, n_ctx, &f);
+    ob_model_close(m);
+    if (e)
+        return e;
+    cJSON *dev = cJSON_CreateObject();
+    cJSON_AddStringToObject(dev, "route", o->route);
+    cJSON_AddStringToObject(dev, "name", f.device);
+    ob_json_add_u64(dev, "index", (uint64_t)o->gpu);
+    ob_json_add_u64(dev, "memory_bytes", f.mem_bytes);
+    ob_json_add_u64(dev, "weights_bytes", f.weight_bytes);
+    ob_json_add_u64(dev, "slots", (uint64_t)o->slots);
+    ob_json_add_u64(dev, "ctx", o->ctx);
+    ob_json_add_u64(dev, "kv_bytes", f.kv_bytes);
+    ob_json_add_u64(dev, "needed_bytes", f.weight_bytes + f.kv_bytes);
+    cJSON_AddBoolToObject(dev, "fits", f.fits);
+    cJSON_AddItemToObject(rec, "device", dev);
+    *fits = f.fits;
+    return 0;
+}
 
 static int fail(int err, const char *what)
 {
@@ -310,6 +343,11 @@ static int run_pack(const struct opts *o, const char *path, int *status)
         if (nan + inf)
             *status = OB_EXIT_NO;
     }
+    bool fits = true;
+    if (o->route && (e = device_facts(o, rec, &fits)))
+        goto out;
+    if (!fits)
+        *status = OB_EXIT_NO;
     if ((e = ob_jsonl_write(stdout, rec))) {
         ob_errprefix(e, "stdout");
         goto out;
@@ -323,24 +361,24 @@ out:
     return e;
 }
 
-/* --device ROUTE: what the route's probe finds */
+/* -d ROUTE without MODEL: what the route's probe finds */
 static int run_device(const struct opts *o, int *status)
 {
     bool built;
     char dev[64] = "";
     uint64_t mem = 0;
-    struct ob_device_opts d = {.index = o->index};
-    int e = ob_route_probe(o->device, &d, &built, dev, &mem);
+    struct ob_device_opts d = {.index = o->gpu};
+    int e = ob_route_probe(o->route, &d, &built, dev, &mem);
     if (e && e != OB_EDEVICE)
         return e;
     char why[512];
     snprintf(why, sizeof why, "%s", e ? ob_errmsg() : "");
     cJSON *rec = cJSON_CreateObject();
-    cJSON_AddStringToObject(rec, "id", o->device);
-    cJSON_AddStringToObject(rec, "route", o->device);
+    cJSON_AddStringToObject(rec, "id", o->route);
+    cJSON_AddStringToObject(rec, "route", o->route);
     cJSON_AddBoolToObject(rec, "built", built);
     cJSON_AddBoolToObject(rec, "present", !e);
-    ob_json_add_int(rec, "index", o->index);
+    ob_json_add_int(rec, "index", o->gpu);
     if (!e) {
         cJSON_AddStringToObject(rec, "device", dev);
         ob_json_add_u64(rec, "mem_bytes", mem);
@@ -432,6 +470,9 @@ static int run(const struct opts *o, int *status)
     cJSON_AddItemToObject(rec, "memory", mem);
     if (chk)
         cJSON_AddItemToObject(rec, "check", ob_check_json(chk));
+    bool fits = true;
+    if (o->route && (e = device_facts(o, rec, &fits)))
+        goto out;
 
     if ((e = ob_jsonl_write(stdout, rec))) {
         ob_errprefix(e, "stdout");
@@ -457,7 +498,7 @@ static int run(const struct opts *o, int *status)
             }
         }
     }
-    if (chk && !ob_check_ok(chk))
+    if ((chk && !ob_check_ok(chk)) || !fits)
         *status = OB_EXIT_NO;
 out:
     cJSON_Delete(rec);
@@ -469,7 +510,7 @@ out:
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.ctx = 4096};
+    struct opts o = {.ctx = 4096, .slots = 1};
     struct ob_cmdline cl = {PROG, PROG " [options] MODEL",
                             "Print the facts of a GGUF model or Q4NX pack (or an archive holding one) as JSON, or what a route's device probe finds.",
                             options};
@@ -481,18 +522,14 @@ int main(int argc, char **argv)
         case OPT_CHECK: o.check = true; break;
         case OPT_META: o.meta = optarg; break;
         case OPT_TEMPLATE: o.template = true; break;
-        case OPT_DEVICE: o.device = optarg; break;
-        case OPT_INDEX: cl.bad = !ob_opt_int(PROG, "device-index", optarg, 0, 1023, &o.index); break;
+        case 'd': o.route = optarg; break;
+        case OPT_GPU: cl.bad = !ob_opt_int(PROG, "gpu", optarg, 0, 255, &o.gpu); break;
+        case OPT_SLOTS: cl.bad = !ob_opt_int(PROG, "slots", optarg, 1, 4096, &o.slots); break;
         }
     }
     if (cl.stop)
         return cl.status;
-    if (!cl.bad && o.device) {
-        if (optind != argc) {
-            fprintf(stderr, PROG ": --device takes no MODEL\n");
-            cl.bad = true;
-        }
-    } else if (!cl.bad && optind != argc - 1) {
+    if (!cl.bad && !(o.route && optind == argc) && optind != argc - 1) {
         fprintf(stderr, PROG ": %s\n", optind >= argc ? "no MODEL given" : "more than one MODEL given");
         cl.bad = true;
     }
@@ -501,7 +538,7 @@ int main(int argc, char **argv)
         return OB_EXIT_USAGE;
     }
     int status = OB_EXIT_OK, e;
-    if (o.device) {
+    if (optind == argc) {
         e = run_device(&o, &status);
     } else {
         o.model = argv[optind];

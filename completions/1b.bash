@@ -28,4 +28,4 @@ _1b_complete()
     return 0
 }
 
-complete -F _1b_complete 1b-load 1b-synth 1b-gen 1b-serve 1b-logprobs 1b-agree 1b-batchrep 1b-requant
+complete -F _1b_complete 1b-load 1b-synth 1b-gen 1b-serve 1b-logprobs 1b-agree 1b-batchrep 1b-requant 1b-report

@@ -13,10 +13,13 @@
 #include "backend.h"
 #include "quant.h"
 #include "cpu/simd.h"
+#include "hrx/hrx.h"
 #include "npu/npu.h"
 
 extern const struct ob_be_ops ob_be_cpu;
 extern const struct ob_be_ops ob_be_ref;
+extern const struct ob_be_ops ob_be_hrx;
+extern const struct ob_be_ops ob_be_hrx_sim;
 extern const struct ob_be_ops ob_be_npu_sim;
 #ifdef OB_HAVE_XRT
 extern const struct ob_be_ops ob_be_npu;
@@ -123,6 +126,23 @@ static uint64_t npu_weight_bytes(const struct ob_model *m)
 
 static uint64_t no_device_weights(const struct ob_model *m) { return 0; }
 
+/* ---- hrx: GPU kernels (lib/hrx/); hrx-sim runs them on the host ----------------------------- */
+
+static int hrx_probe(const struct ob_device_opts *d, struct ob_device_info *info)
+{
+    return ob_hrx_probe(false, d, info);
+}
+
+static int hrx_sim_probe(const struct ob_device_opts *d, struct ob_device_info *info)
+{
+    return ob_hrx_probe(true, d, info);
+}
+
+static int hrx_supports(const struct ob_model *m)
+{
+    return each_matrix(m, ob_hrx_type_supported, "hrx");
+}
+
 /* fp16 keys and values */
 static uint64_t kv_fp16(const struct ob_model *m, int n_slots, int n_ctx)
 {
@@ -142,10 +162,11 @@ static const struct ob_route routes[] = {
      &ob_be_cpu, NULL, cpu_probe, cpu_supports, no_device_weights, kv_fp16},
     {"ref", "float64 activations and OpenBLAS: an oracle of exact arithmetic",
      &ob_be_ref, NULL, ref_probe, ref_supports, no_device_weights, kv_f64},
-    {"hrx", "GPU kernels through HIP or CUDA, bitwise equal to cpu",
-     NULL, "not part of this tree yet (HIP=1 or CUDA=1 will build it)"},
-    {"hrx-sim", "the hrx kernels executed on the CPU, thread by thread",
-     NULL, "not part of this tree yet"},
+    {"hrx", "GPU kernels through CUDA or HIP, bitwise equal to cpu",
+     &ob_be_hrx, "build it with make CUDA=1 or make HIP=1", hrx_probe, hrx_supports,
+     ob_hrx_weight_bytes, kv_fp16},
+    {"hrx-sim", "the hrx kernels executed on the host, thread by thread, bitwise equal to cpu",
+     &ob_be_hrx_sim, NULL, hrx_sim_probe, hrx_supports, no_device_weights, kv_fp16},
 #ifdef OB_HAVE_XRT
     {"npu", "Q4NX packs on an NPU through XRT, bitwise equal to npu-sim",
      &ob_be_npu, NULL, ob_npu_xrt_probe, npu_supports, npu_weight_bytes, kv_fp16},
@@ -159,6 +180,13 @@ static const struct ob_route routes[] = {
 
 #define N_ROUTES (int)(sizeof routes / sizeof routes[0])
 
+/* is the route in this binary? (hrx's host side always is; its GPU runtime only with
+ * make CUDA=1 or HIP=1) */
+static bool built(const struct ob_route *r)
+{
+    return r->ops && (r->ops != &ob_be_hrx || ob_hrx_gpu_linked());
+}
+
 int ob_route_find(const char *name, const struct ob_route **out)
 {
     if (!name)
@@ -166,7 +194,7 @@ int ob_route_find(const char *name, const struct ob_route **out)
     for (int i = 0; i < N_ROUTES; i++) {
         if (strcmp(routes[i].name, name) != 0)
             continue;
-        if (!routes[i].ops)
+        if (!built(&routes[i]))
             return ob_seterr(OB_EDEVICE, "route '%s' is not built into this binary: %s", name,
                              routes[i].build);
         *out = &routes[i];
@@ -174,7 +202,7 @@ int ob_route_find(const char *name, const struct ob_route **out)
     }
     char have[128] = "", lack[128] = "";
     for (int i = 0; i < N_ROUTES; i++) {
-        char *b = routes[i].ops ? have : lack;
+        char *b = built(&routes[i]) ? have : lack;
         size_t len = strlen(b);
         snprintf(b + len, 128 - len, "%s%s", len ? ", " : "", routes[i].name);
     }
@@ -182,19 +210,37 @@ int ob_route_find(const char *name, const struct ob_route **out)
                      have, lack);
 }
 
-int ob_route_probe(const char *name, const struct ob_device_opts *d, bool *built,
+int ob_route_probe(const char *name, const struct ob_device_opts *d, bool *is_built,
                    char device[64], uint64_t *mem_bytes)
 {
     const struct ob_route *r;
     struct ob_device_info info = {0};
-    *built = false;
+    *is_built = false;
     int e = ob_route_find(name, &r);
     if (e)
         return e;                  /* not built in (the message says how), or unknown */
-    *built = true;
+    *is_built = true;
     if ((e = r->probe(d, &info)))
         return e;
     snprintf(device, 64, "%s", info.name);
     *mem_bytes = info.mem_bytes;
+    return 0;
+}
+
+int ob_route_fit(struct ob_model *m, const char *route, const struct ob_device_opts *d,
+                 int n_slots, int n_ctx, struct ob_route_fit *out)
+{
+    const struct ob_route *r;
+    struct ob_device_info info = {0};
+    int e;
+    memset(out, 0, sizeof *out);
+    if ((e = ob_route_find(route, &r)) || (e = r->probe(d, &info)) || (e = r->supports(m)))
+        return e;
+    snprintf(out->device, sizeof out->device, "%s", info.name);
+    out->mem_bytes = info.mem_bytes;
+    out->weight_bytes = r->weight_bytes(m);
+    out->kv_bytes = r->kv_bytes(m, n_slots, n_ctx);
+    /* ob_ctx_new's budget (ctx.c): weights and caches within 80% of the memory */
+    out->fits = !info.mem_bytes || out->weight_bytes + out->kv_bytes <= info.mem_bytes / 10 * 8;
     return 0;
 }
