@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 TOK=$SHARED/models/qwen3-tokenizer/tokenizer.json
 XRT_INC=${XRT_INC:-/usr/include/xrt}
-plan 7
+plan 9
 cd "$T" || exit 1
 echo '{"id":"a","prompt":"Once upon a time","max_tokens":6}' > p.jsonl
 1b-synth --preset qwen3-small --vocab 4000 --type q4_k_m --tokenizer "$TOK" -o m.gguf
@@ -21,6 +21,11 @@ ok $? "default build: -d npu exits 4 saying how to build it ($out)"
 ok $? "default build: 1b-load --device npu: not built, exit 4 ($(cat dev.json))"
 1b-load --device npu-sim | jq -e '.built and .present and (.device | startswith("npu-sim "))' > /dev/null
 ok $? "1b-load --device npu-sim: built and present, on the host"
+1b-load -d npu-sim pack | jq -e '.format == "q4nx-pack" and .device.route == "npu-sim" and .device.fits and .device.kv_bytes > 0' > /dev/null
+ok $? "1b-load -d npu-sim PACK: the pack's facts with where it would run and that it fits"
+1b-load -d npu pack > out.json 2> err.txt; rc=$?
+[ $rc -eq 4 ] && [ ! -s out.json ] && [ "$(wc -l < err.txt)" = 1 ] && grep -q "route 'npu' is not built" err.txt
+ok $? "1b-load -d npu PACK in the default build: exit 4, one line, no record ($(cat err.txt))"
 
 if [ ! -f "$XRT_INC/xrt.h" ]; then
     for d in "make XRT=1 builds" "XRT build: -d npu exits 4" "XRT build: 1b-load --device npu" "XRT build: npu-sim's bits"; do
