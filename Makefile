@@ -11,8 +11,8 @@
 # Route knobs:
 #   CUDA=1            the hrx route's GPU kernels through nvcc (NVCC, CUDA_PATH)
 #   HIP=1             the same kernel sources through hipcc (HIPCC)
-#   XRT=1             not part of this tree yet: fails loudly instead of being ignored
-# hrx-sim (the hrx kernels executed on the host) is part of every build.
+#   XRT=1             the npu route's device side through XRT (libxrt-dev; XRT_INC)
+# hrx-sim and npu-sim (the hrx kernels and the Q4NX arithmetic on the host) are in every build.
 
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
@@ -73,20 +73,20 @@ override OB_EXACT_HIPCC := -std=c++17 -x hip -ffp-contract=off -fno-fast-math \
 PKGS    := libcjson libcurl libmicrohttpd libarchive libpcre2-8 libcrypto openblas
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-override ALL_CPPFLAGS = -Ilib -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(CPPFLAGS) $(PKG_CFLAGS) -MMD -MP
+override ALL_CPPFLAGS = -Ilib -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 $(OB_XRT_CPPFLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -MMD -MP
 # only link the libraries a program uses (1b-load needs no OpenBLAS, whose threads start at load)
 override ALL_LDFLAGS = $(OB_WARN) $(CFLAGS) $(LDFLAGS) $(OB_EXACT) -Wl,--as-needed
-override ALL_LDLIBS = $(PKG_LIBS) $(LDLIBS) -lm -lpthread
+override ALL_LDLIBS = $(PKG_LIBS) $(OB_XRT_LIBS) $(LDLIBS) -lm -lpthread
 
 ifeq ($(strip $(PKG_LIBS)),)
 $(warning pkg-config found none of: $(PKGS) -- run scripts/setup first)
 endif
 
-# SIMD kernels: one file per ISA level (lib/cpu/kernels/NAME-LEVEL.c), compiled for that ISA only;
-# the level is chosen at run time.
+# SIMD kernels: one file per ISA level (lib/cpu/kernels/NAME-LEVEL.c, and the npu routes' host
+# kernels lib/npu/NAME-LEVEL.c), compiled for that ISA only; the level is chosen at run time.
 override OB_ISA_avx2   := -mavx2 -mfma -mf16c -mbmi2
 override OB_ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c -mbmi2
-ob_level = $(if $(filter lib/cpu/kernels/%-avx2.c,$1),avx2,$(if $(filter lib/cpu/kernels/%-avx512.c,$1),avx512,base))
+ob_level = $(if $(filter lib/cpu/kernels/%-avx2.c lib/npu/%-avx2.c,$1),avx2,$(if $(filter lib/cpu/kernels/%-avx512.c lib/npu/%-avx512.c,$1),avx512,base))
 
 # GCC 12's loop vectorizer miscompiles the scalar reference's int8 dot products wherever VNNI is
 # enabled (the AVX-512 set above, or a user's -march=native on a VNNI CPU): it narrows
@@ -131,9 +131,25 @@ ifneq ($(filter -Ofast -mdaz-ftz,$(CXXFLAGS)),)
 $(error $(filter -Ofast -mdaz-ftz,$(CXXFLAGS)): refused: it links crtfastmath.o, which flushes subnormals and changes result bits; use -O3 (see INSTALL))
 endif
 
+# XRT=1: the npu route's device side through XRT (lib/npu/xrt.c): libxrt-dev from Debian, whose
+# pkg-config file names wrong paths (prefix=/usr//usr), so the headers' place is a knob of its
+# own. Without it the npu row says how to build it; npu-sim is in every build.
+XRT_INC ?= /usr/include/xrt
 ifeq ($(XRT),1)
-$(error XRT=1: the npu route (XRT dispatch) is not part of this tree yet)
+ifeq ($(wildcard $(XRT_INC)/xrt.h),)
+$(error XRT=1: $(XRT_INC)/xrt.h not found: install libxrt-dev (apt-get install libxrt-dev) or set XRT_INC)
 endif
+override OB_XRT_CPPFLAGS := -DOB_HAVE_XRT -I$(XRT_INC)
+override OB_XRT_LIBS := -lxrt_coreutil -lxrt_core
+endif
+# the objects that differ with a route knob are rebuilt when it changes (build/knobs holds the
+# knobs of the last build)
+override OB_KNOBS := XRT=$(XRT)
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+$(shell mkdir -p build && { [ "$$(cat build/knobs 2>/dev/null)" = '$(OB_KNOBS)' ] || echo '$(OB_KNOBS)' > build/knobs; })
+endif
+OB_KNOB_OBJ := $(foreach f,lib/route lib/npu/backend-npu lib/npu/xrt,$f.o build/san/$f.o build/fuzz/$f.o)
+$(OB_KNOB_OBJ): build/knobs
 
 # every object of lib/, cmd/, tests/unit/ and bench/
 %.o: %.c
@@ -177,7 +193,7 @@ FORCE:
 # ---- library ---------------------------------------------------------------
 # lib/*.c: model files, text, records, engine; lib/ROUTE/: one folder per route (cpu with its
 # kernels, ref); lib/net/: HTTP client and server. lib/arith/ holds headers only.
-LIB_DIRS  := lib lib/cpu lib/cpu/kernels lib/ref lib/net lib/hrx
+LIB_DIRS  := lib lib/cpu lib/cpu/kernels lib/ref lib/net lib/hrx lib/npu
 LIB_SRC   := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $d/*.c)))
 LIB_OBJ   := $(LIB_SRC:.c=.o) $(HRX_SIM_OBJ)
 LIB       := lib/lib1b.a

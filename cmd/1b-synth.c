@@ -34,7 +34,7 @@ static const struct ob_option options[] = {
     {"head-dim", OPT_HEAD_DIM, "N", "dimension of one head"},
     {"ff", OPT_FF, "N", "feed-forward width"},
     {"ctx", OPT_CTX, "N", "training context length written to the metadata"},
-    {"type", OPT_TYPE, "MIX", "weight type of the matrices: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k q4_k_m"},
+    {"type", OPT_TYPE, "MIX", "weight type of the matrices: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k, or a mix q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m (as 1b-requant)"},
     {"seed", OPT_SEED, "N", "random seed (default 1)"},
     {"tokenizer", OPT_TOKENIZER, "FILE", "Qwen tokenizer.json for qwen2/qwen3 (default $OB_QWEN_TOKENIZER)"},
     {"tied", OPT_TIED, NULL, "output projection shares the token embedding"},

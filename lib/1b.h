@@ -76,10 +76,15 @@ enum ob_type {
     OB_I8 = 24, OB_I16 = 25, OB_I32 = 26, OB_I64 = 27, OB_F64 = 28, OB_IQ1_M = 29,
     OB_BF16 = 30, OB_TQ1_0 = 34, OB_TQ2_0 = 35, OB_MXFP4 = 39, OB_NVFP4 = 40, OB_Q1_0 = 41,
     OB_TYPE_COUNT = 42,
+    /* 1b's own, outside ggml's numbering and never in a GGUF file (ob_type_known says no, so
+     * the reader and writer refuse it): the tile of the npu route's Q4NX packs, 32 values in
+     * 20 bytes (lib/arith/q4nx.h, man/1b.7) */
+    OB_Q4NX = 256,
 };
 
 /* Block geometry of a type: `blck` values are stored in `size` bytes. Returns false for an id
- * that names no type (never assigned or retired). */
+ * that names no GGUF type (never assigned or retired, or OB_Q4NX, which the other functions
+ * below know). */
 bool ob_type_known(uint32_t type);
 const char *ob_type_name(uint32_t type);        /* "Q4_K"; "type#31" style for unknown ids */
 int ob_type_from_name(const char *name);        /* case-insensitive; -1 if unknown */
@@ -234,6 +239,90 @@ bool ob_check_ok(const struct ob_check *c);             /* no NaN, no Inf */
 cJSON *ob_check_json(const struct ob_check *c);
 void ob_check_tensor_json(const struct ob_check *c, uint64_t i, cJSON *rec);
 
+/* ---- Q4NX packs: the npu route's weights (1b-requant --type q4nx; format in 1b(7)) ---------- */
+
+/*
+ * A pack is a directory: manifest.json (format, version, architecture, hyper-parameters, the
+ * source GGUF's sha256, its files with their sizes and sha256, every Q4NX tensor with its
+ * file, offset and shape), meta.gguf (the source's metadata: tokenizer, chat template, and
+ * the tensors that stay float) and weights.q4nx (the tiles). ob_model_open opens one like a
+ * GGUF; these functions read it for inspection (1b-load).
+ */
+#define OB_PACK_VERSION 1
+struct ob_pack;
+struct ob_pack_tensor {
+    const char *name;
+    uint32_t type;                 /* OB_Q4NX */
+    uint64_t k, n;                 /* values per row, rows (shape [k, n] as GGUF's ne) */
+    const char *file;              /* its file in the pack */
+    uint64_t offset, nbytes;       /* in that file */
+    const void *data;              /* mapped */
+    const char *from;              /* the source tensor's type ("Q4_K") */
+};
+/* A directory holding a manifest.json: a pack, whether or not a valid one. */
+bool ob_pack_is(const char *path);
+/* Open a pack directory: the manifest is read and checked (format, version, every file there
+ * with the size it gives, every tensor inside its file with the size its shape needs, the
+ * hyper-parameters equal to the meta GGUF's), meta.gguf opened, the tiles mapped. A bad pack
+ * fails with OB_EFORMAT naming the file and what is wrong. */
+int ob_pack_open(const char *dir, struct ob_pack **out);
+void ob_pack_close(struct ob_pack *p);
+struct ob_gguf *ob_pack_meta(const struct ob_pack *p);  /* owned by the pack */
+struct ob_hparams;
+const struct ob_hparams *ob_pack_hparams(const struct ob_pack *p);
+const cJSON *ob_pack_manifest(const struct ob_pack *p);
+const char *ob_pack_sha256(const struct ob_pack *p);   /* of manifest.json: the pack's identity */
+uint64_t ob_pack_bytes(const struct ob_pack *p);       /* all its files */
+uint64_t ob_pack_n_tensors(const struct ob_pack *p);
+const struct ob_pack_tensor *ob_pack_tensor_at(const struct ob_pack *p, uint64_t i);
+const struct ob_pack_tensor *ob_pack_tensor(const struct ob_pack *p, const char *name);
+/* Read every file and compare its sha256 with the manifest's (OB_EFORMAT naming the first that
+ * differs), and count the tiles' NaN and Inf steps and zeros. */
+int ob_pack_verify(const struct ob_pack *p, uint64_t *nan, uint64_t *inf);
+
+/* ---- re-quantisation (lib/requant.c; 1b-requant) --------------------------------------------- */
+
+/*
+ * Re-quantise a GGUF model (a file, or an archive holding one) into a GGUF of another type or
+ * mix (the names of ob_mix_names in quant.h: "q8_0", "q4_k_m", ...), or into a Q4NX pack
+ * directory ("q4nx"). Every tensor is dequantised to float32 and quantised again with the
+ * canonical quantisers (quant.c), rows split over n_threads threads: the output's bytes depend
+ * only on the input's. A tensor whose type does not change is copied. The output is written
+ * under a temporary name beside it and renamed into place when whole; an existing output is
+ * replaced only when force is set (a directory only when it is a Q4NX pack), and never when it
+ * is the input (or holds it).
+ */
+struct ob_requant_tensor {
+    uint64_t index, count;         /* its place among the input's tensors */
+    const char *name;
+    uint32_t n_dims;
+    uint64_t ne[4];
+    uint32_t from, to;             /* types (enum ob_type; to may be OB_Q4NX) */
+    bool copied;                   /* the same type: the bytes copied unchanged */
+    uint64_t bytes_in, bytes_out;
+    /* the output's values against the input's (dequantised): root mean square error, largest
+     * absolute error, and the input's root mean square */
+    double rmse, max_abs, rms;
+};
+struct ob_requant_summary {
+    uint64_t tensors, requantised, copied, params, bytes_in, bytes_out;
+    double rmse, max_abs, rms;     /* over every value of every tensor */
+    bool input_quantised;          /* some input tensor was quantised: errors are measured
+                                      against its dequantised values, not an original */
+    char sha256[65];               /* of the output GGUF; of a pack's manifest.json */
+    char source_sha256[65];        /* of the input GGUF */
+};
+struct ob_requant_params {
+    const char *type;              /* a mix, or "q4nx" */
+    int n_threads;
+    bool force;
+    /* called after each tensor, in the input's order (may be NULL) */
+    void (*tensor_done)(void *user, const struct ob_requant_tensor *t);
+    void *user;
+};
+int ob_requant(const char *in, const char *out, const struct ob_requant_params *p,
+               struct ob_requant_summary *sum);
+
 /* ---- chat templates --------------------------------------------------------------------------- */
 
 /* Name the chat template in tokenizer.chat_template by its content (no Jinja engine):
@@ -338,6 +427,14 @@ int ob_ctx_forward(struct ob_ctx *c, int n, const int32_t *tok, const int32_t *p
                    double *out64);
 /* copy the cache of positions [0, n_pos) from slot src to slot dst (prompt cache) */
 int ob_ctx_kv_copy(struct ob_ctx *c, int dst, int src, int n_pos);
+/*
+ * Is route name (NULL: "cpu") in this binary, and is its device there? 0 with what its probe
+ * found (the device's name, the memory it offers); OB_EDEVICE saying what is missing (not
+ * built: how to build it; no device: what was looked for); OB_EUSAGE for an unknown route.
+ * *built tells the first two apart.
+ */
+int ob_route_probe(const char *name, const struct ob_device_opts *d, bool *built,
+                   char device[64], uint64_t *mem_bytes);
 
 /*
  * OpenBLAS (the ref route) picks its kernels when it loads, before main(), and 0.3.21

@@ -27,7 +27,13 @@
  * removes every such file that no live process holds (see clean_stale). Two processes that
  * resolve the same archive at once extract it once: the second waits for the first.
  *
- * An archive must hold exactly one regular file whose name ends in ".gguf".
+ * An archive must hold exactly one regular file whose name ends in ".gguf", or one Q4NX pack
+ * (lib/npu/pack.c): a manifest.json and the files beside it, at the top or in one directory.
+ * A pack is extracted into a temporary directory CACHE/blobs/.extract.XXXXXX (locked like the
+ * temporary files), checked whole — opened, and every file's sha256 compared with the
+ * manifest's — and renamed to CACHE/blobs/<sha256 of its manifest>.q4nx, a directory the
+ * archive's link then names. The first pass over an archive looks for a GGUF; a manifest.json
+ * met on the way turns it into a pack, extracted by a second pass.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -87,6 +93,24 @@ static bool has_suffix(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* remove the regular files in directory name (under dirfd at), then the directory; a pack
+ * directory has nothing else */
+static void remove_files(int at, const char *name)
+{
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)))
+            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                unlinkat(dirfd(d), de->d_name, 0);
+        closedir(d);
+    } else if (fd >= 0) {
+        close(fd);
+    }
+    unlinkat(at, name, AT_REMOVEDIR);
+}
+
 /*
  * Partial extractions that no live process is writing are removed: an extraction holds an
  * exclusive flock(2) on its temporary file for as long as it runs, and the kernel drops the
@@ -109,8 +133,12 @@ static void clean_stale(const char *blobs)
         struct stat a, b;
         if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &a) == 0 &&
             fstatat(dirfd(d), de->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-            a.st_dev == b.st_dev && a.st_ino == b.st_ino && S_ISREG(a.st_mode))
-            unlinkat(dirfd(d), de->d_name, 0);
+            a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+            if (S_ISREG(a.st_mode))
+                unlinkat(dirfd(d), de->d_name, 0);
+            else if (S_ISDIR(a.st_mode))      /* a pack's partial extraction */
+                remove_files(dirfd(d), de->d_name);
+        }
         close(fd);
     }
     closedir(d);
@@ -128,6 +156,17 @@ static char *cached(const char *link)
         return NULL;
     bool good = false;
     struct stat st;
+    if (stat(real, &st) == 0 && S_ISDIR(st.st_mode)) {       /* a pack: it opens */
+        struct ob_pack *p;
+        if (ob_pack_open(real, &p) == 0) {
+            ob_pack_close(p);
+            return real;
+        }
+        unlink(link);
+        remove_files(AT_FDCWD, real);
+        free(real);
+        return NULL;
+    }
     int fd = open(real, O_RDONLY | O_CLOEXEC);
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
         size_t n = (uint64_t)st.st_size < GGUF_HEADER_MAX ? (size_t)st.st_size : GGUF_HEADER_MAX;
@@ -286,6 +325,200 @@ static int extract_member(struct archive *ar, struct extract *x)
     return e ? ob_errprefix(e, "%s: %s", x->apath, x->member) : 0;
 }
 
+static void open_formats(struct archive *ar)
+{
+    archive_read_support_filter_all(ar);
+    /* real archive formats only: "all" would include mtree, which reads any text file */
+    archive_read_support_format_tar(ar);
+    archive_read_support_format_gnutar(ar);
+    archive_read_support_format_zip(ar);
+    archive_read_support_format_7zip(ar);
+    archive_read_support_format_cpio(ar);
+}
+
+/* Publish the index link atomically: a symlink under a temporary name, then rename. Without
+ * it the next run extracts again, which does no harm. */
+static void publish_link(const char *link, const char *target)
+{
+    char *ltmp = NULL;
+    if (asprintf(&ltmp, "%s.%d", link, (int)getpid()) >= 0) {
+        unlink(ltmp);
+        if (symlink(target, ltmp) != 0 || rename(ltmp, link) != 0)
+            unlink(ltmp);
+        free(ltmp);
+    }
+}
+
+/* Create and lock a temporary directory in blobs/ (see clean_stale): *tmp is malloc'd. */
+static int make_tmpdir(const char *blobs, char **tmp, int *dfd)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        if (asprintf(tmp, "%s/" TMP_PREFIX "XXXXXX", blobs) < 0) {
+            *tmp = NULL;
+            return ob_seterr(OB_ENOMEM, "out of memory");
+        }
+        int f = -1, r = -1;
+        if (!mkdtemp(*tmp) || (f = open(*tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+            int e = ob_seterr(OB_EIO, "%s: %s", *tmp, strerror(errno));
+            free(*tmp);
+            *tmp = NULL;
+            return e;
+        }
+        while ((r = flock(f, LOCK_EX)) != 0 && errno == EINTR)
+            ;
+        struct stat a, b;
+        if (r != 0 || (fstat(f, &a) == 0 && lstat(*tmp, &b) == 0 && a.st_dev == b.st_dev &&
+                       a.st_ino == b.st_ino)) {
+            fchmod(f, 0755);
+            *dfd = f;
+            return 0;
+        }
+        close(f);                  /* a cleaner took it in between: again */
+        free(*tmp);
+        *tmp = NULL;
+    }
+    return ob_seterr(OB_EIO, "%s: cannot create a temporary directory", blobs);
+}
+
+/* One member of a pack into dfd/name, never past the size the archive gives it. */
+static int extract_pack_file(struct archive *ar, struct archive_entry *ent, int dfd,
+                             const char *name, const char *apath, const char *tmp)
+{
+    static _Thread_local char buf[1 << 16];
+    struct statvfs sv;
+    if (!archive_entry_size_is_set(ent))
+        return ob_seterr(OB_EFORMAT, "%s: %s: the archive gives no size", apath, name);
+    uint64_t size = (uint64_t)archive_entry_size(ent), done = 0;
+    if (fstatvfs(dfd, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < size)
+        return ob_seterr(OB_EIO, "%s: %s: extracting it needs %llu bytes in %s, where only %llu "
+                         "are free", apath, name, (unsigned long long)size, tmp,
+                         (unsigned long long)sv.f_bavail * sv.f_frsize);
+    int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return ob_seterr(errno == EEXIST ? OB_EFORMAT : OB_EIO, "%s: %s: %s", apath, name,
+                         errno == EEXIST ? "the pack names it twice" : strerror(errno));
+    int e = 0;
+    for (;;) {
+        la_ssize_t n = archive_read_data(ar, buf, sizeof buf);
+        if (n < 0) {
+            e = ob_seterr(OB_EFORMAT, "%s: %s: %s", apath, name, archive_error_string(ar));
+            break;
+        }
+        if (n == 0)
+            break;
+        if ((uint64_t)n > size - done) {
+            e = ob_seterr(OB_EFORMAT, "%s: %s: holds more than the %llu bytes the archive gives",
+                          apath, name, (unsigned long long)size);
+            break;
+        }
+        for (la_ssize_t off = 0; off < n && !e;) {
+            ssize_t w = write(fd, buf + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0)
+                e = ob_seterr(OB_EIO, "%s/%s: write: %s", tmp, name, strerror(errno));
+            else
+                off += w;
+        }
+        if (e)
+            break;
+        done += (uint64_t)n;
+    }
+    if (!e && done != size)
+        e = ob_seterr(OB_EFORMAT, "%s: %s: ends after %llu of its %llu bytes (truncated)", apath,
+                      name, (unsigned long long)done, (unsigned long long)size);
+    if (!e && fsync(fd) != 0)
+        e = ob_seterr(OB_EIO, "%s/%s: %s", tmp, name, strerror(errno));
+    close(fd);
+    return e;
+}
+
+/*
+ * The pack whose manifest.json sits under prefix ("" or "dir/") in the archive at path: its
+ * files (the regular members directly under prefix) into a temporary directory, checked whole
+ * (ob_pack_open, then every file's sha256 against the manifest), then renamed to
+ * blobs/<sha256 of the manifest>.q4nx and linked from link.
+ */
+static int extract_pack(const char *path, const char *blobs, const char *link,
+                        const char *prefix, char **out)
+{
+    char *tmp = NULL, *blob = NULL;
+    int dfd = -1, e;
+    struct archive *ar = NULL;
+    struct ob_pack *p = NULL;
+    size_t pl = strlen(prefix);
+    if ((e = make_tmpdir(blobs, &tmp, &dfd)))
+        return e;
+    if (!(ar = archive_read_new())) {
+        e = ob_seterr(OB_ENOMEM, "out of memory");
+        goto out;
+    }
+    open_formats(ar);
+    if (archive_read_open_filename(ar, path, 1 << 16) != ARCHIVE_OK) {
+        e = ob_seterr(OB_EFORMAT, "%s: %s", path, archive_error_string(ar));
+        goto out;
+    }
+    for (;;) {
+        struct archive_entry *ent;
+        int r = archive_read_next_header(ar, &ent);
+        if (r == ARCHIVE_EOF)
+            break;
+        if (r < ARCHIVE_WARN) {
+            e = ob_seterr(OB_EFORMAT, "%s: %s", path, archive_error_string(ar));
+            goto out;
+        }
+        const char *name = archive_entry_pathname(ent), *rest = name ? name + pl : NULL;
+        if (!name || archive_entry_filetype(ent) != AE_IFREG || strncmp(name, prefix, pl) != 0 ||
+            !*rest || *rest == '.' || strchr(rest, '/')) {
+            if (archive_read_data_skip(ar) < ARCHIVE_WARN) {
+                e = ob_seterr(OB_EFORMAT, "%s: %s", path, archive_error_string(ar));
+                goto out;
+            }
+            continue;
+        }
+        if ((e = extract_pack_file(ar, ent, dfd, rest, path, tmp)))
+            goto out;
+    }
+    uint64_t nan, inf;
+    if ((e = ob_pack_open(tmp, &p)) || (e = ob_pack_verify(p, &nan, &inf))) {
+        ob_errprefix(e, "%s: the pack in %s", path, *prefix ? prefix : "its top");
+        goto out;
+    }
+    if (asprintf(&blob, "%s/%s.q4nx", blobs, ob_pack_sha256(p)) < 0) {
+        blob = NULL;
+        e = ob_seterr(OB_ENOMEM, "out of memory");
+        goto out;
+    }
+    char target[128];
+    snprintf(target, sizeof target, "../blobs/%s.q4nx", ob_pack_sha256(p));
+    ob_pack_close(p);
+    p = NULL;
+    if (rename(tmp, blob) != 0) {
+        /* the same pack from another archive is there already: use it */
+        if (errno != ENOTEMPTY && errno != EEXIST) {
+            e = ob_seterr(OB_EIO, "%s: %s", blob, strerror(errno));
+            goto out;
+        }
+    } else {
+        free(tmp);
+        tmp = NULL;
+    }
+    publish_link(link, target);
+    *out = realpath(blob, NULL);
+    e = *out ? 0 : ob_seterr(OB_EIO, "%s: %s", blob, strerror(errno));
+out:
+    ob_pack_close(p);
+    if (ar)
+        archive_read_free(ar);
+    if (tmp)
+        remove_files(AT_FDCWD, tmp);       /* before the close that drops its lock */
+    if (dfd >= 0)
+        close(dfd);
+    free(tmp);
+    free(blob);
+    return e;
+}
+
 int ob_model_resolve(const char *path, char **out)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -300,6 +533,13 @@ int ob_model_resolve(const char *path, char **out)
         return e;
     }
     close(fd);
+    if (S_ISDIR(st.st_mode) && ob_pack_is(path)) {      /* a Q4NX pack (lib/npu/pack.c) */
+        *out = strdup(path);
+        return *out ? 0 : ob_seterr(OB_ENOMEM, "out of memory");
+    }
+    if (S_ISDIR(st.st_mode))
+        return ob_seterr(OB_EFORMAT, "%s: a directory, but not a Q4NX pack (no manifest.json)",
+                         path);
     if (!S_ISREG(st.st_mode))
         return ob_seterr(OB_EFORMAT, "%s: not a regular file", path);
     if (got == 4 && memcmp(magic, "GGUF", 4) == 0) {
@@ -357,19 +597,13 @@ int ob_model_resolve(const char *path, char **out)
         e = ob_seterr(OB_ENOMEM, "out of memory");
         goto out;
     }
-    archive_read_support_filter_all(ar);
-    /* real archive formats only: "all" would include mtree, which reads any text file */
-    archive_read_support_format_tar(ar);
-    archive_read_support_format_gnutar(ar);
-    archive_read_support_format_zip(ar);
-    archive_read_support_format_7zip(ar);
-    archive_read_support_format_cpio(ar);
+    open_formats(ar);
     if (archive_read_open_filename(ar, path, 1 << 16) != ARCHIVE_OK) {
         e = ob_seterr(OB_EFORMAT, "%s: not a GGUF file nor a readable archive: %s", path,
                       archive_error_string(ar));
         goto out;
     }
-    char *found = NULL;
+    char *found = NULL, *pack = NULL;
     int n_entries = 0;
     struct extract x = {.apath = path, .blobs = blobs, .md = md, .fd = -1};
     for (;;) {
@@ -383,6 +617,16 @@ int ob_model_resolve(const char *path, char **out)
         }
         n_entries++;
         const char *name = archive_entry_pathname(ent);
+        const char *base = name ? strrchr(name, '/') : NULL;
+        base = base ? base + 1 : name;
+        if (name && archive_entry_filetype(ent) == AE_IFREG && strcmp(base, "manifest.json") == 0) {
+            /* a Q4NX pack: its directory (the manifest's) is extracted by a pass of its own */
+            if (!(pack = strndup(name, (size_t)(base - name)))) {
+                e = ob_seterr(OB_ENOMEM, "out of memory");
+                goto out_found;
+            }
+            break;
+        }
         if (!name || archive_entry_filetype(ent) != AE_IFREG || !has_suffix(name, ".gguf")) {
             if (archive_read_data_skip(ar) < ARCHIVE_WARN) {
                 e = ob_seterr(OB_EFORMAT, "%s: %s", path, archive_error_string(ar));
@@ -408,6 +652,16 @@ int ob_model_resolve(const char *path, char **out)
         if ((e = extract_member(ar, &x)))
             goto out_found;
     }
+    if (pack) {
+        if (tmp)                               /* a .gguf met first: the pack's meta file */
+            unlink(tmp);
+        free(tmp);
+        tmp = NULL;
+        archive_read_free(ar);
+        ar = NULL;
+        e = extract_pack(path, blobs, link, pack, out);
+        goto out_found;
+    }
     if (!found) {
         e = ob_seterr(OB_EFORMAT, "%s: the archive (%d entries) holds no .gguf file", path,
                       n_entries);
@@ -432,19 +686,14 @@ int ob_model_resolve(const char *path, char **out)
     }
     free(tmp);
     tmp = NULL;
-    /* publish the index link atomically: a symlink under a temporary name, then rename */
-    char target[128], *ltmp = NULL;
+    char target[128];
     snprintf(target, sizeof target, "../blobs/%s.gguf", sumhex);
-    if (asprintf(&ltmp, "%s.%d", link, (int)getpid()) >= 0) {
-        unlink(ltmp);
-        if (symlink(target, ltmp) != 0 || rename(ltmp, link) != 0)
-            unlink(ltmp);                 /* no index: the next run extracts again, no harm */
-        free(ltmp);
-    }
+    publish_link(link, target);
     *out = realpath(blob, NULL);
     e = *out ? 0 : ob_seterr(OB_EIO, "%s: %s", blob, strerror(errno));
 out_found:
     free(found);
+    free(pack);
 out:
     if (tmp)
         unlink(tmp);                      /* before the close that drops its lock */

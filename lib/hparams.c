@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "1b.h"
+#include "model.h"
 
 static const struct { const char *name; int id; } archs[] = {
     {"llama", OB_ARCH_LLAMA}, {"qwen2", OB_ARCH_QWEN2}, {"qwen3", OB_ARCH_QWEN3},
@@ -248,17 +249,45 @@ static long layer_of(const char *name, const char **suffix)
     return (long)l;
 }
 
+/* The tensors a model has: those of its GGUF file and, for a Q4NX pack (lib/npu/pack.c), the
+ * tiles of its weights file, which no GGUF holds. */
+struct tview {
+    const struct ob_gguf *g;
+    const struct ob_gguf_tensor *x;
+    size_t nx;
+};
+
+static uint64_t tv_n(const struct tview *v)
+{
+    return ob_gguf_n_tensors(v->g) + v->nx;
+}
+
+static const struct ob_gguf_tensor *tv_at(const struct tview *v, uint64_t i)
+{
+    uint64_t n = ob_gguf_n_tensors(v->g);
+    return i < n ? ob_gguf_tensor_at(v->g, i) : &v->x[i - n];
+}
+
+static const struct ob_gguf_tensor *tv_find(const struct tview *v, const char *name)
+{
+    const struct ob_gguf_tensor *t = ob_gguf_tensor(v->g, name);
+    for (size_t i = 0; i < v->nx && !t; i++)
+        if (strcmp(v->x[i].name, name) == 0)
+            t = &v->x[i];
+    return t;
+}
+
 /*
  * Every tensor of the file is one the forward pass reads, with the shape the hyper-parameters
  * imply; every required one is there. A tensor nothing reads means a feature 1b would ignore
  * (llama.cpp refuses such files too: "wrong number of tensors").
  */
-static int check_tensors(const struct ob_gguf *g, struct ob_hparams *hp)
+static int check_tensors(const struct tview *g, struct ob_hparams *hp)
 {
     uint64_t n_req = 0, count[N_LAYER_T] = {0};
     int e;
-    for (uint64_t i = 0; i < ob_gguf_n_tensors(g); i++) {
-        const struct ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
+    for (uint64_t i = 0; i < tv_n(g); i++) {
+        const struct ob_gguf_tensor *t = tv_at(g, i);
         const struct tspec *s = NULL;
         const char *suffix;
         long l = layer_of(t->name, &suffix);
@@ -294,13 +323,13 @@ static int check_tensors(const struct ob_gguf *g, struct ob_hparams *hp)
     if (n_req != want) {
         /* name the first one missing */
         for (size_t j = 0; j < sizeof global_tensors / sizeof global_tensors[0]; j++)
-            if (global_tensors[j].need == REQ && !ob_gguf_tensor(g, global_tensors[j].name))
+            if (global_tensors[j].need == REQ && !tv_find(g, global_tensors[j].name))
                 return ob_seterr(OB_EFORMAT, "tensor '%s' is missing", global_tensors[j].name);
         for (uint32_t l = 0; l < hp->n_layer; l++)
             for (size_t j = 0; j < N_LAYER_T; j++) {
                 char n[96];
                 snprintf(n, sizeof n, "blk.%u.%s", l, layer_tensors[j].name);
-                if (layer_tensors[j].need == REQ && !ob_gguf_tensor(g, n))
+                if (layer_tensors[j].need == REQ && !tv_find(g, n))
                     return ob_seterr(OB_EFORMAT, "tensor '%s' is missing (%s = %u)", n,
                                      K(hp, "block_count"), hp->n_layer);
             }
@@ -374,6 +403,13 @@ static int check_unsupported(const struct ob_gguf *g, const struct ob_hparams *h
 
 int ob_hparams_read(const struct ob_gguf *g, struct ob_hparams *hp)
 {
+    return ob_hparams_read_with(g, NULL, 0, hp);
+}
+
+int ob_hparams_read_with(const struct ob_gguf *g, const struct ob_gguf_tensor *extra,
+                         size_t n_extra, struct ob_hparams *hp)
+{
+    const struct tview tv = {g, extra, n_extra};
     memset(hp, 0, sizeof *hp);
     const struct ob_gguf_value *a = ob_gguf_get(g, "general.architecture");
     if (!a)
@@ -419,14 +455,14 @@ int ob_hparams_read(const struct ob_gguf *g, struct ob_hparams *hp)
     hp->n_vocab = n_tokens > UINT32_MAX ? UINT32_MAX : (uint32_t)n_tokens;
     if ((e = arch_u32(g, hp, "vocab_size", false, &hp->n_vocab, NULL)))
         return e;
-    const struct ob_gguf_tensor *emb = ob_gguf_tensor(g, "token_embd.weight");
+    const struct ob_gguf_tensor *emb = tv_find(&tv, "token_embd.weight");
     if (!hp->n_vocab && emb && emb->n_dims == 2)
         hp->n_vocab = emb->ne[1] > UINT32_MAX ? UINT32_MAX : (uint32_t)emb->ne[1];
 
     hp->rope_type = hp->arch_id == OB_ARCH_LLAMA ? OB_ROPE_NORM : OB_ROPE_NEOX;
-    hp->tied_output = ob_gguf_tensor(g, "output.weight") == NULL;
-    hp->qk_norm = ob_gguf_tensor(g, "blk.0.attn_q_norm.weight") != NULL;
-    hp->attn_bias = ob_gguf_tensor(g, "blk.0.attn_q.bias") != NULL;
+    hp->tied_output = tv_find(&tv, "output.weight") == NULL;
+    hp->qk_norm = tv_find(&tv, "blk.0.attn_q_norm.weight") != NULL;
+    hp->attn_bias = tv_find(&tv, "blk.0.attn_q.bias") != NULL;
 
     if ((e = check_token_ids(g, n_tokens ? n_tokens : hp->n_vocab, hp->supported)))
         return e;
@@ -478,7 +514,7 @@ int ob_hparams_read(const struct ob_gguf *g, struct ob_hparams *hp)
                          (unsigned long long)n_tokens, K(hp, "vocab_size"), hp->n_vocab);
     if ((e = check_unsupported(g, hp)))
         return e;
-    return check_tensors(g, hp);
+    return check_tensors(&tv, hp);
 }
 
 uint64_t ob_hparams_kv_bytes(const struct ob_hparams *hp, uint64_t n_ctx)

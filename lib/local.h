@@ -20,13 +20,14 @@
  * device below (--gpu's value is OB_OPT_GPU, taken by ob_opt_gpu). */
 enum { OB_OPT_GPU = 0x1020 };
 #define OB_OPT_ROWS_LOCAL                                                                 \
-    {"device", 'd', "ROUTE", "route: cpu (default), ref, hrx (a GPU), hrx-sim"},         \
+    {"device", 'd', "ROUTE", "route: cpu (default), ref, hrx (a GPU), hrx-sim, npu-sim or npu (a Q4NX pack)"}, \
     {"threads", 't', "N", "threads of the route (default: the CPUs available)"},         \
     {"gpu", OB_OPT_GPU, "N", "which device of the route: GPU N of -d hrx (default 0)"}
 
 struct ob_local_params {
-    const char *model;             /* MODEL operand: a GGUF file or an archive holding one */
-    const char *route;             /* "cpu", "ref", "hrx", "hrx-sim"; NULL: "cpu" */
+    const char *model;             /* MODEL operand: a GGUF file, a Q4NX pack, or an archive
+                                      holding either */
+    const char *route;             /* "cpu", "ref", "hrx", "hrx-sim", "npu-sim", ...; NULL: "cpu" */
     int threads;                   /* threads of the route; 0: the CPUs available */
     int device;                    /* which device of the route's kind (--gpu): 0 the first */
     int parallel;                  /* live sequences decoded together (engine), >= 1 */

@@ -10,6 +10,10 @@
  *   blk.L.attn_output.weight [n_head*hd, n_embd]
  *   blk.L.attn_q_norm/k_norm.weight [hd] (qwen3)   blk.L.attn_q/k/v.bias (qwen2)
  *   blk.L.ffn_gate/up.weight [n_embd, n_ff]  blk.L.ffn_down.weight [n_ff, n_embd]
+ *
+ * A Q4NX pack (lib/npu/pack.c) opens into the same struct: its meta GGUF gives the metadata,
+ * tokenizer and vectors, its weights file every matrix (token_embd and output too) as Q4NX
+ * tiles; the npu routes multiply those, the ref route dequantises them.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -59,10 +63,27 @@ static int vector(struct ob_model *m, const char *name, uint64_t n, bool optiona
     return 0;
 }
 
+/* A matrix [k, n] of a pack's tiles (any pack tensor is Q4NX with k a multiple of 32). */
+static int pack_matrix(const struct ob_model *m, const char *name, uint64_t k, uint64_t n,
+                       struct ob_matrix *w)
+{
+    const struct ob_pack_tensor *t = ob_pack_tensor(m->pack, name);
+    if (!t)
+        return ob_seterr(OB_EFORMAT, "tensor '%s' is not in the pack's tiles", name);
+    if (t->k != k || t->n != n)
+        return ob_seterr(OB_EFORMAT, "tensor '%s' has shape [%llu, %llu], expected [%llu, %llu]",
+                         name, (unsigned long long)t->k, (unsigned long long)t->n,
+                         (unsigned long long)k, (unsigned long long)n);
+    *w = (struct ob_matrix){OB_Q4NX, (int)k, (int)n, (size_t)(t->nbytes / n), t->data};
+    return 0;
+}
+
 /* A weight matrix [k, n] whose type has kernels, with rows that fit its activation format. */
 static int matrix(const struct ob_model *m, const char *name, uint64_t k, uint64_t n,
                   struct ob_matrix *w)
 {
+    if (m->pack)
+        return pack_matrix(m, name, k, n, w);
     const struct ob_gguf_tensor *t = NULL;
     int e = tensor(m, name, &t);
     if (e)
@@ -91,6 +112,15 @@ static int load_weights(struct ob_model *m)
     uint64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff, hd = hp->head_dim;
     uint64_t Q = (uint64_t)hp->n_head * hd, KV = (uint64_t)hp->n_head_kv * hd;
     int e;
+    if (m->pack) {
+        if ((e = pack_matrix(m, "token_embd.weight", E, V, &m->tok_embd)))
+            return e;
+        if (hp->tied_output)
+            m->output = m->tok_embd;
+        else if ((e = pack_matrix(m, "output.weight", E, V, &m->output)))
+            return e;
+        goto norms;
+    }
     /* the embedding is looked up by row: any type we can dequantise */
     const struct ob_gguf_tensor *te = NULL;
     if ((e = tensor(m, "token_embd.weight", &te)))
@@ -114,6 +144,7 @@ static int load_weights(struct ob_model *m)
     } else if ((e = matrix(m, "output.weight", E, V, &m->output))) {
         return e;
     }
+norms:
     if ((e = vector(m, "output_norm.weight", E, false, &m->output_norm)))
         return e;
     m->layers = calloc(hp->n_layer, sizeof *m->layers);
@@ -156,9 +187,20 @@ int ob_model_open(const char *arg, struct ob_model **out)
         e = ob_seterr(OB_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((e = ob_model_resolve(arg, &m->path)) || (e = ob_gguf_open(m->path, &m->g)))
+    if ((e = ob_model_resolve(arg, &m->path)))
         goto fail;
-    if ((e = ob_hparams_read(m->g, &m->hp)))
+    if (ob_pack_is(m->path)) {
+        /* checks the manifest and every tensor's shape against the hyper-parameters */
+        if ((e = ob_pack_open(m->path, &m->pack)))
+            goto fail;
+        m->g = ob_pack_meta(m->pack);
+        m->hp = *ob_pack_hparams(m->pack);
+    } else if ((e = ob_gguf_open(m->path, &m->g))) {
+        goto fail;
+    } else {
+        e = ob_hparams_read(m->g, &m->hp);
+    }
+    if (e)
         goto fail_named;
     if (!m->hp.supported) {
         e = ob_seterr(OB_EUNSUPP, "architecture '%s' has no forward pass in 1b (llama, qwen2, "
@@ -196,7 +238,10 @@ void ob_model_close(struct ob_model *m)
     free(m->layers);
     free(m->chat_template);
     ob_tok_free(m->tok);
-    ob_gguf_close(m->g);
+    if (m->pack)
+        ob_pack_close(m->pack);        /* with its meta GGUF */
+    else
+        ob_gguf_close(m->g);
     pthread_mutex_destroy(&m->sha_mu);
     free(m->path);
     free(m->arg);
@@ -230,7 +275,9 @@ int ob_model_sha256(struct ob_model *m, const char **out)
 {
     int e = 0;
     pthread_mutex_lock(&m->sha_mu);
-    if (!m->sha256[0])
+    if (!m->sha256[0] && m->pack)     /* the manifest's: it holds every file's sha256 */
+        memcpy(m->sha256, ob_pack_sha256(m->pack), sizeof m->sha256);
+    else if (!m->sha256[0])
         e = ob_sha256_file(m->path, m->sha256);
     pthread_mutex_unlock(&m->sha_mu);
     *out = m->sha256;

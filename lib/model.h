@@ -31,9 +31,12 @@ struct ob_layer {
 };
 
 struct ob_model {
-    char *path;                    /* the GGUF actually mapped (after archive extraction) */
+    char *path;                    /* the GGUF actually mapped (after archive extraction), or
+                                      the Q4NX pack's directory */
     char *arg;                     /* the name the caller gave */
-    struct ob_gguf *g;
+    struct ob_gguf *g;             /* the GGUF; a pack's meta.gguf (owned by the pack) */
+    struct ob_pack *pack;          /* a Q4NX pack (lib/npu/pack.c): its matrices are tiles in
+                                      its weights file; NULL for a GGUF */
     struct ob_hparams hp;
     struct ob_tok *tok;
     char *chat_template;           /* NULL when the file has none */
@@ -46,6 +49,11 @@ struct ob_model {
     char sha256[65];               /* "" until ob_model_sha256 computed it */
     pthread_mutex_t sha_mu;
 };
+
+/* ob_hparams_read over the GGUF's tensors and extra ones that are not in it (a Q4NX pack's
+ * tiles: lib/npu/pack.c), as if they were */
+int ob_hparams_read_with(const struct ob_gguf *g, const struct ob_gguf_tensor *extra,
+                         size_t n_extra, struct ob_hparams *hp);
 
 /*
  * Scan the first n bytes of a GGUF file that is still being written (an archive member being

@@ -12,10 +12,13 @@
  *     point of the grid the dequantiser will actually use.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "1b.h"
 #include "arith/dequant.h"
+#include "arith/q4nx.h"
 #include "quant.h"
 
 /* ---- dequantisation: rows of the per-block dequantisers (lib/arith/dequant.h) ------------- */
@@ -26,6 +29,7 @@ bool ob_dequant_supported(uint32_t type)
     case OB_F32: case OB_F16: case OB_BF16:
     case OB_Q4_0: case OB_Q4_1: case OB_Q5_0: case OB_Q5_1: case OB_Q8_0:
     case OB_Q2_K: case OB_Q3_K: case OB_Q4_K: case OB_Q5_K: case OB_Q6_K: case OB_Q8_K:
+    case OB_Q4NX:
         return true;
     }
     return false;
@@ -71,6 +75,7 @@ int ob_dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
     case OB_Q5_K: DQ_LOOP(struct ob_block_q5_k, ob_dequant_q5_k);
     case OB_Q6_K: DQ_LOOP(struct ob_block_q6_k, ob_dequant_q6_k);
     case OB_Q8_K: DQ_LOOP(struct ob_block_q8_k, ob_dequant_q8_k);
+    case OB_Q4NX: DQ_LOOP(struct ob_block_q4nx, ob_dequant_q4nx);
     }
 #undef DQ_LOOP
     return 0;
@@ -223,6 +228,106 @@ static int q_q5_1(const float *x, struct ob_block_q5_1 *b, int64_t blk)
     pack_q5(q, b->qs, b->qh);
     int err = put_fp16(&b->d, d, OB_Q5_1, blk);
     return err ? err : put_fp16(&b->m, lo, OB_Q5_1, blk);
+}
+
+/* ---- Q4NX tiles (lib/arith/q4nx.h): bf16 step s and zero z, x ~ s * q + z ------------------- */
+
+/* Store a tile field as bfloat16; OB_ERANGE when it overflows to Inf. */
+static int put_bf16(uint16_t *out, float v, int64_t blk)
+{
+    uint16_t h = ob_f32_to_bf16(v);
+    if ((h & 0x7f80u) == 0x7f80u)
+        return ob_seterr(OB_ERANGE, "quantise Q4NX: tile %lld: %g does not fit bfloat16",
+                         (long long)blk, (double)v);
+    *out = h;
+    return 0;
+}
+
+/* the q nearest each value on the grid s * q + z (s, z as stored), and the squared error */
+static double q4nx_fit(const float *x, uint16_t sb, uint16_t zb, int *q)
+{
+    float s = ob_bf16_to_f32(sb), z = ob_bf16_to_f32(zb);
+    double err = 0;
+    for (int j = 0; j < 32; j++) {
+        q[j] = s > 0.0f ? round_clamp((x[j] - z) / s, 0, 15) : 0;
+        double d = (double)(s * (float)q[j] + z) - (double)x[j];   /* the dequantised value */
+        err += d * d;
+    }
+    return err;
+}
+
+/* (s, z) if it fits the block better than the best so far (strictly: the first wins ties) */
+static void q4nx_try(const float *x, uint16_t s, uint16_t z, uint16_t *bs, uint16_t *bz,
+                     double *best, int *bq)
+{
+    int q[32];
+    float sf = ob_bf16_to_f32(s), zf = ob_bf16_to_f32(z);
+    if (!(sf > 0.0f) || sf == ob_inf() || zf != zf || zf == ob_inf() || zf == -ob_inf())
+        return;
+    double e = q4nx_fit(x, s, z, q);
+    if (e < *best) {
+        *best = e;
+        *bs = s;
+        *bz = z;
+        memcpy(bq, q, sizeof q);
+    }
+}
+
+/*
+ * A search over bf16 pairs (s, z), each judged by the squared error of the dequantised block
+ * with every q the nearest point of that grid; the smallest error wins, the first on ties:
+ *   1. the block's range in k = 15, 14, .., 8 steps: z = bf16(min), s = bf16((max - z) / k)
+ *      (a source that was already a grid of 16 levels, Q4_K or Q4_1, often uses fewer of
+ *      them in a block: one of these finds its step);
+ *   2. a least-squares refit of (s, z) to the best one's q (closed form in double), rounded;
+ *   3. the eight bf16 neighbours of the best (s and z one unit in the last place up or down):
+ *      rounding s and z separately to 8 significant bits is not the best pair.
+ * A block of equal values gets s = 0 (every q 0) and z its value rounded.
+ */
+static int q_q4nx(const float *x, struct ob_block_q4nx *b, int64_t blk)
+{
+    float lo, hi;
+    minmax(x, 32, &lo, &hi);
+    uint16_t z0 = 0, s0 = 0, bs = 0, bz = 0;
+    int e = put_bf16(&z0, lo, blk);
+    if (!e)
+        e = put_bf16(&s0, (hi - ob_bf16_to_f32(z0)) / 15.0f, blk);
+    if (e)
+        return e;
+    double best = INFINITY;
+    int q[32] = {0};
+    for (int k = 15; k >= 8; k--)
+        q4nx_try(x, ob_f32_to_bf16((hi - ob_bf16_to_f32(z0)) / (float)k), z0, &bs, &bz, &best, q);
+    if (best == INFINITY) {        /* every value equal (or a step below bf16's range) */
+        b->s = 0;
+        b->z = z0;
+        memset(b->qs, 0, sizeof b->qs);
+        return 0;
+    }
+    int nq = 0, nqq = 0;
+    double sx = 0, sqx = 0;
+    for (int j = 0; j < 32; j++) {
+        nq += q[j];
+        nqq += q[j] * q[j];
+        sx += x[j];
+        sqx += q[j] * (double)x[j];
+    }
+    int64_t den = 32 * (int64_t)nqq - (int64_t)nq * nq;
+    if (den > 0) {
+        double sl = (32 * sqx - nq * sx) / (double)den, zl = (nqq * sx - nq * sqx) / (double)den;
+        if (sl > 0 && fabs(sl) < 3e38 && fabs(zl) < 3e38)
+            q4nx_try(x, ob_f32_to_bf16((float)sl), ob_f32_to_bf16((float)zl), &bs, &bz, &best, q);
+    }
+    uint16_t cs = bs, cz = bz;
+    for (int ds = -1; ds <= 1; ds++)
+        for (int dz = -1; dz <= 1; dz++)
+            if (ds || dz)
+                q4nx_try(x, (uint16_t)(cs + ds), (uint16_t)(cz + dz), &bs, &bz, &best, q);
+    b->s = bs;
+    b->z = bz;
+    for (int j = 0; j < 16; j++)
+        b->qs[j] = (uint8_t)(q[j] | q[j + 16] << 4);
+    return 0;
 }
 
 /* ---- K-quant sub-block fits ---------------------------------------------------------------- */
@@ -520,6 +625,7 @@ bool ob_quant_supported(uint32_t type)
     case OB_F32: case OB_F16: case OB_BF16:
     case OB_Q4_0: case OB_Q4_1: case OB_Q5_0: case OB_Q5_1: case OB_Q8_0:
     case OB_Q2_K: case OB_Q3_K: case OB_Q4_K: case OB_Q5_K: case OB_Q6_K:
+    case OB_Q4NX:
         return true;
     }
     return false;
@@ -568,7 +674,146 @@ int ob_quant_row(uint32_t type, const float *src, void *dst, int64_t n)
         case OB_Q4_K: err = q_q4_k(x, (void *)p, i); break;
         case OB_Q5_K: err = q_q5_k(x, (void *)p, i); break;
         case OB_Q6_K: err = q_q6_k(x, (void *)p, i); break;
+        case OB_Q4NX: err = q_q4nx(x, (void *)p, i); break;
         }
     }
     return err;
+}
+
+/* ---- mixes ------------------------------------------------------------------------------------ */
+
+/*
+ * A mix names the type of every tensor of a model. A type name makes every matrix that type
+ * (llama-quantize --pure); the K-quant mixes make the choices llama-quantize makes for the
+ * file types of the same names (src/llama-quant.cpp, llama_tensor_get_type, dense models):
+ *   output.weight (token_embd.weight when tied): Q6_K (Q8_0 for rows not a multiple of 256)
+ *   attn_v   q3_k_m: Q5_K in layers 0-1, Q4_K after;  q3_k_l: Q5_K;  q4_k_s: Q5_K in layers 0-3;
+ *            q4_k_m, q5_k_m: Q6_K where more_bits(layer)
+ *   ffn_down q3_k_m: Q5_K in the first sixteenth of the layers, Q4_K after;  q3_k_l: Q5_K;
+ *            q4_k_s: Q5_K in the first eighth;  q4_k_m, q5_k_m: Q6_K where more_bits(layer)
+ *   attn_output  q3_k_m: Q4_K;  q3_k_l: Q5_K
+ *   everything else the mix's base type (Q3_K, Q4_K, Q5_K)
+ * with more_bits(l) = l < n/8 || l >= 7n/8 || (l - n/8) % 3 == 2 for n layers. A type whose
+ * block does not divide a matrix's rows falls back as llama-quantize's does: Q2_K and Q3_K to
+ * Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, then F16 if that does not divide them either.
+ * Vectors (norm weights, biases: 1-D tensors) are F32 in every mix.
+ */
+enum { MIX_PURE, MIX_Q3_K_S, MIX_Q3_K_M, MIX_Q3_K_L, MIX_Q4_K_S, MIX_Q4_K_M, MIX_Q5_K_S,
+       MIX_Q5_K_M };
+
+static const struct { const char *name; uint32_t base; int rules; } mixes[] = {
+    {"f32", OB_F32, MIX_PURE},   {"f16", OB_F16, MIX_PURE},   {"bf16", OB_BF16, MIX_PURE},
+    {"q8_0", OB_Q8_0, MIX_PURE}, {"q4_0", OB_Q4_0, MIX_PURE}, {"q4_1", OB_Q4_1, MIX_PURE},
+    {"q5_0", OB_Q5_0, MIX_PURE}, {"q5_1", OB_Q5_1, MIX_PURE}, {"q2_k", OB_Q2_K, MIX_PURE},
+    {"q3_k", OB_Q3_K, MIX_PURE}, {"q4_k", OB_Q4_K, MIX_PURE}, {"q5_k", OB_Q5_K, MIX_PURE},
+    {"q6_k", OB_Q6_K, MIX_PURE},
+    {"q3_k_s", OB_Q3_K, MIX_Q3_K_S}, {"q3_k_m", OB_Q3_K, MIX_Q3_K_M},
+    {"q3_k_l", OB_Q3_K, MIX_Q3_K_L}, {"q4_k_s", OB_Q4_K, MIX_Q4_K_S},
+    {"q4_k_m", OB_Q4_K, MIX_Q4_K_M}, {"q5_k_s", OB_Q5_K, MIX_Q5_K_S},
+    {"q5_k_m", OB_Q5_K, MIX_Q5_K_M},
+};
+#define N_MIXES (int)(sizeof mixes / sizeof mixes[0])
+
+static int mix_find(const char *mix)
+{
+    for (int i = 0; i < N_MIXES; i++)
+        if (strcasecmp(mixes[i].name, mix) == 0)
+            return i;
+    return -1;
+}
+
+bool ob_mix_known(const char *mix)
+{
+    return mix_find(mix) >= 0;
+}
+
+const char *ob_mix_names(void)
+{
+    return "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k "
+           "q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m";
+}
+
+static bool more_bits(int l, int n)
+{
+    return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
+}
+
+/* "blk.L.ROLE.weight" -> L and ROLE (up to the next dot); false for other names */
+static bool block_role(const char *name, int *layer, char *role, size_t cap)
+{
+    unsigned l;
+    int at = 0;
+    if (sscanf(name, "blk.%u.%n", &l, &at) != 1 || !at)
+        return false;
+    const char *r = name + at, *dot = strchr(r, '.');
+    size_t n = dot ? (size_t)(dot - r) : strlen(r);
+    if (n >= cap || !dot || strcmp(dot, ".weight") != 0)
+        return false;
+    memcpy(role, r, n);
+    role[n] = 0;
+    *layer = (int)l;
+    return true;
+}
+
+static uint32_t mix_rules(int rules, uint32_t t, const struct ob_mix_tensor *q)
+{
+    bool output = strcmp(q->name, "output.weight") == 0 ||
+                  (q->tied && strcmp(q->name, "token_embd.weight") == 0);
+    if (output)
+        return q->ne0 % ob_type_blck(t) ? OB_Q8_0 : OB_Q6_K;
+    char role[32];
+    int l, n = (int)q->n_layer;
+    if (!block_role(q->name, &l, role, sizeof role))
+        return t;
+    if (strcmp(role, "attn_v") == 0) {
+        switch (rules) {
+        case MIX_Q3_K_M: return l < 2 ? OB_Q5_K : OB_Q4_K;
+        case MIX_Q3_K_L: return OB_Q5_K;
+        case MIX_Q4_K_S: return l < 4 ? OB_Q5_K : t;
+        case MIX_Q4_K_M: case MIX_Q5_K_M: return more_bits(l, n) ? OB_Q6_K : t;
+        }
+    } else if (strcmp(role, "ffn_down") == 0) {
+        switch (rules) {
+        case MIX_Q3_K_M: return l < n / 16 ? OB_Q5_K : OB_Q4_K;
+        case MIX_Q3_K_L: return OB_Q5_K;
+        case MIX_Q4_K_S: return l < n / 8 ? OB_Q5_K : t;
+        case MIX_Q4_K_M: case MIX_Q5_K_M: return more_bits(l, n) ? OB_Q6_K : t;
+        }
+    } else if (strcmp(role, "attn_output") == 0) {
+        switch (rules) {
+        case MIX_Q3_K_M: return OB_Q4_K;
+        case MIX_Q3_K_L: return OB_Q5_K;
+        }
+    }
+    return t;
+}
+
+int ob_mix_type(const char *mix, const struct ob_mix_tensor *q, uint32_t *out)
+{
+    int i = mix_find(mix);
+    if (i < 0)
+        return ob_seterr(OB_EUSAGE, "unknown type or mix '%s' (%s)", mix, ob_mix_names());
+    if (q->n_dims < 2) {
+        *out = OB_F32;
+        return 0;
+    }
+    uint32_t t = mixes[i].base;
+    if (mixes[i].rules != MIX_PURE)
+        t = mix_rules(mixes[i].rules, t, q);
+    if (q->ne0 % ob_type_blck(t)) {
+        switch (t) {
+        case OB_Q2_K: case OB_Q3_K: t = OB_Q4_0; break;
+        case OB_Q4_K: t = OB_Q5_0; break;
+        case OB_Q5_K: t = OB_Q5_1; break;
+        case OB_Q6_K: t = OB_Q8_0; break;
+        default:
+            return ob_seterr(OB_EUNSUPP, "tensor '%s': rows of %llu values do not fit %s blocks "
+                             "of %u", q->name, (unsigned long long)q->ne0, ob_type_name(t),
+                             ob_type_blck(t));
+        }
+        if (q->ne0 % ob_type_blck(t))
+            t = OB_F16;
+    }
+    *out = t;
+    return 0;
 }

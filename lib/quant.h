@@ -30,7 +30,8 @@ int ob_dequant_row(uint32_t type, const void *src, float *dst, int64_t n);
  * reference quantisers are deterministic (same input, same bytes, on every machine): they use
  * only + - * / and comparisons on float32, in a fixed order. Supported: F32, F16, BF16, Q4_0,
  * Q4_1, Q5_0, Q5_1, Q8_0 (the same bytes as gguf-py's quantisers), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
- * (a least-squares search per sub-block, see quant.c). Returns 0; OB_EUSAGE (bad n);
+ * (a least-squares search per sub-block, see quant.c), Q4NX (range or least-squares, bf16 step
+ * and zero, see quant.c). Returns 0; OB_EUSAGE (bad n);
  * OB_EUNSUPP; OB_ERANGE when a block-quantised type gets a non-finite value or a block whose
  * scale does not fit fp16.
  */
@@ -38,6 +39,23 @@ int ob_quant_row(uint32_t type, const float *src, void *dst, int64_t n);
 
 bool ob_quant_supported(uint32_t type);
 bool ob_dequant_supported(uint32_t type);
+
+/*
+ * Mixes: the type each tensor of a model gets under a name such as "q4_k_m" (1b-synth --type,
+ * 1b-requant --type): a type name (f32 .. q6_k) makes every matrix that type, the K-quant mixes
+ * (q3_k_s .. q5_k_m) follow llama-quantize's choices; vectors are F32 (see quant.c).
+ */
+struct ob_mix_tensor {
+    const char *name;              /* GGUF name: "blk.3.ffn_down.weight", "output.weight" */
+    uint32_t n_dims;               /* 1: a vector */
+    uint64_t ne0;                  /* values per row */
+    uint32_t n_layer;              /* blocks of the model */
+    bool tied;                     /* no output.weight: token_embd is the output projection */
+};
+bool ob_mix_known(const char *mix);
+const char *ob_mix_names(void);    /* space-separated */
+/* 0 and the type; OB_EUSAGE for an unknown mix, OB_EUNSUPP when no type fits the rows */
+int ob_mix_type(const char *mix, const struct ob_mix_tensor *t, uint32_t *out);
 
 #ifdef __cplusplus
 }

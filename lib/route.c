@@ -11,13 +11,19 @@
 #include <sys/sysinfo.h>
 
 #include "backend.h"
+#include "quant.h"
 #include "cpu/simd.h"
 #include "hrx/hrx.h"
+#include "npu/npu.h"
 
 extern const struct ob_be_ops ob_be_cpu;
 extern const struct ob_be_ops ob_be_ref;
 extern const struct ob_be_ops ob_be_hrx;
 extern const struct ob_be_ops ob_be_hrx_sim;
+extern const struct ob_be_ops ob_be_npu_sim;
+#ifdef OB_HAVE_XRT
+extern const struct ob_be_ops ob_be_npu;
+#endif
 
 /* ---- host routes: memory is the machine's ------------------------------------------------ */
 
@@ -49,28 +55,74 @@ static int ref_probe(const struct ob_device_opts *d, struct ob_device_info *info
     return host_memory(d, info);
 }
 
+/* a route that cannot multiply a weight type: what it runs instead */
+static int no_kernels(const char *route, uint32_t t)
+{
+    if (t == OB_Q4NX)
+        return ob_seterr(OB_EUNSUPP, "route %s has no kernels for Q4NX weights: the model is a "
+                         "Q4NX pack, which -d npu-sim (or npu) runs", route);
+    if (strncmp(route, "npu", 3) == 0)
+        return ob_seterr(OB_EUNSUPP, "route %s runs Q4NX packs, and this model has %s weights "
+                         "(1b-requant --type q4nx makes a pack of it)", route, ob_type_name(t));
+    return ob_seterr(OB_EUNSUPP, "route %s has no kernels for %s weights", route,
+                     ob_type_name(t));
+}
+
 /* every matrix of the model, for the type checks below */
 static int each_matrix(const struct ob_model *m, bool (*ok)(uint32_t), const char *route)
 {
     const struct ob_matrix *w[2] = {&m->tok_embd, &m->output};
     for (int i = 0; i < 2; i++)
         if (!ok(w[i]->type))
-            return ob_seterr(OB_EUNSUPP, "route %s has no kernels for %s weights", route,
-                             ob_type_name(w[i]->type));
+            return no_kernels(route, w[i]->type);
     for (uint32_t l = 0; l < m->hp.n_layer; l++)
         for (int r = OB_W_Q; r <= OB_W_DOWN; r++) {
             const struct ob_matrix *x = ob_layer_matrix(m, (int)l, r);
             if (!ok(x->type))
-                return ob_seterr(OB_EUNSUPP, "route %s has no kernels for %s weights", route,
-                                 ob_type_name(x->type));
+                return no_kernels(route, x->type);
         }
     return 0;
 }
 
-static bool dequantisable(uint32_t t) { return ob_type_supported(t) || ob_type_is_float(t); }
+/* the ref route dequantises every matrix it multiplies: Q4NX tiles too (a pack's oracle) */
+static bool dequantisable(uint32_t t)
+{
+    return ob_type_supported(t) || ob_type_is_float(t) || ob_dequant_supported(t);
+}
+
+static bool is_q4nx(uint32_t t) { return t == OB_Q4NX; }
 
 static int cpu_supports(const struct ob_model *m) { return each_matrix(m, ob_type_supported, "cpu"); }
 static int ref_supports(const struct ob_model *m) { return each_matrix(m, dequantisable, "ref"); }
+static int npu_sim_supports(const struct ob_model *m) { return each_matrix(m, is_q4nx, "npu-sim"); }
+
+/* npu-sim computes on the host, its device name says at which SIMD level */
+static int npu_sim_probe(const struct ob_device_opts *d, struct ob_device_info *info)
+{
+    int isa, e;
+    if ((e = ob_isa_select(&isa)))
+        return e;
+    snprintf(info->name, sizeof info->name, "npu-sim %s", ob_isa_name(isa));
+    return host_memory(d, info);
+}
+
+#ifdef OB_HAVE_XRT
+static int npu_supports(const struct ob_model *m) { return each_matrix(m, is_q4nx, "npu"); }
+
+/* the tiles go to the device's memory */
+static uint64_t npu_weight_bytes(const struct ob_model *m)
+{
+    uint64_t b = (uint64_t)m->tok_embd.row_bytes * (uint64_t)m->tok_embd.n;
+    if (m->output.data != m->tok_embd.data)
+        b += (uint64_t)m->output.row_bytes * (uint64_t)m->output.n;
+    for (uint32_t l = 0; l < m->hp.n_layer; l++)
+        for (int r = OB_W_Q; r <= OB_W_DOWN; r++) {
+            const struct ob_matrix *x = ob_layer_matrix(m, (int)l, r);
+            b += (uint64_t)x->row_bytes * (uint64_t)x->n;
+        }
+    return b;
+}
+#endif
 
 static uint64_t no_device_weights(const struct ob_model *m) { return 0; }
 
@@ -115,10 +167,15 @@ static const struct ob_route routes[] = {
      ob_hrx_weight_bytes, kv_fp16},
     {"hrx-sim", "the hrx kernels executed on the host, thread by thread, bitwise equal to cpu",
      &ob_be_hrx_sim, NULL, hrx_sim_probe, hrx_supports, no_device_weights, kv_fp16},
-    {"npu", "Q4NX packs through XRT",
-     NULL, "not part of this tree yet (XRT=1 will build it)"},
-    {"npu-sim", "the Q4NX arithmetic emulated on the CPU",
-     NULL, "not part of this tree yet"},
+#ifdef OB_HAVE_XRT
+    {"npu", "Q4NX packs on an NPU through XRT, bitwise equal to npu-sim",
+     &ob_be_npu, NULL, ob_npu_xrt_probe, npu_supports, npu_weight_bytes, kv_fp16},
+#else
+    {"npu", "Q4NX packs on an NPU through XRT, bitwise equal to npu-sim",
+     NULL, "build with make XRT=1 (libxrt-dev)"},
+#endif
+    {"npu-sim", "the npu route's Q4NX arithmetic on the CPU (runs Q4NX packs)",
+     &ob_be_npu_sim, NULL, npu_sim_probe, npu_sim_supports, no_device_weights, kv_fp16},
 };
 
 #define N_ROUTES (int)(sizeof routes / sizeof routes[0])
@@ -151,6 +208,23 @@ int ob_route_find(const char *name, const struct ob_route **out)
     }
     return ob_seterr(OB_EUSAGE, "unknown route '%s' (this build has %s; not built: %s)", name,
                      have, lack);
+}
+
+int ob_route_probe(const char *name, const struct ob_device_opts *d, bool *is_built,
+                   char device[64], uint64_t *mem_bytes)
+{
+    const struct ob_route *r;
+    struct ob_device_info info = {0};
+    *is_built = false;
+    int e = ob_route_find(name, &r);
+    if (e)
+        return e;                  /* not built in (the message says how), or unknown */
+    *is_built = true;
+    if ((e = r->probe(d, &info)))
+        return e;
+    snprintf(device, 64, "%s", info.name);
+    *mem_bytes = info.mem_bytes;
+    return 0;
 }
 
 int ob_route_fit(struct ob_model *m, const char *route, const struct ob_device_opts *d,

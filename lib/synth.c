@@ -451,27 +451,6 @@ static int fill_tensor(void *ctx, uint64_t index, void *buf, uint64_t nbytes)
     return 0;
 }
 
-/* Weight type for a 2-D matrix under a mix. "q4_k_m" (Q4_K_M): Q6_K for the embedding and
- * output; Q6_K for attn_v and ffn_down on the first and last eighth of the layers and every
- * third layer between (the layers whose errors matter most), Q4_K elsewhere. A matrix whose
- * rows are not a multiple of 256 falls back to Q8_0 (Q5_0 for Q4_K rows). */
-static uint32_t mix_type(const char *mix, const char *role, uint32_t layer, uint32_t n_layer,
-                         uint64_t ne0)
-{
-    if (strcmp(mix, "q4_k_m") == 0) {
-        bool more = strcmp(role, "token_embd") == 0 || strcmp(role, "output") == 0;
-        if (strcmp(role, "attn_v") == 0 || strcmp(role, "ffn_down") == 0)
-            more = layer < n_layer / 8 || layer >= 7 * n_layer / 8 ||
-                   (layer >= n_layer / 8 && (layer - n_layer / 8) % 3 == 2);
-        uint32_t t = more ? OB_Q6_K : OB_Q4_K;
-        if (ne0 % 256)
-            t = more ? OB_Q8_0 : OB_Q5_0;
-        return t;
-    }
-    int t = ob_type_from_name(mix);
-    return (uint32_t)t;
-}
-
 struct spec {
     char name[64];
     const char *role;              /* token_embd, attn_q, ..., norm, bias, output */
@@ -506,12 +485,9 @@ int ob_synth_write(const struct ob_synth *s, const char *path)
         !s->head_dim || !s->n_ff || s->n_head % s->n_head_kv || s->head_dim % 2)
         return ob_seterr(OB_EUSAGE, "inconsistent shape (heads %u/%u, head_dim %u)", s->n_head,
                          s->n_head_kv, s->head_dim);
-    if (strcmp(s->mix, "q4_k_m") != 0) {
-        int t = ob_type_from_name(s->mix);
-        if (t < 0 || !ob_quant_supported((uint32_t)t))
-            return ob_seterr(OB_EUSAGE, "weight type '%s' cannot be written (use f32, f16, bf16, "
-                             "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k or q4_k_m)", s->mix);
-    }
+    if (!ob_mix_known(s->mix))
+        return ob_seterr(OB_EUSAGE, "weight type '%s' cannot be written (use one of: %s)", s->mix,
+                         ob_mix_names());
     if (qwen && !s->tokenizer)
         return ob_seterr(OB_EUSAGE, "%s needs the Qwen tokenizer.json (--tokenizer FILE)", s->arch);
 
@@ -615,8 +591,11 @@ int ob_synth_write(const struct ob_synth *s, const char *path)
         g->key = mix64(s->seed * 0x100000001b3ull + i);
         g->ne0 = sp[i].ne0;
         g->ne1 = sp[i].ne1;
-        /* vectors (norm weights, biases) stay f32 like in released models */
-        g->type = vec ? OB_F32 : mix_type(s->mix, sp[i].role, sp[i].layer, s->n_layer, g->ne0);
+        /* the mix's type (quant.c, shared with 1b-requant); vectors (norm weights, biases)
+         * stay f32 like in released models */
+        struct ob_mix_tensor mq = {sp[i].name, vec ? 1 : 2, g->ne0, s->n_layer, s->tied};
+        if ((e = ob_mix_type(s->mix, &mq, &g->type)))
+            break;
         /* Standard deviations: matrices 1/sqrt(fan_in), so unit-variance inputs give
          * unit-variance outputs; norm weights 1 +- 0.1; biases +-0.1. The output projection
          * (or the tied embedding) gets 2/sqrt(n_embd): after the final RMSNorm the logits then

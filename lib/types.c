@@ -1,6 +1,7 @@
 /*
  * types.c — block geometry of every ggml tensor type a GGUF file may name, whether or not 1b
- * has kernels for it (a model with an unsupported type still loads and is reported by name).
+ * has kernels for it (a model with an unsupported type still loads and is reported by name),
+ * and of OB_Q4NX, the tile of the npu route's packs, which no GGUF file may name.
  */
 #include <string.h>
 #include <strings.h>
@@ -35,6 +36,8 @@ bool ob_type_known(uint32_t t)
 const char *ob_type_name(uint32_t t)
 {
     static _Thread_local char buf[32];
+    if (t == OB_Q4NX)
+        return "Q4NX";
     if (ob_type_known(t))
         return types[t].name;
     snprintf(buf, sizeof buf, "type#%u", t);
@@ -51,12 +54,12 @@ int ob_type_from_name(const char *name)
 
 uint32_t ob_type_blck(uint32_t t)
 {
-    return ob_type_known(t) ? types[t].blck : 0;
+    return t == OB_Q4NX ? 32 : ob_type_known(t) ? types[t].blck : 0;
 }
 
 uint32_t ob_type_size(uint32_t t)
 {
-    return ob_type_known(t) ? types[t].size : 0;
+    return t == OB_Q4NX ? 20 : ob_type_known(t) ? types[t].size : 0;
 }
 
 bool ob_type_is_float(uint32_t t)
@@ -66,8 +69,8 @@ bool ob_type_is_float(uint32_t t)
 
 bool ob_type_row_bytes(uint32_t t, uint64_t n, uint64_t *out)
 {
-    if (!ob_type_known(t) || n % types[t].blck)
+    uint32_t blck = ob_type_blck(t);
+    if (!blck || n % blck)
         return false;
-    uint64_t blocks = n / types[t].blck;
-    return !__builtin_mul_overflow(blocks, (uint64_t)types[t].size, out);
+    return !__builtin_mul_overflow(n / blck, (uint64_t)ob_type_size(t), out);
 }

@@ -11,8 +11,8 @@ ok $rc "registry and contexts ($(grep -c '^ok' <<<"$out") checks)" || grep -v '^
 grep '^ok\|^not ok' <<<"$out" | sed 's/^/#   /'
 echo '{"prompt":"a","max_tokens":1}' > one.jsonl
 1b-gen -m "$S" -d nosuch < one.jsonl > /dev/null 2> err.txt; rc=$?
-[ $rc -eq 2 ] && grep -qE "unknown route 'nosuch' \(this build has cpu, ref, (hrx-sim; not built: hrx|hrx, hrx-sim)" err.txt
+[ $rc -eq 2 ] && grep -qE "unknown route 'nosuch' \(this build has cpu, ref, (hrx-sim, npu-sim; not built: hrx, npu|hrx, hrx-sim, npu-sim; not built: npu|hrx-sim, npu, npu-sim; not built: hrx|hrx, hrx-sim, npu, npu-sim)\)" err.txt
 ok $? "1b-gen -d nosuch: exit 2, the routes this build has ($(cat err.txt))"
-1b-gen -m "$S" -d npu-sim < one.jsonl > /dev/null 2> err.txt; rc=$?
-[ $rc -eq 4 ] && grep -q "route 'npu-sim' is not built into this binary" err.txt
-ok $? "1b-gen -d npu-sim: exit 4, not built in ($(cat err.txt))"
+1b-gen -m "$S" -d npu < one.jsonl > /dev/null 2> err.txt; rc=$?
+[ $rc -eq 4 ] && grep -q "route 'npu' is not built into this binary: build with make XRT=1" err.txt
+ok $? "1b-gen -d npu: exit 4, not built in ($(cat err.txt))"

@@ -15,6 +15,7 @@
 #include "quant.h"
 #include "backend.h"
 #include "cpu/kernels/kernels.h"
+#include "cpu/backend-cpu.h"
 #include "cpu/kernels/ops.h"
 
 struct ob_be {
@@ -354,3 +355,15 @@ const struct ob_be_ops ob_be_cpu = {
     .logits = cpu_logits,
     .kv_copy = cpu_kv_copy,
 };
+
+/* ---- the view of routes built on this one (backend-cpu.h) -------------------------------------- */
+
+void ob_be_cpu_view(struct ob_be *be, struct ob_cpu_view *v)
+{
+    *v = (struct ob_cpu_view){be->isa, be->pool, be->buf, be->width};
+}
+
+void ob_be_cpu_wrote(struct ob_be *be, int b)
+{
+    be->version[b]++;
+}

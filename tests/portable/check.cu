@@ -22,6 +22,7 @@ struct dev_blocks {
     struct ob_block_q6_k q6_k;
     struct ob_block_q8_k q8_k;
     struct ob_act_a8 a8;
+    struct ob_block_q4nx q4nx;
 };
 
 /* x, w: 256 floats; h: 256 halfs (keys and values); out: 1024 floats; scratch: 1024 floats */
@@ -93,6 +94,8 @@ __global__ void device_check(float *x, const float *w, uint16_t *h, struct dev_b
     out[42] = ob_dot_q4_0(&b->q4_0, &b->a8, 1) + ob_dot_q4_1(&b->q4_1, &b->a8, 1) +
               ob_dot_q5_0(&b->q5_0, &b->a8, 1) + ob_dot_q5_1(&b->q5_1, &b->a8, 1) +
               ob_dot_q8_0(&b->q8_0, &b->a8, 1);
+    ob_dequant_q4nx(&b->q4nx, out + 608);
+    out[44] = ob_blk_q4nx(&b->q4nx, &b->a8) + ob_dot_q4nx(&b->q4nx, &b->a8, 1);
     out[43] = ob_dot_q2_k(&b->q2_k, &b->q8_k, 1) + ob_dot_q3_k(&b->q3_k, &b->q8_k, 1) +
               ob_dot_q4_k(&b->q4_k, &b->q8_k, 1) + ob_dot_q5_k(&b->q5_k, &b->q8_k, 1) +
               ob_dot_q6_k(&b->q6_k, &b->q8_k, 1);

@@ -8,6 +8,7 @@
  *   - a backend's optional whole-layer op (backend.h `layer`) replaces the per-op sequence
  *     and gives the same bits;
  *   - hrx-sim is in every build and runs on the host; hrx without a GPU build is not built in;
+ *     npu-sim is in every build, npu only with make XRT=1, and npu-sim refuses a GGUF;
  *     ob_route_fit reports a route's device and whether a context fits it.
  * Usage: route MODEL
  */
@@ -78,8 +79,18 @@ int main(int argc, char **argv)
            ob_errmsg());
     ok(ob_route_find("hrx-sim", &r) == 0 && strcmp(r->name, "hrx-sim") == 0,
        "hrx-sim is found (every build has it)");
+    ok(ob_route_find("npu-sim", &r) == 0 && strcmp(r->name, "npu-sim") == 0,
+       "npu-sim is found (every build has it)");
+    e = ob_route_find("npu", &r);
+#ifdef OB_HAVE_XRT
+    ok(e == 0 && strcmp(r->name, "npu") == 0, "npu is built in (make XRT=1)");
+#else
+    ok(e == OB_EDEVICE && strstr(ob_errmsg(), "make XRT=1"), "npu is not built in: %s",
+       ob_errmsg());
+#endif
     e = ob_route_find("nosuch", &r);
-    ok(e == OB_EUSAGE && strstr(ob_errmsg(), "cpu, ref") && strstr(ob_errmsg(), "hrx"),
+    ok(e == OB_EUSAGE && strstr(ob_errmsg(), "cpu, ref") && strstr(ob_errmsg(), "hrx") &&
+       strstr(ob_errmsg(), "npu-sim") && strstr(ob_errmsg(), "npu"),
        "an unknown route lists the routes: %s", ob_errmsg());
 
     struct ob_model *m;
@@ -135,6 +146,16 @@ int main(int argc, char **argv)
     e = ob_route_fit(m, "hrx", &d0, 1, 16, &f);
     ok(e == OB_EDEVICE || (e == 0 && f.weight_bytes > 0), "ob_route_fit hrx: %s",
        e ? ob_errmsg() : f.device);
+    /* npu-sim runs Q4NX packs only: a GGUF is refused with the way to make a pack */
+    e = ob_route_fit(m, "npu-sim", &d0, 1, 16, &f);
+    ok(e == OB_EUNSUPP && strstr(ob_errmsg(), "1b-requant --type q4nx"),
+       "ob_route_fit npu-sim on a GGUF: OB_EUNSUPP (%s)", ob_errmsg());
+    bool nb;
+    char dn[64] = "";
+    uint64_t mb = 0;
+    e = ob_route_probe("npu-sim", &d0, &nb, dn, &mb);
+    ok(e == 0 && nb && strncmp(dn, "npu-sim ", 8) == 0 && mb > 0, "ob_route_probe npu-sim: %s",
+       e ? ob_errmsg() : dn);
 
     uint32_t V = ob_model_hparams(m)->n_vocab;
     float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b);
