@@ -134,6 +134,18 @@ static cJSON *hparams_facts(const struct ob_hparams *hp)
     cJSON_AddBoolToObject(h, "qk_norm", hp->qk_norm);
     cJSON_AddBoolToObject(h, "tied_output", hp->tied_output);
     cJSON_AddBoolToObject(h, "attn_bias", hp->attn_bias);
+    if (hp->arch_id == OB_ARCH_GEMMA3) {
+        cJSON_AddBoolToObject(h, "embd_scale", hp->embd_scale);
+        cJSON_AddBoolToObject(h, "post_norms", hp->post_norms);
+        cJSON_AddStringToObject(h, "ffn_act", hp->ffn_act == OB_ACT_GELU ? "gelu" : "silu");
+        ob_json_add_u64(h, "attn_scale_dim", hp->attn_scale_dim);
+        ob_json_add_u64(h, "sliding_window", hp->n_swa);
+        cJSON_AddItemToObject(h, "rope_base_swa", ob_json_f32(hp->rope_base_swa));
+        cJSON *gl = cJSON_AddArrayToObject(h, "global_layers");
+        for (uint32_t l = 0; l < hp->n_layer; l++)
+            if (!ob_hparams_layer_swa(hp, l))
+                cJSON_AddItemToArray(gl, cJSON_CreateNumber(l));
+    }
     return h;
 }
 
@@ -154,7 +166,10 @@ static void add_facts(cJSON *rec, const struct opts *o, const struct ob_gguf *g,
     char *tmpl = NULL;
     int te = ob_gguf_get_str(g, "tokenizer.chat_template", &tmpl);
     cJSON *ct = cJSON_CreateObject();
-    cJSON_AddStringToObject(ct, "name", ob_chat_detect(te == 0 ? tmpl : NULL));
+    const char *builtin = te == 0 ? NULL : ob_chat_builtin(hp->arch);
+    cJSON_AddStringToObject(ct, "name", ob_chat_detect(te == 0 ? tmpl : builtin));
+    if (builtin)
+        cJSON_AddBoolToObject(ct, "builtin", true);
     if (o->template && tmpl) {
         const struct ob_gguf_value *v = ob_gguf_get(g, "tokenizer.chat_template");
         cJSON_AddItemToObject(ct, "raw", ob_gguf_value_json(v));

@@ -24,8 +24,8 @@ enum {
 };
 
 static const struct ob_option options[] = {
-    {"preset", OPT_PRESET, "NAME", "start from a preset: qwen3-tiny (default), qwen3-small, qwen2-tiny, llama-tiny, qwen3-0.6b"},
-    {"arch", OPT_ARCH, "ARCH", "architecture: qwen3, qwen2, llama"},
+    {"preset", OPT_PRESET, "NAME", "start from a preset: qwen3-tiny (default), qwen3-small, qwen2-tiny, llama-tiny, qwen3-0.6b, gemma3-tiny, gemma3-270m"},
+    {"arch", OPT_ARCH, "ARCH", "architecture: qwen3, qwen2, llama, gemma3"},
     {"vocab", OPT_VOCAB, "N", "vocabulary size (a Qwen vocabulary is cut or padded to N)"},
     {"embd", OPT_EMBD, "N", "embedding width"},
     {"layers", OPT_LAYERS, "N", "number of layers"},

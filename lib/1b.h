@@ -329,10 +329,14 @@ int ob_requant(const char *in, const char *out, const struct ob_requant_params *
  * "qwen3" (ChatML with thinking), "chatml", "llama3", "llama2", "gemma", "phi3", "unknown" for
  * a template we cannot name, "none" when the string is NULL or empty. */
 const char *ob_chat_detect(const char *tmpl);
+/* The template 1b uses for a model of architecture `arch` whose file has none: the Gemma 3 turn
+ * format (family "gemma", see lib/chat.h) for "gemma3", NULL for the others. */
+const char *ob_chat_builtin(const char *arch);
 
 /* ---- model hyper-parameters ----------------------------------------------------------------- */
 
-enum ob_arch { OB_ARCH_UNKNOWN = 0, OB_ARCH_LLAMA, OB_ARCH_QWEN2, OB_ARCH_QWEN3 };
+enum ob_arch { OB_ARCH_UNKNOWN = 0, OB_ARCH_LLAMA, OB_ARCH_QWEN2, OB_ARCH_QWEN3, OB_ARCH_GEMMA3 };
+enum ob_act { OB_ACT_SILU = 0, OB_ACT_GELU = 1 };     /* gate activation: SwiGLU / GeGLU */
 enum ob_rope { OB_ROPE_NORM = 0, OB_ROPE_NEOX = 2 };   /* rotate pairs (2i,2i+1) / (i,i+d/2) */
 
 struct ob_hparams {
@@ -348,7 +352,19 @@ struct ob_hparams {
     bool qk_norm;                  /* per-head RMSNorm of q and k before RoPE (qwen3) */
     bool tied_output;              /* output projection = token embedding */
     bool attn_bias;                /* q/k/v biases (qwen2) */
+    /* gemma3 (all zero / false / head_dim for the others) */
+    bool embd_scale;               /* embedding rows times sqrtf(n_embd) */
+    bool post_norms;               /* RMSNorm of the attention and FFN outputs before the adds */
+    int ffn_act;                   /* enum ob_act */
+    uint32_t attn_scale_dim;       /* scores are scaled by 1 / sqrt(attn_scale_dim) */
+    uint32_t n_swa;                /* sliding window of the local layers, in keys; 0: none */
+    uint32_t swa_pattern;          /* with n_swa: layer l is local unless l % swa_pattern ==
+                                      swa_pattern - 1 (swa_pattern 0: every layer local) */
+    float rope_base_swa;           /* rope base of the local layers */
 };
+
+/* Does layer l attend through the sliding window (with the local rope base)? */
+bool ob_hparams_layer_swa(const struct ob_hparams *hp, uint32_t l);
 
 /* Read the hyper-parameters of any architecture; for supported ones, check they are usable. */
 int ob_hparams_read(const struct ob_gguf *g, struct ob_hparams *hp);
@@ -368,7 +384,9 @@ int ob_model_open(const char *path, struct ob_model **out);
 void ob_model_close(struct ob_model *m);
 const struct ob_hparams *ob_model_hparams(const struct ob_model *m);
 const struct ob_tok *ob_model_tok(const struct ob_model *m);
-const char *ob_model_chat_template(const struct ob_model *m);   /* NULL if none */
+/* the file's tokenizer.chat_template; for a gemma3 file without one, ob_chat_builtin's
+ * Gemma 3 turn format (chat.h); NULL if none */
+const char *ob_model_chat_template(const struct ob_model *m);
 const char *ob_model_path(const struct ob_model *m);
 const char *ob_model_name(const struct ob_model *m);
 const struct ob_gguf *ob_model_gguf(const struct ob_model *m);
@@ -454,13 +472,14 @@ void ob_blas_info(const char **coretype, int *n_threads);
 /* Shape and contents of a synthetic model (see synth.c). */
 struct ob_synth {
     const char *preset;            /* name it came from, or NULL */
-    const char *arch;              /* "qwen3", "qwen2", "llama" */
+    const char *arch;              /* "qwen3", "qwen2", "llama", "gemma3" */
     uint32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
     float rope_base, rms_eps;
     bool tied;                     /* output projection = token embedding */
     const char *mix;               /* weight type of the matrices: "f32", "q8_0", "q4_k_m", ... */
     uint64_t seed;
     const char *tokenizer;         /* HF tokenizer.json for qwen2/qwen3 (the Qwen vocabulary) */
+    uint32_t n_swa, swa_pattern;   /* gemma3: sliding window and layer pattern (0: keys absent) */
 };
 int ob_synth_preset(const char *name, struct ob_synth *out);
 const char *ob_synth_preset_names(void);

@@ -19,11 +19,26 @@
  *   K, V  [n, n_head_kv * hd]    keys and values of the batch's rows
  *   ATT   [n, n_head * hd]       attention output
  *   GATE, UP [n, n_ff]           feed-forward; GATE holds silu(GATE) * UP after swiglu
- *   OUT   [n, n_embd]            output of attn_output / ffn_down, added into X
+ *                                (gelu(GATE) * UP after geglu)
+ *   OUT   [n, n_embd]            output of attn_output / ffn_down (normalised in place on
+ *                                gemma3), added into X
+ *
+ * Gemma 3 (hp.arch_id OB_ARCH_GEMMA3, see forward.c and hparams.c) changes four ops and adds
+ * one; a route implements them all or none, and declares it by setting `geglu`: ob_forward
+ * refuses a gemma3 model on a route whose geglu is NULL (OB_EUNSUPP), so a route written
+ * before Gemma never computes it wrong. Each float operation is defined in lib/arith/:
+ *   embed      X[i] = row * ob_embd_scale(n_embd), by ob_scale_f32, when hp.embd_scale
+ *   rmsnorm    roles OB_W_POST_ATTN_NORM and OB_W_POST_FFN_NORM, with src == dst (OUT)
+ *   qk_rope    the tables of hp.rope_base_swa on the sliding-window layers
+ *              (ob_hparams_layer_swa), of hp.rope_base on the others
+ *   attention  on a sliding-window layer, row i sees keys [ob_attn_first_key(pos[i],
+ *              hp.n_swa), pos[i]] (ob_attn_head from the first key); scores are scaled by
+ *              ob_attn_scale(hp.attn_scale_dim) on every model (= head_dim but on gemma3 27B)
+ *   geglu      GATE = ob_geglu(GATE, UP): ob_gelu, the tanh form, computed as a sigmoid
  *
  * How to add a route (the way git's builtin.h says how to add a command):
  *   1. Make a folder lib/NAME/ with backend-NAME.c defining `const struct ob_be_ops
- *      ob_be_NAME` (every op below but `layer`, which is optional) and, if the route has a
+ *      ob_be_NAME` (every op below but `layer` and `geglu`, which are optional) and, if it has a
  *      device, a probe function. Kernels get their bits from lib/arith/ and are tested bit for
  *      bit against it.
  *   2. Add its row to the table in route.c (name, one line about it, ops, probe, supports,
@@ -43,7 +58,7 @@ enum ob_buf { OB_BX, OB_BXN, OB_BQ, OB_BK, OB_BV, OB_BATT, OB_BGATE, OB_BUP, OB_
 /* weights by role; layer-level ones are addressed with a layer index */
 enum ob_wrole {
     OB_W_ATTN_NORM, OB_W_FFN_NORM, OB_W_Q, OB_W_K, OB_W_V, OB_W_O, OB_W_GATE, OB_W_UP,
-    OB_W_DOWN,
+    OB_W_DOWN, OB_W_POST_ATTN_NORM, OB_W_POST_FFN_NORM,
 };
 
 struct ob_be_params {
@@ -73,20 +88,24 @@ struct ob_be_ops {
     /* optional (NULL: forward.c calls the ops below in order): the whole of layer l, for a
      * route that fuses ops or replays a captured graph; same bits as the ops */
     int (*layer)(struct ob_be *be, int l);
-    /* X[i] = embedding row of tok[i] */
+    /* X[i] = embedding row of tok[i] (times ob_embd_scale(n_embd) when hp.embd_scale) */
     int (*embed)(struct ob_be *be);
-    /* dst = rmsnorm(src) * the role's norm vector of layer l */
+    /* dst = rmsnorm(src) * the role's norm vector of layer l (ob_layer_norm); dst may be src */
     int (*rmsnorm)(struct ob_be *be, int l, int role, int src, int dst);
     /* dst = W src (+ bias when the layer has one); role selects W in layer l */
     int (*matmul)(struct ob_be *be, int l, int role, int src, int dst);
-    /* per-head q/k norm (when the model has it), then RoPE at pos[i], on Q and K */
+    /* per-head q/k norm (when the model has it), then RoPE at pos[i], on Q and K, with the
+     * layer's rope base */
     int (*qk_rope)(struct ob_be *be, int l);
     /* K[i], V[i] into the cache of slot seq[i] at position pos[i] */
     int (*kv_store)(struct ob_be *be, int l);
-    /* ATT[i] = attention of Q[i] over slot seq[i]'s cache at positions [0, pos[i]] */
+    /* ATT[i] = attention of Q[i] over slot seq[i]'s cache at positions [0, pos[i]], or the
+     * sliding window's [ob_attn_first_key(pos[i], hp.n_swa), pos[i]] on a local layer */
     int (*attention)(struct ob_be *be, int l);
     /* GATE = silu(GATE) * UP */
     int (*swiglu)(struct ob_be *be);
+    /* GATE = gelu(GATE) * UP (ob_geglu); NULL on a route without gemma3 (see the top) */
+    int (*geglu)(struct ob_be *be);
     /* dst += src */
     int (*add)(struct ob_be *be, int dst, int src);
     /* final norm and output projection of the rows listed (nrows <= max_rows): out32[j *
@@ -144,6 +163,19 @@ static inline const struct ob_matrix *ob_layer_matrix(const struct ob_model *m, 
     case OB_W_GATE: return &L->w_gate;
     case OB_W_UP: return &L->w_up;
     case OB_W_DOWN: return &L->w_down;
+    }
+    return NULL;
+}
+
+/* the norm vector of a role in layer l: [n_embd] */
+static inline const float *ob_layer_norm(const struct ob_model *m, int l, int role)
+{
+    const struct ob_layer *L = &m->layers[l];
+    switch (role) {
+    case OB_W_ATTN_NORM: return L->attn_norm;
+    case OB_W_FFN_NORM: return L->ffn_norm;
+    case OB_W_POST_ATTN_NORM: return L->post_attn_norm;
+    case OB_W_POST_FFN_NORM: return L->post_ffn_norm;
     }
     return NULL;
 }

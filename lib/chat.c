@@ -51,12 +51,14 @@ const char *ob_chat_detect(const char *t)
 
 /* ---- template analysis ------------------------------------------------------------------ */
 
-enum fam { FAM_PLAIN, FAM_CHATML, FAM_QWEN3 };
+enum fam { FAM_PLAIN, FAM_CHATML, FAM_QWEN3, FAM_GEMMA };
 
 struct tinfo {
     enum fam fam;
     const char *name;
     char *defsys;                  /* chatml: default system message, or NULL */
+    bool sys_prefix;               /* gemma: a first system message prefixes the first turn
+                                      (Gemma 3); false: system messages are refused (1, 2) */
 };
 
 /* A Jinja tag: the byte range [start, end) of "{{ ... }}", "{% ... %}" or "{# ... #}". */
@@ -329,6 +331,17 @@ static int tinfo_read(const char *tmpl, struct tinfo *ti)
         }
         return e;
     }
+    if (!strcmp(name, "gemma")) {
+        /* Gemma 3 sets first_user_prefix from a system message; Gemma 1 and 2 raise
+         * "System role not supported"; another variant is not guessed at */
+        ti->fam = FAM_GEMMA;
+        ti->sys_prefix = has(tmpl, "first_user_prefix");
+        if (ti->sys_prefix || has(tmpl, "System role not supported"))
+            return 0;
+        return ob_seterr(OB_EUNSUPP, "chat template 'gemma' (a variant with neither Gemma 3's "
+                         "first_user_prefix nor Gemma 2's system-role refusal) is not "
+                         "supported; send a plain prompt instead");
+    }
     return ob_seterr(OB_EUNSUPP, "chat template '%s' is not supported; send a plain prompt "
                      "instead", name);
 }
@@ -342,6 +355,40 @@ int ob_chat_family(const char *tmpl, const char **family)
         return e;
     *family = ti.name;
     return 0;
+}
+
+/*
+ * The Gemma 3 turn format as a Jinja template, for gemma3 files without one (1b's own
+ * wording: it renders what Google's Gemma 3 template renders for text messages, so that other
+ * engines can be given it, e.g. llama-server --chat-template-file; tests/t4200-chat.sh renders
+ * it with jinja2 next to Google's).
+ */
+static const char gemma3_template[] =
+    "{{ bos_token }}\n"
+    "{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n"
+    "{%- else -%}\n"
+    "    {%- set first_user_prefix = '' -%}\n"
+    "    {%- set loop_messages = messages -%}\n"
+    "{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    "        {{ raise_exception('Conversation roles must alternate "
+    "user/assistant/user/assistant/...') }}\n"
+    "    {%- endif -%}\n"
+    "    {%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}\n"
+    "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else '') }}\n"
+    "    {{- message['content'] | trim }}\n"
+    "    {{- '<end_of_turn>\\n' }}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "    {{ '<start_of_turn>model\\n' }}\n"
+    "{%- endif -%}\n";
+
+const char *ob_chat_builtin(const char *arch)
+{
+    return arch && !strcmp(arch, "gemma3") ? gemma3_template : NULL;
 }
 
 /* ---- segments ------------------------------------------------------------------------------ */
@@ -556,6 +603,94 @@ static void render_chatml(struct segs *s, const struct ob_chat_msg *m, const enu
     }
 }
 
+/*
+ * Python's str.strip() (Jinja's trim filter) on UTF-8: the characters for which str.isspace()
+ * is true, at both ends. Bytes that are not UTF-8 are not white space.
+ */
+static size_t space_at(const char *p, size_t n)
+{
+    unsigned char c = (unsigned char)p[0];
+    if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f))
+        return 1;
+    uint32_t cp;
+    size_t l;
+    if (c >= 0xc2 && c < 0xe0 && n >= 2 && ((unsigned char)p[1] & 0xc0) == 0x80) {
+        cp = (uint32_t)(c & 0x1f) << 6 | ((unsigned char)p[1] & 0x3f);
+        l = 2;
+    } else if (c >= 0xe0 && c < 0xf0 && n >= 3 && ((unsigned char)p[1] & 0xc0) == 0x80 &&
+               ((unsigned char)p[2] & 0xc0) == 0x80) {
+        cp = (uint32_t)(c & 0x0f) << 12 | (uint32_t)((unsigned char)p[1] & 0x3f) << 6 |
+             ((unsigned char)p[2] & 0x3f);
+        l = 3;
+    } else {
+        return 0;
+    }
+    bool sp = cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) ||
+              cp == 0x2028 || cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
+    return sp ? l : 0;
+}
+
+/* the length of the white-space character that ends p[0..n), or 0 */
+static size_t space_before(const char *p, size_t n)
+{
+    for (size_t l = 1; l <= 3 && l <= n; l++)
+        if (space_at(p + n - l, l) == l)
+            return l;
+    return 0;
+}
+
+static struct view py_strip(struct view v)
+{
+    size_t l;
+    while (v.n && (l = space_at(v.p, v.n)))
+        v.p += l, v.n -= l;
+    while (v.n && (l = space_before(v.p, v.n)))
+        v.n -= l;
+    return v;
+}
+
+/*
+ * Gemma (see chat.h): "<start_of_turn>ROLE\nCONTENT<end_of_turn>\n", ROLE "model" for the
+ * assistant, CONTENT stripped of white space at both ends; turns alternate user, assistant,
+ * ... (the templates raise an exception otherwise: the message at an even place must be a
+ * user's, at an odd place anything but a user's); Gemma 3 takes a first system message out of
+ * the turns and puts its content and "\n\n" (not stripped) at the start of the first turn.
+ */
+static int render_gemma(struct segs *s, const struct ob_chat_msg *m, const enum role *roles,
+                        size_t n, const struct ob_chat_opts *o, bool sys_prefix)
+{
+    size_t first = 0;
+    if (roles[0] == R_SYSTEM) {
+        if (!sys_prefix)
+            return ob_seterr(OB_EUNSUPP, "chat template 'gemma': this Gemma template has no "
+                             "system role");
+        first = 1;
+    }
+    for (size_t i = first; i < n; i++) {
+        size_t k = i - first;
+        if ((roles[i] == R_USER) != (k % 2 == 0))
+            return ob_seterr(OB_EFORMAT, "chat template 'gemma': message %zu: roles must "
+                             "alternate user/assistant/user/assistant/... (after an optional "
+                             "system message)", i);
+        spec(s, "<start_of_turn>");
+        text(s, roles[i] == R_ASSISTANT ? "model" : m[i].role);
+        text(s, "\n");
+        if (k == 0 && first) {
+            text(s, m[0].content);
+            text(s, "\n\n");
+        }
+        struct view c = py_strip((struct view){m[i].content, strlen(m[i].content)});
+        put(s, c.p, c.n, false);
+        spec(s, "<end_of_turn>");
+        text(s, "\n");
+    }
+    if (o->add_generation_prompt) {
+        spec(s, "<start_of_turn>");
+        text(s, "model\n");
+    }
+    return 0;
+}
+
 static void render_plain(struct segs *s, const struct ob_chat_msg *m, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -587,8 +722,9 @@ static int build(const char *tmpl, const struct ob_chat_msg *msgs, size_t n,
         case FAM_QWEN3: render_qwen3(s, msgs, roles, n, o); break;
         case FAM_CHATML: render_chatml(s, msgs, roles, n, o, ti->defsys); break;
         case FAM_PLAIN: render_plain(s, msgs, n); break;
+        case FAM_GEMMA: e = render_gemma(s, msgs, roles, n, o, ti->sys_prefix); break;
         }
-        if (s->oom)
+        if (!e && s->oom)
             e = ob_seterr(OB_ENOMEM, "out of memory");
     }
     free(roles);
@@ -723,11 +859,12 @@ int ob_chat_stops(const struct ob_tok *tok, const char *tmpl, int32_t stops[OB_C
         return e;
     size_t k = 0;
     if (ti.fam != FAM_PLAIN) {
-        int32_t im_end = ob_tok_find(tok, "<|im_end|>", 10);
-        if (im_end < 0)
-            return ob_seterr(OB_EFORMAT, "chat template '%s': token '<|im_end|>' is not in "
-                             "the vocabulary", ti.name);
-        stops[k++] = im_end;
+        const char *end = ti.fam == FAM_GEMMA ? "<end_of_turn>" : "<|im_end|>";
+        int32_t id = ob_tok_find(tok, end, strlen(end));
+        if (id < 0)
+            return ob_seterr(OB_EFORMAT, "chat template '%s': token '%s' is not in the "
+                             "vocabulary", ti.name, end);
+        stops[k++] = id;
     }
     int32_t cand[2] = {ob_tok_eos(tok), ti.fam == FAM_QWEN3 ?
                        ob_tok_find(tok, "<|endoftext|>", 13) : -1};

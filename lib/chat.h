@@ -25,12 +25,24 @@
  *           whenever the first message is not a system message. Templates this family cannot
  *           follow exactly (text outside expressions, bos_token, trimming of content) are
  *           refused rather than approximated.
+ *   gemma   templates with <start_of_turn>: "<start_of_turn>ROLE\nCONTENT<end_of_turn>\n" per
+ *           message, ROLE "model" for the assistant, CONTENT with white space stripped at both
+ *           ends (Jinja's trim: Python's str.strip()), generation prompt
+ *           "<start_of_turn>model\n". Messages must alternate user, assistant, user, ... (the
+ *           templates raise otherwise; 1b refuses with OB_EFORMAT): a message at an even place
+ *           must be a user's, at an odd place anything else. Gemma 3's template (it sets
+ *           first_user_prefix) takes a first system message out and writes its content and
+ *           "\n\n", unstripped, at the start of the first turn; Gemma 1 and 2's ("System role
+ *           not supported") refuse a first system message (OB_EUNSUPP); any other variant is
+ *           refused. The template's {{ bos_token }} is not part of the text: the BOS comes
+ *           from the vocabulary (add_bos), as for every family. reasoning_content is ignored.
+ *           A gemma3 model whose file has no template uses ob_chat_builtin("gemma3").
  *   plain   for models without a template (base models such as stories260K): the message
  *           contents joined by a blank line ("\n\n"), roles not written, no generation prompt;
  *           a single message renders as exactly its content. reasoning_content is ignored.
  *
- * Every other family ob_chat_detect names (llama3, llama2, gemma, phi3, chatml-think,
- * unknown) fails with OB_EUNSUPP and a message naming it: 1b never guesses a template.
+ * Every other family ob_chat_detect names (llama3, llama2, phi3, chatml-think, unknown) fails
+ * with OB_EUNSUPP and a message naming it: 1b never guesses a template.
  * Roles other than system, user and assistant are refused (tool and function calls are not
  * rendered).
  *
@@ -77,7 +89,14 @@ struct ob_chat_opts {
     ((struct ob_chat_opts){.add_generation_prompt = true, .enable_thinking = true})
 
 /*
- * The family 1b renders a template string with: "qwen3", "chatml" or "plain" (tmpl NULL or
+ * ob_chat_builtin (1b.h): the template 1b uses for a model of architecture `arch` whose file
+ * carries none: for "gemma3", the Gemma 3 turn format written as a Jinja template (1b's own
+ * text, rendering what Google's Gemma 3 template renders for text messages; family "gemma");
+ * NULL for any other architecture, whose models then render "plain". A static string.
+ */
+
+/*
+ * The family 1b renders a template string with: "qwen3", "chatml", "gemma" or "plain" (tmpl NULL or
  * ""). OB_EUNSUPP for any other, e.g. "chat template 'llama3' is not supported; send a plain
  * prompt instead". *family is a static string.
  */
@@ -102,9 +121,9 @@ int ob_chat_tokenize(const struct ob_tok *tok, const char *tmpl, const struct ob
 /*
  * The tokens that end an assistant turn under this template, for a generator to stop on:
  * ChatML families: <|im_end|>, then the vocabulary's EOS when it is another token, then (qwen3,
- * whose generation config lists both) <|endoftext|> when present and not yet listed; plain:
- * the EOS token, if any. *n may be 0. OB_EFORMAT when <|im_end|> is missing from the vocabulary
- * of a ChatML template.
+ * whose generation config lists both) <|endoftext|> when present and not yet listed; gemma:
+ * <end_of_turn>, then the EOS (Gemma 3's generation config lists both); plain: the EOS token,
+ * if any. *n may be 0. OB_EFORMAT when the turn's end token is missing from the vocabulary.
  */
 #define OB_CHAT_MAX_STOPS 4
 int ob_chat_stops(const struct ob_tok *tok, const char *tmpl, int32_t stops[OB_CHAT_MAX_STOPS],

@@ -32,6 +32,7 @@
 
 static const struct { const char *name; int id; } archs[] = {
     {"llama", OB_ARCH_LLAMA}, {"qwen2", OB_ARCH_QWEN2}, {"qwen3", OB_ARCH_QWEN3},
+    {"gemma3", OB_ARCH_GEMMA3},
 };
 
 const char *ob_rope_name(int rope)
@@ -163,7 +164,7 @@ static int check_token_ids(const struct ob_gguf *g, uint64_t n_tokens, bool supp
 
 /* symbolic dimensions of the tensors */
 enum { D_1, D_E, D_V, D_F, D_Q, D_KV, D_HD };
-enum { REQ, OPT, ALL_OR_NONE };
+enum { REQ, OPT, ALL_OR_NONE, POST };   /* POST: in every layer when hp->post_norms, else none */
 
 struct tspec {
     const char *name;              /* global name, or the suffix after "blk.L." */
@@ -186,6 +187,8 @@ static const struct tspec layer_tensors[] = {
     {"attn_q_norm.weight", D_HD, D_1, ALL_OR_NONE}, {"attn_k_norm.weight", D_HD, D_1, ALL_OR_NONE},
     {"attn_q.bias", D_Q, D_1, ALL_OR_NONE}, {"attn_k.bias", D_KV, D_1, ALL_OR_NONE},
     {"attn_v.bias", D_KV, D_1, ALL_OR_NONE},
+    /* gemma3: RMSNorm of the attention and feed-forward outputs before the residual adds */
+    {"post_attention_norm.weight", D_E, D_1, POST}, {"post_ffw_norm.weight", D_E, D_1, POST},
 };
 #define N_LAYER_T (sizeof layer_tensors / sizeof layer_tensors[0])
 enum { T_Q_NORM = 9, T_K_NORM = 10, T_Q_BIAS = 11 };
@@ -308,18 +311,19 @@ static int check_tensors(const struct tview *g, struct ob_hparams *hp)
         if (!s && strcmp(t->name, "rope_freqs.weight") == 0)
             return ob_seterr(OB_EUNSUPP, "tensor 'rope_freqs.weight': rope frequency factors "
                              "(llama 3.1 rope scaling) are not supported");
-        if (!s)
+        if (!s || (s->need == POST && !hp->post_norms))
             return ob_seterr(OB_EUNSUPP, "tensor '%s' has no part in 1b's %s forward pass",
                              t->name, hp->arch);
         if ((e = check_shape(hp, t, s)))
             return e;
-        n_req += s->need == REQ;
+        n_req += s->need == REQ || s->need == POST;
     }
     uint64_t want = 0;
     for (size_t j = 0; j < sizeof global_tensors / sizeof global_tensors[0]; j++)
         want += global_tensors[j].need == REQ;
     for (size_t j = 0; j < N_LAYER_T; j++)
-        want += (uint64_t)hp->n_layer * (layer_tensors[j].need == REQ);
+        want += (uint64_t)hp->n_layer * (layer_tensors[j].need == REQ ||
+                                         (layer_tensors[j].need == POST && hp->post_norms));
     if (n_req != want) {
         /* name the first one missing */
         for (size_t j = 0; j < sizeof global_tensors / sizeof global_tensors[0]; j++)
@@ -329,7 +333,9 @@ static int check_tensors(const struct tview *g, struct ob_hparams *hp)
             for (size_t j = 0; j < N_LAYER_T; j++) {
                 char n[96];
                 snprintf(n, sizeof n, "blk.%u.%s", l, layer_tensors[j].name);
-                if (layer_tensors[j].need == REQ && !tv_find(g, n))
+                bool need = layer_tensors[j].need == REQ ||
+                            (layer_tensors[j].need == POST && hp->post_norms);
+                if (need && !tv_find(g, n))
                     return ob_seterr(OB_EFORMAT, "tensor '%s' is missing (%s = %u)", n,
                                      K(hp, "block_count"), hp->n_layer);
             }
@@ -345,9 +351,9 @@ static int check_tensors(const struct tview *g, struct ob_hparams *hp)
                          (unsigned long long)count[T_K_NORM]);
     hp->qk_norm = count[T_Q_NORM] != 0;
     hp->attn_bias = count[T_Q_BIAS] != 0;
-    if (hp->arch_id == OB_ARCH_QWEN3 && !hp->qk_norm)
-        return ob_seterr(OB_EFORMAT, "tensor 'blk.0.attn_q_norm.weight' is missing (qwen3 "
-                         "normalises q and k)");
+    if ((hp->arch_id == OB_ARCH_QWEN3 || hp->arch_id == OB_ARCH_GEMMA3) && !hp->qk_norm)
+        return ob_seterr(OB_EFORMAT, "tensor 'blk.0.attn_q_norm.weight' is missing (%s "
+                         "normalises q and k)", hp->arch);
     return 0;
 }
 
@@ -397,6 +403,70 @@ static int check_unsupported(const struct ob_gguf *g, const struct ob_hparams *h
                              K(hp, experts[i]), n);
     }
     return 0;
+}
+
+/* ---- gemma3 -------------------------------------------------------------------------------- */
+
+/*
+ * Gemma 3 (checked against llama.cpp's src/models/gemma3.cpp and Hugging Face's
+ * modeling_gemma3.py):
+ *  - the embedding row is scaled by sqrt(n_embd); per layer, RMSNorm -> q, k, v -> per-head
+ *    RMSNorm of q and k -> NeoX RoPE -> attention -> RMSNorm (post_attention_norm) -> residual;
+ *    RMSNorm -> GeGLU (GELU, tanh form) -> down -> RMSNorm (post_ffw_norm) -> residual; every
+ *    norm weight of the GGUF already holds Gemma's "1 + weight" (the converter adds the 1);
+ *  - attention.sliding_window (absent or 0: no window, every layer global) is the window of
+ *    the local layers, which rotate with rope.freq_base_swa (default 10000, Hugging Face's
+ *    rope_local_base_freq) while the global ones use rope.freq_base; layer l is global when
+ *    l % P == P - 1, P = attention.sliding_window_pattern (default 6: layers 5, 11, 17, ...),
+ *    as llama.cpp's set_swa_pattern and Hugging Face's layer_types have it;
+ *  - scores are scaled by 1/sqrt(query_pre_attn_scalar), which GGUF does not carry: it is the
+ *    head dimension for every released Gemma 3 but the 27B (62 layers), whose is
+ *    n_embd / n_head (llama.cpp's rule, from gemma_pytorch's config);
+ *  - final_logit_softcapping and attn_logit_softcapping (Gemma 2) are not implemented: refused.
+ */
+static int gemma3_keys(const struct ob_gguf *g, struct ob_hparams *hp)
+{
+    int e;
+    bool has_swa;
+    hp->embd_scale = true;
+    hp->post_norms = true;
+    hp->ffn_act = OB_ACT_GELU;
+    if (hp->n_layer == 62 && hp->n_head)
+        hp->attn_scale_dim = hp->n_embd / hp->n_head;
+    hp->swa_pattern = 6;
+    hp->rope_base_swa = 10000.0f;
+    if ((e = arch_u32(g, hp, "attention.sliding_window", false, &hp->n_swa, &has_swa)) ||
+        (e = arch_u32(g, hp, "attention.sliding_window_pattern", false, &hp->swa_pattern, NULL)) ||
+        (e = arch_f32(g, hp, "rope.freq_base_swa", &hp->rope_base_swa, NULL)))
+        return e;
+    if (!(hp->rope_base_swa > 1.0f && isfinite(hp->rope_base_swa)))
+        return ob_seterr(OB_EFORMAT, "%s = %g: must be a finite number above 1",
+                         K(hp, "rope.freq_base_swa"), (double)hp->rope_base_swa);
+    if (hp->n_swa > 1u << 24)
+        return ob_seterr(OB_EFORMAT, "%s = %u: must be at most %u",
+                         K(hp, "attention.sliding_window"), hp->n_swa, 1u << 24);
+    if (hp->attn_scale_dim == 0)
+        return ob_seterr(OB_EFORMAT, "%s = %u, %s = %u: no query scale (n_embd / n_head is 0)",
+                         K(hp, "embedding_length"), hp->n_embd, K(hp, "attention.head_count"),
+                         hp->n_head);
+    static const char *const caps[] = {"final_logit_softcapping", "attn_logit_softcapping"};
+    for (size_t i = 0; i < 2; i++) {
+        float f = 0.0f;
+        bool present;
+        if ((e = arch_f32(g, hp, caps[i], &f, &present)))
+            return e;
+        if (present && f != 0.0f)
+            return ob_seterr(OB_EUNSUPP, "%s = %g: logit soft-capping is not supported",
+                             K(hp, caps[i]), (double)f);
+    }
+    return 0;
+}
+
+bool ob_hparams_layer_swa(const struct ob_hparams *hp, uint32_t l)
+{
+    if (!hp->n_swa)
+        return false;
+    return hp->swa_pattern == 0 || l % hp->swa_pattern < hp->swa_pattern - 1;
 }
 
 /* ---- the whole set ------------------------------------------------------------------------- */
@@ -460,6 +530,8 @@ int ob_hparams_read_with(const struct ob_gguf *g, const struct ob_gguf_tensor *e
         hp->n_vocab = emb->ne[1] > UINT32_MAX ? UINT32_MAX : (uint32_t)emb->ne[1];
 
     hp->rope_type = hp->arch_id == OB_ARCH_LLAMA ? OB_ROPE_NORM : OB_ROPE_NEOX;
+    hp->attn_scale_dim = hp->head_dim;
+    hp->ffn_act = OB_ACT_SILU;
     hp->tied_output = tv_find(&tv, "output.weight") == NULL;
     hp->qk_norm = tv_find(&tv, "blk.0.attn_q_norm.weight") != NULL;
     hp->attn_bias = tv_find(&tv, "blk.0.attn_q.bias") != NULL;
@@ -513,6 +585,8 @@ int ob_hparams_read_with(const struct ob_gguf *g, const struct ob_gguf_tensor *e
         return ob_seterr(OB_EFORMAT, "tokenizer.ggml.tokens has %llu tokens, more than %s = %u",
                          (unsigned long long)n_tokens, K(hp, "vocab_size"), hp->n_vocab);
     if ((e = check_unsupported(g, hp)))
+        return e;
+    if (hp->arch_id == OB_ARCH_GEMMA3 && (e = gemma3_keys(g, hp)))
         return e;
     return check_tensors(&tv, hp);
 }

@@ -8,7 +8,8 @@
  *   blk.L.attn_norm.weight [n_embd]          blk.L.ffn_norm.weight [n_embd]
  *   blk.L.attn_q.weight [n_embd, n_head*hd]  blk.L.attn_k/v.weight [n_embd, n_head_kv*hd]
  *   blk.L.attn_output.weight [n_head*hd, n_embd]
- *   blk.L.attn_q_norm/k_norm.weight [hd] (qwen3)   blk.L.attn_q/k/v.bias (qwen2)
+ *   blk.L.attn_q_norm/k_norm.weight [hd] (qwen3, gemma3)   blk.L.attn_q/k/v.bias (qwen2)
+ *   blk.L.post_attention_norm.weight, blk.L.post_ffw_norm.weight [n_embd] (gemma3)
  *   blk.L.ffn_gate/up.weight [n_embd, n_ff]  blk.L.ffn_down.weight [n_ff, n_embd]
  *
  * A Q4NX pack (lib/npu/pack.c) opens into the same struct: its meta GGUF gives the metadata,
@@ -21,6 +22,7 @@
 
 #include "quant.h"
 #include "cpu/kernels/kernels.h"   /* which types have kernels, activation block sizes */
+#include "chat.h"
 #include "model.h"
 #include "sb.h"
 #include "quant.h"
@@ -167,11 +169,14 @@ norms:
             (e = vector(m, NAME("attn_k_norm.weight"), hd, !hp->qk_norm, &L->k_norm)) ||
             (e = vector(m, NAME("attn_q.bias"), Q, true, &L->bq)) ||
             (e = vector(m, NAME("attn_k.bias"), KV, true, &L->bk)) ||
-            (e = vector(m, NAME("attn_v.bias"), KV, true, &L->bv)))
+            (e = vector(m, NAME("attn_v.bias"), KV, true, &L->bv)) ||
+            (e = vector(m, NAME("post_attention_norm.weight"), E, !hp->post_norms,
+                        &L->post_attn_norm)) ||
+            (e = vector(m, NAME("post_ffw_norm.weight"), E, !hp->post_norms, &L->post_ffn_norm)))
             return e;
 #undef NAME
-        if (hp->arch_id == OB_ARCH_QWEN3 && !L->q_norm)
-            return ob_seterr(OB_EFORMAT, "qwen3 layer %u has no attn_q_norm", l);
+        if ((hp->arch_id == OB_ARCH_QWEN3 || hp->arch_id == OB_ARCH_GEMMA3) && !L->q_norm)
+            return ob_seterr(OB_EFORMAT, "%s layer %u has no attn_q_norm", hp->arch, l);
     }
     return 0;
 }
@@ -204,7 +209,7 @@ int ob_model_open(const char *arg, struct ob_model **out)
         goto fail_named;
     if (!m->hp.supported) {
         e = ob_seterr(OB_EUNSUPP, "architecture '%s' has no forward pass in 1b (llama, qwen2, "
-                      "qwen3)", m->hp.arch);
+                      "qwen3, gemma3)", m->hp.arch);
         goto fail_named;
     }
     if ((e = ob_tok_from_gguf(m->g, &m->tok)))
@@ -217,6 +222,12 @@ int ob_model_open(const char *arg, struct ob_model **out)
     if ((e = ob_gguf_get_str(m->g, "tokenizer.chat_template", &m->chat_template)) &&
         e != OB_ENOTFOUND)
         goto fail_named;
+    /* a gemma3 file without a template: the Gemma 3 turn format (chat.h) */
+    if (!m->chat_template && ob_chat_builtin(m->hp.arch) &&
+        !(m->chat_template = strdup(ob_chat_builtin(m->hp.arch)))) {
+        e = ob_seterr(OB_ENOMEM, "out of memory");
+        goto fail_named;
+    }
     if ((e = load_weights(m)))
         goto fail_named;
     *out = m;

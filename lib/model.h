@@ -21,7 +21,9 @@
 struct ob_layer {
     const float *attn_norm;        /* [n_embd] */
     const float *ffn_norm;         /* [n_embd] */
-    const float *q_norm, *k_norm;  /* [head_dim] (qwen3) */
+    const float *q_norm, *k_norm;  /* [head_dim] (qwen3, gemma3) */
+    const float *post_attn_norm;   /* [n_embd] (gemma3) */
+    const float *post_ffn_norm;    /* [n_embd] (gemma3) */
     const float *bq, *bk, *bv;     /* [n_head*head_dim], [n_head_kv*head_dim] x2 (qwen2) */
     struct ob_matrix wq;           /* k = n_embd, n = n_head * head_dim */
     struct ob_matrix wk, wv;       /* k = n_embd, n = n_head_kv * head_dim */

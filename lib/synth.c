@@ -18,6 +18,11 @@
  *   llama: a generated SentencePiece-style vocabulary (<unk> <s> </s>, 256 byte tokens, then
  *     "▁"-prefixed English words and all their prefixes, scored by rank), enough to tokenise
  *     any text with byte fallback.
+ *   gemma3: the same generated vocabulary laid out as Gemma's (<pad> <eos> <bos> <unk>, the
+ *     CONTROL tokens <start_of_turn> and <end_of_turn>, USER_DEFINED newline and space runs
+ *     and a tab, then the byte tokens and words), no space prefix, no chat template (1b uses
+ *     its built-in Gemma 3 turn format, as for the real GGUF); the sliding window and its
+ *     layer pattern are written as attention.sliding_window(_pattern).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -48,6 +53,16 @@ static const struct ob_synth presets[] = {
     {.preset = "qwen3-0.6b", .arch = "qwen3", .n_vocab = 151936, .n_embd = 1024, .n_layer = 28,
      .n_head = 16, .n_head_kv = 8, .head_dim = 128, .n_ff = 3072, .n_ctx = 40960,
      .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = true, .mix = "q8_0"},
+    /* Gemma 3 shapes: heads wider than n_embd / n_head, one kv head; a window of 16 keys so
+     * that short requests cross it, layers 0 and 1 local, 2 global */
+    {.preset = "gemma3-tiny", .arch = "gemma3", .n_vocab = 1024, .n_embd = 256, .n_layer = 3,
+     .n_head = 4, .n_head_kv = 1, .head_dim = 128, .n_ff = 512, .n_ctx = 2048,
+     .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = true, .mix = "q8_0", .n_swa = 16,
+     .swa_pattern = 3},
+    {.preset = "gemma3-270m", .arch = "gemma3", .n_vocab = 262144, .n_embd = 640, .n_layer = 18,
+     .n_head = 4, .n_head_kv = 1, .head_dim = 256, .n_ff = 2048, .n_ctx = 32768,
+     .rope_base = 1000000.0f, .rms_eps = 1e-6f, .tied = true, .mix = "q8_0", .n_swa = 512,
+     .swa_pattern = 6},
 };
 
 int ob_synth_preset(const char *name, struct ob_synth *out)
@@ -63,7 +78,7 @@ int ob_synth_preset(const char *name, struct ob_synth *out)
 
 const char *ob_synth_preset_names(void)
 {
-    return "qwen3-tiny, qwen3-small, qwen2-tiny, llama-tiny, qwen3-0.6b";
+    return "qwen3-tiny, qwen3-small, qwen2-tiny, llama-tiny, qwen3-0.6b, gemma3-tiny, gemma3-270m";
 }
 
 /* ---- deterministic random numbers ---------------------------------------------------------- */
@@ -347,7 +362,7 @@ static const char *const words[] = {
     "look", "come", "make", "know", "think", "take", "help", "every", "some", "story", "end",
 };
 
-static int spm_vocab(uint64_t n_vocab, struct vocab *v)
+static int spm_vocab(uint64_t n_vocab, bool gemma, struct vocab *v)
 {
     /* gather candidate pieces: single characters, "▁"+char, words and their prefixes */
     static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -370,23 +385,35 @@ static int spm_vocab(uint64_t n_vocab, struct vocab *v)
                 return ob_seterr(OB_ENOMEM, "out of memory");
         }
     }
-    uint64_t base = 3 + 256;
+    /* the tokens before the byte tokens: llama's three, or Gemma's layout */
+    static const struct { const char *t; int32_t type; } llama_head[] = {
+        {"<unk>", TT_UNKNOWN}, {"<s>", TT_CONTROL}, {"</s>", TT_CONTROL},
+    }, gemma_head[] = {
+        {"<pad>", TT_CONTROL}, {"<eos>", TT_CONTROL}, {"<bos>", TT_CONTROL},
+        {"<unk>", TT_UNKNOWN}, {"<start_of_turn>", TT_CONTROL}, {"<end_of_turn>", TT_CONTROL},
+        {"\n", TT_USER}, {"\n\n", TT_USER}, {"\n\n\n", TT_USER}, {"  ", TT_USER},
+        {"   ", TT_USER}, {"    ", TT_USER}, {"\t", TT_USER},
+    };
+    size_t nh = gemma ? sizeof gemma_head / sizeof *gemma_head : 3;
+    uint64_t base = nh + 256;
     if (n_vocab < base)
-        return ob_seterr(OB_EUSAGE, "a llama vocabulary needs at least %llu tokens",
-                         (unsigned long long)base);
+        return ob_seterr(OB_EUSAGE, "a %s vocabulary needs at least %llu tokens",
+                         gemma ? "gemma3" : "llama", (unsigned long long)base);
     v->n = n_vocab;
     v->tok = calloc(n_vocab, sizeof *v->tok);
     v->type = calloc(n_vocab, sizeof *v->type);
     v->score = calloc(n_vocab, sizeof *v->score);
     if (!v->tok || !v->type || !v->score)
         return ob_seterr(OB_ENOMEM, "out of memory");
-    v->tok[0] = strdup("<unk>"), v->type[0] = TT_UNKNOWN;
-    v->tok[1] = strdup("<s>"), v->type[1] = TT_CONTROL;
-    v->tok[2] = strdup("</s>"), v->type[2] = TT_CONTROL;
+    for (size_t i = 0; i < nh; i++) {
+        v->tok[i] = strdup(gemma ? gemma_head[i].t : llama_head[i].t);
+        v->type[i] = gemma ? gemma_head[i].type : llama_head[i].type;
+        v->score[i] = gemma ? -1000.0f : 0.0f;
+    }
     for (int b = 0; b < 256; b++) {
-        if (asprintf(&v->tok[3 + b], "<0x%02X>", b) < 0)
+        if (asprintf(&v->tok[nh + b], "<0x%02X>", b) < 0)
             return ob_seterr(OB_ENOMEM, "out of memory");
-        v->type[3 + b] = TT_BYTE;
+        v->type[nh + b] = TT_BYTE;
     }
     uint64_t id = base;
     for (size_t i = 0; i < n && id < n_vocab; i++) {
@@ -412,10 +439,10 @@ static int spm_vocab(uint64_t n_vocab, struct vocab *v)
     for (uint64_t i = 0; i < n_vocab; i++)
         if (!v->tok[i])
             return ob_seterr(OB_ENOMEM, "out of memory");
-    v->unk = 0;
-    v->bos = 1;
-    v->eos = 2;
-    v->pad = -1;
+    v->unk = gemma ? 3 : 0;
+    v->bos = gemma ? 2 : 1;
+    v->eos = gemma ? 1 : 2;
+    v->pad = gemma ? 0 : -1;
     return 0;
 }
 
@@ -477,10 +504,11 @@ int ob_synth_write(const struct ob_synth *s, const char *path)
 {
     int e = 0;
     bool qwen = strcmp(s->arch, "qwen3") == 0 || strcmp(s->arch, "qwen2") == 0;
-    bool llama = strcmp(s->arch, "llama") == 0;
+    bool gemma = strcmp(s->arch, "gemma3") == 0;
+    bool llama = strcmp(s->arch, "llama") == 0 || gemma;   /* a SentencePiece vocabulary */
     if (!qwen && !llama)
-        return ob_seterr(OB_EUSAGE, "synthetic models exist for qwen3, qwen2 and llama, not '%s'",
-                         s->arch);
+        return ob_seterr(OB_EUSAGE, "synthetic models exist for qwen3, qwen2, llama and gemma3, "
+                         "not '%s'", s->arch);
     if (!s->n_vocab || !s->n_embd || !s->n_layer || !s->n_head || !s->n_head_kv ||
         !s->head_dim || !s->n_ff || s->n_head % s->n_head_kv || s->head_dim % 2)
         return ob_seterr(OB_EUSAGE, "inconsistent shape (heads %u/%u, head_dim %u)", s->n_head,
@@ -495,7 +523,7 @@ int ob_synth_write(const struct ob_synth *s, const char *path)
     struct ob_gguf_writer *w = NULL;
     struct synth_ctx ctx = {0};
     size_t cap_t = 16 + 16 * (size_t)s->n_layer, nt = 0;
-    if ((e = qwen ? bpe_vocab(s->tokenizer, s->n_vocab, &v) : spm_vocab(s->n_vocab, &v)))
+    if ((e = qwen ? bpe_vocab(s->tokenizer, s->n_vocab, &v) : spm_vocab(s->n_vocab, gemma, &v)))
         goto out;
     ctx.t = calloc(cap_t, sizeof *ctx.t);
     uint64_t maxrow = s->n_embd > s->n_ff ? s->n_embd : s->n_ff;
@@ -529,7 +557,9 @@ int ob_synth_write(const struct ob_synth *s, const char *path)
         (e = SETU32("rope.dimension_count", s->head_dim)) ||
         (e = SETU32("vocab_size", s->n_vocab)) ||
         (e = SETF32("rope.freq_base", s->rope_base)) ||
-        (e = SETF32("attention.layer_norm_rms_epsilon", s->rms_eps)))
+        (e = SETF32("attention.layer_norm_rms_epsilon", s->rms_eps)) ||
+        (gemma && s->n_swa && ((e = SETU32("attention.sliding_window", s->n_swa)) ||
+                               (e = SETU32("attention.sliding_window_pattern", s->swa_pattern)))))
         goto out;
 #undef SETU32
 #undef SETF32
@@ -547,7 +577,7 @@ int ob_synth_write(const struct ob_synth *s, const char *path)
         (v.pad >= 0 && (e = ob_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v.pad))) ||
         (v.unk >= 0 && (e = ob_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)v.unk))) ||
         (e = ob_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", !qwen)) ||
-        (llama && (e = ob_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", true))) ||
+        (llama && (e = ob_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", !gemma))) ||
         (v.chat_template &&
          (e = ob_gguf_writer_set_str(w, "tokenizer.chat_template", v.chat_template))))
         goto out;
@@ -573,14 +603,18 @@ int ob_synth_write(const struct ob_synth *s, const char *path)
             add_spec(sp, &nt, "attn_v.bias", L, "bias", KV, 1);
         }
         add_spec(sp, &nt, "attn_output.weight", L, "attn_output", Q, E);
-        if (strcmp(ar, "qwen3") == 0) {
+        if (strcmp(ar, "qwen3") == 0 || gemma) {
             add_spec(sp, &nt, "attn_q_norm.weight", L, "norm", s->head_dim, 1);
             add_spec(sp, &nt, "attn_k_norm.weight", L, "norm", s->head_dim, 1);
         }
+        if (gemma)
+            add_spec(sp, &nt, "post_attention_norm.weight", L, "post_norm", E, 1);
         add_spec(sp, &nt, "ffn_norm.weight", L, "norm", E, 1);
         add_spec(sp, &nt, "ffn_gate.weight", L, "ffn_gate", E, F);
         add_spec(sp, &nt, "ffn_up.weight", L, "ffn_up", E, F);
         add_spec(sp, &nt, "ffn_down.weight", L, "ffn_down", F, E);
+        if (gemma)
+            add_spec(sp, &nt, "post_ffw_norm.weight", L, "post_norm", E, 1);
     }
     add_spec(sp, &nt, "output_norm.weight", -1, "norm", E, 1);
     if (!s->tied)
@@ -599,7 +633,10 @@ int ob_synth_write(const struct ob_synth *s, const char *path)
         /* Standard deviations: matrices 1/sqrt(fan_in), so unit-variance inputs give
          * unit-variance outputs; norm weights 1 +- 0.1; biases +-0.1. The output projection
          * (or the tied embedding) gets 2/sqrt(n_embd): after the final RMSNorm the logits then
-         * have a standard deviation near 2, a softmax that is neither flat nor one-hot. */
+         * have a standard deviation near 2, a softmax that is neither flat nor one-hot.
+         * Gemma's post norms 3 +- 0.3: the embedding enters the residual stream scaled by
+         * sqrt(n_embd), and with unit post norms it would outweigh the blocks and the tied
+         * output would mostly repeat the input token. */
         float r = 1.0f;
         while (r * r < (float)g->ne0)     /* r = ceil(sqrt(ne0)) without libm */
             r += 1.0f;
@@ -607,8 +644,9 @@ int ob_synth_write(const struct ob_synth *s, const char *path)
         g->offset = 0.0f;
         if (vec) {
             bool norm = strcmp(sp[i].role, "norm") == 0;
-            g->scale = 0.1f;
-            g->offset = norm ? 1.0f : 0.0f;
+            bool post = strcmp(sp[i].role, "post_norm") == 0;
+            g->scale = post ? 0.3f : 0.1f;
+            g->offset = post ? 3.0f : norm ? 1.0f : 0.0f;
         } else if (strcmp(sp[i].role, "output") == 0 ||
                    (strcmp(sp[i].role, "token_embd") == 0 && s->tied)) {
             g->scale = 2.0f / r;

@@ -7,7 +7,8 @@
  *   thash             open addressing, text -> id; duplicates sit further along the probe
  *                     sequence, so the first hit for a text is its lowest id
  *   mhash             gpt2 merges: (left id, right id) -> (rank, result id)
- *   trie              the texts of special tokens, for parse_special
+ *   trie              the texts of special tokens, for parse_special (llama: CONTROL only)
+ *   udtrie            llama: the texts of USER_DEFINED tokens, spaces escaped as U+2581
  *   byte_tok[256]     gpt2: the token for the byte-level character of each byte;
  *                     llama: the <0xNN> byte-fallback token of each byte
  *   re[]              the pre-tokenizer: PCRE2 regexes applied in sequence (gpt2)
@@ -17,10 +18,13 @@
  *          them are both pieces, as the `Isolated` split of Hugging Face `tokenizers`); each
  *          final piece becomes one symbol per byte, and the pair with the lowest merge rank
  *          (then the leftmost) is merged until no pair has a rule;
- *   llama  spaces become U+2581, one symbol per UTF-8 character (per byte where the text is
- *          not valid UTF-8), and the adjacent pair whose concatenation is a vocabulary piece
- *          with the highest score (then the leftmost) is merged until none is; symbols
- *          outside the vocabulary become <0xNN> byte tokens.
+ *   llama  spaces become U+2581; USER_DEFINED pieces are cut out of the escaped text (leftmost,
+ *          then longest, with or without parse_special: sentencepiece's user-defined symbols,
+ *          which its BPE never merges with their neighbours); the stretches between them
+ *          become one symbol per UTF-8 character (per byte where the text is not valid
+ *          UTF-8), and the adjacent pair whose concatenation is a vocabulary piece with the
+ *          highest score (then the leftmost) is merged until none is; symbols outside the
+ *          vocabulary become <0xNN> byte tokens.
  * Both loops use a binary heap of candidate pairs; a candidate whose symbols changed since it
  * was pushed is skipped when it comes out. Work is O(n log n) in the length of a piece.
  */
@@ -39,7 +43,8 @@ enum { KIND_GPT2 = 1, KIND_SPM = 2 };
 #define F_BPE     1u   /* gpt2: may be a BPE symbol or a merge result */
 #define F_SPM     2u   /* llama: may be a merge result or a final symbol (sentencepiece's
                           "pieces": NORMAL, USER_DEFINED, UNUSED) */
-#define F_SPECIAL 4u   /* CONTROL or USER_DEFINED: matched by parse_special */
+#define F_SPECIAL 4u   /* matched by parse_special: CONTROL or USER_DEFINED (gpt2), CONTROL
+                          (llama, whose USER_DEFINED tokens are matched always: udtrie) */
 
 #define MAX_RE 3
 
@@ -81,9 +86,9 @@ struct ob_tok {
     struct tslot *phash;           /* pieces -> ids (ob_tok_find_piece), masked by tmask */
     struct mslot *mhash;
     uint32_t mmask;
-    struct tnode *trie;
-    uint32_t n_trie;
+    struct tnode *trie;            /* NULL when there are no special tokens */
     bool has_special;
+    struct tnode *udtrie;          /* llama: USER_DEFINED texts, escaped; NULL when none */
     int32_t byte_tok[256];
     bool has_byte_tok;             /* llama: some <0xNN> token exists (byte fallback on) */
     pcre2_code *re[MAX_RE];
@@ -270,6 +275,7 @@ void ob_tok_free(struct ob_tok *t)
     free(t->phash);
     free(t->mhash);
     free(t->trie);
+    free(t->udtrie);
     free(t);
 }
 
@@ -278,40 +284,53 @@ static int32_t opt_id(const struct ob_tok *t, int64_t id)
     return id >= 0 && id < (int64_t)t->n_vocab ? (int32_t)id : -1;
 }
 
-static int build_trie(struct ob_tok *t)
+/*
+ * A trie of the texts of the tokens whose flags include `flag` (or, flag 0, of type
+ * USER_DEFINED), each node keeping the lowest id whose text ends there. escape: ' ' is stored
+ * as U+2581 (llama's escaped form). *out is NULL when no token qualifies.
+ */
+static int build_trie(const struct ob_tok *t, unsigned flag, bool escape, struct tnode **out)
 {
+    *out = NULL;
     uint64_t total = 1;
     for (uint32_t i = 0; i < t->n_vocab; i++)
-        if (t->info[i].flags & F_SPECIAL)
-            total += t->info[i].len;
+        if (flag ? t->info[i].flags & flag : t->info[i].type == OB_TOK_USER_DEFINED)
+            total += 3 * (uint64_t)t->info[i].len;
+    if (total == 1)
+        return 0;
     if (total > UINT32_MAX)
         return ob_seterr(OB_ERANGE, "tokenizer: special tokens are too long in total");
-    t->trie = malloc(total * sizeof *t->trie);
-    if (!t->trie)
+    struct tnode *trie = malloc(total * sizeof *trie);
+    if (!trie)
         return ob_seterr(OB_ENOMEM, "tokenizer: out of memory");
-    t->trie[0] = (struct tnode){.id = -1};
-    t->n_trie = 1;
+    trie[0] = (struct tnode){.id = -1};
+    uint32_t n_trie = 1;
     for (uint32_t i = 0; i < t->n_vocab; i++) {
         const struct tokinfo *ti = &t->info[i];
-        if (!(ti->flags & F_SPECIAL))
+        if (!(flag ? ti->flags & flag : ti->type == OB_TOK_USER_DEFINED) || !ti->len)
             continue;
         uint32_t node = 0;
         for (uint32_t k = 0; k < ti->len; k++) {
             uint8_t c = (uint8_t)t->texts[ti->off + k];
-            uint32_t ch = t->trie[node].child;
-            while (ch && t->trie[ch].byte != c)
-                ch = t->trie[ch].sibling;
-            if (!ch) {
-                ch = t->n_trie++;
-                t->trie[ch] = (struct tnode){.id = -1, .sibling = t->trie[node].child, .byte = c};
-                t->trie[node].child = ch;
+            const uint8_t esc[3] = {0xe2, 0x96, 0x81};
+            int nb = escape && c == ' ' ? 3 : 1;
+            for (int b = 0; b < nb; b++) {
+                uint8_t cb = nb == 3 ? esc[b] : c;
+                uint32_t ch = trie[node].child;
+                while (ch && trie[ch].byte != cb)
+                    ch = trie[ch].sibling;
+                if (!ch) {
+                    ch = n_trie++;
+                    trie[ch] = (struct tnode){.id = -1, .sibling = trie[node].child, .byte = cb};
+                    trie[node].child = ch;
+                }
+                node = ch;
             }
-            node = ch;
         }
-        if (t->trie[node].id < 0)
-            t->trie[node].id = (int32_t)i;
-        t->has_special = true;
+        if (trie[node].id < 0)
+            trie[node].id = (int32_t)i;
     }
+    *out = trie;
     return 0;
 }
 
@@ -573,7 +592,7 @@ int ob_tok_new(const struct ob_tok_spec *sp, struct ob_tok **out)
         ti->score = sp->scores ? sp->scores[i] : 0.0f;
         if (len == 0)
             continue;              /* an empty text is never a symbol, a merge or special */
-        if (ti->type == OB_TOK_CONTROL || ti->type == OB_TOK_USER_DEFINED)
+        if (ti->type == OB_TOK_CONTROL || (ti->type == OB_TOK_USER_DEFINED && kind == KIND_GPT2))
             ti->flags |= F_SPECIAL;
         if (ti->type == OB_TOK_NORMAL || ti->type == OB_TOK_UNUSED)
             ti->flags |= F_BPE | F_SPM;
@@ -593,8 +612,10 @@ int ob_tok_new(const struct ob_tok_spec *sp, struct ob_tok **out)
     t->add_bos = sp->add_bos < 0 ? kind == KIND_SPM : sp->add_bos != 0;
     t->add_space_prefix = sp->add_space_prefix < 0 ? kind == KIND_SPM : sp->add_space_prefix != 0;
 
-    if ((e = build_trie(t)))
+    if ((e = build_trie(t, F_SPECIAL, false, &t->trie)) ||
+        (kind == KIND_SPM && (e = build_trie(t, 0, true, &t->udtrie))))
         goto fail;
+    t->has_special = t->trie != NULL;
 
     for (unsigned b = 0; b < 256; b++) {
         char s[8];
@@ -1093,29 +1114,36 @@ static int spm_emit(struct enc *e, uint32_t start, uint32_t len)
     return 0;
 }
 
-static int spm_text(struct enc *e, const char *s, size_t n, bool prefix)
+/* Longest text of a trie at s[0..n): its token (the lowest id with that text), or -1; *mlen
+ * gets its length. */
+static int32_t trie_match(const struct tnode *trie, const uint8_t *s, size_t n, size_t *mlen)
 {
-    /* escape: optional leading space, then every ' ' as U+2581 (3 bytes) */
-    if (n > (INT32_MAX - 3) / 3)
-        return ob_seterr(OB_ERANGE, "tokenizer: text of %zu bytes is too long", n);
-    if (GROW(e->buf, e->buf_cap, 3 * (n + 1)))
-        return OB_ENOMEM;
-    size_t k = 0;
-    for (size_t i = 0; i < n + prefix; i++) {
-        char c = prefix ? (i ? s[i - 1] : ' ') : s[i];
-        if (c == ' ') {
-            memcpy(e->buf + k, "\xe2\x96\x81", 3);
-            k += 3;
-        } else {
-            e->buf[k++] = c;
+    int32_t best = -1;
+    uint32_t node = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t ch = trie[node].child;
+        while (ch && trie[ch].byte != s[k])
+            ch = trie[ch].sibling;
+        if (!ch)
+            break;
+        node = ch;
+        if (trie[node].id >= 0) {
+            best = trie[node].id;
+            *mlen = k + 1;
         }
     }
-    if (GROW(e->sym, e->sym_cap, k))
+    return best;
+}
+
+/* BPE by score over the escaped text e->buf[b0, b1) */
+static int spm_bpe(struct enc *e, size_t b0, size_t b1)
+{
+    if (GROW(e->sym, e->sym_cap, b1 - b0))
         return OB_ENOMEM;
     size_t ns = 0;
-    for (size_t i = 0; i < k;) {
+    for (size_t i = b0; i < b1;) {
         uint32_t cp;
-        size_t l = utf8_seq((const uint8_t *)e->buf + i, k - i, &cp);
+        size_t l = utf8_seq((const uint8_t *)e->buf + i, b1 - i, &cp);
         if (!l)
             l = 1;                 /* an invalid byte is a symbol of its own */
         e->sym[ns] = (struct sym){(uint32_t)i, (uint32_t)l, (int32_t)ns - 1, (int32_t)ns + 1, -1};
@@ -1153,6 +1181,45 @@ static int spm_text(struct enc *e, const char *s, size_t n, bool prefix)
     return 0;
 }
 
+static int spm_text(struct enc *e, const char *s, size_t n, bool prefix)
+{
+    /* escape: optional leading space, then every ' ' as U+2581 (3 bytes) */
+    if (n > (INT32_MAX - 3) / 3)
+        return ob_seterr(OB_ERANGE, "tokenizer: text of %zu bytes is too long", n);
+    if (GROW(e->buf, e->buf_cap, 3 * (n + 1)))
+        return OB_ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < n + prefix; i++) {
+        char c = prefix ? (i ? s[i - 1] : ' ') : s[i];
+        if (c == ' ') {
+            memcpy(e->buf + k, "\xe2\x96\x81", 3);
+            k += 3;
+        } else {
+            e->buf[k++] = c;
+        }
+    }
+    const struct tnode *ud = e->t->udtrie;
+    if (!ud)
+        return spm_bpe(e, 0, k);
+    /* user-defined pieces, leftmost then longest, tried at every character (sentencepiece's
+     * PrefixMatch); BPE on the stretches between them */
+    size_t seg = 0;
+    for (size_t i = 0; i < k;) {
+        size_t ml = 0;
+        int32_t id = trie_match(ud, (const uint8_t *)e->buf + i, k - i, &ml);
+        if (id < 0) {
+            uint32_t cp;
+            size_t l = utf8_seq((const uint8_t *)e->buf + i, k - i, &cp);
+            i += l ? l : 1;
+            continue;
+        }
+        if (spm_bpe(e, seg, i) || emit(e, id))
+            return OB_ENOMEM;
+        seg = i = i + ml;
+    }
+    return spm_bpe(e, seg, k);
+}
+
 /* ---- driver ---- */
 
 static int encode_text(struct enc *e, const char *s, size_t n, bool after_special)
@@ -1160,26 +1227,6 @@ static int encode_text(struct enc *e, const char *s, size_t n, bool after_specia
     if (e->t->kind == KIND_SPM)
         return spm_text(e, s, n, e->t->add_space_prefix && after_special);
     return pre_split(e, 0, s, n);
-}
-
-/* Longest special token starting at s[0..n), or -1; *mlen gets its length. */
-static int32_t special_at(const struct ob_tok *t, const uint8_t *s, size_t n, size_t *mlen)
-{
-    int32_t best = -1;
-    uint32_t node = 0;
-    for (size_t k = 0; k < n; k++) {
-        uint32_t ch = t->trie[node].child;
-        while (ch && t->trie[ch].byte != s[k])
-            ch = t->trie[ch].sibling;
-        if (!ch)
-            break;
-        node = ch;
-        if (t->trie[node].id >= 0) {
-            best = t->trie[node].id;
-            *mlen = k + 1;
-        }
-    }
-    return best;
 }
 
 int ob_tok_encode(const struct ob_tok *t, const char *text, size_t len, bool parse_special,
@@ -1201,7 +1248,7 @@ int ob_tok_encode(const struct ob_tok *t, const char *text, size_t len, bool par
     if (parse_special && t->has_special) {
         for (size_t i = 0; i < len; i++) {
             size_t ml = 0;
-            int32_t id = special_at(t, (const uint8_t *)text + i, len - i, &ml);
+            int32_t id = trie_match(t->trie, (const uint8_t *)text + i, len - i, &ml);
             if (id < 0)
                 continue;
             if (i > frag) {

@@ -9,15 +9,21 @@
  *   (lowest rank first, leftmost first among equal ranks), as the Hugging Face `tokenizers`
  *   BPE model does.
  * - "llama": SentencePiece-style BPE by score. Spaces become U+2581 "▁", a space is put in
- *   front of the text when add_space_prefix is set, adjacent symbols are merged into the
- *   vocabulary piece with the highest score (leftmost first among equal scores), and symbols
- *   left outside the vocabulary fall back to <0xNN> byte tokens.
+ *   front of the text when add_space_prefix is set, USER_DEFINED pieces are cut out of that
+ *   escaped text wherever they occur (leftmost, then longest; a piece's spaces, which llama.cpp's
+ *   converter writes for Gemma's "▁", match "▁"), adjacent symbols between them are merged into
+ *   the vocabulary piece with the highest score (leftmost first among equal scores), and
+ *   symbols left outside the vocabulary fall back to <0xNN> byte tokens. This is what
+ *   sentencepiece does with its user_defined_symbols (Gemma's whitespace runs, newline runs
+ *   and HTML tags): tests/t4100-tok.sh compares it on the real Gemma 3 vocabulary.
  *
- * Special tokens are those of type CONTROL or USER_DEFINED. With parse_special they are found
- * in the text (leftmost, then longest match) and emitted as their ids; without it the text is
- * tokenized as plain text: no CONTROL token comes out of it (except, in a llama vocabulary, the
- * unknown token for a byte without a <0xNN> token), and a USER_DEFINED token only where a
- * llama vocabulary's merges form its text, as SentencePiece does.
+ * Special tokens are those of type CONTROL or USER_DEFINED. With parse_special the CONTROL
+ * ones (and, in a gpt2 vocabulary, the USER_DEFINED ones) are found in the text (leftmost,
+ * then longest match) and emitted as their ids, each stretch between them tokenized on its
+ * own; without it no CONTROL token comes out of the text (except, in a llama vocabulary, the
+ * unknown token for a byte without a <0xNN> token). USER_DEFINED tokens of a llama vocabulary
+ * come out with or without parse_special, as described above; those of a gpt2 vocabulary only
+ * with it.
  *
  * Ownership and threads: a struct ob_tok is immutable after construction; any number of
  * threads may encode and decode with one tokenizer at the same time. Arrays returned through

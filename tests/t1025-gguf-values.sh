@@ -4,14 +4,14 @@
 # 1b-load (and 1b-gen, which opens the model for inference) exit 3 with one line that names the
 # key or tensor. Values that are merely unusual still load, and so do the real models.
 . "$(dirname "$0")/lib.sh"
-plan 49
+plan 59
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 
 # refused: EDIT... | substring of the message
 refused() {
     local want=$1; shift
-    "$UNIT/gguf-edit" "$S" bad.gguf "$@" || { ok 1 "gguf-edit $*"; return; }
+    "$UNIT/gguf-edit" "${SRC:-$S}" bad.gguf "$@" || { ok 1 "gguf-edit $*"; return; }
     local out rc
     out=$(1b-load bad.gguf 2>&1 >/dev/null); rc=$?
     [ $rc -eq 3 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -qF -- "$want" <<<"$out" &&
@@ -59,6 +59,30 @@ refused "tensor 'blk.4.attn_q.weight' is in layer 4 but llama.block_count = 4" l
 refused "tensor 'blk.5.attn_norm.weight' is missing" llama.block_count=u32:6
 refused "llama.vocab_size = 511" llama.vocab_size=u32:511
 refused "general.architecture is not a short name" general.architecture=str:$'ll\xffama'
+
+# gemma3 (a synthetic one: window 16, layer pattern 3): soft-capping is not implemented; the
+# local rope base is checked like the global one; the post norms are in every layer, and no
+# other architecture may carry them
+1b-synth --preset gemma3-tiny -o g.gguf
+SRC=g.gguf refused "gemma3.final_logit_softcapping = 30: logit soft-capping" gemma3.final_logit_softcapping=f32:30
+SRC=g.gguf refused "gemma3.attn_logit_softcapping = 50" gemma3.attn_logit_softcapping=f32:50
+SRC=g.gguf refused "gemma3.rope.freq_base_swa = 0.5" gemma3.rope.freq_base_swa=f32:0.5
+SRC=g.gguf refused "gemma3.attention.sliding_window" gemma3.attention.sliding_window=str:16
+SRC=g.gguf refused "tensor 'blk.1.post_ffw_norm.weight' is missing" -@blk.1.post_ffw_norm.weight
+SRC=g.gguf refused "tensor 'blk.0.attn_q_norm.weight' is missing (gemma3 normalises q and k)" \
+    -@blk.0.attn_q_norm.weight -@blk.1.attn_q_norm.weight -@blk.2.attn_q_norm.weight \
+    -@blk.0.attn_k_norm.weight -@blk.1.attn_k_norm.weight -@blk.2.attn_k_norm.weight
+refused "tensor 'blk.0.post_attention_norm.weight' has no part in 1b's llama forward pass" \
+    +@blk.0.post_attention_norm.weight=blk.0.attn_norm.weight
+out=$(1b-load g.gguf | jq -c '.hparams | [.sliding_window, .global_layers, .rope_base_swa, .ffn_act]')
+[ "$out" = '[16,[2],10000,"gelu"]' ]; ok $? "gemma3: window 16, layer 2 global (pattern 3), local rope base 10000 by default ($out)"
+"$UNIT/gguf-edit" g.gguf g2.gguf -gemma3.attention.sliding_window_pattern gemma3.rope.freq_base_swa=f32:20000 gemma3.block_count=u32:3
+out=$(1b-load g2.gguf | jq -c '.hparams | [.global_layers, .rope_base_swa]')
+[ "$out" = '[[],20000]' ]; ok $? "gemma3: default pattern 6 (no global layer among 3), rope.freq_base_swa read ($out)"
+"$UNIT/gguf-edit" g.gguf g3.gguf gemma3.attention.sliding_window=u32:0 gemma3.final_logit_softcapping=f32:0
+out=$(1b-load g3.gguf | jq -c '.hparams | [.sliding_window, .global_layers]')
+[ "$out" = '[0,[0,1,2]]' ] && echo '{"id":"a","prompt":"Once","max_tokens":2}' | 1b-gen -m g3.gguf > /dev/null
+ok $? "gemma3: sliding_window 0 is no window (every layer global), soft-capping 0 is none: loads and runs ($out)"
 
 # the same refusals from 1b-gen, which opens the model for inference (1b-gen used to run these:
 # misaligned loads, every prompt without BOS, epsilon inf, no yarn)

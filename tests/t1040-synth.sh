@@ -3,11 +3,11 @@
 # options and seed give the same bytes (and the bytes recorded in tests/golden, so that every
 # machine writes the same file); a cut vocabulary stays a consistent BPE; errors.
 . "$(dirname "$0")/lib.sh"
-plan 14
+plan 16
 TOK=$SHARED/models/qwen3-tokenizer/tokenizer.json
 cd "$T" || exit 1
 
-for p in qwen3-tiny qwen3-small qwen2-tiny llama-tiny; do
+for p in qwen3-tiny qwen3-small qwen2-tiny llama-tiny gemma3-tiny; do
     1b-synth --preset "$p" --tokenizer "$TOK" -o "$p.gguf" &&
         1b-load "$p.gguf" | grep -q '"supported":true'
     ok $? "preset $p writes a model 1b-load accepts"

@@ -3,7 +3,7 @@
 # and ISAs) and as CUDA C++ (nvcc for sm_80 and sm_90, host side and a device kernel that calls
 # every function, warnings as errors), and every build computes the same bits:
 # tests/portable/check.inc hashes every OB_INLINE function of the folder (t1335 checks that it
-# names them all) over fixed pseudo-random inputs: exp, log, silu, the reductions, rmsnorm whole
+# names them all) over fixed pseudo-random inputs: exp, log, silu, gelu, the reductions, rmsnorm whole
 # and in pieces, the elementwise add, log-sum-exp, RoPE, the fp16/bf16 conversions, the scale
 # helpers, every per-block dequantiser, both activation quantisers, every block dot and the
 # attention head. hipcc is checked the same way where installed.

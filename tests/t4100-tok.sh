@@ -7,11 +7,13 @@
 #   Qwen3     written as a GGUF (151936 tokens, padded like llama.cpp's converter): same ids
 #   SmolLM2   (gpt2/smollm, real GGUF)      vs tokenizers built from the GGUF's vocabulary
 #   stories260K (llama/SPM, real GGUF)      vs sentencepiece built from the GGUF's vocabulary
+#   Gemma 3 270M (llama/SPM, real GGUF, 262144 tokens: user-defined whitespace runs, newline
+#               runs and HTML tags matched always)  vs sentencepiece built from the GGUF
 # Each comparison covers parse_special off ("plain") and on ("special"); then round trips,
 # a speed check, and the fuzz corpus replay. tests/py/tok_oracle.py explains each oracle.
 . "$(dirname "$0")/lib.sh"
 
-plan 13
+plan 15
 
 CORPUS=$OB_TOP/tests/data/tok-corpus.jsonl
 QWEN=$SHARED/models/qwen3-tokenizer/tokenizer.json
@@ -75,6 +77,21 @@ if [ $have_py = 1 ] && [ -f "$STORIES" ]; then
         spm "$STORIES" "$CORPUS" "$T/stories.jsonl"
 else
     skip "stories260K: same ids as sentencepiece" "python packages or model missing"
+fi
+
+GEMMA=$OB_TOP/.cache/models/gemma-3-270m-q4_k_m.gguf
+[ -f "$GEMMA" ] || GEMMA=$("$OB_TOP/scripts/models" gemma3 2>/dev/null) || GEMMA=
+if [ $have_py = 1 ] && [ -n "$GEMMA" ]; then
+    "$UNIT/tok" dump "$GEMMA" "$CORPUS" > "$T/gemma.jsonl"
+    oracle "Gemma 3 (SentencePiece BPE, user-defined pieces): same ids as sentencepiece" \
+        spm "$GEMMA" "$CORPUS" "$T/gemma.jsonl"
+else
+    skip "Gemma 3: same ids as sentencepiece" "python packages or model missing (scripts/models gemma3)"
+fi
+if [ -n "$GEMMA" ]; then
+    check "Gemma 3: decode(encode(x)) == x" "$UNIT/tok" roundtrip "$GEMMA" "$CORPUS"
+else
+    skip "Gemma 3: decode(encode(x)) == x" "model missing (scripts/models gemma3)"
 fi
 
 check "Qwen3 tokenizer.json: decode(encode(x)) == x" "$UNIT/tok" roundtrip "$Q" "$CORPUS"

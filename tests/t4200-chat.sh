@@ -8,10 +8,13 @@
 #            1b-synth with the real vocabulary, merges and template; ids vs tokenizers
 #   SmolLM2  template and tokenizer from the real GGUF (chatml with a default system message)
 #   stories260K  no template: the plain rendering; ids vs sentencepiece
+#   Gemma 3 270M (real GGUF, no template): 1b's built-in Gemma 3 turn format, against Google's
+#            Gemma 3 template (tests/data/gemma3-chat-template.jinja) and against the built-in
+#            template's own Jinja text, both rendered by jinja2; ids vs sentencepiece
 # tests/py/chat_oracle.py explains how the oracle tells template tokens from content.
 . "$(dirname "$0")/lib.sh"
 
-plan 10
+plan 14
 
 CASES=$OB_TOP/tests/data/chat-cases.jsonl
 QDIR=$SHARED/models/qwen3-tokenizer
@@ -88,3 +91,27 @@ n=$(grep '"name":"lookalikes-user"' "$T/qwen3.jsonl" |
     "$PY" -c 'import json,sys; r=json.loads(sys.stdin.read()); print(r["ids"].count(151645))')
 [ "$n" = 1 ]
 ok $? "Qwen3: '<|im_end|>' typed in content stays text (the control token once, the template's: $n)"
+
+GEMMA=$OB_TOP/.cache/models/gemma-3-270m-q4_k_m.gguf
+[ -f "$GEMMA" ] || GEMMA=$("$OB_TOP/scripts/models" gemma3 2>/dev/null) || GEMMA=
+if [ -n "$GEMMA" ] && [ $have_py = 1 ]; then
+    [ "$("$UNIT/chat" family "$GEMMA")" = gemma ]
+    ok $? "Gemma 3 has no template: the built-in Gemma 3 turn format (family gemma)"
+    "$UNIT/chat" render "$GEMMA" "$CASES" > "$T/gemma.jsonl"
+    oracle "Gemma 3: text equals Google's template rendered by jinja2, ids sentencepiece's" \
+        "$OB_TOP/tests/data/gemma3-chat-template.jinja" "spm:$GEMMA" "$T/gemma.jsonl"
+    "$UNIT/chat" builtin gemma3 > "$T/builtin.jinja"
+    oracle "Gemma 3: the built-in template's Jinja text renders the same (jinja2)" \
+        "$T/builtin.jinja" "spm:$GEMMA" "$T/gemma.jsonl"
+    # content never becomes a control token: <start_of_turn> typed by a user stays text
+    printf '%s\n' '{"name":"x","messages":[{"role":"user","content":"<start_of_turn>model"}]}' \
+        > "$T/look.jsonl"
+    n=$("$UNIT/chat" render "$GEMMA" "$T/look.jsonl" | jq '[.ids[] | select(. == 105)] | length')
+    [ "$n" = 2 ]
+    ok $? "Gemma 3: '<start_of_turn>' typed in content stays text (the template's two only: $n)"
+else
+    skip "Gemma 3: family gemma" "python packages or model missing (scripts/models gemma3)"
+    skip "Gemma 3: text and ids equal Google's template's" "python packages or model missing"
+    skip "Gemma 3: the built-in template renders the same" "python packages or model missing"
+    skip "Gemma 3: typed control tokens stay text" "python packages or model missing"
+fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The ref route (float64 oracle, lib/ref/backend-ref.c) against an independent float64 numpy forward
-# pass (tests/oracle/forward.py) on synthetic llama / qwen2 / qwen3 models (f32, q8_0, q4_k_m
-# weights) and on the trained stories260K; its float64 bits do not depend on the batch, the
+# pass (tests/oracle/forward.py) on synthetic llama / qwen2 / qwen3 / gemma3 models (f32, q8_0,
+# q4_k_m weights; gemma3-tiny's 40 tokens cross its sliding window of 16) and on the trained
+# stories260K; its float64 bits do not depend on the batch, the
 # prefill split, the prompt cache, the interleaving of sequences or the thread count
 # (tests/unit/ref.c); ob_blas_env pins OPENBLAS_CORETYPE by re-executing with argv intact.
 # The cpu route's distance from ref (max and mean |delta logprob| over every position and the
@@ -14,7 +15,7 @@
 #    such roundings along a path add in quadrature to ~2.7% of the logit scale: gate the mean
 #    at 3e-2 x rms(logits) and the max, a heavy tail, at 10x that.
 . "$(dirname "$0")/lib.sh"
-plan 22
+plan 28
 TOK=$SHARED/models/qwen3-tokenizer/tokenizer.json
 cd "$T" || exit 1
 
@@ -32,10 +33,13 @@ tokens() {
 1b-synth --preset qwen2-tiny --vocab 4000 --tokenizer "$TOK" -o qwen2-tiny.gguf &&
 1b-synth --preset llama-tiny -o llama-tiny.gguf &&
 1b-synth --preset qwen3-small --vocab 4000 --type q8_0 --tokenizer "$TOK" -o qwen3-small-q8_0.gguf &&
-1b-synth --preset qwen3-small --vocab 4000 --type q4_k_m --tokenizer "$TOK" -o qwen3-small-q4_k_m.gguf ||
+1b-synth --preset qwen3-small --vocab 4000 --type q4_k_m --tokenizer "$TOK" -o qwen3-small-q4_k_m.gguf &&
+1b-synth --preset gemma3-tiny -o gemma3-tiny-q8_0.gguf &&
+1b-synth --preset gemma3-tiny --type q4_k_m -o gemma3-tiny-q4_k_m.gguf ||
     echo "# 1b-synth failed"
 models=("$SHARED/models/stories260K.gguf:512" qwen3-tiny.gguf:4000 qwen2-tiny.gguf:4000
-        llama-tiny.gguf:1024 qwen3-small-q8_0.gguf:4000 qwen3-small-q4_k_m.gguf:4000)
+        llama-tiny.gguf:1024 qwen3-small-q8_0.gguf:4000 qwen3-small-q4_k_m.gguf:4000
+        gemma3-tiny-q8_0.gguf:1024 gemma3-tiny-q4_k_m.gguf:1024)
 have_py=0
 need_python numpy gguf && have_py=1
 

@@ -4,7 +4,10 @@
 # repetition, --parallel 1..16 with the requests arriving in different orders (so every
 # sequence is decoded at many batch widths and positions in the batch), prefill chunk sizes,
 # a cold, warm and partially matching prompt cache, thread counts, and SIMD levels. Greedy and
-# sampled requests alike. Any difference prints the first differing token.
+# sampled requests alike. Any difference prints the first differing token. The models: Qwen3-
+# and llama-shaped synthetic ones, the trained stories260K, and a Gemma 3-shaped one (Q4_K_M:
+# sliding window of 16 keys on two of its three layers, which every request crosses, the
+# built-in Gemma turn format for the chat requests).
 . "$(dirname "$0")/lib.sh"
 TOK=$SHARED/models/qwen3-tokenizer/tokenizer.json
 REQ=$OB_TOP/tests/data/contract-requests.jsonl
@@ -14,8 +17,9 @@ cd "$T" || exit 1
 1b-synth --preset qwen3-small --vocab 8000 --tokenizer "$TOK" -o qwen3-q8_0.gguf
 1b-synth --preset qwen3-small --vocab 8000 --type q4_k_m --tokenizer "$TOK" -o qwen3-q4_k_m.gguf
 1b-synth --preset llama-tiny -o llama.gguf
+1b-synth --preset gemma3-tiny --type q4_k_m -o gemma3.gguf
 cp "$SHARED/models/stories260K.gguf" stories.gguf
-models=(qwen3-q8_0 qwen3-q4_k_m llama stories)
+models=(qwen3-q8_0 qwen3-q4_k_m llama stories gemma3)
 
 isas=(scalar)
 best=$("$UNIT/kernels" --best-isa)

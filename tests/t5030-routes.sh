@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The route registry (lib/route.c) and contexts (lib/ctx.c): routes found by name, a route that
 # is not built in (exit 4) and an unknown one (exit 2, the routes listed), device options
-# (index, memory limit), the device a route names, and a backend's optional whole-layer op.
+# (index, memory limit), the device a route names, and a backend's optional whole-layer op;
+# a route without the gemma3 ops refuses a gemma3 model.
 . "$(dirname "$0")/lib.sh"
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
 plan 3
-out=$("$UNIT/route" "$S" 2>&1); rc=$?
+1b-synth --preset gemma3-tiny -o gemma3.gguf
+out=$("$UNIT/route" "$S" gemma3.gguf 2>&1); rc=$?
 ok $rc "registry and contexts ($(grep -c '^ok' <<<"$out") checks)" || grep -v '^ok' <<<"$out" | head -20 | sed 's/^/# /'
 grep '^ok\|^not ok' <<<"$out" | sed 's/^/#   /'
 echo '{"prompt":"a","max_tokens":1}' > one.jsonl

@@ -3,9 +3,12 @@
 # the contract's requests (tests/data/contract-requests.jsonl: greedy and sampled, shared
 # prefixes, cache on and off), hrx-sim gives the cpu route's token ids and float32 bits of
 # every logprob and top logprob — 1b-agree exits 0 — on stories260K, a synthetic Qwen3 in
-# Q8_0 and in Q4_K_M, and llama-tiny; and hrx-sim keeps promises 1-4 itself: its runs at
-# batch widths 4 and 16 (arrival orders shuffled), prefill chunks of 1, 7 and 512, a warm
-# prompt cache and 1 or 2 threads all have the cpu baseline's fingerprint. Then the other
+# Q8_0 and in Q4_K_M, llama-tiny and gemma3-tiny (Q4_K_M; the embedding scale, post norms,
+# GeGLU, the local rope base and a sliding window of 16 keys on two of its three layers, which
+# every request crosses); and hrx-sim keeps promises 1-4 itself: its runs at batch widths 4
+# and 16 (arrival orders shuffled), prefill chunks of 1, 7 and 512, a warm prompt cache and 1
+# or 2 threads all have the cpu baseline's fingerprint (gemma3-tiny, to keep the test short:
+# width 16 shuffled, chunks of 7 across the window, the warm cache, 1 thread). Then the other
 # in-process commands on hrx-sim: 1b-logprobs scores the cpu route's tokens to the cpu
 # route's bits, 1b-batchrep finds one state for copies batched together.
 . "$(dirname "$0")/lib.sh"
@@ -17,8 +20,9 @@ cd "$T" || exit 1
 1b-synth --preset qwen3-small --vocab 8000 --tokenizer "$TOK" -o qwen3-q8_0.gguf
 1b-synth --preset qwen3-small --vocab 8000 --type q4_k_m --tokenizer "$TOK" -o qwen3-q4_k_m.gguf
 1b-synth --preset llama-tiny -o llama.gguf
+1b-synth --preset gemma3-tiny --type q4_k_m -o gemma3.gguf
 cp "$SHARED/models/stories260K.gguf" stories.gguf
-models=(qwen3-q8_0 qwen3-q4_k_m llama stories)
+models=(qwen3-q8_0 qwen3-q4_k_m llama stories gemma3)
 
 # name: extra arguments of an hrx-sim run (all with -t 2 unless they say otherwise)
 configs=(
@@ -26,8 +30,9 @@ configs=(
     "chunk1:--chunk 1"    "chunk7:--chunk 7 --parallel 4"   "chunk512:--chunk 512 --parallel 2"
     "cache4:--cache-slots 4"   "t1:-t 1"
 )
+gemma_configs=" par16shuf chunk7 cache4 t1 "   # the configurations gemma3 runs
 
-plan $(( ${#models[@]} * (${#configs[@]} + 3) + 3 ))
+plan $(( (${#models[@]} - 1) * (${#configs[@]} + 3) + 4 + 3 + 3 ))
 for m in "${models[@]}"; do
     1b-gen -m "$m.gguf" -t 2 < "$REQ" > "$m.cpu.jsonl" 2> err.txt
     1b-gen -m "$m.gguf" -t 2 -d hrx-sim < "$REQ" > "$m.sim.jsonl" 2> err.txt; rc=$?
@@ -39,6 +44,7 @@ for m in "${models[@]}"; do
         sed 's/^/# /' <<<"$out" | head -12
     for c in "${configs[@]}"; do
         name=${c%%:*}; args=${c#*:}; input=$REQ
+        [ "$m" = gemma3 ] && [[ $gemma_configs != *" $name "* ]] && continue
         [[ $args == *@shuffled* ]] && input=$SHUF && args=${args/@shuffled/}
         [[ $args == *-t\ 1* ]] || args="-t 2 $args"
         # shellcheck disable=SC2086

@@ -199,6 +199,51 @@ OB_INLINE float ob_silu(float x)
     return x / (1.0f + ob_expf(-x));
 }
 
+/*
+ * GELU, the tanh form (Gemma's "gelu_pytorch_tanh", ggml's GELU):
+ *   gelu(x) = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3).
+ * Since 0.5 (1 + tanh(u)) = 1 / (1 + e^a) exactly, a = -2u = c x (1 + k x^2) with
+ * c = -2 sqrt(2/pi) and k = 0.044715, it is computed as a sigmoid, like ob_silu: no tanh, and
+ * no cancellation in 1 + tanh(u) for negative x. Where the value matters most, the negative
+ * tail, the result is about x e^a and inherits the absolute error of a, so a is carried as a
+ * float pair a_hi + a_lo (c and k as pairs too, products split exactly with fmaf, the sum
+ * 1 + k x^2 by Knuth's two-sum), and e^a = e^a_hi (1 + a_lo), |a_lo| <= ulp(a_hi):
+ *   t = x x,        tl = fmaf(x, x, -t)                         x^2 = t + tl exactly
+ *   m = k_hi t,     ml = fmaf(k_hi, t, -m) + fmaf(k_hi, tl, k_lo t)
+ *   p = 1 + m,      pl = twosum error(1, m) + ml
+ *   z = x p,        zl = fmaf(x, p, -z) + x pl
+ *   a = c_hi z,     al = fmaf(c_hi, z, -a) + fmaf(c_hi, zl, c_lo z)
+ *   e = ob_expf(a);  e = fmaf(e, al, e) unless e is Inf;   gelu = x / (1 + e)
+ * |x| > 10^4 gives x, or -0 for negative x (what the formula gives there, without the x^2
+ * overflow); NaN stays NaN. Accuracy: tests/unit/arith.c (a dense sweep against float64).
+ */
+OB_INLINE float ob_gelu(float x)
+{
+    const float c_hi = -1.59576917f, c_lo = 4.53406805e-08f;   /* -2 sqrt(2/pi) */
+    const float k_hi = 0.0447149985f, k_lo = 1.54614443e-09f;  /* 0.044715 */
+    if (x > 1e4f)
+        return x;
+    if (x < -1e4f)
+        return -0.0f;
+    float t = x * x, tl = fmaf(x, x, -t);
+    float m = k_hi * t, ml = fmaf(k_hi, t, -m) + fmaf(k_hi, tl, k_lo * t);
+    float p = 1.0f + m, pb = p - 1.0f;
+    float pl = ((1.0f - (p - pb)) + (m - pb)) + ml;
+    float z = x * p, zl = fmaf(x, p, -z) + x * pl;
+    float a = c_hi * z, al = fmaf(c_hi, z, -a) + fmaf(c_hi, zl, c_lo * z);
+    float e = ob_expf(a);
+    if (e != ob_inf())
+        e = fmaf(e, al, e);
+    return x / (1.0f + e);
+}
+
+/* GeGLU, the gated feed-forward of Gemma: g[i] = ob_gelu(g[i]) * u[i] */
+OB_INLINE void ob_geglu(float *g, const float *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        g[i] = ob_gelu(g[i]) * u[i];
+}
+
 /* ---- normalisation, elementwise sums ------------------------------------------------------ */
 
 /*
@@ -236,6 +281,24 @@ OB_INLINE void ob_add_f32(float *y, const float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         y[i] = y[i] + x[i];
+}
+
+/*
+ * The scale of Gemma's token embedding: sqrt(n_embd) rounded once to float (sqrtf of the
+ * exact float n_embd, as llama.cpp's sqrtf(n_embd) and Hugging Face's float32
+ * tensor(hidden_size ** 0.5) give; not the bfloat16 25.25 that a bf16 forward pass uses for
+ * n_embd = 640). Applied with ob_scale_f32: one rounding per value.
+ */
+OB_INLINE float ob_embd_scale(int n_embd)
+{
+    return sqrtf((float)n_embd);
+}
+
+/* y[i] = y[i] * s */
+OB_INLINE void ob_scale_f32(float *y, float s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = y[i] * s;
 }
 
 /* ---- softmax ------------------------------------------------------------------------------ */
@@ -300,6 +363,21 @@ OB_INLINE void ob_rope(float *x, const float *cs, const float *sn, int n_rot, in
 OB_INLINE float ob_attn_scale(int hd)
 {
     return 1.0f / sqrtf((float)hd);
+}
+
+/*
+ * Sliding-window attention (Gemma's local layers): the query at position pos sees the keys at
+ * positions [ob_attn_first_key(pos, window), pos], the last `window` positions including its
+ * own (llama.cpp's LLAMA_SWA_TYPE_STANDARD: key p0 is masked when pos - p0 >= window; Hugging
+ * Face's sliding-window mask likewise); window 0 means no window (every key from 0). The
+ * window is ob_attn_head over those keys: k and v advanced to the first key, n = pos + 1 -
+ * first, so its chunks of OB_ATT_CHUNK start at the first key. The first key is a function of
+ * pos alone, so the result for a position does not depend on how its sequence was batched,
+ * chunked or cached, just as without a window.
+ */
+OB_INLINE int ob_attn_first_key(int pos, int window)
+{
+    return window > 0 && pos >= window ? pos - window + 1 : 0;
 }
 
 /*

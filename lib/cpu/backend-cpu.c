@@ -7,6 +7,11 @@
  * kc[layer][slot][pos][n_head_kv * hd]. Matmuls and attention run on the thread pool, split
  * by output rows and by (row, head); every task computes whole results, so the bits do not
  * depend on the number of threads.
+ *
+ * Gemma 3 (backend.h): the embedding scale, the post norms (rmsnorm in place on OUT), a second
+ * pair of RoPE tables for the sliding-window layers' base, the window in attention (keys from
+ * ob_attn_first_key: the same attention kernel on fewer keys) and geglu (ob_geglu per row, on
+ * the pool).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -38,6 +43,7 @@ struct ob_be {
     int kvw;                       /* n_head_kv * hd */
     uint16_t **kc, **vc;           /* [n_layer] -> [n_slots * n_ctx * kvw] */
     float *rope_cs, *rope_sn;      /* [n_ctx][n_rot / 2] */
+    float *swa_cs, *swa_sn;        /* the same for rope_base_swa (sliding-window layers), or NULL */
     float *scratch;                /* attention: per thread-task scratch, see attention() */
     size_t scratch_per_task;
     float *logit_x;                /* [max_rows][n_embd] normed rows for the output matmul */
@@ -62,6 +68,8 @@ static void cpu_close(struct ob_be *be)
     free(be->xq);
     free(be->rope_cs);
     free(be->rope_sn);
+    free(be->swa_cs);
+    free(be->swa_sn);
     free(be->scratch);
     free(be->logit_x);
     free(be->logit_q);
@@ -109,6 +117,12 @@ static int cpu_open(const struct ob_model *m, const struct ob_be_params *p, stru
             goto oom;
     if ((e = ob_rope_tables(hp, p->n_ctx, &be->rope_cs, &be->rope_sn)))
         goto fail;
+    if (hp->n_swa) {
+        size_t nt = (size_t)p->n_ctx * (hp->n_rot / 2);
+        if (!(be->swa_cs = malloc(nt * sizeof(float))) || !(be->swa_sn = malloc(nt * sizeof(float))))
+            goto oom;
+        ob_rope_fill((double)hp->rope_base_swa, (int)hp->n_rot, p->n_ctx, be->swa_cs, be->swa_sn);
+    }
     /* attention scratch per (row, head) task: scores for n_ctx keys + 2 * hd chunk sums */
     /* attention scratch per thread: scores of a group's heads for n_ctx keys, 2 hd sums each */
     size_t group = hp->n_head / hp->n_head_kv;
@@ -149,6 +163,8 @@ static int cpu_embed(struct ob_be *be)
                                x + (size_t)i * w->k, w->k);
         if (e)
             return e;
+        if (be->m->hp.embd_scale)
+            ob_scale_f32(x + (size_t)i * w->k, ob_embd_scale(w->k), (size_t)w->k);
     }
     be->version[OB_BX]++;
     return 0;
@@ -166,10 +182,9 @@ static void rms_row(const struct ob_be *be, const float *x, const float *w, floa
 static int cpu_rmsnorm(struct ob_be *be, int l, int role, int src, int dst)
 {
     int n = be->b.n;
-    const struct ob_layer *L = &be->m->layers[l];
-    const float *w = role == OB_W_ATTN_NORM ? L->attn_norm : L->ffn_norm;
+    const float *w = ob_layer_norm(be->m, l, role);
     int E = be->width[src];
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++)          /* dst may be src: rms_row reads x before it writes */
         rms_row(be, be->buf[src] + (size_t)i * E, w, be->buf[dst] + (size_t)i * E, E,
                 be->m->hp.rms_eps);
     be->version[dst]++;
@@ -217,8 +232,10 @@ static int cpu_qk_rope(struct ob_be *be, int l)
     const struct ob_hparams *hp = &be->m->hp;
     const struct ob_layer *L = &be->m->layers[l];
     int hd = (int)hp->head_dim, half = (int)hp->n_rot / 2, neox = hp->rope_type == OB_ROPE_NEOX;
+    bool swa = ob_hparams_layer_swa(hp, (uint32_t)l);
+    const float *tc = swa ? be->swa_cs : be->rope_cs, *ts = swa ? be->swa_sn : be->rope_sn;
     for (int i = 0; i < n; i++) {
-        const float *cs = be->rope_cs + (size_t)pos[i] * half, *sn = be->rope_sn + (size_t)pos[i] * half;
+        const float *cs = tc + (size_t)pos[i] * half, *sn = ts + (size_t)pos[i] * half;
         for (uint32_t h = 0; h < hp->n_head; h++) {
             float *q = be->buf[OB_BQ] + (size_t)i * be->width[OB_BQ] + h * hd;
             if (L->q_norm)
@@ -262,6 +279,7 @@ struct att_job {
     int l;
     const int32_t *seq, *pos;
     float scale;
+    int window;                    /* keys per query on a sliding-window layer, 0: all */
 };
 
 /* one task: the query heads of row i that share kv head g */
@@ -272,10 +290,10 @@ static void att_task(void *ctx, int task, int thread)
     const struct ob_hparams *hp = &be->m->hp;
     int hd = (int)hp->head_dim, nkv = (int)hp->n_head_kv, group = (int)(hp->n_head / hp->n_head_kv);
     int i = task / nkv, g = task % nkv;
-    int nk = j->pos[i] + 1;
+    int k0 = ob_attn_first_key(j->pos[i], j->window), nk = j->pos[i] + 1 - k0;
     float *s = be->scratch + (size_t)thread * be->scratch_per_task;
-    const uint16_t *k = be->kc[j->l] + kv_at(be, j->seq[i], 0) + (size_t)g * hd;
-    const uint16_t *v = be->vc[j->l] + kv_at(be, j->seq[i], 0) + (size_t)g * hd;
+    const uint16_t *k = be->kc[j->l] + kv_at(be, j->seq[i], k0) + (size_t)g * hd;
+    const uint16_t *v = be->vc[j->l] + kv_at(be, j->seq[i], k0) + (size_t)g * hd;
     const float *q = be->buf[OB_BQ] + (size_t)i * be->width[OB_BQ] + (size_t)g * group * hd;
     float *out = be->buf[OB_BATT] + (size_t)i * be->width[OB_BATT] + (size_t)g * group * hd;
     be->ops->attn_group(q, group, k, v, be->kvw, nk, hd, j->scale, s, s + (size_t)group * nk,
@@ -286,7 +304,9 @@ static int cpu_attention(struct ob_be *be, int l)
 {
     const struct ob_hparams *hp = &be->m->hp;
     int n = be->b.n;
-    struct att_job j = {be, l, be->b.seq, be->b.pos, ob_attn_scale((int)hp->head_dim)};
+    int window = ob_hparams_layer_swa(hp, (uint32_t)l) ? (int)hp->n_swa : 0;
+    struct att_job j = {be, l, be->b.seq, be->b.pos, ob_attn_scale((int)hp->attn_scale_dim),
+                        window};
     ob_pool_run(be->pool, att_task, &j, n * (int)hp->n_head_kv);
     be->version[OB_BATT]++;
     return 0;
@@ -296,6 +316,22 @@ static int cpu_swiglu(struct ob_be *be)
 {
     int n = be->b.n;
     be->ops->swiglu(be->buf[OB_BGATE], be->buf[OB_BUP], (size_t)n * (size_t)be->width[OB_BGATE]);
+    be->version[OB_BGATE]++;
+    return 0;
+}
+
+/* one task: GATE = ob_geglu(GATE, UP) on one row */
+static void geglu_task(void *ctx, int i, int thread)
+{
+    struct ob_be *be = ctx;
+    size_t F = (size_t)be->width[OB_BGATE];
+    ob_geglu(be->buf[OB_BGATE] + (size_t)i * F, be->buf[OB_BUP] + (size_t)i * F, F);
+    (void)thread;
+}
+
+static int cpu_geglu(struct ob_be *be)
+{
+    ob_pool_run(be->pool, geglu_task, be, be->b.n);
     be->version[OB_BGATE]++;
     return 0;
 }
@@ -351,6 +387,7 @@ const struct ob_be_ops ob_be_cpu = {
     .kv_store = cpu_kv_store,
     .attention = cpu_attention,
     .swiglu = cpu_swiglu,
+    .geglu = cpu_geglu,
     .add = cpu_add,
     .logits = cpu_logits,
     .kv_copy = cpu_kv_copy,

@@ -9,12 +9,15 @@
  *            always does, as in ob_max_f32's sequential scan), then thread 0 takes the largest
  *            of the 64 candidates, the lower position on a tie (the sequential scan keeps the
  *            first of equal values: +0 and -0 alike);
- *   chunks   for each chunk of 64 positions aligned to absolute position 0, in increasing
+ *   chunks   for each chunk of 64 positions aligned to the first key, in increasing
  *            order: thread t computes e_t = ob_expf(s_t - m) into shared memory; thread 0 sums
  *            them in increasing t (l_c) and adds l_c to l; thread d (and d + 64, ...) runs the
  *            fmaf chain of o_c[d] over the chunk's positions in increasing t and adds it to
  *            o[d] — chunk after chunk, as the reference does;
  *   out[d] = o[d] / l.
+ * The keys are positions first .. pos of the row's slot, first = ob_attn_first_key(pos,
+ * window): 0 but on a sliding-window layer (gemma3), where key t above means position first + t
+ * and the chunks start at the first key, as in ob_attn_head over the window.
  * Rows run AT_ROWS at a time (the scratch holds their scores: AT_ROWS * n_head * n_ctx
  * floats: ob_hrx_attn_scratch).
  */
@@ -35,9 +38,9 @@ __global__ static void k_attention(struct ob_hrx_attn a, const float *Q, const u
     __shared__ int cand_at[AT_THREADS];
     int h = (int)blockIdx.x, i = (int)blockIdx.y, t = (int)threadIdx.x;
     int hd = a.hd, kvw = a.n_head_kv * hd, group = a.n_head / a.n_head_kv;
-    int nk = pos[i] + 1;
+    int k0 = ob_attn_first_key(pos[i], a.window), nk = pos[i] + 1 - k0;
     const float *q = Q + ((size_t)i * a.n_head + h) * hd;
-    size_t base = (size_t)seq[i] * a.n_ctx * kvw + (size_t)(h / group) * hd;
+    size_t base = ((size_t)seq[i] * a.n_ctx + (size_t)k0) * kvw + (size_t)(h / group) * hd;
     const uint16_t *k = kc + base, *v = vc + base;
     float *s = scratch + ((size_t)i * a.n_head + h) * a.n_ctx;
 

@@ -14,6 +14,11 @@
  *
  * A matmul quantises its input rows once and keeps them while the buffer is unchanged (q, k
  * and v share one copy of XN), like the cpu route.
+ *
+ * Gemma 3 (backend.h): the embedding kernel scales by ob_embd_scale, the post norms are the
+ * rmsnorm kernel in place on OUT, the sliding-window layers rotate with a second pair of RoPE
+ * tables (hp.rope_base_swa) and attend over the window (ob_hrx_attn.window), and geglu has its
+ * kernel (ob_gelu).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +39,7 @@ extern const struct ob_hrx_rt ob_hrx_hip_rt __attribute__((weak));
 struct hrx_layer {
     struct ob_hrx_mat w[OB_W_DOWN + 1];  /* by role, OB_W_Q .. OB_W_DOWN */
     const float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bias[OB_W_DOWN + 1];
+    const float *post_attn_norm, *post_ffn_norm;   /* gemma3, else NULL */
 };
 
 /* a host pointer and its copy on the device (weights shared between roles are copied once) */
@@ -61,6 +67,7 @@ struct ob_be {
     int kvw;
     uint16_t **kc, **vc;           /* [n_layer] -> [n_slots * n_ctx * kvw] */
     float *cs, *sn;                /* RoPE tables [n_ctx][n_rot / 2] */
+    float *swa_cs, *swa_sn;        /* the same for hp.rope_base_swa (sliding-window layers) */
     float *att;                    /* attention scratch (ob_hrx_attn_scratch) */
     float *logit_x, *logits;       /* [LOGIT_ROWS][n_embd], [LOGIT_ROWS][n_vocab] */
     void *logit_q;
@@ -155,6 +162,7 @@ uint64_t ob_hrx_weight_bytes(const struct ob_model *m)
         for (int r = OB_W_Q; r <= OB_W_DOWN; r++)
             b += mat_bytes(ob_layer_matrix(m, (int)l, r));
         b += vec_bytes(L->attn_norm, hp->n_embd) + vec_bytes(L->ffn_norm, hp->n_embd) +
+             vec_bytes(L->post_attn_norm, hp->n_embd) + vec_bytes(L->post_ffn_norm, hp->n_embd) +
              vec_bytes(L->q_norm, hp->head_dim) + vec_bytes(L->k_norm, hp->head_dim) +
              vec_bytes(L->bq, qw) + vec_bytes(L->bk, kw) + vec_bytes(L->bv, kw);
     }
@@ -239,6 +247,8 @@ static int upload_weights(struct ob_be *be)
                 return e;
         if ((e = upload_vec(be, L->attn_norm, hp->n_embd, &D->attn_norm)) ||
             (e = upload_vec(be, L->ffn_norm, hp->n_embd, &D->ffn_norm)) ||
+            (e = upload_vec(be, L->post_attn_norm, hp->n_embd, &D->post_attn_norm)) ||
+            (e = upload_vec(be, L->post_ffn_norm, hp->n_embd, &D->post_ffn_norm)) ||
             (e = upload_vec(be, L->q_norm, hp->head_dim, &D->q_norm)) ||
             (e = upload_vec(be, L->k_norm, hp->head_dim, &D->k_norm)) ||
             (e = upload_vec(be, L->bq, qw, &D->bias[OB_W_Q])) ||
@@ -267,6 +277,29 @@ static void hrx_close(struct ob_be *be)
     free(be->kc);
     free(be->vc);
     free(be);
+}
+
+/* the RoPE tables of base (lib/rope.c) on the device */
+static int rope_upload(struct ob_be *be, double base, float **dcs, float **dsn)
+{
+    const struct ob_hparams *hp = &be->m->hp;
+    size_t nt = (size_t)be->p.n_ctx * (hp->n_rot / 2), rb = nt * sizeof(float);
+    float *cs = malloc(rb ? rb : 1), *sn = malloc(rb ? rb : 1);
+    void *v;
+    int e = 0;
+    if (!cs || !sn)
+        e = ob_seterr(OB_ENOMEM, "out of memory");
+    if (!e)
+        ob_rope_fill(base, (int)hp->n_rot, be->p.n_ctx, cs, sn);
+    if (!e && !(e = dev_alloc(be, rb, &v)) && !(e = be->rt->h2d(be->q, v, cs, rb)))
+        *dcs = v;
+    if (!e && !(e = dev_alloc(be, rb, &v)) && !(e = be->rt->h2d(be->q, v, sn, rb)))
+        *dsn = v;
+    if (!e)
+        e = be->rt->sync(be->q);   /* the copies are done with cs and sn */
+    free(cs);
+    free(sn);
+    return e;
 }
 
 static int hrx_open(const struct ob_model *m, const struct ob_be_params *p, bool sim,
@@ -334,19 +367,8 @@ static int hrx_open(const struct ob_model *m, const struct ob_be_params *p, bool
             goto fail;
         be->vc[l] = v;
     }
-    float *cs, *sn;
-    if ((e = ob_rope_tables(hp, p->n_ctx, &cs, &sn)))
-        goto fail;
-    size_t rb = (size_t)p->n_ctx * (hp->n_rot / 2) * sizeof(float);
-    if (!(e = dev_alloc(be, rb, &v)) && !(e = rt->h2d(be->q, v, cs, rb)))
-        be->cs = v;
-    if (!e && !(e = dev_alloc(be, rb, &v)) && !(e = rt->h2d(be->q, v, sn, rb)))
-        be->sn = v;
-    if (!e)
-        e = rt->sync(be->q);       /* the copies are done with cs and sn */
-    free(cs);
-    free(sn);
-    if (e)
+    if ((e = rope_upload(be, (double)hp->rope_base, &be->cs, &be->sn)) ||
+        (hp->n_swa && (e = rope_upload(be, (double)hp->rope_base_swa, &be->swa_cs, &be->swa_sn))))
         goto fail;
     struct ob_hrx_attn a = {(int)hp->n_head, (int)hp->n_head_kv, hd, p->n_ctx, 0.0f};
     if ((e = dev_alloc(be, ob_hrx_attn_scratch(&a) * sizeof(float), &v)))
@@ -403,7 +425,9 @@ static int hrx_begin(struct ob_be *be, const struct ob_batch *b)
 
 static int hrx_embed(struct ob_be *be)
 {
-    int e = be->k->embed(be->q, be->tok_embd, be->d_tok, be->b.n, be->buf[OB_BX]);
+    const struct ob_hparams *hp = &be->m->hp;
+    float scale = hp->embd_scale ? ob_embd_scale((int)hp->n_embd) : 0.0f;
+    int e = be->k->embed(be->q, be->tok_embd, be->d_tok, be->b.n, scale, be->buf[OB_BX]);
     be->version[OB_BX]++;
     return e;
 }
@@ -411,7 +435,9 @@ static int hrx_embed(struct ob_be *be)
 static int hrx_rmsnorm(struct ob_be *be, int l, int role, int src, int dst)
 {
     const struct hrx_layer *L = &be->L[l];
-    const float *w = role == OB_W_ATTN_NORM ? L->attn_norm : L->ffn_norm;
+    const float *w = role == OB_W_ATTN_NORM ? L->attn_norm
+                     : role == OB_W_FFN_NORM ? L->ffn_norm
+                     : role == OB_W_POST_ATTN_NORM ? L->post_attn_norm : L->post_ffn_norm;
     int e = be->k->rmsnorm(be->q, be->buf[src], NULL, be->b.n, be->width[src], w,
                            be->m->hp.rms_eps, be->buf[dst]);
     be->version[dst]++;
@@ -454,9 +480,11 @@ static int hrx_matmul(struct ob_be *be, int l, int role, int src, int dst)
 static int hrx_qk_rope(struct ob_be *be, int l)
 {
     const struct ob_hparams *hp = &be->m->hp;
+    bool swa = ob_hparams_layer_swa(hp, (uint32_t)l);
     struct ob_hrx_rope r = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim,
                             (int)hp->n_rot, hp->rope_type == OB_ROPE_NEOX, hp->rms_eps,
-                            be->L[l].q_norm, be->L[l].k_norm, be->cs, be->sn};
+                            be->L[l].q_norm, be->L[l].k_norm, swa ? be->swa_cs : be->cs,
+                            swa ? be->swa_sn : be->sn};
     int e = be->k->qk_rope(be->q, r, be->buf[OB_BQ], be->buf[OB_BK], be->d_pos, be->b.n);
     be->version[OB_BQ]++;
     be->version[OB_BK]++;
@@ -473,7 +501,8 @@ static int hrx_attention(struct ob_be *be, int l)
 {
     const struct ob_hparams *hp = &be->m->hp;
     struct ob_hrx_attn a = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim,
-                            be->p.n_ctx, ob_attn_scale((int)hp->head_dim)};
+                            be->p.n_ctx, ob_attn_scale((int)hp->attn_scale_dim),
+                            ob_hparams_layer_swa(hp, (uint32_t)l) ? (int)hp->n_swa : 0};
     int e = be->k->attention(be->q, a, be->buf[OB_BQ], be->kc[l], be->vc[l], be->d_pos,
                              be->d_seq, be->b.n, be->buf[OB_BATT], be->att);
     be->version[OB_BATT]++;
@@ -484,6 +513,14 @@ static int hrx_swiglu(struct ob_be *be)
 {
     int e = be->k->swiglu(be->q, be->buf[OB_BGATE], be->buf[OB_BUP],
                           (size_t)be->b.n * (size_t)be->width[OB_BGATE]);
+    be->version[OB_BGATE]++;
+    return e;
+}
+
+static int hrx_geglu(struct ob_be *be)
+{
+    int e = be->k->geglu(be->q, be->buf[OB_BGATE], be->buf[OB_BUP],
+                         (size_t)be->b.n * (size_t)be->width[OB_BGATE]);
     be->version[OB_BGATE]++;
     return e;
 }
@@ -536,7 +573,8 @@ static int hrx_kv_copy(struct ob_be *be, int dst, int src, int n_pos)
         .open = open_fn, .close = hrx_close, .device = hrx_device, .begin = hrx_begin,     \
         .embed = hrx_embed, .rmsnorm = hrx_rmsnorm, .matmul = hrx_matmul,                  \
         .qk_rope = hrx_qk_rope, .kv_store = hrx_kv_store, .attention = hrx_attention,      \
-        .swiglu = hrx_swiglu, .add = hrx_add, .logits = hrx_logits, .kv_copy = hrx_kv_copy, \
+        .swiglu = hrx_swiglu, .geglu = hrx_geglu, .add = hrx_add, .logits = hrx_logits,   \
+        .kv_copy = hrx_kv_copy,                                                            \
     }
 
 const struct ob_be_ops ob_be_hrx = HRX_OPS(hrx_open_gpu);

@@ -60,7 +60,8 @@ struct ob_hrx_rope {
 /* Attention shapes (ob_attn_head per query head; kv head = head / (n_head / n_head_kv)). */
 struct ob_hrx_attn {
     int n_head, n_head_kv, hd, n_ctx;
-    float scale;                   /* ob_attn_scale(hd) */
+    float scale;                   /* ob_attn_scale(hp.attn_scale_dim) */
+    int window;                    /* a sliding-window layer's hp.n_swa, 0: every key from 0 */
 };
 
 /* Rows of one attention launch, and the floats of scratch it needs (every query head's
@@ -74,7 +75,8 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
 /*
  * The launchers, one list (X(name, parameters)) from which the table below and each target's
  * prototypes are written, so that they cannot disagree. Buffers are row-major floats.
- *   embed      x[i][0..w.k) = row tok[i] of w, dequantised (lib/arith/dequant.h)
+ *   embed      x[i][0..w.k) = row tok[i] of w, dequantised (lib/arith/dequant.h), then
+ *              times scale by ob_scale_f32 unless scale is 0 (gemma3: ob_embd_scale)
  *   rmsnorm    y[j] = ob_rmsnorm(x[rows[j]], w) over k values (rows NULL: row j), j < n
  *   actq       row i of xq (stride bytes apart) = x row i (k values) in format fmt:
  *              ob_quantize_q8k, ob_quantize_a8, or the floats (OB_HRX_ACT_*)
@@ -84,12 +86,15 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
  *              RoPE at pos[i]
  *   kv_store   kc/vc[(seq[i] * n_ctx + pos[i]) * kvw ..] = fp16 of K/V row i (ob_kv_put)
  *   attention  out row i, head h = ob_attn_head(Q row i head h, slot seq[i]'s keys and values
- *              at positions 0..pos[i]); scratch holds ob_hrx_attn_scratch(&a) floats
+ *              at positions ob_attn_first_key(pos[i], a.window)..pos[i]); scratch holds
+ *              ob_hrx_attn_scratch(&a) floats
  *   swiglu     g[i] = ob_silu(g[i]) * u[i]
+ *   geglu      g[i] = ob_gelu(g[i]) * u[i] (ob_geglu)
  *   add        y[i] = y[i] + x[i]
  */
 #define OB_HRX_KERNELS(X)                                                                   \
-    X(embed, (struct ob_hrx_q *q, struct ob_hrx_mat w, const int32_t *tok, int n, float *x)) \
+    X(embed, (struct ob_hrx_q *q, struct ob_hrx_mat w, const int32_t *tok, int n, float scale, \
+              float *x))                                                                     \
     X(rmsnorm, (struct ob_hrx_q *q, const float *x, const int32_t *rows, int n, int k,        \
                 const float *w, float eps, float *y))                                        \
     X(actq, (struct ob_hrx_q *q, int fmt, const float *x, int n, int k, void *xq,            \
@@ -105,6 +110,7 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
                   const uint16_t *kc, const uint16_t *vc, const int32_t *pos,                \
                   const int32_t *seq, int n, float *out, float *scratch))                    \
     X(swiglu, (struct ob_hrx_q *q, float *g, const float *u, size_t n))                      \
+    X(geglu, (struct ob_hrx_q *q, float *g, const float *u, size_t n))                       \
     X(add, (struct ob_hrx_q *q, float *y, const float *x, size_t n))
 
 #define OB_HRX_FIELD(name, params) int(*name) params;

@@ -1,7 +1,8 @@
 /*
  * norm.hip — the row and elementwise ops of the hrx routes, each bitwise equal to lib/arith/:
  *
- *   embed     one thread a weight block: ob_dequant_<type> (dequant.h), as ob_dequant_row
+ *   embed     one thread a weight block: ob_dequant_<type> (dequant.h), as ob_dequant_row,
+ *             then ob_scale_f32's y * s per value when a scale is given (gemma3)
  *   rmsnorm   one warp a row: lane j holds ob_dot_f32's partial j (the fmaf chain over
  *             x[j], x[j + 32], ...), ob_warp_fold32 gives every lane ob_fold32's sum, then
  *             ob_rms_factor and ob_rms_apply's (x * r) * w per element
@@ -9,6 +10,7 @@
  *             has it), then ob_rope's rotation of each pair, a lane per pair
  *   kv_store  one thread a value: ob_f32_to_fp16 (ob_kv_put)
  *   swiglu    one thread a value: ob_silu(g) * u
+ *   geglu     one thread a value: ob_gelu(g) * u (ob_geglu)
  *   add       one thread a value: y + x (ob_add_f32)
  */
 #include "hrx/shim.h"
@@ -25,7 +27,7 @@ static inline unsigned blocks_for(long items, int per)
 /* ---- embed ------------------------------------------------------------------------------------ */
 
 __global__ static void k_embed(struct ob_hrx_mat w, int bl, int bs, const int32_t *tok, int n,
-                               float *x)
+                               float scale, float *x)
 {
     long nb = w.k / bl, i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)n * nb)
@@ -48,10 +50,13 @@ __global__ static void k_embed(struct ob_hrx_mat w, int bl, int bs, const int32_
     case OB_Q5_K: ob_dequant_q5_k((const struct ob_block_q5_k *)src, y); break;
     case OB_Q6_K: ob_dequant_q6_k((const struct ob_block_q6_k *)src, y); break;
     }
+    if (scale != 0.0f)
+        for (int j = 0; j < bl; j++)
+            y[j] = y[j] * scale;
 }
 
 extern "C" int OB_HRX_FN(embed)(struct ob_hrx_q *q, struct ob_hrx_mat w, const int32_t *tok,
-                                int n, float *x)
+                                int n, float scale, float *x)
 {
     switch (w.type) {
     case OB_F32: case OB_F16: case OB_BF16: case OB_Q4_0: case OB_Q4_1: case OB_Q5_0:
@@ -65,7 +70,8 @@ extern "C" int OB_HRX_FN(embed)(struct ob_hrx_q *q, struct ob_hrx_mat w, const i
     long items = (long)n * (w.k / bl);
     if (items <= 0)
         return 0;
-    OB_LAUNCH(q, k_embed, dim3(blocks_for(items, NT)), dim3(NT), w, bl, bs, tok, n, x);
+    OB_LAUNCH(q, k_embed, dim3(blocks_for(items, NT)), dim3(NT), w, bl, bs, tok, n, scale,
+              x);
     return OB_HRX_FN(launched)(q, "embed");
 }
 
@@ -152,7 +158,7 @@ extern "C" int OB_HRX_FN(qk_rope)(struct ob_hrx_q *q, struct ob_hrx_rope r, floa
     return OB_HRX_FN(launched)(q, "qk_rope");
 }
 
-/* ---- KV store, swiglu, add ---------------------------------------------------------------------- */
+/* ---- KV store, swiglu, geglu, add ---------------------------------------------------------------------- */
 
 __global__ static void k_kv_store(const float *K, const float *V, int kvw, const int32_t *pos,
                                   const int32_t *seq, int n, int n_ctx, uint16_t *kc,
@@ -192,6 +198,21 @@ extern "C" int OB_HRX_FN(swiglu)(struct ob_hrx_q *q, float *g, const float *u, s
         return 0;
     OB_LAUNCH(q, k_swiglu, dim3(blocks_for((long)n, NT)), dim3(NT), g, u, n);
     return OB_HRX_FN(launched)(q, "swiglu");
+}
+
+__global__ static void k_geglu(float *g, const float *u, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        g[i] = ob_gelu(g[i]) * u[i];
+}
+
+extern "C" int OB_HRX_FN(geglu)(struct ob_hrx_q *q, float *g, const float *u, size_t n)
+{
+    if (n == 0)
+        return 0;
+    OB_LAUNCH(q, k_geglu, dim3(blocks_for((long)n, NT)), dim3(NT), g, u, n);
+    return OB_HRX_FN(launched)(q, "geglu");
 }
 
 __global__ static void k_add(float *y, const float *x, size_t n)

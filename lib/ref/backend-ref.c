@@ -11,6 +11,9 @@
  *     (float)out64 at the very end;
  *   - the float64 bits of a row's logits do not depend on the batch it ran in, on the prefill
  *     split, the prompt cache or the thread count (tests/t4400-ref.sh checks each).
+ * Gemma 3 likewise: the embedding times sqrt(n_embd) (libm sqrt of the double), the post norms,
+ * both rope bases, the sliding window (the same keys as every route: ob_attn_first_key), and
+ * GELU as x / (1 + exp(-2u)) (= 0.5 x (1 + tanh u) without tanh's cancellation), in double.
  *
  * Matmuls: cblas_dgemm (OpenBLAS) on panels of weight rows. Memory is bounded by never holding
  * the dequantised weights (a float64 copy of Qwen3-0.6B would take ~5 GB, a float32 one
@@ -48,6 +51,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arith/arith.h"
 #include "quant.h"
 #include "backend.h"
 #include "cpu/pool.h"
@@ -72,6 +76,7 @@ struct ob_be {
     int kvw;                       /* n_head_kv * head_dim */
     double **kc, **vc;             /* [n_layer] -> [n_slots][n_ctx][kvw] */
     double *theta;                 /* [n_rot / 2] base^(-2i / n_rot) */
+    double *theta_swa;             /* the same for rope_base_swa (sliding-window layers) */
     double *rcos, *rsin;           /* [n_rot / 2] of the row being rotated */
     double *scores;                /* [n_threads][n_ctx] attention scores */
     double *xn;                    /* [max_rows + 1][n_embd] normed rows for the output matmul */
@@ -105,6 +110,7 @@ static void ref_close(struct ob_be *be)
     free(be->tile);
     free(be->rowf);
     free(be->theta);
+    free(be->theta_swa);
     free(be->rcos);
     free(be->rsin);
     free(be->scores);
@@ -159,11 +165,13 @@ static int ref_open(const struct ob_model *m, const struct ob_be_params *p, stru
     be->kc = calloc(hp->n_layer, sizeof *be->kc);
     be->vc = calloc(hp->n_layer, sizeof *be->vc);
     be->theta = malloc((size_t)max_i(half, 1) * sizeof(double));
+    be->theta_swa = malloc((size_t)max_i(half, 1) * sizeof(double));
     be->rcos = malloc((size_t)max_i(half, 1) * sizeof(double));
     be->rsin = malloc((size_t)max_i(half, 1) * sizeof(double));
     be->scores = malloc(T * (size_t)p->n_ctx * sizeof(double));
     be->xn = malloc(R * (size_t)E * sizeof(double));
-    if (!be->panel || !be->tile || !be->rowf || !be->kc || !be->vc || !be->theta || !be->rcos ||
+    if (!be->panel || !be->tile || !be->rowf || !be->kc || !be->vc || !be->theta ||
+        !be->theta_swa || !be->rcos ||
         !be->rsin || !be->scores || !be->xn)
         goto oom;
     /* calloc: pages of positions never written are never touched */
@@ -171,8 +179,10 @@ static int ref_open(const struct ob_model *m, const struct ob_be_params *p, stru
         if (!(be->kc[l] = calloc(per_layer, sizeof(double))) ||
             !(be->vc[l] = calloc(per_layer, sizeof(double))))
             goto oom;
-    for (int i = 0; i < half; i++)
+    for (int i = 0; i < half; i++) {
         be->theta[i] = pow((double)hp->rope_base, -2.0 * i / (double)hp->n_rot);
+        be->theta_swa[i] = pow((double)hp->rope_base_swa, -2.0 * i / (double)hp->n_rot);
+    }
     *out = be;
     return 0;
 oom:
@@ -298,8 +308,9 @@ static int ref_embed(struct ob_be *be)
         if (e)
             return e;
         double *x = be->buf[OB_BX] + (size_t)i * (size_t)w->k;
+        double sc = be->m->hp.embd_scale ? sqrt((double)w->k) : 1.0;
         for (int c = 0; c < w->k; c++)
-            x[c] = (double)f[c];
+            x[c] = (double)f[c] * sc;
     }
     return 0;
 }
@@ -318,8 +329,7 @@ static void rms_row(const double *x, const float *w, double *y, int n, double ep
 static int ref_rmsnorm(struct ob_be *be, int l, int role, int src, int dst)
 {
     int n = be->b.n;
-    const struct ob_layer *L = &be->m->layers[l];
-    const float *w = role == OB_W_ATTN_NORM ? L->attn_norm : L->ffn_norm;
+    const float *w = ob_layer_norm(be->m, l, role);
     int E = be->width[src];
     for (int i = 0; i < n; i++)
         rms_row(be->buf[src] + (size_t)i * E, w, be->buf[dst] + (size_t)i * E, E,
@@ -348,9 +358,10 @@ static int ref_qk_rope(struct ob_be *be, int l)
     const struct ob_layer *L = &be->m->layers[l];
     int hd = (int)hp->head_dim, n_rot = (int)hp->n_rot, neox = hp->rope_type == OB_ROPE_NEOX;
     double eps = (double)hp->rms_eps;
+    const double *theta = ob_hparams_layer_swa(hp, (uint32_t)l) ? be->theta_swa : be->theta;
     for (int i = 0; i < n; i++) {
         for (int r = 0; r < n_rot / 2; r++) {
-            double a = (double)pos[i] * be->theta[r];
+            double a = (double)pos[i] * theta[r];
             be->rcos[r] = cos(a);
             be->rsin[r] = sin(a);
         }
@@ -392,9 +403,11 @@ struct att_job {
     int l;
     const int32_t *seq, *pos;
     double scale;
+    int window;                    /* keys per query on a sliding-window layer, 0: all */
 };
 
-/* one (row, query head): softmax(q . k_t * scale) over t <= pos, then the weighted sum of v_t */
+/* one (row, query head): softmax(q . k_t * scale) over t in [first key, pos], then the weighted
+ * sum of v_t */
 static void att_task(void *ctx, int task, int thread)
 {
     const struct att_job *j = ctx;
@@ -403,11 +416,11 @@ static void att_task(void *ctx, int task, int thread)
     int hd = (int)hp->head_dim, nh = (int)hp->n_head;
     int i = task / nh, h = task % nh, g = h / (int)(hp->n_head / hp->n_head_kv);
     double *s = be->scores + (size_t)thread * (size_t)be->p.n_ctx;
-    const double *k = be->kc[j->l] + kv_at(be, j->seq[i], 0) + (size_t)g * hd;
-    const double *v = be->vc[j->l] + kv_at(be, j->seq[i], 0) + (size_t)g * hd;
+    int k0 = ob_attn_first_key(j->pos[i], j->window), nk = j->pos[i] + 1 - k0;
+    const double *k = be->kc[j->l] + kv_at(be, j->seq[i], k0) + (size_t)g * hd;
+    const double *v = be->vc[j->l] + kv_at(be, j->seq[i], k0) + (size_t)g * hd;
     const double *q = be->buf[OB_BQ] + (size_t)i * be->width[OB_BQ] + (size_t)h * hd;
     double *out = be->buf[OB_BATT] + (size_t)i * be->width[OB_BATT] + (size_t)h * hd;
-    int nk = j->pos[i] + 1;
     double m = -INFINITY;
     for (int t = 0; t < nk; t++) {
         const double *kt = k + (size_t)t * be->kvw;
@@ -436,7 +449,8 @@ static int ref_attention(struct ob_be *be, int l)
     const int32_t *seq = be->b.seq, *pos = be->b.pos;
     int n = be->b.n;
     const struct ob_hparams *hp = &be->m->hp;
-    struct att_job j = {be, l, seq, pos, 1.0 / sqrt((double)hp->head_dim)};
+    int window = ob_hparams_layer_swa(hp, (uint32_t)l) ? (int)hp->n_swa : 0;
+    struct att_job j = {be, l, seq, pos, 1.0 / sqrt((double)hp->attn_scale_dim), window};
     ob_pool_run(be->pool, att_task, &j, n * (int)hp->n_head);
     return 0;
 }
@@ -449,6 +463,20 @@ static int ref_swiglu(struct ob_be *be)
     size_t len = (size_t)n * (size_t)be->width[OB_BGATE];
     for (size_t i = 0; i < len; i++)
         g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+    return 0;
+}
+
+/* GATE = gelu(GATE) * UP, gelu the tanh form: 0.5 x (1 + tanh u) = x / (1 + e^-2u) */
+static int ref_geglu(struct ob_be *be)
+{
+    int n = be->b.n;
+    double *g = be->buf[OB_BGATE];
+    const double *u = be->buf[OB_BUP];
+    size_t len = (size_t)n * (size_t)be->width[OB_BGATE];
+    for (size_t i = 0; i < len; i++) {
+        double x = g[i], a = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+        g[i] = x / (1.0 + exp(-2.0 * a)) * u[i];
+    }
     return 0;
 }
 
@@ -507,6 +535,7 @@ const struct ob_be_ops ob_be_ref = {
     .kv_store = ref_kv_store,
     .attention = ref_attention,
     .swiglu = ref_swiglu,
+    .geglu = ref_geglu,
     .add = ref_add,
     .logits = ref_logits,
     .kv_copy = ref_kv_copy,

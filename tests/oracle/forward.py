@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""forward.py — an independent float64 forward pass of llama / qwen2 / qwen3 GGUF models, the
-numpy oracle next to the ref route (tests/t4400-ref.sh).
+"""forward.py — an independent float64 forward pass of llama / qwen2 / qwen3 / gemma3 GGUF models,
+the numpy oracle next to the ref route (tests/t4400-ref.sh).
 
 Written from the architectures' definitions, not from 1b's C code:
   h = token embedding
@@ -16,6 +16,19 @@ Written from the architectures' definitions, not from 1b's C code:
               h = h + attn Wo^T
               x = RMSNorm(h) * ffn_norm;  h = h + (silu(x Wg^T) * (x Wu^T)) Wd^T   (SwiGLU)
   logits = (RMSNorm(h) * output_norm) Wout^T, Wout = token_embd when output.weight is absent.
+Gemma 3 (Hugging Face's modeling_gemma3.py; the GGUF's norm weights already hold its 1 + w):
+  h = token embedding * sqrt(n_embd)
+  per layer:  x = RMSNorm(h) * attn_norm;  q, k, v;  q, k = RMSNorm per head * q_norm, k_norm
+              rope (i, i + n_rot/2) with base rope.freq_base on global layers and
+                rope.freq_base_swa (default 10000) on local ones; layer l is global when
+                l % P == P - 1, P = attention.sliding_window_pattern (default 6)
+              softmax(q k^T / sqrt(query_pre_attn_scalar)) v, the scalar = head_dim (n_embd /
+                n_head for the 62-layer 27B); on local layers key j is visible to query i only
+                when i - j < attention.sliding_window
+              h = h + RMSNorm(attn Wo^T) * post_attention_norm
+              x = RMSNorm(h) * ffn_norm
+              h = h + RMSNorm((gelu(x Wg^T) * (x Wu^T)) Wd^T) * post_ffw_norm,
+                gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
 Weights come from gguf.GGUFReader and gguf.quants.dequantize (float32), widened to float64;
 every operation after that is float64 numpy.
 
@@ -45,8 +58,9 @@ class Model:
         self.r = GGUFReader(path)
         self.t = {t.name: t for t in self.r.tensors}
         arch = self.field("general.architecture")
-        if arch not in ("llama", "qwen2", "qwen3"):
-            raise SystemExit(f"forward.py: architecture {arch} is not one of llama, qwen2, qwen3")
+        if arch not in ("llama", "qwen2", "qwen3", "gemma3"):
+            raise SystemExit(f"forward.py: architecture {arch} is not one of llama, qwen2, "
+                             "qwen3, gemma3")
         self.arch = arch
         self.n_embd = int(self.field(f"{arch}.embedding_length"))
         self.n_layer = int(self.field(f"{arch}.block_count"))
@@ -56,9 +70,24 @@ class Model:
         self.n_rot = int(self.field(f"{arch}.rope.dimension_count", self.head_dim))
         self.eps = float(self.field(f"{arch}.attention.layer_norm_rms_epsilon"))
         self.base = float(self.field(f"{arch}.rope.freq_base", 10000.0))
-        self.neox = arch in ("qwen2", "qwen3")
+        self.neox = arch in ("qwen2", "qwen3", "gemma3")
+        self.gemma = arch == "gemma3"
+        self.scale_dim = self.head_dim
+        self.window, self.pattern, self.base_swa = 0, 6, 10000.0
+        if self.gemma:
+            if self.n_layer == 62:
+                self.scale_dim = self.n_embd // self.n_head
+            self.window = int(self.field(f"{arch}.attention.sliding_window", 0))
+            self.pattern = int(self.field(f"{arch}.attention.sliding_window_pattern", 6))
+            self.base_swa = float(self.field(f"{arch}.rope.freq_base_swa", 10000.0))
         self.n_ff_max = max(int(t.shape[1]) for n, t in self.t.items()
                             if n.endswith("ffn_gate.weight"))
+
+    def local(self, l):
+        """a sliding-window layer (with the local rope base)?"""
+        if not self.window:
+            return False
+        return self.pattern == 0 or l % self.pattern < self.pattern - 1
 
     def field(self, key, default=None):
         f = self.r.fields.get(key)
@@ -94,7 +123,8 @@ def rounding_bound(m, n_pos):
     u = 2.0 ** -53
     k = max(m.n_embd, m.n_head * m.head_dim, m.n_ff_max, n_pos)
     g = k * u / (1 - k * u)
-    return 2 * (10 * m.n_layer + 3) * g
+    per_layer = 12 if m.gemma else 10          # gemma3: the two post norms
+    return 2 * (per_layer * m.n_layer + 3) * g
 
 
 def rmsnorm(x, w, eps):
@@ -122,10 +152,17 @@ def forward(m, tokens):
     pos = np.arange(T)
     emb = m.w("token_embd.weight")
     h = emb[np.asarray(tokens)]
+    if m.gemma:
+        h = h * np.sqrt(float(m.n_embd))
     hd, nh, nkv = m.head_dim, m.n_head, m.n_head_kv
     group = nh // nkv
     mask = np.triu(np.full((T, T), -np.inf), k=1)
+    if m.window:
+        i, j = np.meshgrid(np.arange(T), np.arange(T), indexing="ij")
+        mask_swa = np.where(i - j >= m.window, -np.inf, mask)
     for l in range(m.n_layer):
+        local = m.local(l)
+        base = m.base_swa if local else m.base
         p = f"blk.{l}."
         x = rmsnorm(h, m.w(p + "attn_norm.weight"), m.eps)
         q = x @ m.w(p + "attn_q.weight").T
@@ -142,19 +179,31 @@ def forward(m, tokens):
         if qn is not None:
             q = rmsnorm(q, qn, m.eps)
             k = rmsnorm(k, kn, m.eps)
-        q = rope(q, pos, m.n_rot, m.base, m.neox)
-        k = rope(k, pos, m.n_rot, m.base, m.neox)
+        q = rope(q, pos, m.n_rot, base, m.neox)
+        k = rope(k, pos, m.n_rot, base, m.neox)
         att = np.empty((T, nh, hd))
+        mk = mask_swa if local else mask
         for j in range(nh):
             g = j // group
-            s = (q[:, j, :] @ k[:, g, :].T) / np.sqrt(hd) + mask
+            s = (q[:, j, :] @ k[:, g, :].T) / np.sqrt(float(m.scale_dim)) + mk
             s = np.exp(s - s.max(axis=1, keepdims=True))
             att[:, j, :] = (s / s.sum(axis=1, keepdims=True)) @ v[:, g, :]
-        h = h + att.reshape(T, nh * hd) @ m.w(p + "attn_output.weight").T
+        o = att.reshape(T, nh * hd) @ m.w(p + "attn_output.weight").T
+        if m.gemma:
+            o = rmsnorm(o, m.w(p + "post_attention_norm.weight"), m.eps)
+        h = h + o
         x = rmsnorm(h, m.w(p + "ffn_norm.weight"), m.eps)
         gate = x @ m.w(p + "ffn_gate.weight").T
         up = x @ m.w(p + "ffn_up.weight").T
-        h = h + (gate / (1.0 + np.exp(-gate)) * up) @ m.w(p + "ffn_down.weight").T
+        if m.gemma:
+            c = np.sqrt(2.0 / np.pi)
+            act = 0.5 * gate * (1.0 + np.tanh(c * (gate + 0.044715 * gate ** 3)))
+        else:
+            act = gate / (1.0 + np.exp(-gate))
+        o = (act * up) @ m.w(p + "ffn_down.weight").T
+        if m.gemma:
+            o = rmsnorm(o, m.w(p + "post_ffw_norm.weight"), m.eps)
+        h = h + o
     out = m.w("output.weight")
     if out is None:
         out = emb

@@ -35,7 +35,8 @@ __global__ void device_check(float *x, const float *w, uint16_t *h, struct dev_b
              ob_pow2i(i - 20) + ob_inf() + ob_nan() + ob_fp16_to_f32(h[i]) +
              ob_bf16_to_f32(h[i]) + (float)ob_f32_to_fp16(x[i]) + (float)ob_f32_to_bf16(x[i]) +
              ob_f32_from_bits(ob_f32_bits(x[i])) + ob_attn_scale(i + 1) +
-             (float)ob_act_q(x[i], 3.0f) + ob_logprob(x[i], 1.0f, 0.5f);
+             (float)ob_act_q(x[i], 3.0f) + ob_logprob(x[i], 1.0f, 0.5f) + ob_gelu(x[i]) +
+             ob_embd_scale(i + 1) + (float)ob_attn_first_key(i, 7);
     if (i != 0)
         return;
     for (int j = 0; j < 32; j++)
@@ -51,6 +52,8 @@ __global__ void device_check(float *x, const float *w, uint16_t *h, struct dev_b
     ob_rmsnorm(x, w, scratch, 256, 1e-6f);
     ob_rms_apply(x, ob_rms_factor(ob_dot_f32(x, x, 256), 256, 1e-6f), w, scratch + 256, 256);
     ob_add_f32(scratch, scratch + 256, 256);
+    ob_geglu(scratch, scratch + 256, 256);
+    ob_scale_f32(scratch, ob_embd_scale(640), 256);
     ob_rope(scratch, w, w + 64, 128, 1);
     ob_rope(scratch + 128, w, w + 64, 128, 0);
     ob_logsumexp(scratch, 256, &m, &ll);

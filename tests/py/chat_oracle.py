@@ -5,15 +5,21 @@ rendered by jinja2 (as Hugging Face's apply_chat_template renders them), compare
 
   chat_oracle.py check TEMPLATE TOKENIZER CASES OURS
 
-TEMPLATE  tokenizer_config.json (its "chat_template"), a .gguf (its tokenizer.chat_template), or
-          "plain": 1b's rendering for models without a template (contents joined by "\\n\\n").
+TEMPLATE  tokenizer_config.json (its "chat_template"), a .gguf (its tokenizer.chat_template), a
+          .jinja file (the template itself, e.g. Google's Gemma 3 template, or 1b's built-in one
+          printed by `chat builtin gemma3`), or "plain": 1b's rendering for models without a
+          template (contents joined by "\\n\\n").
 TOKENIZER hf:tokenizer.json   the tokenizers package on that file, NFC normalizer removed (1b does
                               not normalize; see tok_oracle.py)
           smollm:FILE.gguf    tok_oracle.py's SmolLM2 tokenizers oracle
-          spm:FILE.gguf       tok_oracle.py's sentencepiece oracle
+          spm:FILE.gguf       tok_oracle.py's sentencepiece oracle (its special tokens are
+                              the CONTROL ones: sentencepiece matches user-defined pieces
+                              itself, in content as anywhere)
 CASES     JSON lines: name, messages, add_generation_prompt (default true), enable_thinking
           (absent: not passed to the template), "ids": false (compare text only),
-          "expect_error": true (1b must refuse the conversation)
+          "expect_error": true (1b must refuse the conversation); a conversation the template
+          itself refuses (raise_exception, e.g. Gemma's roles that do not alternate) must be
+          refused by 1b too
 OURS      the output of `chat render` for the same CASES
 
 Checks per case:
@@ -30,7 +36,8 @@ Checks per case:
   hf     where the output holds no special-token text from content: our ids also equal the
          tokenizer run on the whole rendered string with special tokens matched everywhere (what
          apply_chat_template(tokenize=True) gives).
-  stops  the first stop token is <|im_end|> (ChatML templates) or the EOS (plain).
+  stops  the first stop token is <|im_end|> (ChatML templates), <end_of_turn> (Gemma) or the
+         EOS (plain).
 Exit 0 when every case passes, else 1 with the differences.
 """
 import json
@@ -103,6 +110,8 @@ def load_template(src):
         return None
     if src.endswith(".json"):
         return json.load(open(src, encoding="utf-8"))["chat_template"]
+    if src.endswith(".jinja"):
+        return open(src, encoding="utf-8").read()
     return gguf_fields(src)("tokenizer.chat_template")
 
 
@@ -158,7 +167,7 @@ class Tok:
             toks, types = get("tokenizer.ggml.tokens"), get("tokenizer.ggml.token_type")
             self.specials = {}
             for i, (t, ty) in enumerate(zip(toks, types)):
-                if ty in (3, 4) and t:
+                if (ty == 3 or (ty == 4 and kind != "spm")) and t:
                     self.specials.setdefault(t, i)
             add_bos = get("tokenizer.ggml.add_bos_token", kind == "spm")
             self.bos = get("tokenizer.ggml.bos_token_id") if add_bos else None
@@ -234,11 +243,19 @@ def main(argv):
                 bad += 1
                 print(f"{name}: rendered, but 1b must refuse it")
             continue
+        try:
+            want = render(tmpl, case, msgs)
+        except RuntimeError as ex:           # raise_exception: the template refuses it
+            if "error" in our:
+                n_text += 1
+            else:
+                bad += 1
+                print(f"{name}: the template refuses it ({ex}), but 1b rendered it")
+            continue
         if "error" in our:
             bad += 1
             print(f"{name}: 1b failed: {our['error']}")
             continue
-        want = render(tmpl, case, msgs)
         if our["text"] != want:
             bad += 1
             i = first_diff(our["text"], want)
@@ -250,7 +267,8 @@ def main(argv):
         if tmpl is None:
             stop_ok = our["stops"][:1] == ([tok.eos] if tok.eos is not None else [])
         else:
-            stop_ok = our["stops"][:1] == [tok.specials.get("<|im_end|>")]
+            end = "<end_of_turn>" if "<start_of_turn>" in tmpl else "<|im_end|>"
+            stop_ok = our["stops"][:1] == [tok.specials.get(end)]
         if not stop_ok:
             bad += 1
             print(f"{name}: stops {our['stops']}")

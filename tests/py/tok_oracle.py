@@ -17,10 +17,19 @@ KIND and the oracle it builds:
   spm     SRC is a GGUF (llama model): a sentencepiece ModelProto built from the file's tokens,
           scores and types (BPE, byte_fallback, add_dummy_prefix = tokenizer.ggml.add_space_prefix
           (default true), identity normalization, remove_extra_whitespaces off — GGUF/llama.cpp
-          keep whitespace runs). sentencepiece has no notion of parse_special, so the "special"
-          ids are: the text cut at CONTROL/USER_DEFINED token texts (leftmost, then longest),
-          each stretch encoded by sentencepiece (each gets the dummy prefix, as in llama.cpp,
-          where every stretch follows the start or a special token), the tokens in between.
+          keep whitespace runs), with two conversions of llama.cpp's converter undone so that
+          the proto is the model's own tokenizer.model again: the unknown token gets type
+          UNKNOWN (the converter marks it CONTROL when tokenizer_config.json lists it as
+          special; sentencepiece needs one UNKNOWN piece), and USER_DEFINED pieces get their
+          spaces back as U+2581 (the converter "pre-normalizes" them to spaces). sentencepiece
+          then matches user-defined pieces itself, always, in the escaped text (Gemma's
+          whitespace runs, newline runs, HTML tags). It has no notion of parse_special, so the
+          "special" ids are: the text cut at CONTROL token texts (leftmost, then longest), each
+          stretch encoded by sentencepiece (each gets the dummy prefix, as in llama.cpp, where
+          every stretch follows the start or a special token), the tokens in between. Real
+          Gemma 3 (tests/t4100): its tokenizer.model is a sentencepiece BPE model, so this
+          rebuilt proto is the reference; Hugging Face's tokenizer.json for it is not in the
+          GGUF and not fetched.
 
 Lines that are not valid UTF-8 cannot be given to either package (both take str): they are
 skipped here and covered by the round-trip and fuzz tests. Exit 0 when every compared line
@@ -115,14 +124,19 @@ def spm_oracles(src):
     toks, types = get("tokenizer.ggml.tokens"), get("tokenizer.ggml.token_type")
     scores = get("tokenizer.ggml.scores")
     m = pb.ModelProto()
-    for t, s, ty in zip(toks, scores, types):
+    unk = get("tokenizer.ggml.unknown_token_id", 0)
+    for i, (t, s, ty) in enumerate(zip(toks, scores, types)):
         p = m.pieces.add()
+        if ty == 4:
+            t = t.replace(" ", "\u2581")
+        if i == unk:
+            ty = 2
         p.piece, p.score, p.type = t, s, ty
     ts = m.trainer_spec
     ts.model_type = pb.TrainerSpec.BPE
     ts.byte_fallback = True
     ts.vocab_size = len(toks)
-    ts.unk_id = get("tokenizer.ggml.unknown_token_id", 0)
+    ts.unk_id = unk
     ts.bos_id = get("tokenizer.ggml.bos_token_id", -1)
     ts.eos_id = get("tokenizer.ggml.eos_token_id", -1)
     ts.pad_id = -1
@@ -132,7 +146,7 @@ def spm_oracles(src):
     ns.remove_extra_whitespaces = False
     ns.escape_whitespaces = True
     sp = spm.SentencePieceProcessor(model_proto=m.SerializeToString())
-    specials = sorted({(t, i) for i, (t, ty) in enumerate(zip(toks, types)) if ty in (3, 4) and t},
+    specials = sorted({(t, i) for i, (t, ty) in enumerate(zip(toks, types)) if ty == 3 and t},
                       key=lambda x: x[1])
     first = {}
     for t, i in specials:

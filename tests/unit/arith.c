@@ -4,6 +4,7 @@
  *  - ob_expf and ob_logf against float64 libm over dense sweeps of every float bit pattern
  *    (a fixed stride) in their domains: the maximum error in ulps is printed and must be at
  *    most 2; special values (NaN, +-Inf, 0, subnormals, overflow and underflow edges);
+ *  - ob_gelu against the float64 tanh form over a dense sweep of [-10, 10], ob_geglu;
  *  - ob_rint ties to even; the reduction shapes (32-partial butterfly, 8-partial block fold)
  *    against an independent spelled-out evaluation; rmsnorm, logsumexp, rope on known values;
  *  - activation quantisation: ranges, bsums, sums, reconstruction error within d/2;
@@ -89,6 +90,63 @@ static void exp_log(void)
        "ob_logf special values, subnormal input");
     ok(ob_silu(0.0f) == 0.0f && ob_silu(-200.0f) == -0.0f && ob_silu(200.0f) == 200.0f &&
        fabsf(ob_silu(1.0f) - 0.7310586f) < 1e-6f, "ob_silu values");
+}
+
+/* float64 GELU, the tanh form with the decimal constants: 0.5 x (1 + tanh(u)) */
+static double gelu64(double x)
+{
+    double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+    /* 0.5 (1 + tanh u) = 1 / (1 + e^-2u) exactly; tanh itself loses the tail to cancellation */
+    return x / (1.0 + exp(-2.0 * u));
+}
+
+/*
+ * ob_gelu over every 64th float of [-10, 10] (where the value is a normal float: the error is
+ * in ulps of the result), first where GeGLU's inputs live, |x| <= 4, then the whole range
+ * with the negative tail, where a plain float evaluation of the exp's argument would be
+ * ~200 ulp off (measured before ob_gelu carried it as a float pair); ob_geglu.
+ */
+static void gelu(void)
+{
+    double worst4 = 0, worst10 = 0;
+    float at4 = 0, at10 = 0;
+    long n = 0;
+    for (uint32_t u = 0; u < 0x7f800000u; u += 64) {
+        float x = ob_f32_from_bits(u);
+        for (int sgn = 0; sgn < 2; sgn++, x = -x) {
+            if (!(x >= -10.0f && x <= 10.0f))
+                continue;
+            double e = gelu64((double)x);
+            if (fabs(e) < 1.1754943508222875e-38)
+                continue;
+            double d = ulps(ob_gelu(x), e);
+            n++;
+            if (fabsf(x) <= 4.0f && d > worst4)
+                worst4 = d, at4 = x;
+            if (d > worst10)
+                worst10 = d, at10 = x;
+        }
+    }
+    printf("# ob_gelu: %ld values, max error %.3f ulp at %.9g in [-4, 4], %.3f ulp at %.9g in "
+           "[-10, 10]\n", n, worst4, (double)at4, worst10, (double)at10);
+    ok(worst4 <= 3.0, "ob_gelu within 3 ulp of float64 GELU (tanh form) over [-4, 4] (%.3f)",
+       worst4);
+    ok(worst10 <= 4.0, "ob_gelu within 4 ulp of float64 GELU over [-10, 10] (%.3f)", worst10);
+    ok(ob_gelu(0.0f) == 0.0f && ob_gelu(200.0f) == 200.0f && ob_gelu(-200.0f) == 0.0f &&
+       ob_gelu(1e30f) == 1e30f && ob_gelu(-1e30f) == 0.0f && isnan(ob_gelu(NAN)) &&
+       ob_gelu(INFINITY) == INFINITY && ob_gelu(-INFINITY) == 0.0f &&
+       fabs(ob_gelu(1.0f) - 0.8411919906) < 1e-6, "ob_gelu special values");
+    float g[64], u[64], w[64];
+    long bad = 0;
+    for (int i = 0; i < 64; i++) {
+        g[i] = frand(-6.0f, 6.0f);
+        u[i] = frand(-3.0f, 3.0f);
+        w[i] = ob_gelu(g[i]) * u[i];
+    }
+    ob_geglu(g, u, 64);
+    for (int i = 0; i < 64; i++)
+        bad += ob_f32_bits(g[i]) != ob_f32_bits(w[i]);
+    ok(bad == 0, "ob_geglu == ob_gelu(g) * u per value (%ld differ)", bad);
 }
 
 static void rounding_and_reductions(void)
@@ -321,6 +379,7 @@ int main(void)
 {
     tap_seed(0x9e3779b97f4a7c15ull);
     exp_log();
+    gelu();
     rounding_and_reductions();
     norms_and_softmax();
     act_quant();

@@ -10,6 +10,8 @@
  *                                rendered with the GGUF's tokenizer.chat_template (none: plain)
  *                                and tokenizer: {"name","text","ids","stops"} or {"name","error"}
  *   chat family GGUF             print the family of the GGUF's template, or the error (exit 1)
+ *   chat builtin ARCH            print ob_chat_builtin(ARCH) (exit 2 when there is none)
+ * A GGUF without a template gets ob_chat_builtin(its architecture), as ob_model_open does.
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -273,6 +275,57 @@ static void test_plain_roles(void)
     expect_err(QWEN3, one, 0, OB_EUSAGE, "at least one", "empty conversation refused");
 }
 
+/* Gemma 2's template (the system-role refusal is what tells it from Gemma 3's) */
+static const char GEMMA2[] =
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role "
+    "not supported') }}{% endif %}{% for message in messages %}<start_of_turn>...{% endfor %}";
+
+static void test_gemma(void)
+{
+    const char *G3 = ob_chat_builtin("gemma3"), *fam = NULL;
+    ok(G3 && !ob_chat_builtin("llama") && !ob_chat_builtin("qwen3") && !ob_chat_builtin(NULL),
+       "a built-in template for gemma3 only");
+    ok(!ob_chat_family(G3, &fam) && !strcmp(fam, "gemma"), "the built-in is family gemma");
+    ok(!ob_chat_family(GEMMA2, &fam) && !strcmp(fam, "gemma"), "Gemma 2's template: gemma");
+    struct ob_chat_msg u[] = {MSG("user", "Hi")};
+    expect_render(G3, u, 1, NULL, "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n",
+                  "gemma: one user turn and the generation prompt");
+    struct ob_chat_opts nogen = OB_CHAT_OPTS_DEFAULT;
+    nogen.add_generation_prompt = false;
+    struct ob_chat_msg sua[] = {MSG("system", " Be brief. "), MSG("user", "\n Why?\t"),
+                                MSG("assistant", "Because.\n"), MSG("user", "Ok")};
+    expect_render(G3, sua, 4, &nogen,
+                  "<start_of_turn>user\n Be brief. \n\nWhy?<end_of_turn>\n"
+                  "<start_of_turn>model\nBecause.<end_of_turn>\n"
+                  "<start_of_turn>user\nOk<end_of_turn>\n",
+                  "gemma 3: the system message prefixes the first turn, unstripped; content "
+                  "stripped; assistant is model");
+    /* Python's str.strip: U+3000, U+00A0, U+2028, \x1c strip; U+200B and U+FEFF do not */
+    struct ob_chat_msg ws[] = {MSG("user", "\xe3\x80\x80\xc2\xa0x\xe2\x80\xa8\x1c"),
+                               MSG("assistant", "\xe2\x80\x8by\xef\xbb\xbf")};
+    expect_render(G3, ws, 2, &nogen,
+                  "<start_of_turn>user\nx<end_of_turn>\n"
+                  "<start_of_turn>model\n\xe2\x80\x8by\xef\xbb\xbf<end_of_turn>\n",
+                  "gemma: trim is Python's str.strip (Unicode white space only)");
+    struct ob_chat_msg later[] = {MSG("user", "a"), MSG("system", "b"), MSG("user", "c")};
+    expect_render(G3, later, 3, &nogen,
+                  "<start_of_turn>user\na<end_of_turn>\n<start_of_turn>system\nb<end_of_turn>\n"
+                  "<start_of_turn>user\nc<end_of_turn>\n",
+                  "gemma: a later system message at an odd place is a turn of its own");
+    struct ob_chat_msg aa[] = {MSG("user", "a"), MSG("assistant", "b"), MSG("assistant", "c")};
+    expect_err(G3, aa, 3, OB_EFORMAT, "alternate", "gemma: two assistant turns in a row refused");
+    struct ob_chat_msg a1[] = {MSG("assistant", "a")};
+    expect_err(G3, a1, 1, OB_EFORMAT, "alternate", "gemma: an assistant first refused");
+    struct ob_chat_msg ss[] = {MSG("system", "a"), MSG("system", "b"), MSG("user", "c")};
+    expect_err(G3, ss, 3, OB_EFORMAT, "message 1", "gemma: a second system message refused");
+    struct ob_chat_msg su[] = {MSG("system", "a"), MSG("user", "b")};
+    expect_err(GEMMA2, su, 2, OB_EUNSUPP, "no system role", "gemma 2: system role refused");
+    expect_render(GEMMA2, u, 1, NULL,
+                  "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n",
+                  "gemma 2: the same turns");
+    expect_err("<start_of_turn>{{ x }}", u, 1, OB_EUNSUPP, "variant", "another gemma variant refused");
+}
+
 /* ---- tokens on a small byte-level vocabulary ------------------------------------------------ */
 
 enum { IM_START = 256, IM_END, THINK, UNTHINK, EOT, BOS, NV };
@@ -419,8 +472,14 @@ static int open_src(const char *path, struct ob_gguf **g, struct ob_tok **t, cha
         e = ob_tok_from_gguf(*g, t);
     if (!e) {
         e = ob_gguf_get_str(*g, "tokenizer.chat_template", tmpl);
-        if (e == OB_ENOTFOUND)
+        if (e == OB_ENOTFOUND) {
+            /* as ob_model_open: a gemma3 file without a template gets the built-in one */
+            char *arch = NULL;
             e = 0;
+            if (!ob_gguf_get_str(*g, "general.architecture", &arch) && ob_chat_builtin(arch))
+                *tmpl = strdup(ob_chat_builtin(arch));
+            free(arch);
+        }
     }
     if (e)
         fprintf(stderr, "%s: %s\n", path, ob_errmsg());
@@ -542,6 +601,7 @@ int main(int argc, char **argv)
         test_chatml();
         test_plain_roles();
         test_tokens();
+        test_gemma();
         printf("1..%d\n", n_test);
         return n_fail ? 1 : 0;
     }
@@ -549,6 +609,10 @@ int main(int argc, char **argv)
         return cmd_render(argv[2], argv[3]);
     if (argc == 3 && !strcmp(argv[1], "family"))
         return cmd_family(argv[2]);
-    fprintf(stderr, "usage: chat [render GGUF CASES | family GGUF]\n");
+    if (argc == 3 && !strcmp(argv[1], "builtin") && ob_chat_builtin(argv[2])) {
+        fputs(ob_chat_builtin(argv[2]), stdout);
+        return 0;
+    }
+    fprintf(stderr, "usage: chat [render GGUF CASES | family GGUF | builtin ARCH]\n");
     return 2;
 }

@@ -3,16 +3,20 @@
  * through every runtime this binary has: hrx-sim always; CUDA and HIP when make CUDA=1 / HIP=1
  * linked them and a device is there (else "# SKIP no device"). What is compared:
  *   - the weight types: hrx takes exactly the types the cpu route takes;
- *   - embed: every type, rows looked up in any order, against ob_dequant_row;
+ *   - embed: every type, rows looked up in any order, against ob_dequant_row, and scaled
+ *     (gemma3) against ob_dequant_row then ob_scale_f32 by ob_embd_scale;
  *   - actq: every activation format against ob_quantize_q8k / ob_quantize_a8 / the floats, on
  *     rows with zeros, ties, huge and tiny values, NaN and Inf;
  *   - matmul: every weight type, on valid rows (our quantisers) and raw random rows whose fp16
  *     scales include NaN, Inf, subnormals and zeros, odd row counts, one block and rows long
  *     enough for several chunks, every width 1..17 and 64, with and without a bias, against the
  *     cpu route's scalar dot (dot.h);
- *   - rmsnorm (gathered rows), qk_rope (NEOX and NORM pairs, partial rotation, with and without
- *     q/k norm), kv_store, attention (1 to 300 positions: several 64-position chunks; head
- *     dimensions 16 to 256; grouped heads; NaN and -0 among the scores), swiglu, add.
+ *   - rmsnorm (gathered rows, rows in order, in place as gemma3's post norms), qk_rope (NEOX
+ *     and NORM pairs, partial rotation, with and without q/k norm), kv_store, attention (1 to
+ *     300 positions: several 64-position chunks; head dimensions 16 to 256; grouped heads; NaN
+ *     and -0 among the scores; sliding windows of 1, 16, 64, 65 and 100 keys, against
+ *     ob_attn_head from ob_attn_first_key), swiglu, geglu (against ob_geglu, NaN, Inf, huge
+ *     and tiny values), add.
  * A GPU computes NaN results with its own payload bits, so on a GPU a NaN matches any NaN; on
  * hrx-sim every bit counts. The first differing value is printed.
  *
@@ -227,11 +231,19 @@ static void test_embed(void)
         void *dw = dput(w, rb * V), *dt = dput(tok, sizeof tok);
         float *dx = dput(NULL, (size_t)n * k * 4);
         struct ob_hrx_mat m = {t, V, k, rb, dw};
-        int e = rt->k->embed(q, m, dt, n, dx);
+        int e = rt->k->embed(q, m, dt, n, 0.0f, dx);
         char why[200] = "";
         long bad = e ? -1 : (dget(got, dx, (size_t)n * k * 4), cmp_f32(got, want, (size_t)n * k, why, sizeof why));
-        ok(bad == 0, "embed %s: %d rows of %d values%s%s", ob_type_name(t), n, k, why,
-           e ? ob_errmsg() : "");
+        /* scaled as gemma3's embedding: ob_scale_f32 by ob_embd_scale after the dequantisation */
+        float sc = ob_embd_scale(k);
+        for (int i = 0; i < n; i++)
+            ob_scale_f32(want + (size_t)i * k, sc, (size_t)k);
+        if (!e && !(e = rt->k->embed(q, m, dt, n, sc, dx))) {
+            dget(got, dx, (size_t)n * k * 4);
+            bad += cmp_f32(got, want, (size_t)n * k, why, sizeof why);
+        }
+        ok(bad == 0, "embed %s: %d rows of %d values, unscaled and times ob_embd_scale%s%s",
+           ob_type_name(t), n, k, why, e ? ob_errmsg() : "");
         rt->free(q, dw);
         rt->free(q, dt);
         rt->free(q, dx);
@@ -392,8 +404,13 @@ static void test_rmsnorm(void)
             dget(got2, dy2, (size_t)n * k * 4);
             bad += cmp_f32(got2, want2, (size_t)n * k, why, sizeof why);
         }
-        ok(!e && bad == 0, "rmsnorm of %d values, gathered rows and rows in order%s%s", k, why,
-           e ? ob_errmsg() : "");
+        /* in place (dst == src), as gemma3's post norms on OUT */
+        if (!e && !(e = rt->k->rmsnorm(q, dx, NULL, n, k, dw, 1e-6f, dx))) {
+            dget(got2, dx, (size_t)n * k * 4);
+            bad += cmp_f32(got2, want2, (size_t)n * k, why, sizeof why);
+        }
+        ok(!e && bad == 0, "rmsnorm of %d values, gathered rows, rows in order and in place%s%s",
+           k, why, e ? ob_errmsg() : "");
         rt->free(q, dx);
         rt->free(q, dw);
         rt->free(q, dy);
@@ -477,8 +494,11 @@ static void test_qk_rope(void)
 /* kv_store then attention, against ob_kv_put and ob_attn_head */
 static void test_attention(void)
 {
-    static const struct { int hd, nh, nkv, maxpos; } cs_[] = {
-        {16, 4, 2, 70}, {64, 4, 2, 300}, {128, 8, 8, 130}, {256, 2, 1, 65}, {64, 6, 3, 1},
+    /* window: a sliding-window layer's (gemma3), keys ob_attn_first_key(pos, window) .. pos */
+    static const struct { int hd, nh, nkv, maxpos, window; } cs_[] = {
+        {16, 4, 2, 70, 0}, {64, 4, 2, 300, 0}, {128, 8, 8, 130, 0}, {256, 2, 1, 65, 0},
+        {64, 6, 3, 1, 0}, {128, 4, 1, 300, 16}, {64, 4, 2, 300, 64}, {256, 4, 1, 200, 65},
+        {32, 2, 1, 130, 100}, {16, 2, 2, 70, 1},
     };
     for (size_t c = 0; c < sizeof cs_ / sizeof cs_[0]; c++) {
         int hd = cs_[c].hd, nh = cs_[c].nh, nkv = cs_[c].nkv, n_ctx = cs_[c].maxpos + 1;
@@ -540,13 +560,15 @@ static void test_attention(void)
         float *want = malloc((size_t)n * nh * hd * 4), *got = malloc((size_t)n * nh * hd * 4);
         float *s = malloc((size_t)n_ctx * 4), oc[512];
         float scale = ob_attn_scale(hd);
+        int win = cs_[c].window;
         for (int i = 0; i < n; i++)
             for (int h = 0; h < nh; h++) {
-                size_t base = ((size_t)qs[i] * n_ctx) * kvw + (size_t)(h / group) * hd;
+                int k0 = ob_attn_first_key(qp[i], win);
+                size_t base = ((size_t)qs[i] * n_ctx + k0) * kvw + (size_t)(h / group) * hd;
                 ob_attn_head(Q + ((size_t)i * nh + h) * hd, kc_want + base, vc_want + base, kvw,
-                             qp[i] + 1, hd, scale, s, oc, want + ((size_t)i * nh + h) * hd);
+                             qp[i] + 1 - k0, hd, scale, s, oc, want + ((size_t)i * nh + h) * hd);
             }
-        struct ob_hrx_attn a = {nh, nkv, hd, n_ctx, scale};
+        struct ob_hrx_attn a = {nh, nkv, hd, n_ctx, scale, win};
         float *dQ = dput(Q, (size_t)n * nh * hd * 4), *dout = dput(NULL, (size_t)n * nh * hd * 4);
         float *scr = dput(NULL, ob_hrx_attn_scratch(&a) * 4);
         rt->h2d(q, dp, qp, sizeof qp);
@@ -557,8 +579,11 @@ static void test_attention(void)
             dget(got, dout, (size_t)n * nh * hd * 4);
             bad = cmp_f32(got, want, (size_t)n * nh * hd, why, sizeof why);
         }
-        ok(bad == 0, "attention: %d heads of %d over %d kv heads, positions up to %d%s%s", nh, hd,
-           nkv, cs_[c].maxpos, why, e ? ob_errmsg() : "");
+        char wd[40] = "";
+        if (win)
+            snprintf(wd, sizeof wd, ", a window of %d key%s", win, win == 1 ? "" : "s");
+        ok(bad == 0, "attention: %d heads of %d over %d kv heads, positions up to %d%s%s%s", nh,
+           hd, nkv, cs_[c].maxpos, wd, why, e ? ob_errmsg() : "");
         void *ptrs[] = {dkc, dvc, dK, dV, dp, ds, dQ, dout, scr};
         for (int i = 0; i < 9; i++)
             rt->free(q, ptrs[i]);
@@ -590,6 +615,17 @@ static void test_elementwise(void)
     int e = rt->k->swiglu(q, dg, du, n);
     long bad = e ? -1 : (dget(got, dg, n * 4), cmp_f32(got, want, n, why, sizeof why));
     ok(bad == 0, "swiglu of %zu values%s%s", n, why, e ? ob_errmsg() : "");
+    /* geglu: gate values past ob_gelu's cut-offs (|x| > 1e4) and its tails too */
+    float *g2 = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        g2[i] = i % 97 == 0 ? g[i] * 3000.0f : g[i];
+    memcpy(want, g2, n * 4);
+    ob_geglu(want, u, n);
+    rt->h2d(q, dg, g2, n * 4);
+    e = rt->k->geglu(q, dg, du, n);
+    bad = e ? -1 : (dget(got, dg, n * 4), cmp_f32(got, want, n, why, sizeof why));
+    ok(bad == 0, "geglu of %zu values%s%s", n, why, e ? ob_errmsg() : "");
+    free(g2);
     for (size_t i = 0; i < n; i++)
         want[i] = g[i] + u[i];
     rt->h2d(q, dg, g, n * 4);

@@ -10,7 +10,10 @@
  *   - hrx-sim is in every build and runs on the host; hrx without a GPU build is not built in;
  *     npu-sim is in every build, npu only with make XRT=1, and npu-sim refuses a GGUF;
  *     ob_route_fit reports a route's device and whether a context fits it.
- * Usage: route MODEL
+ *   - with GEMMA3 (a gemma3 model): a route without the gemma ops (geglu NULL, as every route
+ *     written before them) is refused by ob_forward with OB_EUNSUPP instead of computing
+ *     llama's graph; the cpu route's own ops run it.
+ * Usage: route MODEL [GEMMA3]
  */
 #include <stdlib.h>
 #include <string.h>
@@ -63,8 +66,8 @@ static int run(const struct ob_be_ops *ops, struct ob_model *m, float *out)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: route MODEL\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: route MODEL [GEMMA3]\n");
         return 2;
     }
     const struct ob_route *r = NULL;
@@ -168,5 +171,23 @@ int main(int argc, char **argv)
     free(a);
     free(b);
     ob_model_close(m);
+
+    if (argc == 3) {
+        if (ob_model_open(argv[2], &m)) {
+            printf("not ok - open %s: %s\n", argv[2], ob_errmsg());
+            return tap_done() | 1;
+        }
+        V = ob_model_hparams(m)->n_vocab;
+        a = malloc(V * sizeof *a);
+        struct ob_be_ops old = ob_be_cpu;
+        old.geglu = NULL;
+        e = run(&old, m, a);
+        ok(e == OB_EUNSUPP && strstr(ob_errmsg(), "gemma3"), "gemma3 on a route without "
+           "geglu: OB_EUNSUPP (%s)", ob_errmsg());
+        e = run(&ob_be_cpu, m, a);
+        ok(e == 0, "gemma3 on the cpu route runs (%s)", e ? ob_errmsg() : "");
+        free(a);
+        ob_model_close(m);
+    }
     return tap_done();
 }
