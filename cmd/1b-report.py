@@ -780,10 +780,26 @@ def write(path, text):
         f.write(text)
 
 
+def source_tree(here):
+    """The source tree's commit when the tools are a checkout's bin/, or None. Read when the
+    run starts: the tree may move on while a long report runs."""
+    try:
+        src = os.path.dirname(here)
+        if os.path.exists(os.path.join(src, ".git")):
+            g = subprocess.run(["git", "-C", src, "describe", "--always", "--dirty"], capture_output=True,
+                               text=True, timeout=30)
+            if g.returncode == 0 and g.stdout.strip():
+                return "%s at %s (when the run started)" % (src, g.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return None
+
+
 def main(argv):
     a = parse_args(argv)
     routes = routes_of(a)
     tools, here = find_tools()
+    source = source_tree(here)
     out, parent, base = check_output(a["output"])
     prompts = os.path.abspath(a["prompts"]) if a["prompts"] else default_prompts(here)
     requests = read_requests(prompts, a)
@@ -920,15 +936,8 @@ def main(argv):
         except (OSError, subprocess.SubprocessError):
             versions[t] = "?"
     facts = machine_facts()
-    try:        # the source tree's commit, when the tools are a checkout's bin/
-        src = os.path.dirname(here)
-        if os.path.exists(os.path.join(src, ".git")):
-            g = subprocess.run(["git", "-C", src, "describe", "--always", "--dirty"], capture_output=True,
-                               text=True, timeout=30)
-            if g.returncode == 0 and g.stdout.strip():
-                versions["source"] = "%s at %s" % (src, g.stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        pass
+    if source:
+        versions["source"] = source
     first = {}
     for r in routes:
         with open(os.path.join(work, "gen/%s.r0.jsonl" % r["label"])) as f:

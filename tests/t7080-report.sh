@@ -18,6 +18,7 @@ fi
 litter() { ls -A "$T" | grep -c '\.1b-report\.' ; }
 
 # ---- a quick report, every section and plot ----
+src_at=$(git -C "$OB_TOP" describe --always --dirty 2> /dev/null)
 1b-report -q --quick -m "$S" -d cpu -d ref -o r 2> err; rc=$?
 ok $rc "1b-report --quick -d cpu -d ref: exit 0 ($(head -1 err))"
 want='## Summary
@@ -43,8 +44,9 @@ done
 ok $? "report.html: the same page (3 plots, every table) through pandoc"
 jq -e '.commands | length > 10' r/report.json > /dev/null &&
     grep -q '^1b-gen -m .* -d ref --repeat 2 < requests.jsonl > gen/ref.jsonl$' r/report.md &&
-    grep -q "| model of cpu | llama, sha256 $(sha256sum "$S" | cut -c1-64) |" r/report.md
-ok $? "the page shows the command lines and the model's sha256"
+    grep -q "| model of cpu | llama, sha256 $(sha256sum "$S" | cut -c1-64) |" r/report.md &&
+    { [ -z "$src_at" ] || [ "$(jq -r .versions.source r/report.json)" = "$OB_TOP at $src_at (when the run started)" ]; }
+ok $? "the page shows the command lines, the model's sha256 and the source commit the run started at"
 [ "$(litter)" -eq 0 ] && [ -f r/.1b-report ]
 ok $? "no temporary directory left beside the report"
 
