@@ -1,16 +1,15 @@
 /*
- * dot-avx512.c — the AVX-512 level of the dot products.
- *
- * This level has no kernels of its own yet: it keeps the AVX2 kernels it inherits (ob_kernels
- * in matmul.c fills each level from the one below), so OB_SIMD=avx512 (or an AVX-512 CPU's
- * default) computes with them, the same bits as every other level. Some of the machines 1b is
- * tested on do have AVX-512 (F/BW/VL/DQ/VNNI, e.g. AMD EPYC): there tests/unit/kernels.c and
- * tests/unit/ops.c compare this level with the scalar reference like the others, and a kernel
- * added here is compared the same way wherever the CPU has it.
+ * dot-avx512.c — the AVX-512 level (F, BW, VL, DQ, VNNI): its table takes the kernels of
+ * kq-avx512.c (Q2_K .. Q6_K) and a8-avx512.c (Q4_0 .. Q8_0); entries it has no kernel of its own
+ * for are the AVX2 level's (ob_kernels in matmul.c fills each level from the one below).
+ * Reference: lib/arith/dot.h and lib/arith/arith.h; every function must equal its reference
+ * bit for bit (tests/unit/kernels.c compares every entry of this table wherever the CPU has
+ * the level); speed is the only freedom.
  */
-#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/avx512.h"
 
 void ob_kernels_avx512(struct ob_kernel_table *t)
 {
-    (void)t;
+    ob_kernels_avx512_a8(t);
+    ob_kernels_avx512_kq(t);
 }

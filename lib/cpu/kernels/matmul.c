@@ -212,9 +212,10 @@ int ob_matmul(struct ob_pool *pool, int isa, const struct ob_matrix *w, const vo
     if (gm->run && nr >= gm->min_rows) {
         struct mm_job j = {.kt = kt, .w = w, .x = x, .x_stride = x_stride, .nr = nr, .y = y,
                            .ldy = ldy};
-        /* tasks of whole weight-row octets (4 decoded pairs), enough of them to balance */
-        int chunk = (w->n / (threads * 8) + 7) / 8 * 8;
-        j.chunk = chunk < 8 ? 8 : chunk;
+        /* tasks of whole panels (the weight rows the kernel decodes at once), enough of them
+         * to balance */
+        int pan = gm->panel, chunk = (w->n / (threads * 8) + pan - 1) / pan * pan;
+        j.chunk = chunk < pan ? pan : chunk;
         j.sbytes = (gm->scratch_bytes(w->k) + 63) / 64 * 64;
         void *prep = alloc32(gm->prep_bytes(w->k, nr));
         j.scratch = alloc32(j.sbytes * (size_t)threads);
