@@ -3,7 +3,7 @@
  * batching engine, and aggregate decode speed of several sequences decoded together.
  *
  *   bin/bench/gen -m MODEL [-t 1,2] [--prompt 512] [--gen 64] [--widths 1,2,4,8,16]
- *                 [--reps 3] [--llama-bench PATH] [--json]
+ *                 [--depth N] [--reps 3] [--llama-bench PATH] [--json]
  *
  * For each thread count:
  *   prefill    one request with a --prompt-token prompt (ids spread over the vocabulary),
@@ -11,10 +11,13 @@
  *   decode W   W requests with short distinct prompts decoding --gen tokens together (with
  *              --parallel W): tokens generated after the last of them started, divided by the
  *              time from then to the end; the speed-up over W = 1 says how much of a step's
- *              cost the weights (read once per step for all rows) make.
+ *              cost the weights (read once per step for all rows) make;
+ *   decode@N   with --depth N: one sequence decoding after a prompt of N tokens (the prompt's
+ *              prefill not timed), so that attention reads N keys and values a layer.
  * Each figure is the best of --reps runs (the least disturbed by other load on the machine).
  * With --llama-bench PATH, llama.cpp's llama-bench runs on the same file in the same run
- * (-p PROMPT -n GEN -t T) and the ratio 1b / llama.cpp is printed (a model llama.cpp cannot
+ * (-p PROMPT -n GEN -t T; with --depth N once more as -p 0 -n GEN -d N) and the ratio
+ * 1b / llama.cpp is printed (a model llama.cpp cannot
  * load gives its error instead). Build llama.cpp by hand; never commit it.
  */
 #include <getopt.h>
@@ -57,12 +60,33 @@ static void d_finish(void *user, uint64_t h, const struct ob_finish *f)
 {
 }
 
+/* the CPU's model name (Linux /proc/cpuinfo), for the table's header */
+static const char *cpu_model(void)
+{
+    static char name[256] = "unknown";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            const char *v = strchr(line, ':');
+            if (v) {
+                snprintf(name, sizeof name, "%s", v + 2);
+                name[strcspn(name, "\n")] = 0;
+            }
+            break;
+        }
+    if (f)
+        fclose(f);
+    return name;
+}
+
 static const struct ob_option options[] = {
     {"model", 'm', "MODEL", "the GGUF model"},
     {"threads", 't', "LIST", "thread counts (default 1,2)"},
     {"prompt", 'p', "N", "prefill prompt length (default 512)"},
     {"gen", 'n', "N", "tokens decoded per sequence (default 64)"},
     {"widths", 'w', "LIST", "decode widths (default 1,2,4,8,16)"},
+    {"depth", 'd', "N", "also decode one sequence after N tokens of context (default 0: not)"},
     {"reps", 'r', "N", "runs per figure; the best is kept (default 3)"},
     {"llama-bench", 'L', "PATH", "also run this llama-bench on the same file"},
     {"json", 'j', NULL, "one JSON record instead of the table"},
@@ -83,22 +107,24 @@ static double prefill_once(struct ob_engine *e, const int32_t *prompt, int n)
     return now() - t0;
 }
 
-/* aggregate decode tokens per second of w sequences */
-static double decode_once(struct ob_engine *e, int w, int gen, int n_vocab)
+/* aggregate decode tokens per second of w sequences, each after a prompt of np tokens */
+static double decode_once(struct ob_engine *e, int w, int gen, int n_vocab, int np)
 {
     struct seqtime *st = calloc((size_t)w, sizeof *st);
-    int32_t prompt[8];
+    int32_t *prompt = malloc((size_t)np * sizeof *prompt);
     for (int k = 0; k < w; k++) {
-        for (int i = 0; i < 8; i++)
+        for (int i = 0; i < np; i++)
             prompt[i] = (int32_t)((k * 131 + i * 7919 + 17) % n_vocab);
-        struct ob_request r = {.prompt = prompt, .n_prompt = 8, .sampling = OB_SAMPLING_GREEDY,
+        struct ob_request r = {.prompt = prompt, .n_prompt = np, .sampling = OB_SAMPLING_GREEDY,
                                .max_tokens = gen, .cache_prompt = false, .on_token = d_token,
                                .on_finish = d_finish, .user = &st[k]};
         if (ob_engine_submit(e, &r, NULL)) {
             free(st);
+            free(prompt);
             return -1;
         }
     }
+    free(prompt);
     /* step until every sequence has its first token, then count the rest */
     double barrier = 0;
     int base = 0;
@@ -126,14 +152,15 @@ static double decode_once(struct ob_engine *e, int w, int gen, int n_vocab)
     return t > 0 ? (total - base) / t : -1;
 }
 
-/* llama-bench's average tokens/s for a prompt (p) or generation (n) test; -1 if it failed */
-static void llama_bench(const char *exe, const char *model, int threads, int p, int n, int reps,
-                        double *pp, double *tg)
+/* llama-bench's average tokens/s for a prompt (p) or generation (n) test after d tokens of
+ * context; -1 if it failed */
+static void llama_bench(const char *exe, const char *model, int threads, int p, int n, int d,
+                        int reps, double *pp, double *tg)
 {
     char cmd[4096];
     *pp = *tg = -1;
-    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -p %d -n %d -t %d -r %d -o jsonl 2>/dev/null", exe,
-             model, p, n, threads, reps);
+    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -p %d -n %d -d %d -t %d -r %d -o jsonl 2>/dev/null",
+             exe, model, p, n, d, threads, reps);
     FILE *f = popen(cmd, "r");
     if (!f)
         return;
@@ -158,7 +185,7 @@ int main(int argc, char **argv)
 {
     const char *model = NULL, *lb = NULL;
     int threads[8] = {1, 2}, nt = 2, widths[16] = {1, 2, 4, 8, 16}, nw = 5;
-    int plen = 512, gen = 64, reps = 3;
+    int plen = 512, gen = 64, reps = 3, depth = 0;
     bool json = false;
     struct ob_cmdline cl = {"gen", "gen -m MODEL [options]",
                             "Prefill and decode tokens/s of the cpu route (optionally beside "
@@ -173,6 +200,7 @@ int main(int argc, char **argv)
         case 'p': cl.bad = !ob_opt_int("gen", "prompt", optarg, 1, 1 << 16, &plen); break;
         case 'n': cl.bad = !ob_opt_int("gen", "gen", optarg, 2, 1 << 16, &gen); break;
         case 'r': cl.bad = !ob_opt_int("gen", "reps", optarg, 1, 1000, &reps); break;
+        case 'd': cl.bad = !ob_opt_int("gen", "depth", optarg, 0, 1 << 20, &depth); break;
         case 'L': lb = optarg; break;
         case 'j': json = true; break;
         }
@@ -198,13 +226,17 @@ int main(int argc, char **argv)
     int32_t *prompt = malloc((size_t)plen * sizeof *prompt);
     for (int i = 0; i < plen; i++)
         prompt[i] = (int32_t)((i * 7919 + 13) % n_vocab);
-    if (!json)
-        printf("model %s\n%-8s %10s %10s  %s\n", model, "threads", "prefill", "decode",
-               "aggregate decode tok/s at widths (speed-up over width 1)");
+    if (!json) {
+        printf("model %s\ncpu %s\n%-8s %10s %10s", model, cpu_model(), "threads", "prefill", "decode");
+        if (depth)
+            printf(" %9s@%d", "decode", depth);
+        printf("  %s\n", "aggregate decode tok/s at widths (speed-up over width 1)");
+    }
     for (int ti = 0; ti < nt; ti++) {
         struct ob_ctx *ctx;
         struct ob_engine *e;
-        struct ob_ctx_params cp = {"cpu", threads[ti], maxw, plen + gen + 16, 512};
+        int nctx = (plen > depth ? plen : depth) + gen + 16;
+        struct ob_ctx_params cp = {"cpu", threads[ti], maxw, nctx, 512};
         struct ob_engine_params ep = {1, 0};
         if (ob_ctx_new(m, &cp, &ctx) || ob_engine_new(ctx, &ep, &e)) {
             fprintf(stderr, "gen: %s\n", ob_errmsg());
@@ -222,33 +254,62 @@ int main(int argc, char **argv)
             if (ob_engine_new(ctx, &ew, &e))
                 return 5;
             for (int r = 0; r < reps; r++) {
-                double v = decode_once(e, widths[wi], gen, n_vocab);
+                double v = decode_once(e, widths[wi], gen, n_vocab, 8);
                 if (v > dec[wi])
                     dec[wi] = v;
             }
             ob_engine_free(e);
         }
-        double lpp = -1, ltg = -1;
-        if (lb)
-            llama_bench(lb, model, threads[ti], plen, gen, reps, &lpp, &ltg);
+        double decd = 0;
+        if (depth) {
+            struct ob_engine_params e1 = {1, 0};
+            if (ob_engine_new(ctx, &e1, &e))
+                return 5;
+            for (int r = 0; r < reps; r++) {
+                double v = decode_once(e, 1, gen, n_vocab, depth);
+                if (v > decd)
+                    decd = v;
+            }
+            ob_engine_free(e);
+        }
+        double lpp = -1, ltg = -1, ltgd = -1, unused;
+        if (lb) {
+            llama_bench(lb, model, threads[ti], plen, gen, 0, reps, &lpp, &ltg);
+            if (depth)
+                llama_bench(lb, model, threads[ti], 0, gen, depth, reps, &unused, &ltgd);
+        }
         if (json) {
             printf("{\"model\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"prefill_tps\":%.2f", model,
                    threads[ti], ob_ctx_device(ctx), pre);
             for (int wi = 0; wi < nw; wi++)
                 printf(",\"decode_tps_w%d\":%.2f", widths[wi], dec[wi]);
+            if (depth)
+                printf(",\"depth\":%d,\"decode_depth_tps\":%.2f", depth, decd);
             if (lb)
                 printf(",\"llama_prefill_tps\":%.2f,\"llama_decode_tps\":%.2f", lpp, ltg);
+            if (lb && depth)
+                printf(",\"llama_decode_depth_tps\":%.2f", ltgd);
             printf("}\n");
         } else {
-            printf("%-8d %10.1f %10.1f ", threads[ti], pre, dec[0]);
+            char lab[32];
+            snprintf(lab, sizeof lab, "%d %s", threads[ti], ob_ctx_device(ctx));
+            printf("%-8s %10.1f %10.1f ", lab, pre, dec[0]);
+            if (depth)
+                printf("%16.1f ", decd);
             for (int wi = 0; wi < nw; wi++)
                 printf(" w%d %.1f (x%.2f)", widths[wi], dec[wi], dec[0] > 0 ? dec[wi] / dec[0] : 0);
             printf("\n");
             if (lb) {
-                if (lpp > 0 && ltg > 0)
-                    printf("%-8s %10.1f %10.1f   llama-bench (this file); 1b/llama.cpp: prefill "
-                           "x%.2f, decode x%.2f\n", "llama", lpp, ltg, pre / lpp, dec[0] / ltg);
-                else
+                if (lpp > 0 && ltg > 0) {
+                    printf("%-8s %10.1f %10.1f ", "llama", lpp, ltg);
+                    if (depth)
+                        printf("%16.1f ", ltgd);
+                    printf("  llama-bench (this file); 1b/llama.cpp: prefill x%.2f, decode x%.2f",
+                           pre / lpp, dec[0] / ltg);
+                    if (depth && ltgd > 0)
+                        printf(", decode@%d x%.2f", depth, decd / ltgd);
+                    printf("\n");
+                } else
                     printf("%-8s llama-bench could not run on this file\n", "llama");
             }
         }
