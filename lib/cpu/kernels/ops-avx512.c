@@ -101,28 +101,52 @@ AI __m512 load_h16(const uint16_t *p)
 }
 
 /*
- * Scores of up to two heads against keys [t0, t0 + m), m <= 8: per key the 32 partials fold
- * by 16 (the two registers) and 8 (the two halves) into 8 lanes; 8 keys transposed, the steps
- * 4, 2, 1 lane-wise.
+ * Scores of up to two heads against keys [t0, t0 + m), m <= 8, head dimension 32 NI (NI > 0:
+ * the query rows held in registers; NI = 0: any multiple of 32, from memory). Per key the 32
+ * partials fold by 16 (the two registers) and 8 (the two halves) into 8 lanes; 8 keys
+ * transposed, the steps 4, 2, 1 lane-wise.
  */
 AI void scores8(const float *qa, const float *qb, const uint16_t *k, long kv_stride, int t0,
-                int m, int hd, float scale, float *sa, float *sb)
+                int m, int hd, float scale, float *sa, float *sb, int NI)
 {
     __m256i fa[8], fb[8];
+    __m512 QA[8], QB[8];
+    UNROLL
+    for (int i = 0; i < 2 * NI; i++) {
+        QA[i] = _mm512_loadu_ps(qa + 16 * i);
+        QB[i] = qb ? _mm512_loadu_ps(qb + 16 * i) : QA[i];
+    }
     for (int j = 0; j < 8; j++) {
         if (j >= m) {
             fa[j] = fb[j] = _mm256_setzero_si256();
             continue;
         }
         const uint16_t *kr = k + (long)(t0 + j) * kv_stride;
+        /* the key 8 positions on (prefetching past the last key reads nothing) */
+        _mm_prefetch((const char *)(kr + 8 * kv_stride), _MM_HINT_T0);
+        if (hd > 64)
+            _mm_prefetch((const char *)(kr + 8 * kv_stride + 64), _MM_HINT_T0);
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-        for (int i = 0; i < hd; i += 32) {
-            __m512 k0 = load_h16(kr + i), k1 = load_h16(kr + i + 16);
-            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qa + i), k0, a0);
-            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(qa + i + 16), k1, a1);
-            if (qb) {
-                b0 = _mm512_fmadd_ps(_mm512_loadu_ps(qb + i), k0, b0);
-                b1 = _mm512_fmadd_ps(_mm512_loadu_ps(qb + i + 16), k1, b1);
+        if (NI) {
+            UNROLL
+            for (int i = 0; i < NI; i++) {
+                __m512 k0 = load_h16(kr + 32 * i), k1 = load_h16(kr + 32 * i + 16);
+                a0 = _mm512_fmadd_ps(QA[2 * i], k0, a0);
+                a1 = _mm512_fmadd_ps(QA[2 * i + 1], k1, a1);
+                if (qb) {
+                    b0 = _mm512_fmadd_ps(QB[2 * i], k0, b0);
+                    b1 = _mm512_fmadd_ps(QB[2 * i + 1], k1, b1);
+                }
+            }
+        } else {
+            for (int i = 0; i < hd; i += 32) {
+                __m512 k0 = load_h16(kr + i), k1 = load_h16(kr + i + 16);
+                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qa + i), k0, a0);
+                a1 = _mm512_fmadd_ps(_mm512_loadu_ps(qa + i + 16), k1, a1);
+                if (qb) {
+                    b0 = _mm512_fmadd_ps(_mm512_loadu_ps(qb + i), k0, b0);
+                    b1 = _mm512_fmadd_ps(_mm512_loadu_ps(qb + i + 16), k1, b1);
+                }
             }
         }
         __m512 a = _mm512_add_ps(a0, a1), b = _mm512_add_ps(b0, b1);
@@ -141,19 +165,39 @@ AI void scores8(const float *qa, const float *qb, const uint16_t *k, long kv_str
     }
 }
 
-/* the value sums of keys [c0, c1) for dimensions [d0, d0 + 16 NW): fmadd chains from zero in
- * key order, then added to the running sums oa, ob */
-AI void values(const float *sa, const float *sb, const uint16_t *v, long kv_stride, int c0,
-               int c1, int d0, float *oa, float *ob, int NW)
+/* all n scores of up to two heads, the query rows in registers where hd <= 128 */
+AI void scores_all(const float *qa, const float *qb, const uint16_t *k, long kv_stride, int n,
+                   int hd, float scale, float *sa, float *sb, int NI)
 {
-    __m512 a[4], b[4];
+    for (int t0 = 0; t0 < n; t0 += 8)
+        scores8(qa, qb, k, kv_stride, t0, n - t0 < 8 ? n - t0 : 8, hd, scale, sa, sb, NI);
+}
+
+/* the value sums of keys [c0, c1) for dimensions [d0, d0 + 16 NW): fmadd chains from zero in
+ * key order, then added to the running sums oa, ob. One pass over each value row (NW up to 8:
+ * the rows of a position lie kv_stride halfs apart, often 2 KB, and a second pass over a chunk
+ * would find them evicted from L1 by the set conflicts of that stride). */
+AI void values(const float *sa, const float *sb, const uint16_t *v, long kv_stride, int c0,
+               int c1, int d0, float *oa, float *ob, float *lca, float *lcb, int NW)
+{
+    float la = 0.0f, lb = 0.0f;
+    __m512 a[8], b[8];
     UNROLL
     for (int i = 0; i < NW; i++)
         a[i] = b[i] = _mm512_setzero_ps();
     for (int t = c0; t < c1; t++) {
         const uint16_t *vr = v + (long)t * kv_stride + d0;
+        _mm_prefetch((const char *)(vr + 8 * kv_stride), _MM_HINT_T0);
+        if (NW > 4)
+            _mm_prefetch((const char *)(vr + 8 * kv_stride + 64), _MM_HINT_T0);
         __m512 ea = _mm512_set1_ps(sa[t]);
         __m512 eb = sb ? _mm512_set1_ps(sb[t]) : ea;
+        /* the chunk's sums of e in key order, riding along (a scalar chain of adds) */
+        if (lca) {
+            la = la + sa[t];
+            if (sb)
+                lb = lb + sb[t];
+        }
         UNROLL
         for (int i = 0; i < NW; i++) {
             __m512 vv = load_h16(vr + 16 * i);
@@ -162,12 +206,40 @@ AI void values(const float *sa, const float *sb, const uint16_t *v, long kv_stri
                 b[i] = _mm512_fmadd_ps(eb, vv, b[i]);
         }
     }
+    if (lca) {
+        *lca = la;
+        *lcb = lb;
+    }
     UNROLL
     for (int i = 0; i < NW; i++) {
         _mm512_storeu_ps(oa + d0 + 16 * i, _mm512_add_ps(_mm512_loadu_ps(oa + d0 + 16 * i), a[i]));
         if (sb)
             _mm512_storeu_ps(ob + d0 + 16 * i, _mm512_add_ps(_mm512_loadu_ps(ob + d0 + 16 * i), b[i]));
     }
+}
+
+/*
+ * ob_max_f32: every lane starts from s[0] and keeps its maximum with vmaxps(x, m), which
+ * returns m when x is a NaN, as the reference's comparison skips it (and a NaN s[0] stays in
+ * every lane, as in the reference). The order differs from the reference's only between equal
+ * values, i.e. in the sign of a zero maximum, and s - m then gives the same bits whatever that
+ * sign is, but for s = -0, where exp(-0) = exp(+0) = 1.
+ */
+AI float max_n(const float *s, int n)
+{
+    __m512 m = _mm512_set1_ps(s[0]);
+    int t = 0;
+    for (; t + 16 <= n; t += 16)
+        m = _mm512_max_ps(_mm512_loadu_ps(s + t), m);
+    if (t < n) {
+        __mmask16 k = first16((size_t)(n - t));
+        m = _mm512_mask_max_ps(m, k, _mm512_maskz_loadu_ps(k, s + t), m);
+    }
+    __m256 h = _mm256_max_ps(_mm512_castps512_ps256(m), _mm512_extractf32x8_ps(m, 1));
+    __m128 q = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_max_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
 }
 
 /*
@@ -179,11 +251,16 @@ static void attn_pair(const float *qa, const float *qb, const uint16_t *k, const
                       long kv_stride, int n, int hd, float scale, float *sa, float *sb,
                       float *oa, float *ob, float *outa, float *outb)
 {
-    for (int t0 = 0; t0 < n; t0 += 8)
-        scores8(qa, qb, k, kv_stride, t0, n - t0 < 8 ? n - t0 : 8, hd, scale, sa, sb);
+    switch (hd) {
+    case 32: scores_all(qa, qb, k, kv_stride, n, hd, scale, sa, sb, 1); break;
+    case 64: scores_all(qa, qb, k, kv_stride, n, hd, scale, sa, sb, 2); break;
+    case 96: scores_all(qa, qb, k, kv_stride, n, hd, scale, sa, sb, 3); break;
+    case 128: scores_all(qa, qb, k, kv_stride, n, hd, scale, sa, sb, 4); break;
+    default: scores_all(qa, qb, k, kv_stride, n, hd, scale, sa, sb, 0); break;
+    }
     float la = 0.0f, lb = 0.0f;
     for (int h = 0; h < (qb ? 2 : 1); h++) {
-        float *s = h ? sb : sa, m = ob_max_f32(s, n);
+        float *s = h ? sb : sa, m = max_n(s, n);
         const __m512 mv = _mm512_set1_ps(m);
         int t = 0;
         for (; t + 16 <= n; t += 16)
@@ -198,18 +275,17 @@ static void attn_pair(const float *qa, const float *qb, const uint16_t *k, const
     for (int c0 = 0; c0 < n; c0 += OB_ATT_CHUNK) {
         int c1 = c0 + OB_ATT_CHUNK < n ? c0 + OB_ATT_CHUNK : n;
         float lca = 0.0f, lcb = 0.0f;
-        for (int t = c0; t < c1; t++) {
-            lca = lca + sa[t];
-            if (qb)
-                lcb = lcb + sb[t];
+        for (int d0 = 0; d0 < hd; d0 += 128) {
+            float *pa = d0 ? NULL : &lca, *pb = &lcb;      /* the sums in the first pass */
+            switch (hd - d0 < 128 ? hd - d0 : 128) {
+            case 32: values(sa, qb ? sb : NULL, v, kv_stride, c0, c1, d0, oa, ob, pa, pb, 2); break;
+            case 64: values(sa, qb ? sb : NULL, v, kv_stride, c0, c1, d0, oa, ob, pa, pb, 4); break;
+            case 96: values(sa, qb ? sb : NULL, v, kv_stride, c0, c1, d0, oa, ob, pa, pb, 6); break;
+            default: values(sa, qb ? sb : NULL, v, kv_stride, c0, c1, d0, oa, ob, pa, pb, 8); break;
+            }
         }
         la = la + lca;
         lb = lb + lcb;
-        int d0 = 0;
-        for (; d0 + 64 <= hd; d0 += 64)
-            values(sa, qb ? sb : NULL, v, kv_stride, c0, c1, d0, oa, ob, 4);
-        if (d0 < hd)
-            values(sa, qb ? sb : NULL, v, kv_stride, c0, c1, d0, oa, ob, 2);
     }
     for (int d = 0; d < hd; d++)
         outa[d] = oa[d] / la;
