@@ -333,6 +333,151 @@ AI void kq_decode16(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *d
     }
 }
 
+/*
+ * Faster decoders for the two types of the common Q4_K_M files: the rows' packed bytes are
+ * transposed first (16 rows x 16 dwords at a time, half the data of the unpacked quants) and
+ * unpacked lane-wise, and the scale bytes are decoded lane-wise too, with no transposes of
+ * their own. Loads of row n stop at rows: the missing rows of a last panel are zeros.
+ */
+
+/* 16 bytes at p + n * stride (n < rows, else zeros) as 4 registers: r[k] lane n = dword k */
+AI void tr16x4_ld(const uint8_t *p, size_t stride, int rows, __m512i *r)
+{
+    __m512i z[4];
+    UNROLL
+    for (int g = 0; g < 4; g++) {              /* 128-bit lane i of z[g]: row 4i + g */
+        __m512i v = _mm512_setzero_si512();
+        UNROLL
+        for (int i = 0; i < 4; i++)
+            if (4 * i + g < rows)
+                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + (4 * i + g) * stride)), i);
+        z[g] = v;
+    }
+    __m512i a = _mm512_unpacklo_epi32(z[0], z[1]), b = _mm512_unpackhi_epi32(z[0], z[1]);
+    __m512i c = _mm512_unpacklo_epi32(z[2], z[3]), d = _mm512_unpackhi_epi32(z[2], z[3]);
+    r[0] = _mm512_unpacklo_epi64(a, c);
+    r[1] = _mm512_unpackhi_epi64(a, c);
+    r[2] = _mm512_unpacklo_epi64(b, d);
+    r[3] = _mm512_unpackhi_epi64(b, d);
+}
+
+/* 64 bytes at p + n * stride (n < rows, else zeros), transposed: r[d] lane n = dword d */
+AI void tr16x16_ld(const uint8_t *p, size_t stride, int rows, __m512i *r)
+{
+    UNROLL
+    for (int n = 0; n < 16; n++)
+        r[n] = n < rows ? ld512(p + n * stride) : _mm512_setzero_si512();
+    tr16x16_32(r);
+}
+
+/* the packed fp16 pair of every lane (low half, or high half when hi) as floats */
+AI __m512 f16_lanes(__m512i h, int hi)
+{
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hi ? _mm512_srli_epi32(h, 16) : h));
+}
+
+AI void q4k_decode16(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst, int h)
+{
+    const __m512i m4 = _mm512_set1_epi8(15), m6 = _mm512_set1_epi32(63), m2 = _mm512_set1_epi32(3);
+    const size_t bb = sizeof(struct ob_block_q4_k);
+    for (int b = 0; b < nb; b++, dst++) {
+        const uint8_t *blk = w + (size_t)b * bb;
+        __m512i H[4], P[16];
+        tr16x4_ld(blk, rb, rows, H);                 /* d | dmin << 16, scales 0..3, 4..7, 8..11 */
+        UNROLL
+        for (int x = 0; x < 2; x++) {                /* packed dwords 16x .. 16x + 15 */
+            tr16x16_ld(blk + offsetof(struct ob_block_q4_k, qs) + 64 * x, rb, rows, P);
+            UNROLL
+            for (int i = 0; i < 16; i++) {
+                int dd = 16 * x + i, c = dd / 8, l = dd % 8;      /* qs bytes c*32 + 4l .. */
+                st512(dst->q[16 * c + l][h], _mm512_and_si512(P[i], m4));
+                st512(dst->q[16 * c + 8 + l][h], _mm512_and_si512(_mm512_srli_epi32(P[i], 4), m4));
+            }
+        }
+        UNROLL
+        for (int j = 0; j < 8; j++) {                /* ob_k4_scale_min, lane-wise */
+            __m512i sc, m;
+            if (j < 4) {
+                sc = _mm512_and_si512(_mm512_srli_epi32(H[1], 8 * j), m6);
+                m = _mm512_and_si512(_mm512_srli_epi32(H[2], 8 * j), m6);
+            } else {
+                int s = 8 * (j - 4);
+                sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(H[3], s), _mm512_set1_epi32(15)),
+                                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(H[1], s + 6), m2), 4));
+                m = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(H[3], s + 4), _mm512_set1_epi32(15)),
+                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(H[2], s + 6), m2), 4));
+            }
+            st512(dst->sc[j][h], sc);
+            st512(dst->mn[j][h], _mm512_or_si512(m, _mm512_slli_epi32(m, 16)));   /* (m_j, m_j) */
+        }
+        _mm512_storeu_ps(dst->d[h], f16_lanes(H[0], 0));
+        _mm512_storeu_ps(dst->dm[h], f16_lanes(H[0], 1));
+    }
+}
+
+AI void q6k_decode16(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst, int h)
+{
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    const size_t bb = sizeof(struct ob_block_q6_k);
+    __mmask16 live = (__mmask16)(rows >= 16 ? 0xffffu : rows <= 0 ? 0u : (1u << rows) - 1u);
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+                                                             12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)rb));
+    for (int b = 0; b < nb; b++, dst++) {
+        const uint8_t *blk = w + (size_t)b * bb;
+        __m512i L[16], S[4];
+        __m512i Q[16];                               /* qh, transposed; kept in L1 */
+        tr16x16_ld(blk + offsetof(struct ob_block_q6_k, qh), rb, rows, Q);
+        uint8_t qt[16][64] __attribute__((aligned(64)));
+        UNROLL
+        for (int i = 0; i < 16; i++)
+            st512(qt[i], Q[i]);
+        tr16x4_ld(blk + offsetof(struct ob_block_q6_k, scales), rb, rows, S);
+#pragma GCC unroll 1
+        for (int hh = 0; hh < 2; hh++) {
+            tr16x16_ld(blk + offsetof(struct ob_block_q6_k, ql) + 64 * hh, rb, rows, L);
+            UNROLL
+            for (int D0 = 0; D0 < 32; D0++) {        /* values 4D .. 4D + 3 (blocks.h) */
+                int D = 32 * hh + D0, nib = D0 / 16, p = D0 / 8;
+                __m512i lo = L[D0 % 16], hi = ld512(qt[8 * hh + D0 % 8]);
+                if (nib)
+                    lo = _mm512_srli_epi32(lo, 4);
+                hi = p < 2 ? _mm512_slli_epi32(hi, 4 - 2 * p) : p > 2 ? _mm512_srli_epi32(hi, 2 * p - 4) : hi;
+                /* (lo & 15) | (hi & 0x30) */
+                st512(dst->q[D][h], _mm512_ternarylogic_epi32(lo, _mm512_and_si512(hi, m30), m4, 0xec));
+            }
+        }
+        __m512i sc[16];
+        UNROLL
+        for (int j = 0; j < 16; j++) {               /* int8 scale j, sign-extended */
+            sc[j] = _mm512_srai_epi32(_mm512_slli_epi32(S[j / 4], 24 - 8 * (j % 4)), 24);
+            st512(dst->sc[j][h], sc[j]);
+        }
+        UNROLL
+        for (int i = 0; i < 8; i++) {                /* (-32 sc_2i, -32 sc_2i+1) as int16 */
+            __m512i a = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sc[2 * i], 5));
+            __m512i c = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sc[2 * i + 1], 5));
+            st512(dst->mn[i][h], _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0xffff)),
+                                                 _mm512_slli_epi32(c, 16)));
+        }
+        /* d: the upper half of the dword at 206 (scales 14, 15, then d) */
+        __m512i dw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, idx,
+                                                 blk + offsetof(struct ob_block_q6_k, d) - 2, 1);
+        _mm512_storeu_ps(dst->d[h], f16_lanes(dw, 1));
+        _mm512_storeu_ps(dst->dm[h], _mm512_setzero_ps());
+    }
+}
+
+AI void kq_decode_half(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst, int h, int T)
+{
+    if (T == T_Q4)
+        q4k_decode16(w, rb, rows, nb, dst, h);
+    else if (T == T_Q6)
+        q6k_decode16(w, rb, rows, nb, dst, h);
+    else
+        kq_decode16(w, rb, rows, nb, dst, h, T);
+}
+
 /* one sub-block j (TPS dwords from dword j * TPS) of block W against RA rows: S0/S1 = its sums */
 AI void kq_sub(const struct kqd *W, const uint8_t *ab, size_t ast, int j, int tps, int RA,
                __m512i *S0, __m512i *S1)
@@ -452,8 +597,8 @@ AI void kq_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, 
     for (int n = n0; n < n1; n += PW) {
         int nv = n1 - n < PW ? n1 - n : PW;
         const uint8_t *wn = (const uint8_t *)w + (size_t)n * rb;
-        kq_decode16(wn, rb, nv < 16 ? nv : 16, nb, dec, 0, T);
-        kq_decode16(wn + 16 * rb, rb, nv - 16, nb, dec, 1, T);
+        kq_decode_half(wn, rb, nv < 16 ? nv : 16, nb, dec, 0, T);
+        kq_decode_half(wn + 16 * rb, rb, nv - 16, nb, dec, 1, T);
         /* tiles of RT rows or as few fewer as balance the row count (8 rows: 4 + 4) */
         int nt = (nr + RT - 1) / RT;
         for (int i = 0, r = 0; i < nt; i++) {
