@@ -629,7 +629,7 @@ void ob_kernels_avx512_kq(struct ob_kernel_table *t)
 {
     GEMM_SET(t, OB_Q2_K, kq, q2_k, 4, PW);
     GEMM_SET(t, OB_Q3_K, kq, q3_k, 4, PW);
-    GEMM_SET(t, OB_Q4_K, kq, q4_k, 4, PW);
+    GEMM_SET(t, OB_Q4_K, kq, q4_k, 3, PW);
     GEMM_SET(t, OB_Q5_K, kq, q5_k, 4, PW);
     GEMM_SET(t, OB_Q6_K, kq, q6_k, 4, PW);
 }
