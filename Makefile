@@ -2,21 +2,30 @@
 #
 #   make              lib/lib1b.a and bin/1b-* for every cmd/1b-*.c
 #   make check        build, then run every test (tests/run); ends with "N passed, N failed"
-#   make install      PREFIX=/usr/local DESTDIR= : binaries, man pages, completions
+#   make install      PREFIX=/usr/local DESTDIR= : binaries, man pages, completions, the
+#                     default prompt set of 1b-report (share/1b/prompts.jsonl)
 #   make fuzz         build the libFuzzer harnesses (clang) into bin/fuzz/
 #   make bench        build the benchmarks into bin/bench/
 #   make clean
 #
-# Knobs for routes that are not built yet fail loudly instead of being ignored:
-#   HIP=1 CUDA=1 XRT=1
+# Route knobs:
+#   CUDA=1            the hrx route's GPU kernels through nvcc (NVCC, CUDA_PATH)
+#   HIP=1             the same kernel sources through hipcc (HIPCC)
+#   XRT=1             not part of this tree yet: fails loudly instead of being ignored
+# hrx-sim (the hrx kernels executed on the host) is part of every build.
 
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
+DATADIR ?= $(PREFIX)/share
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/vendor-completions
 
 CC      ?= cc
+CXX     ?= g++
+NVCC    ?= nvcc
+HIPCC   ?= hipcc
+CUDA_PATH ?= /usr/local/cuda
 # CFLAGS, CPPFLAGS, LDFLAGS and LDLIBS are the user's (optimisation, debugging, warnings, -march,
 # extra include and library paths): `make CFLAGS=...` replaces them and nothing else. What the
 # build needs is kept in override variables that the command line cannot change, and is placed
@@ -25,7 +34,12 @@ CC      ?= cc
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 FUZZ_CC ?= clang
+FUZZ_CXX ?= clang++
 FUZZ_CFLAGS ?= -g -O1
+# the C++ of lib/hrx/ (hrx-sim's executor and kernels), nvcc's and hipcc's: the user's, like CFLAGS
+CXXFLAGS ?= $(OPT) -g
+NVCCFLAGS ?= -O2
+HIPCCFLAGS ?= -O2
 override OB_WARN := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 # The bits: -ffp-contract=off, no silent a*b+c -> fma (every fma in the numeric path is written as
 # fmaf()); the -fno-/-f flags undo each part of -ffast-math a user may have given (reassociation,
@@ -35,6 +49,27 @@ override OB_WARN := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initi
 override OB_EXACT := -std=gnu11 -pthread -fno-strict-aliasing -ffp-contract=off -fno-fast-math \
            -fno-unsafe-math-optimizations -fno-associative-math -fno-reciprocal-math \
            -fno-finite-math-only -fsigned-zeros -fno-math-errno
+# The same for C++ (lib/hrx/: the kernels compiled for hrx-sim, its executor), and what the
+# project's C++ may not use: exceptions, RTTI, thread-safe statics (so it links with cc and
+# needs no libstdc++).
+override OB_EXACT_CXX := -std=gnu++17 -pthread -fno-strict-aliasing -ffp-contract=off \
+           -fno-fast-math -fno-unsafe-math-optimizations -fno-associative-math \
+           -fno-reciprocal-math -fno-finite-math-only -fsigned-zeros -fno-math-errno \
+           -fno-exceptions -fno-rtti -fno-threadsafe-statics
+# nvcc (CUDA=1): no contraction, no flush to zero, correctly rounded division and square root,
+# the host side as above; device code for sm_80 and sm_90 (A100, H100/H200) in one fatbin.
+override OB_EXACT_NVCC := -std=c++17 -x cu --fmad=false --ftz=false --prec-div=true \
+           --prec-sqrt=true -Xcompiler -ffp-contract=off,-fno-fast-math,-fno-math-errno \
+           -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+# hipcc (HIP=1): the same for clang's HIP; device code for gfx90a (MI200) and gfx1030 (RDNA2):
+# Debian 12's ROCm 5.2 has device libraries for gfx803..gfx940, gfx90a, gfx1010..gfx1036.
+# (not -fno-unsafe-math-optimizations: to clang it also means trapping math, which the GPU
+# targets do not have and warn about; its other parts are given one by one)
+override OB_EXACT_HIPCC := -std=c++17 -x hip -ffp-contract=off -fno-fast-math \
+           -fno-associative-math -fno-reciprocal-math -fno-finite-math-only -fsigned-zeros \
+           -fno-math-errno \
+           -fno-gpu-flush-denormals-to-zero -fhip-fp32-correctly-rounded-divide-sqrt \
+           --offload-arch=gfx90a --offload-arch=gfx1030
 PKGS    := libcjson libcurl libmicrohttpd libarchive libpcre2-8 libcrypto openblas
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -68,6 +103,9 @@ ob_guard = $(if $(filter override,$(origin OB_GUARD_$1_$4)),,$(eval override OB_
 # $(call ob_cflags,SOURCE): every flag a C file is compiled with
 ob_cflags = $(OB_WARN) $(CFLAGS) $(OB_EXACT) $(OB_ISA_$(call ob_level,$1)) \
     $(call ob_guard,cc,$(CC),$(CPPFLAGS) $(CFLAGS) $(OB_EXACT),$(call ob_level,$1))
+# every flag a C++ file of lib/hrx/ is compiled with (hrx-sim: no ISA flags, any x86-64)
+ob_cxxflags = $(OB_WARN) $(CXXFLAGS) $(OB_EXACT_CXX) \
+    $(call ob_guard,cxx,$(CXX),$(CPPFLAGS) $(CXXFLAGS) $(OB_EXACT_CXX),base)
 
 # Refuse what the flags above cannot undo: a compile that still defines a fast-math macro or
 # evaluates float in a wider type (-mfpmath=387; 16 is AVX512-FP16 evaluating _Float16 as itself,
@@ -82,14 +120,17 @@ OB_FPCHECK := $(shell $(CC) $(CPPFLAGS) $(OB_WARN) $(CFLAGS) $(OB_EXACT) -dM -E 
 ifneq ($(OB_FPCHECK),)
 $(error CFLAGS=$(CFLAGS): refused: the compiler still defines $(OB_FPCHECK) after 1b's flags; these change result bits (see INSTALL))
 endif
+OB_FPCHECK_CXX := $(shell $(CXX) $(CPPFLAGS) $(OB_WARN) $(CXXFLAGS) $(OB_EXACT_CXX) -dM -E -x c++ /dev/null 2>/dev/null | \
+    awk '/define (__FAST_MATH__|__ASSOCIATIVE_MATH__|__RECIPROCAL_MATH__|__NO_SIGNED_ZEROS__) / || \
+         /define __FINITE_MATH_ONLY__ 1/ || (/define __FLT_EVAL_METHOD__ / && $$3 != 0 && $$3 != 16) {print $$2}')
+ifneq ($(OB_FPCHECK_CXX),)
+$(error CXXFLAGS=$(CXXFLAGS): refused: the compiler still defines $(OB_FPCHECK_CXX) after 1b's flags; these change result bits (see INSTALL))
+endif
+endif
+ifneq ($(filter -Ofast -mdaz-ftz,$(CXXFLAGS)),)
+$(error $(filter -Ofast -mdaz-ftz,$(CXXFLAGS)): refused: it links crtfastmath.o, which flushes subnormals and changes result bits; use -O3 (see INSTALL))
 endif
 
-ifeq ($(HIP),1)
-$(error HIP=1: the hrx route (HIP kernels) is not part of this tree yet)
-endif
-ifeq ($(CUDA),1)
-$(error CUDA=1: the nvcc build of the hrx kernels is not part of this tree yet)
-endif
 ifeq ($(XRT),1)
 $(error XRT=1: the npu route (XRT dispatch) is not part of this tree yet)
 endif
@@ -98,12 +139,47 @@ endif
 %.o: %.c
 	$(CC) $(ALL_CPPFLAGS) $(call ob_cflags,$<) -c -o $@ $<
 
+# ---- the hrx routes (lib/hrx/) -------------------------------------------------
+# One kernel source (*.hip, C++ through lib/hrx/shim.h) for three targets: hrx-sim (g++, in
+# the library of every build), CUDA (nvcc, CUDA=1) and HIP (hipcc, HIP=1). gpu.hip is the GPU
+# runtime (device memory, streams) and has no hrx-sim object; sim.cc is hrx-sim's executor.
+# The GPU objects are linked into every program (not put in the library: nothing in it names
+# them but weakly).
+HRX_HIP     := $(filter-out lib/hrx/gpu.hip,$(sort $(wildcard lib/hrx/*.hip)))
+HRX_SIM_OBJ := $(patsubst lib/hrx/%.hip,lib/hrx/sim-%.o,$(HRX_HIP)) lib/hrx/sim.o
+HRX_GPU_OBJ :=
+HRX_GPU_LIBS :=
+ifeq ($(CUDA),1)
+HRX_GPU_OBJ += $(patsubst lib/hrx/%.hip,lib/hrx/cuda-%.o,$(HRX_HIP) lib/hrx/gpu.hip)
+HRX_GPU_LIBS += -L$(CUDA_PATH)/lib64 -lcudart_static -ldl -lrt
+endif
+ifeq ($(HIP),1)
+HRX_GPU_OBJ += $(patsubst lib/hrx/%.hip,lib/hrx/hip-%.o,$(HRX_HIP) lib/hrx/gpu.hip)
+HRX_GPU_LIBS += -lamdhip64
+endif
+HRX_GPU_LIBS += $(if $(HRX_GPU_OBJ),-lstdc++)
+override OB_HRX_KNOBS := CUDA=$(CUDA) HIP=$(HIP)
+
+lib/hrx/sim-%.o: lib/hrx/%.hip
+	$(CXX) $(ALL_CPPFLAGS) $(call ob_cxxflags,$<) -x c++ -c -o $@ $<
+lib/hrx/%.o: lib/hrx/%.cc
+	$(CXX) $(ALL_CPPFLAGS) $(call ob_cxxflags,$<) -c -o $@ $<
+lib/hrx/cuda-%.o: lib/hrx/%.hip
+	$(NVCC) $(ALL_CPPFLAGS) $(NVCCFLAGS) $(OB_EXACT_NVCC) -c -o $@ $<
+lib/hrx/hip-%.o: lib/hrx/%.hip
+	$(HIPCC) $(ALL_CPPFLAGS) $(HIPCCFLAGS) $(OB_EXACT_HIPCC) -c -o $@ $<
+
+# programs are linked again when CUDA= or HIP= changes (the file changes only then)
+build/hrx-knobs: FORCE
+	@mkdir -p build; k='$(OB_HRX_KNOBS)'; [ "$$(cat $@ 2>/dev/null)" = "$$k" ] || echo "$$k" > $@
+FORCE:
+
 # ---- library ---------------------------------------------------------------
 # lib/*.c: model files, text, records, engine; lib/ROUTE/: one folder per route (cpu with its
 # kernels, ref); lib/net/: HTTP client and server. lib/arith/ holds headers only.
-LIB_DIRS  := lib lib/cpu lib/cpu/kernels lib/ref lib/net
+LIB_DIRS  := lib lib/cpu lib/cpu/kernels lib/ref lib/net lib/hrx
 LIB_SRC   := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $d/*.c)))
-LIB_OBJ   := $(LIB_SRC:.c=.o)
+LIB_OBJ   := $(LIB_SRC:.c=.o) $(HRX_SIM_OBJ)
 LIB       := lib/lib1b.a
 
 $(LIB): $(LIB_OBJ)
@@ -114,35 +190,60 @@ $(LIB): $(LIB_OBJ)
 CMD_SRC := $(sort $(wildcard cmd/1b-*.c))
 CMDS    := $(patsubst cmd/%.c,bin/%,$(CMD_SRC))
 
-bin/%: cmd/%.o $(LIB)
+bin/%: cmd/%.o $(HRX_GPU_OBJ) $(LIB) build/hrx-knobs
 	@mkdir -p bin
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(ALL_LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(HRX_GPU_OBJ) $(LIB) $(ALL_LDLIBS) $(HRX_GPU_LIBS)
+
+# commands written in Python (cmd/1b-*.py: standard library only), installed like the others
+# with the version of lib/1b.h; they run the C commands from their own directory
+OB_VERSION := $(shell sed -n 's/^\#define OB_VERSION "\(.*\)"/\1/p' lib/1b.h)
+PY_SRC  := $(sort $(wildcard cmd/1b-*.py))
+PY_CMDS := $(patsubst cmd/%.py,bin/%,$(PY_SRC))
+
+$(PY_CMDS): bin/%: cmd/%.py lib/1b.h
+	@mkdir -p bin
+	sed 's/@OB_VERSION@/$(OB_VERSION)/' $< > $@.tmp && chmod 755 $@.tmp && mv $@.tmp $@
 
 # ---- unit tests (C) --------------------------------------------------------
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
 UNITS    := $(patsubst tests/unit/%.c,bin/unit/%,$(UNIT_SRC))
 
-bin/unit/%: tests/unit/%.o $(LIB)
+bin/unit/%: tests/unit/%.o $(HRX_GPU_OBJ) $(LIB) build/hrx-knobs
 	@mkdir -p bin/unit
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(ALL_LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(HRX_GPU_OBJ) $(LIB) $(ALL_LDLIBS) $(HRX_GPU_LIBS)
+
+# C++ unit tests of lib/hrx/ (kernels of their own through shim.h, run by hrx-sim)
+UNIT_CXX := $(sort $(wildcard tests/unit/*.cc))
+UNITS    += $(patsubst tests/unit/%.cc,bin/unit/%,$(UNIT_CXX))
+
+tests/unit/%.o: tests/unit/%.cc
+	$(CXX) $(ALL_CPPFLAGS) $(call ob_cxxflags,$<) -c -o $@ $<
 
 # ---- sanitizer build of the library (for corpus replays and tests/unit under ASan) ----------
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-SAN_OBJ   := $(patsubst %.c,build/san/%.o,$(LIB_SRC))
+SAN_OBJ   := $(patsubst %.c,build/san/%.o,$(LIB_SRC)) $(addprefix build/san/,$(HRX_SIM_OBJ))
 SAN_LIB   := build/san/lib1b.a
 
 build/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CPPFLAGS) $(call ob_cflags,$<) $(SAN_FLAGS) -c -o $@ $<
 
+build/san/lib/hrx/sim-%.o: lib/hrx/%.hip
+	@mkdir -p $(dir $@)
+	$(CXX) $(ALL_CPPFLAGS) $(call ob_cxxflags,$<) $(SAN_FLAGS) -x c++ -c -o $@ $<
+build/san/lib/hrx/%.o: lib/hrx/%.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(ALL_CPPFLAGS) $(call ob_cxxflags,$<) $(SAN_FLAGS) -c -o $@ $<
+
 $(SAN_LIB): $(SAN_OBJ)
 	rm -f $@
 	$(AR) rcs $@ $^
 
 # every command and the engine's unit tests under ASan/UBSan: tests/t5020-sanitize.sh runs
-# the engine and serve tests against them (make check builds them)
+# the engine and serve tests against them, tests/t5040-hrx-kernels.sh the hrx kernels on
+# hrx-sim (make check builds them)
 SAN_CMDS  := $(patsubst cmd/%.c,bin/san/%,$(CMD_SRC))
-SAN_UNITS := bin/san/unit/engine bin/san/unit/engine-fail
+SAN_UNITS := bin/san/unit/engine bin/san/unit/engine-fail bin/san/unit/hrx
 
 bin/san/unit/%: tests/unit/%.c $(SAN_LIB)
 	@mkdir -p bin/san/unit
@@ -166,7 +267,7 @@ bin/replay/%: tests/fuzz/%.c tests/fuzz/replay-main.c $(SAN_LIB)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_LDFLAGS) $(call ob_cflags,$<) $(SAN_FLAGS) -o $@ $< \
 	    tests/fuzz/replay-main.c $(SAN_LIB) $(ALL_LDLIBS)
 
-FUZZ_OBJ  := $(patsubst %.c,build/fuzz/%.o,$(LIB_SRC))
+FUZZ_OBJ  := $(patsubst %.c,build/fuzz/%.o,$(LIB_SRC)) $(addprefix build/fuzz/,$(HRX_SIM_OBJ))
 FUZZ_LIB  := build/fuzz/lib1b.a
 FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # the flags of one library file in the fuzz build: the same arithmetic flags, ISA sets and guard
@@ -177,6 +278,16 @@ ob_fuzz_cflags = $(FUZZ_CFLAGS) $(OB_EXACT) $(OB_ISA_$(call ob_level,$1)) \
 build/fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(ALL_CPPFLAGS) $(call ob_fuzz_cflags,$<) -c -o $@ $<
+
+# the C++ of lib/hrx/ in the fuzz build: the same arithmetic flags, clang++
+ob_fuzz_cxxflags = $(FUZZ_CFLAGS) $(OB_EXACT_CXX) -fsanitize=fuzzer-no-link $(FUZZ_SAN)
+
+build/fuzz/lib/hrx/sim-%.o: lib/hrx/%.hip
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(ALL_CPPFLAGS) $(ob_fuzz_cxxflags) -x c++ -c -o $@ $<
+build/fuzz/lib/hrx/%.o: lib/hrx/%.cc
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(ALL_CPPFLAGS) $(ob_fuzz_cxxflags) -c -o $@ $<
 
 $(FUZZ_LIB): $(FUZZ_OBJ)
 	rm -f $@
@@ -191,12 +302,12 @@ bin/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB)
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCHES   := $(patsubst bench/%.c,bin/bench/%,$(BENCH_SRC))
 
-bin/bench/%: bench/%.o $(LIB)
+bin/bench/%: bench/%.o $(HRX_GPU_OBJ) $(LIB) build/hrx-knobs
 	@mkdir -p bin/bench
-	$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(ALL_LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< $(HRX_GPU_OBJ) $(LIB) $(ALL_LDLIBS) $(HRX_GPU_LIBS)
 
 # ---- top-level targets -----------------------------------------------------
-all: $(LIB) $(CMDS)
+all: $(LIB) $(CMDS) $(PY_CMDS)
 
 check: all $(UNITS) $(REPLAYS)
 	tests/run
@@ -206,9 +317,15 @@ fuzz: $(FUZZERS)
 bench: all $(BENCHES)
 
 # make -s print-cflags [CC=... CFLAGS=...]: "OBJECT: COMPILER FLAGS" for every object the rules
-# above build (tests/t1330-portable.sh compiles the portable check with each distinct set)
+# above build (tests/t1330-portable.sh compiles the portable check with each distinct set; with
+# CUDA=1 or HIP=1 the GPU objects too: tests/t5044-hrx-gpu-build.sh)
 print-cflags:
 	@$(foreach f,$(LIB_SRC) $(CMD_SRC) $(UNIT_SRC) $(BENCH_SRC),echo '$(f:.c=.o): $(strip $(CC) $(call ob_cflags,$f))';)
+	@$(foreach f,$(HRX_SIM_OBJ) $(UNIT_CXX:.cc=.o),echo '$f: $(strip $(CXX) $(call ob_cxxflags,$f))';)
+	@$(foreach f,$(HRX_SIM_OBJ),echo 'build/san/$f: $(strip $(CXX) $(call ob_cxxflags,$f) $(SAN_FLAGS))';)
+	@$(foreach f,$(HRX_SIM_OBJ),echo 'build/fuzz/$f: $(strip $(FUZZ_CXX) $(ob_fuzz_cxxflags))';)
+	@$(foreach f,$(filter lib/hrx/cuda-%,$(HRX_GPU_OBJ)),echo '$f: $(strip $(NVCC) $(NVCCFLAGS) $(OB_EXACT_NVCC))';)
+	@$(foreach f,$(filter lib/hrx/hip-%,$(HRX_GPU_OBJ)),echo '$f: $(strip $(HIPCC) $(HIPCCFLAGS) $(OB_EXACT_HIPCC))';)
 	@$(foreach f,$(LIB_SRC),echo 'build/san/$(f:.c=.o): $(strip $(CC) $(call ob_cflags,$f) $(SAN_FLAGS))';)
 	@$(foreach f,$(LIB_SRC),echo 'build/fuzz/$(f:.c=.o): $(strip $(FUZZ_CC) $(call ob_fuzz_cflags,$f))';)
 
@@ -218,11 +335,13 @@ MAN7 := $(sort $(wildcard man/*.7))
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
 	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
-	install -m 755 $(CMDS) $(DESTDIR)$(BINDIR)/
+	install -m 755 $(CMDS) $(PY_CMDS) $(DESTDIR)$(BINDIR)/
+	install -d $(DESTDIR)$(DATADIR)/1b
+	install -m 644 contrib/prompts.jsonl $(DESTDIR)$(DATADIR)/1b/
 	install -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 $(MAN7) $(DESTDIR)$(MANDIR)/man7/
 	install -m 644 completions/1b.bash $(DESTDIR)$(BASHCOMPDIR)/1b
-	for c in $(notdir $(CMDS)); do ln -sf 1b $(DESTDIR)$(BASHCOMPDIR)/$$c; done
+	for c in $(notdir $(CMDS) $(PY_CMDS)); do ln -sf 1b $(DESTDIR)$(BASHCOMPDIR)/$$c; done
 	install -m 644 completions/_1b $(DESTDIR)$(ZSHCOMPDIR)/_1b
 
 clean:
@@ -233,6 +352,6 @@ clean:
 -include $(wildcard $(foreach d,$(LIB_DIRS) cmd tests/unit bench,$d/*.d) \
          $(foreach d,$(LIB_DIRS),build/san/$d/*.d build/fuzz/$d/*.d))
 
-.PHONY: all check fuzz bench install clean print-cflags
+.PHONY: all check fuzz bench install clean print-cflags FORCE
 .DEFAULT_GOAL := all
 .SECONDARY:

@@ -1,9 +1,10 @@
 /*
- * gen.c — end-to-end speed of the cpu route: prefill and decode tokens per second through the
- * batching engine, and aggregate decode speed of several sequences decoded together.
+ * gen.c — end-to-end speed of a route (cpu by default): prefill and decode tokens per second
+ * through the batching engine, and aggregate decode speed of several sequences decoded together.
  *
- *   bin/bench/gen -m MODEL [-t 1,2] [--prompt 512] [--gen 64] [--widths 1,2,4,8,16]
- *                 [--depth N] [--reps 3] [--llama-bench PATH] [--json]
+ *   bin/bench/gen -m MODEL [-d ROUTE] [--gpu N] [-t 1,2] [--prompt 512] [--gen 64]
+ *                 [--widths 1,2,4,8,16] [--depth N] [--reps 3] [--bandwidth GBPS]
+ *                 [--llama-bench PATH] [--json]
  *
  * For each thread count:
  *   prefill    one request with a --prompt-token prompt (ids spread over the vocabulary),
@@ -15,6 +16,10 @@
  *   decode@N   with --depth N: one sequence decoding after a prompt of N tokens (the prompt's
  *              prefill not timed), so that attention reads N keys and values a layer.
  * Each figure is the best of --reps runs (the least disturbed by other load on the machine).
+ * With --bandwidth (the device's memory bandwidth in GB/s: 4800 for an H200), each decode
+ * figure is also given as a share of the bound that bandwidth sets: a decode step reads every
+ * weight matrix once (the embedding only one row a token unless the output is tied to it), so
+ * W sequences decoded together are bounded by W x bandwidth / bytes a step.
  * With --llama-bench PATH, llama.cpp's llama-bench runs on the same file in the same run
  * (-p PROMPT -n GEN -t T; with --depth N once more as -p 0 -n GEN -d N) and the ratio
  * 1b / llama.cpp is printed (a model llama.cpp cannot
@@ -82,11 +87,14 @@ static const char *cpu_model(void)
 
 static const struct ob_option options[] = {
     {"model", 'm', "MODEL", "the GGUF model"},
+    {"device", 'd', "ROUTE", "the route: cpu (default), ref, hrx, hrx-sim"},
+    {"gpu", 'g', "N", "the route's device (default 0)"},
+    {"bandwidth", 'B', "GBPS", "memory bandwidth of the device: decode as a share of its bound"},
     {"threads", 't', "LIST", "thread counts (default 1,2)"},
     {"prompt", 'p', "N", "prefill prompt length (default 512)"},
     {"gen", 'n', "N", "tokens decoded per sequence (default 64)"},
     {"widths", 'w', "LIST", "decode widths (default 1,2,4,8,16)"},
-    {"depth", 'd', "N", "also decode one sequence after N tokens of context (default 0: not)"},
+    {"depth", 'D', "N", "also decode one sequence after N tokens of context (default 0: not)"},
     {"reps", 'r', "N", "runs per figure; the best is kept (default 3)"},
     {"llama-bench", 'L', "PATH", "also run this llama-bench on the same file"},
     {"json", 'j', NULL, "one JSON record instead of the table"},
@@ -181,26 +189,46 @@ static void llama_bench(const char *exe, const char *model, int threads, int p, 
     pclose(f);
 }
 
+/* bytes of weights a decode step reads: every tensor but the token embedding, which is read
+ * one row a token unless the output projection is tied to it */
+static double step_bytes(const struct ob_model *m)
+{
+    const struct ob_gguf *g = ob_model_gguf(m);
+    double b = 0;
+    bool tied = ob_model_hparams(m)->tied_output;
+    for (uint64_t i = 0; i < ob_gguf_n_tensors(g); i++) {
+        const struct ob_gguf_tensor *t = ob_gguf_tensor_at(g, i);
+        if (tied || strcmp(t->name, "token_embd.weight") != 0)
+            b += (double)t->nbytes;
+    }
+    return b;
+}
+
 int main(int argc, char **argv)
 {
-    const char *model = NULL, *lb = NULL;
+    const char *model = NULL, *lb = NULL, *route = "cpu";
+    int gpu = 0;
+    double bw = 0;
     int threads[8] = {1, 2}, nt = 2, widths[16] = {1, 2, 4, 8, 16}, nw = 5;
     int plen = 512, gen = 64, reps = 3, depth = 0;
     bool json = false;
     struct ob_cmdline cl = {"gen", "gen -m MODEL [options]",
-                            "Prefill and decode tokens/s of the cpu route (optionally beside "
+                            "Prefill and decode tokens/s of a route (optionally beside "
                             "llama.cpp's llama-bench).",
                             options};
     int c;
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
+        case 'd': route = optarg; break;
+        case 'g': cl.bad = !ob_opt_int("gen", "gpu", optarg, 0, 255, &gpu); break;
+        case 'B': cl.bad = !ob_opt_num("gen", "bandwidth", optarg, 0.001, 1e6, &bw); break;
         case 't': cl.bad = !(nt = ob_opt_int_list("gen", "threads", optarg, 1, 256, threads, 8)); break;
         case 'w': cl.bad = !(nw = ob_opt_int_list("gen", "widths", optarg, 1, 4096, widths, 16)); break;
         case 'p': cl.bad = !ob_opt_int("gen", "prompt", optarg, 1, 1 << 16, &plen); break;
         case 'n': cl.bad = !ob_opt_int("gen", "gen", optarg, 2, 1 << 16, &gen); break;
         case 'r': cl.bad = !ob_opt_int("gen", "reps", optarg, 1, 1000, &reps); break;
-        case 'd': cl.bad = !ob_opt_int("gen", "depth", optarg, 0, 1 << 20, &depth); break;
+        case 'D': cl.bad = !ob_opt_int("gen", "depth", optarg, 0, 1 << 20, &depth); break;
         case 'L': lb = optarg; break;
         case 'j': json = true; break;
         }
@@ -226,21 +254,26 @@ int main(int argc, char **argv)
     int32_t *prompt = malloc((size_t)plen * sizeof *prompt);
     for (int i = 0; i < plen; i++)
         prompt[i] = (int32_t)((i * 7919 + 13) % n_vocab);
+    double sb = step_bytes(m);
     if (!json) {
-        printf("model %s\ncpu %s\n%-8s %10s %10s", model, cpu_model(), "threads", "prefill", "decode");
+        printf("model %s, route %s, %.1f MB of weights a decode step\ncpu %s\n", model, route,
+               sb / 1e6, cpu_model());
+        printf("%-8s %10s %10s", "threads", "prefill", "decode");
         if (depth)
             printf(" %9s@%d", "decode", depth);
-        printf("  %s\n", "aggregate decode tok/s at widths (speed-up over width 1)");
+        printf("  %s%s\n", "aggregate decode tok/s at widths (speed-up over width 1)",
+               bw > 0 ? "[% of the bandwidth bound]" : "");
     }
     for (int ti = 0; ti < nt; ti++) {
         struct ob_ctx *ctx;
         struct ob_engine *e;
         int nctx = (plen > depth ? plen : depth) + gen + 16;
-        struct ob_ctx_params cp = {"cpu", threads[ti], maxw, nctx, 512};
+        struct ob_ctx_params cp = {route, threads[ti], maxw, nctx, 512, {.index = gpu}};
         struct ob_engine_params ep = {1, 0};
-        if (ob_ctx_new(m, &cp, &ctx) || ob_engine_new(ctx, &ep, &e)) {
+        int err;
+        if ((err = ob_ctx_new(m, &cp, &ctx)) || (err = ob_engine_new(ctx, &ep, &e))) {
             fprintf(stderr, "gen: %s\n", ob_errmsg());
-            return 5;
+            return ob_exit_status(err);
         }
         double pre = 0, dec[16] = {0};
         for (int r = 0; r < reps; r++) {
@@ -279,10 +312,15 @@ int main(int argc, char **argv)
                 llama_bench(lb, model, threads[ti], 0, gen, depth, reps, &unused, &ltgd);
         }
         if (json) {
-            printf("{\"model\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"prefill_tps\":%.2f", model,
-                   threads[ti], ob_ctx_device(ctx), pre);
-            for (int wi = 0; wi < nw; wi++)
+            printf("{\"model\":\"%s\",\"route\":\"%s\",\"threads\":%d,\"isa\":\"%s\","
+                   "\"step_bytes\":%.0f,\"prefill_tps\":%.2f", model, route, threads[ti],
+                   ob_ctx_device(ctx), sb, pre);
+            for (int wi = 0; wi < nw; wi++) {
                 printf(",\"decode_tps_w%d\":%.2f", widths[wi], dec[wi]);
+                if (bw > 0)
+                    printf(",\"bound_pct_w%d\":%.2f", widths[wi],
+                           100.0 * dec[wi] * sb / (widths[wi] * bw * 1e9));
+            }
             if (depth)
                 printf(",\"depth\":%d,\"decode_depth_tps\":%.2f", depth, decd);
             if (lb)
@@ -296,8 +334,11 @@ int main(int argc, char **argv)
             printf("%-8s %10.1f %10.1f ", lab, pre, dec[0]);
             if (depth)
                 printf("%16.1f ", decd);
-            for (int wi = 0; wi < nw; wi++)
+            for (int wi = 0; wi < nw; wi++) {
                 printf(" w%d %.1f (x%.2f)", widths[wi], dec[wi], dec[0] > 0 ? dec[wi] / dec[0] : 0);
+                if (bw > 0)
+                    printf("[%.1f%%]", 100.0 * dec[wi] * sb / (widths[wi] * bw * 1e9));
+            }
             printf("\n");
             if (lb) {
                 if (lpp > 0 && ltg > 0) {

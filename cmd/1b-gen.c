@@ -627,6 +627,7 @@ int main(int argc, char **argv)
         case 'm': o.model = optarg; break;
         case 'd': o.lp.route = optarg; in_process_opt = "-d"; break;
         case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.lp.threads); in_process_opt = "-t"; break;
+        case OB_OPT_GPU: cl.bad = !ob_opt_gpu(PROG, optarg, &o.lp); in_process_opt = "--gpu"; break;
         case OPT_PARALLEL: cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel); break;
         case OPT_CHUNK:
             cl.bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &o.lp.chunk);

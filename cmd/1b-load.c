@@ -1,11 +1,14 @@
 /*
  * 1b-load — open a model, validate it, print its facts as one JSON record.
  *
- *   1b-load [--ctx N] [--tensors] [--check] [--template] MODEL
+ *   1b-load [--ctx N] [--tensors] [--check] [--template] [-d ROUTE [--gpu N] [--slots N]] MODEL
  *   1b-load --meta KEY MODEL
  *
- * MODEL is a GGUF file or an archive holding one (see ob_model_resolve). Exit status as in
- * 1b(7): 0 ok, 1 --check found non-finite values, 2 usage, 3 bad model file, 5 other failure.
+ * MODEL is a GGUF file or an archive holding one (see ob_model_resolve). With -d, the record
+ * also says on which device the route would run the model and whether it fits there. Exit
+ * status as in 1b(7): 0 ok, 1 --check found non-finite values or the model does not fit the
+ * device of -d, 2 usage, 3 bad model file, 4 the route or its device is not there, 5 other
+ * failure.
  */
 #include <getopt.h>
 #include <stdlib.h>
@@ -15,7 +18,7 @@
 
 #define PROG "1b-load"
 
-enum { OPT_CTX = 256, OPT_TENSORS, OPT_CHECK, OPT_META, OPT_TEMPLATE };
+enum { OPT_CTX = 256, OPT_TENSORS, OPT_CHECK, OPT_META, OPT_TEMPLATE, OPT_GPU, OPT_SLOTS };
 
 static const struct ob_option options[] = {
     {"ctx", OPT_CTX, "N", "context length for the KV cache estimate (default 4096)"},
@@ -23,6 +26,9 @@ static const struct ob_option options[] = {
     {"check", OPT_CHECK, NULL, "read every tensor: sizes, NaN/Inf in floats and block scales, sha256"},
     {"meta", OPT_META, "KEY", "print the value of one metadata key as JSON and exit"},
     {"template", OPT_TEMPLATE, NULL, "include the raw chat template string"},
+    {"device", 'd', "ROUTE", "also report ROUTE's device and whether the model fits on it"},
+    {"gpu", OPT_GPU, "N", "with -d: the route's device N (default 0)"},
+    {"slots", OPT_SLOTS, "N", "with -d: sequences with a KV cache of --ctx positions (default 1)"},
     OB_OPT_ROWS_SHARED,
     {0},
 };
@@ -32,7 +38,39 @@ struct opts {
     bool tensors, check, template;
     const char *meta;
     const char *model;
+    const char *route;             /* -d: report its device */
+    int gpu, slots;
 };
+
+/* the device of o->route for the model, into rec.device; *fits false when it does not fit */
+static int device_facts(const struct opts *o, cJSON *rec, bool *fits)
+{
+    struct ob_model *m;
+    struct ob_route_fit f;
+    struct ob_device_opts d = {.index = o->gpu};
+    int n_ctx = o->ctx > INT32_MAX ? INT32_MAX : (int)o->ctx;
+    int e = ob_model_open(o->model, &m);
+    if (e)
+        return e;
+    e = ob_route_fit(m, o->route, &d, o->slots, n_ctx, &f);
+    ob_model_close(m);
+    if (e)
+        return e;
+    cJSON *dev = cJSON_CreateObject();
+    cJSON_AddStringToObject(dev, "route", o->route);
+    cJSON_AddStringToObject(dev, "name", f.device);
+    ob_json_add_u64(dev, "index", (uint64_t)o->gpu);
+    ob_json_add_u64(dev, "memory_bytes", f.mem_bytes);
+    ob_json_add_u64(dev, "weights_bytes", f.weight_bytes);
+    ob_json_add_u64(dev, "slots", (uint64_t)o->slots);
+    ob_json_add_u64(dev, "ctx", o->ctx);
+    ob_json_add_u64(dev, "kv_bytes", f.kv_bytes);
+    ob_json_add_u64(dev, "needed_bytes", f.weight_bytes + f.kv_bytes);
+    cJSON_AddBoolToObject(dev, "fits", f.fits);
+    cJSON_AddItemToObject(rec, "device", dev);
+    *fits = f.fits;
+    return 0;
+}
 
 static int fail(int err, const char *what)
 {
@@ -211,6 +249,9 @@ static int run(const struct opts *o, int *status)
     cJSON_AddItemToObject(rec, "memory", mem);
     if (chk)
         cJSON_AddItemToObject(rec, "check", ob_check_json(chk));
+    bool fits = true;
+    if (o->route && (e = device_facts(o, rec, &fits)))
+        goto out;
 
     if ((e = ob_jsonl_write(stdout, rec))) {
         ob_errprefix(e, "stdout");
@@ -236,7 +277,7 @@ static int run(const struct opts *o, int *status)
             }
         }
     }
-    if (chk && !ob_check_ok(chk))
+    if ((chk && !ob_check_ok(chk)) || !fits)
         *status = OB_EXIT_NO;
 out:
     cJSON_Delete(rec);
@@ -248,7 +289,7 @@ out:
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.ctx = 4096};
+    struct opts o = {.ctx = 4096, .slots = 1};
     struct ob_cmdline cl = {PROG, PROG " [options] MODEL",
                             "Print the facts of a GGUF model (or an archive holding one) as JSON.",
                             options};
@@ -260,6 +301,9 @@ int main(int argc, char **argv)
         case OPT_CHECK: o.check = true; break;
         case OPT_META: o.meta = optarg; break;
         case OPT_TEMPLATE: o.template = true; break;
+        case 'd': o.route = optarg; break;
+        case OPT_GPU: cl.bad = !ob_opt_int(PROG, "gpu", optarg, 0, 255, &o.gpu); break;
+        case OPT_SLOTS: cl.bad = !ob_opt_int(PROG, "slots", optarg, 1, 4096, &o.slots); break;
         }
     }
     if (cl.stop)

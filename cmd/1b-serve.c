@@ -320,6 +320,7 @@ int main(int argc, char **argv)
         case 'm': lp.model = optarg; break;
         case 'd': lp.route = optarg; break;
         case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &lp.threads); break;
+        case OB_OPT_GPU: cl.bad = !ob_opt_gpu(PROG, optarg, &lp); break;
         case OPT_PARALLEL: cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &lp.parallel); break;
         case OPT_CHUNK: cl.bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &lp.chunk); break;
         case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &lp.n_ctx); break;

@@ -12,7 +12,7 @@ _1b_complete()
     if [[ $prev == -* ]]; then
         spec=$(printf '%s\n' "$opts" | grep -E -- "^${prev}(=|\$)" | head -n 1)
         case $spec in
-        *=ROUTE) COMPREPLY=($(compgen -W "cpu ref hrx npu" -- "$cur")); return 0 ;;
+        *=ROUTE) COMPREPLY=($(compgen -W "cpu ref hrx hrx-sim npu" -- "$cur")); return 0 ;;
         *=FILE|*=MODEL|*=DIR) COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null; return 0 ;;
         *=NAME) COMPREPLY=($(compgen -W "qwen3-tiny qwen3-small qwen2-tiny llama-tiny qwen3-0.6b" -- "$cur")); return 0 ;;
         *=*) return 0 ;;                    # a value that cannot be guessed
@@ -27,4 +27,4 @@ _1b_complete()
     return 0
 }
 
-complete -F _1b_complete 1b-load 1b-synth 1b-gen 1b-serve 1b-logprobs 1b-agree 1b-batchrep 1b-requant
+complete -F _1b_complete 1b-load 1b-synth 1b-gen 1b-serve 1b-logprobs 1b-agree 1b-batchrep 1b-requant 1b-report

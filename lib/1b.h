@@ -312,6 +312,21 @@ const struct ob_ctx_params *ob_ctx_params(const struct ob_ctx *c);
 /* bytes of KV cache for n_slots x n_ctx */
 uint64_t ob_ctx_kv_bytes(const struct ob_model *m, int n_slots, int n_ctx);
 /*
+ * Would a context of n_slots x n_ctx positions fit on a route's device? Fills *out with the
+ * device (a GPU's name; the host for host routes and hrx-sim), its memory (after d->mem_limit),
+ * the device memory of the weights (0 where they stay in the mapped file), the KV cache, and
+ * fits: both within the 80% of the memory that ob_ctx_new budgets. OB_EUSAGE for an unknown
+ * route, OB_EDEVICE when it is not built in or its device is absent, OB_EUNSUPP when it has
+ * no kernels for the model's weights.
+ */
+struct ob_route_fit {
+    char device[64];
+    uint64_t mem_bytes, weight_bytes, kv_bytes;
+    bool fits;
+};
+int ob_route_fit(struct ob_model *m, const char *route, const struct ob_device_opts *d,
+                 int n_slots, int n_ctx, struct ob_route_fit *out);
+/*
  * Run n token rows: row i is token tok[i] of slot seq[i] at position pos[i]; its K and V are
  * stored in the slot's cache before attention, so rows of one slot must come in increasing
  * position. The logits of rows want[0..n_want) (increasing) go to out32[j * n_vocab ..] (and,

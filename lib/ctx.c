@@ -50,8 +50,10 @@ int ob_ctx_new(struct ob_model *m, const struct ob_ctx_params *p, struct ob_ctx 
                          p->n_ctx, m->hp.n_ctx_train);
     uint64_t kv = r->kv_bytes(m, p->n_slots, p->n_ctx), w = r->weight_bytes(m);
     char b1[32], b2[32];
+    /* too little memory on a device (whose memory holds the weights: w > 0) is the device's
+     * shortcoming, exit status 4 (1b(7)); on the host it is OB_ENOMEM */
     if (info.mem_bytes && kv + w > info.mem_bytes / 10 * 8)
-        return ob_seterr(OB_ENOMEM, "a KV cache for %d slots of %d positions needs %s%s, more "
+        return ob_seterr(w ? OB_EDEVICE : OB_ENOMEM, "a KV cache for %d slots of %d positions needs %s%s, more "
                          "than 80%% of the %s of memory: lower the context or the slots",
                          p->n_slots, p->n_ctx, size_str(kv, b1),
                          w ? " next to the weights" : "", size_str(info.mem_bytes, b2));

@@ -30,6 +30,7 @@ int ob_local_open(const struct ob_local_params *p, struct ob_local **out)
             .route = p->route ? p->route : "cpu",
             .n_threads = p->threads ? p->threads : cpus > 0 ? (int)cpus : 1,
             .n_slots = p->parallel + p->cache_slots, .n_ctx = n_ctx, .max_batch = p->max_batch,
+            .dev = {.index = p->device},
         };
         e = ob_ctx_new(l->m, &cp, &l->ctx);
     }
@@ -42,6 +43,11 @@ int ob_local_open(const struct ob_local_params *p, struct ob_local **out)
     }
     *out = l;
     return 0;
+}
+
+bool ob_opt_gpu(const char *prog, const char *arg, struct ob_local_params *p)
+{
+    return ob_opt_int(prog, "gpu", arg, 0, 255, &p->device);
 }
 
 void ob_local_free(struct ob_local *l)

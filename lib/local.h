@@ -16,15 +16,19 @@
 #define OB_LOCAL_CTX_DEFAULT 4096
 
 /* The option rows of the in-process route, in every command that has one (before its own
- * rows; struct ob_option in 1b.h): -d ROUTE and -t N, into route and threads below. */
+ * rows; struct ob_option in 1b.h): -d ROUTE, -t N and --gpu N, into route, threads and
+ * device below (--gpu's value is OB_OPT_GPU, taken by ob_opt_gpu). */
+enum { OB_OPT_GPU = 0x1020 };
 #define OB_OPT_ROWS_LOCAL                                                                 \
-    {"device", 'd', "ROUTE", "route: cpu (default), ref"},                                \
-    {"threads", 't', "N", "threads of the route (default: the CPUs available)"}
+    {"device", 'd', "ROUTE", "route: cpu (default), ref, hrx (a GPU), hrx-sim"},         \
+    {"threads", 't', "N", "threads of the route (default: the CPUs available)"},         \
+    {"gpu", OB_OPT_GPU, "N", "which device of the route: GPU N of -d hrx (default 0)"}
 
 struct ob_local_params {
     const char *model;             /* MODEL operand: a GGUF file or an archive holding one */
-    const char *route;             /* "cpu", "ref"; NULL: "cpu" */
+    const char *route;             /* "cpu", "ref", "hrx", "hrx-sim"; NULL: "cpu" */
     int threads;                   /* threads of the route; 0: the CPUs available */
+    int device;                    /* which device of the route's kind (--gpu): 0 the first */
     int parallel;                  /* live sequences decoded together (engine), >= 1 */
     int cache_slots;               /* KV slots beyond `parallel`, kept as prompt cache */
     int n_ctx;                     /* positions per sequence; 0: OB_LOCAL_CTX_DEFAULT or the
@@ -40,6 +44,9 @@ struct ob_local {
     struct ob_ctx *ctx;            /* ob_ctx_params(ctx) has the resolved threads and n_ctx */
     struct ob_engine *eng;
 };
+
+/* --gpu's argument (0 .. 255) into p->device; false after "PROG: --gpu: why" on stderr */
+bool ob_opt_gpu(const char *prog, const char *arg, struct ob_local_params *p);
 
 /* Open p->model, make a context of parallel + cache_slots slots of n_ctx positions on
  * p->route, and an engine over it. On failure nothing is left open and ob_errmsg() says which

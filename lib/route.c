@@ -12,9 +12,12 @@
 
 #include "backend.h"
 #include "cpu/simd.h"
+#include "hrx/hrx.h"
 
 extern const struct ob_be_ops ob_be_cpu;
 extern const struct ob_be_ops ob_be_ref;
+extern const struct ob_be_ops ob_be_hrx;
+extern const struct ob_be_ops ob_be_hrx_sim;
 
 /* ---- host routes: memory is the machine's ------------------------------------------------ */
 
@@ -71,6 +74,23 @@ static int ref_supports(const struct ob_model *m) { return each_matrix(m, dequan
 
 static uint64_t no_device_weights(const struct ob_model *m) { return 0; }
 
+/* ---- hrx: GPU kernels (lib/hrx/); hrx-sim runs them on the host ----------------------------- */
+
+static int hrx_probe(const struct ob_device_opts *d, struct ob_device_info *info)
+{
+    return ob_hrx_probe(false, d, info);
+}
+
+static int hrx_sim_probe(const struct ob_device_opts *d, struct ob_device_info *info)
+{
+    return ob_hrx_probe(true, d, info);
+}
+
+static int hrx_supports(const struct ob_model *m)
+{
+    return each_matrix(m, ob_hrx_type_supported, "hrx");
+}
+
 /* fp16 keys and values */
 static uint64_t kv_fp16(const struct ob_model *m, int n_slots, int n_ctx)
 {
@@ -90,10 +110,11 @@ static const struct ob_route routes[] = {
      &ob_be_cpu, NULL, cpu_probe, cpu_supports, no_device_weights, kv_fp16},
     {"ref", "float64 activations and OpenBLAS: an oracle of exact arithmetic",
      &ob_be_ref, NULL, ref_probe, ref_supports, no_device_weights, kv_f64},
-    {"hrx", "GPU kernels through HIP or CUDA, bitwise equal to cpu",
-     NULL, "not part of this tree yet (HIP=1 or CUDA=1 will build it)"},
-    {"hrx-sim", "the hrx kernels executed on the CPU, thread by thread",
-     NULL, "not part of this tree yet"},
+    {"hrx", "GPU kernels through CUDA or HIP, bitwise equal to cpu",
+     &ob_be_hrx, "build it with make CUDA=1 or make HIP=1", hrx_probe, hrx_supports,
+     ob_hrx_weight_bytes, kv_fp16},
+    {"hrx-sim", "the hrx kernels executed on the host, thread by thread, bitwise equal to cpu",
+     &ob_be_hrx_sim, NULL, hrx_sim_probe, hrx_supports, no_device_weights, kv_fp16},
     {"npu", "Q4NX packs through XRT",
      NULL, "not part of this tree yet (XRT=1 will build it)"},
     {"npu-sim", "the Q4NX arithmetic emulated on the CPU",
@@ -102,6 +123,13 @@ static const struct ob_route routes[] = {
 
 #define N_ROUTES (int)(sizeof routes / sizeof routes[0])
 
+/* is the route in this binary? (hrx's host side always is; its GPU runtime only with
+ * make CUDA=1 or HIP=1) */
+static bool built(const struct ob_route *r)
+{
+    return r->ops && (r->ops != &ob_be_hrx || ob_hrx_gpu_linked());
+}
+
 int ob_route_find(const char *name, const struct ob_route **out)
 {
     if (!name)
@@ -109,7 +137,7 @@ int ob_route_find(const char *name, const struct ob_route **out)
     for (int i = 0; i < N_ROUTES; i++) {
         if (strcmp(routes[i].name, name) != 0)
             continue;
-        if (!routes[i].ops)
+        if (!built(&routes[i]))
             return ob_seterr(OB_EDEVICE, "route '%s' is not built into this binary: %s", name,
                              routes[i].build);
         *out = &routes[i];
@@ -117,10 +145,28 @@ int ob_route_find(const char *name, const struct ob_route **out)
     }
     char have[128] = "", lack[128] = "";
     for (int i = 0; i < N_ROUTES; i++) {
-        char *b = routes[i].ops ? have : lack;
+        char *b = built(&routes[i]) ? have : lack;
         size_t len = strlen(b);
         snprintf(b + len, 128 - len, "%s%s", len ? ", " : "", routes[i].name);
     }
     return ob_seterr(OB_EUSAGE, "unknown route '%s' (this build has %s; not built: %s)", name,
                      have, lack);
+}
+
+int ob_route_fit(struct ob_model *m, const char *route, const struct ob_device_opts *d,
+                 int n_slots, int n_ctx, struct ob_route_fit *out)
+{
+    const struct ob_route *r;
+    struct ob_device_info info = {0};
+    int e;
+    memset(out, 0, sizeof *out);
+    if ((e = ob_route_find(route, &r)) || (e = r->probe(d, &info)) || (e = r->supports(m)))
+        return e;
+    snprintf(out->device, sizeof out->device, "%s", info.name);
+    out->mem_bytes = info.mem_bytes;
+    out->weight_bytes = r->weight_bytes(m);
+    out->kv_bytes = r->kv_bytes(m, n_slots, n_ctx);
+    /* ob_ctx_new's budget (ctx.c): weights and caches within 80% of the memory */
+    out->fits = !info.mem_bytes || out->weight_bytes + out->kv_bytes <= info.mem_bytes / 10 * 8;
+    return 0;
 }

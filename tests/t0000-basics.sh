@@ -5,9 +5,10 @@
 . "$(dirname "$0")/lib.sh"
 
 cmds=()
-for c in "$OB_TOP"/cmd/1b-*.c; do cmds+=("$(basename "$c" .c)"); done
+# the C commands and those written in Python (cmd/1b-*.py, built into bin/ by make)
+for c in "$OB_TOP"/cmd/1b-*.c "$OB_TOP"/cmd/1b-*.py; do [ -e "$c" ] && b=$(basename "$c") && cmds+=("${b%.*}"); done
 pages=("$OB_TOP"/man/*.[17])
-plan $(( ${#cmds[@]} * 6 + ${#pages[@]} + 2 + ${#cmds[@]} + 6 ))
+plan $(( ${#cmds[@]} * 6 + ${#pages[@]} + 2 + ${#cmds[@]} + 6 + 2 ))
 
 for c in "${cmds[@]}"; do
     out=$("$BIN/$c" --help 2>&1); rc=$?
@@ -47,6 +48,17 @@ if command -v zsh >/dev/null; then
 else
     skip "zsh completion parses" "zsh not installed"
 fi
+
+# the completions are registered for every command (bash's complete line, zsh's #compdef)
+bash_cmds=" $(grep '^complete -F' "$OB_TOP/completions/1b.bash" | cut -d' ' -f4-) "
+zsh_cmds=" $(sed -n '1s/^#compdef //p' "$OB_TOP/completions/_1b") "
+miss_b="" miss_z=""
+for c in "${cmds[@]}"; do
+    [[ $bash_cmds == *" $c "* ]] || miss_b="$miss_b $c"
+    [[ $zsh_cmds == *" $c "* ]] || miss_z="$miss_z $c"
+done
+[ -z "$miss_b" ]; ok $? "bash completion is registered for every command${miss_b:+: not$miss_b}"
+[ -z "$miss_z" ]; ok $? "zsh completion is registered for every command${miss_z:+: not$miss_z}"
 
 # what does not reach standard output is a failure: --help, --version and --list-options to
 # /dev/full exit 5 (1b-agree: 2, its "trouble") with one line naming stdout

@@ -2,7 +2,8 @@
 # A user's CFLAGS cannot change the bits: the library and 1b-gen built from a copy of the tree
 # with `make CFLAGS='-O2 -march=native'` (FMA contraction, AVX-512 VNNI where the CPU has it)
 # and with CFLAGS='-O3 -ffp-contract=fast -ffast-math' generate the same tokens and log-prob
-# bits as the default build, at every SIMD level this CPU has. What the Makefile cannot undo
+# bits as the default build, at every SIMD level this CPU has, and on hrx-sim (the same flags
+# as CXXFLAGS for its C++). What the Makefile cannot undo
 # (-Ofast, x87 arithmetic) is refused; the command line cannot drop the fixed flags.
 . "$(dirname "$0")/lib.sh"
 S=$SHARED/models/stories260K.gguf
@@ -10,7 +11,7 @@ mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make "$@"; }   # a make of its ow
 levels=(scalar avx2 avx512)
 best=$("$UNIT/kernels" --best-isa 2>&1) || best="kernels --best-isa failed: $best"
 builds=("-O2 -march=native" "-O3 -ffp-contract=fast -ffast-math")
-plan $(( ${#builds[@]} * (2 + ${#levels[@]}) + 4 ))
+plan $(( ${#builds[@]} * (3 + ${#levels[@]}) + 5 ))
 
 cat > "$T/req.jsonl" <<'EOF'
 {"id":"a","prompt":"Once upon a time","max_tokens":48,"top_logprobs":3}
@@ -18,8 +19,8 @@ cat > "$T/req.jsonl" <<'EOF'
 {"id":"c","prompt":"Lily had a red ball. She","max_tokens":32,"temperature":0.8,"seed":7,"top_logprobs":2}
 EOF
 # token ids and log-prob bits of every result, one per line
-fingerprint() {   # GEN LEVEL OUT
-    OB_SIMD=$2 "$1" -m "$S" -t 2 < "$T/req.jsonl" 2> "$3.err" |
+fingerprint() {   # GEN LEVEL OUT [ROUTE]
+    OB_SIMD=$2 "$1" -m "$S" -t 2 -d "${4:-cpu}" < "$T/req.jsonl" 2> "$3.err" |
         grep -oE '"(id|bits)":("[0-9a-f]+"|[0-9]+)' > "$3"
     [ "${PIPESTATUS[0]}" -eq 0 ] && [ -s "$3" ]
 }
@@ -38,13 +39,14 @@ tar -C "$OB_TOP" --exclude='*.o' --exclude='*.d' --exclude='*.a' -cf - Makefile 
 for l in "${levels[@]}"; do
     has_level "$l" && fingerprint "$BIN/1b-gen" "$l" "$T/default.$l"
 done
+fingerprint "$BIN/1b-gen" scalar "$T/default.hrx-sim" hrx-sim
 
 n=0
 for flags in "${builds[@]}"; do
     n=$((n + 1))
     rm -rf "$T/b$n"; cp -r "$T/src" "$T/b$n"
-    mk -s -C "$T/b$n" -j2 CFLAGS="$flags" bin/1b-gen > "$T/b$n.log" 2>&1
-    ok $? "make CFLAGS='$flags' bin/1b-gen builds" || sed 's/^/# /' "$T/b$n.log" | tail -5
+    mk -s -C "$T/b$n" -j2 CFLAGS="$flags" CXXFLAGS="$flags" bin/1b-gen > "$T/b$n.log" 2>&1
+    ok $? "make CFLAGS='$flags' CXXFLAGS='$flags' bin/1b-gen builds" || sed 's/^/# /' "$T/b$n.log" | tail -5
     # crtfastmath.o (linked by -ffast-math unless undone) would flush subnormals at start-up
     [ -x "$T/b$n/bin/1b-gen" ] && ! nm "$T/b$n/bin/1b-gen" | grep -q set_fast_math
     ok $? "CFLAGS='$flags': no fast-math start-up code linked"
@@ -57,11 +59,16 @@ for flags in "${builds[@]}"; do
         check_same "CFLAGS='$flags', OB_SIMD=$l: same tokens and bits as the default build ($(wc -l < "$T/default.$l") values)" \
             "$T/default.$l" "$T/b$n.$l"
     done
+    fingerprint "$T/b$n/bin/1b-gen" scalar "$T/b$n.hrx-sim" hrx-sim
+    check_same "CXXFLAGS='$flags', -d hrx-sim: same tokens and bits as the default build ($(wc -l < "$T/default.hrx-sim") values)" \
+        "$T/default.hrx-sim" "$T/b$n.hrx-sim"
 done
 
 # refused at parse time, before anything is built
 out=$(mk -s -C "$T/src" -n CFLAGS='-O2 -Ofast' bin/1b-gen 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "Ofast: refused" <<<"$out"; ok $? "CFLAGS=-Ofast is refused (exit $rc: $out)"
+out=$(mk -s -C "$T/src" -n CXXFLAGS='-O2 -Ofast' bin/1b-gen 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "Ofast: refused" <<<"$out"; ok $? "CXXFLAGS=-Ofast (hrx-sim's C++) is refused (exit $rc: $out)"
 out=$(mk -s -C "$T/src" -n CFLAGS='-O2 -mfpmath=387' bin/1b-gen 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "refused.*__FLT_EVAL_METHOD__" <<<"$out"; ok $? "CFLAGS=-mfpmath=387 is refused (exit $rc: $out)"
 

@@ -11,7 +11,7 @@ ok $rc "registry and contexts ($(grep -c '^ok' <<<"$out") checks)" || grep -v '^
 grep '^ok\|^not ok' <<<"$out" | sed 's/^/#   /'
 echo '{"prompt":"a","max_tokens":1}' > one.jsonl
 1b-gen -m "$S" -d nosuch < one.jsonl > /dev/null 2> err.txt; rc=$?
-[ $rc -eq 2 ] && grep -q "unknown route 'nosuch' (this build has cpu, ref; not built: hrx" err.txt
+[ $rc -eq 2 ] && grep -qE "unknown route 'nosuch' \(this build has cpu, ref, (hrx-sim; not built: hrx|hrx, hrx-sim)" err.txt
 ok $? "1b-gen -d nosuch: exit 2, the routes this build has ($(cat err.txt))"
 1b-gen -m "$S" -d npu-sim < one.jsonl > /dev/null 2> err.txt; rc=$?
 [ $rc -eq 4 ] && grep -q "route 'npu-sim' is not built into this binary" err.txt

@@ -36,9 +36,10 @@
  * uses. IEEE 754 requires both to be correctly rounded, so they mean the same everywhere: gcc
  * and clang emit one instruction where the ISA has it (sqrtss; vfmadd231ss under -mfma) and
  * otherwise call libm's, which is exact too. nvcc and hipcc declare both for host and device
- * code themselves (their runtime headers are included implicitly), so C++ takes nothing here.
+ * code themselves (their runtime headers are included implicitly), so they take nothing here;
+ * a plain C++ compiler (g++ building hrx-sim) takes <math.h> as C does.
  */
-#ifndef __cplusplus
+#if !defined(__CUDACC__) && !defined(__HIPCC__)
 #include <math.h>
 #endif
 

@@ -6,7 +6,9 @@
  *     the KV cache needs is OB_ENOMEM, one above it opens;
  *   - ob_ctx_device names what the route runs on;
  *   - a backend's optional whole-layer op (backend.h `layer`) replaces the per-op sequence
- *     and gives the same bits.
+ *     and gives the same bits;
+ *   - hrx-sim is in every build and runs on the host; hrx without a GPU build is not built in;
+ *     ob_route_fit reports a route's device and whether a context fits it.
  * Usage: route MODEL
  */
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 
 #include "backend.h"
 #include "cpu/simd.h"
+#include "hrx/hrx.h"
 #include "tap.h"
 
 extern const struct ob_be_ops ob_be_cpu;
@@ -68,8 +71,13 @@ int main(int argc, char **argv)
     ok(ob_route_find("ref", &r) == 0 && strcmp(r->name, "ref") == 0, "ref is found");
     ok(ob_route_find(NULL, &r) == 0 && strcmp(r->name, "cpu") == 0, "no name means cpu");
     int e = ob_route_find("hrx", &r);
-    ok(e == OB_EDEVICE && strstr(ob_errmsg(), "not built"), "hrx is not built in: %s",
-       ob_errmsg());
+    if (ob_hrx_gpu_linked())
+        ok(e == 0 && strcmp(r->name, "hrx") == 0, "hrx is built in (make CUDA=1 or HIP=1)");
+    else
+        ok(e == OB_EDEVICE && strstr(ob_errmsg(), "not built"), "hrx is not built in: %s",
+           ob_errmsg());
+    ok(ob_route_find("hrx-sim", &r) == 0 && strcmp(r->name, "hrx-sim") == 0,
+       "hrx-sim is found (every build has it)");
     e = ob_route_find("nosuch", &r);
     ok(e == OB_EUSAGE && strstr(ob_errmsg(), "cpu, ref") && strstr(ob_errmsg(), "hrx"),
        "an unknown route lists the routes: %s", ob_errmsg());
@@ -104,6 +112,29 @@ int main(int argc, char **argv)
     ok(e == 0 && strncmp(ob_ctx_device(c), "float64 openblas", 16) == 0, "ref runs on %s",
        c ? ob_ctx_device(c) : ob_errmsg());
     ob_ctx_free(c);
+    cp.route = "hrx-sim";
+    c = NULL;
+    e = ob_ctx_new(m, &cp, &c);
+    ok(e == 0 && strncmp(ob_ctx_device(c), "hrx-sim", 7) == 0, "hrx-sim runs on %s",
+       c ? ob_ctx_device(c) : ob_errmsg());
+    ob_ctx_free(c);
+    cp.dev.index = 1;
+    e = ob_ctx_new(m, &cp, &c);
+    ok(e == OB_EDEVICE && strstr(ob_errmsg(), "hrx-sim has one device"), "hrx-sim, device 1: "
+       "OB_EDEVICE (%s)", ob_errmsg());
+
+    struct ob_route_fit f;
+    struct ob_device_opts d0 = {0}, tight = {.mem_limit = kv};
+    e = ob_route_fit(m, "hrx-sim", &d0, 2, 256, &f);
+    ok(e == 0 && f.fits && f.kv_bytes == kv && f.weight_bytes == 0 && f.mem_bytes > kv &&
+       strstr(f.device, "host"), "ob_route_fit hrx-sim: %s, %llu bytes of KV, fits", f.device,
+       (unsigned long long)f.kv_bytes);
+    e = ob_route_fit(m, "cpu", &tight, 2, 256, &f);
+    ok(e == 0 && !f.fits && f.mem_bytes == kv, "ob_route_fit under a memory limit below the KV "
+       "cache: does not fit");
+    e = ob_route_fit(m, "hrx", &d0, 1, 16, &f);
+    ok(e == OB_EDEVICE || (e == 0 && f.weight_bytes > 0), "ob_route_fit hrx: %s",
+       e ? ob_errmsg() : f.device);
 
     uint32_t V = ob_model_hparams(m)->n_vocab;
     float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b);

@@ -1,0 +1,543 @@
+/*
+ * backend-hrx.c — the host side of the hrx routes, written once against a runtime table
+ * (hrx.h): ob_be_hrx on a GPU (the CUDA or HIP table, linked in by make CUDA=1 / HIP=1) and
+ * ob_be_hrx_sim on hrx-sim (the same kernels executed on host threads; every build).
+ *
+ * Memory. Buffers are device arrays [max_rows][width] of floats, as the cpu route's. Weights
+ * are uploaded once at open in the file's block layout (hrx-sim reads them in place from the
+ * mapped model; a tied output matrix is the embedding, uploaded once). The KV cache holds fp16
+ * keys and values per layer: kc[layer][slot][pos][n_head_kv * hd]. The RoPE tables (lib/rope.c)
+ * are computed on the host and copied. A batch's tokens, positions and slots are uploaded once
+ * by begin; every op then launches kernels on the queue; logits are copied back, and sampling
+ * and log-softmax stay on the host, so the logits are what must match the cpu route — bit for
+ * bit, which every kernel does by computing lib/arith/'s functions in their order.
+ *
+ * A matmul quantises its input rows once and keeps them while the buffer is unchanged (q, k
+ * and v share one copy of XN), like the cpu route.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cpu/kernels/kernels.h"
+#include "hrx/hrx.h"
+
+_Static_assert((int)OB_HRX_ACT_F32 == (int)OB_ACT_F32 && (int)OB_HRX_ACT_Q8K == (int)OB_ACT_Q8K &&
+               (int)OB_HRX_ACT_A8 == (int)OB_ACT_A8, "one numbering of the activation formats");
+
+/* the GPU runtimes, present when make CUDA=1 or HIP=1 linked them in */
+extern const struct ob_hrx_rt ob_hrx_cuda_rt __attribute__((weak));
+extern const struct ob_hrx_rt ob_hrx_hip_rt __attribute__((weak));
+
+#define LOGIT_ROWS 64              /* rows of logits computed and copied back at a time */
+
+struct hrx_layer {
+    struct ob_hrx_mat w[OB_W_DOWN + 1];  /* by role, OB_W_Q .. OB_W_DOWN */
+    const float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bias[OB_W_DOWN + 1];
+};
+
+/* a host pointer and its copy on the device (weights shared between roles are copied once) */
+struct upload {
+    const void *host;
+    void *dev;
+};
+
+struct ob_be {
+    const struct ob_model *m;
+    struct ob_be_params p;
+    const struct ob_hrx_rt *rt;
+    const struct ob_hrx_kernels *k;
+    struct ob_hrx_q *q;
+    char device[96];
+    struct ob_batch b;             /* the batch being run; its arrays on the device below */
+    int32_t *d_tok, *d_pos, *d_seq, *d_rows;
+    int width[OB_BCOUNT];
+    float *buf[OB_BCOUNT];
+    uint64_t version[OB_BCOUNT];   /* bumped whenever a buffer is written */
+    void *xq;                      /* the quantised copy of one buffer's rows */
+    int xq_buf, xq_fmt, xq_rows;
+    uint64_t xq_version;
+    size_t xq_stride;
+    int kvw;
+    uint16_t **kc, **vc;           /* [n_layer] -> [n_slots * n_ctx * kvw] */
+    float *cs, *sn;                /* RoPE tables [n_ctx][n_rot / 2] */
+    float *att;                    /* attention scratch (ob_hrx_attn_scratch) */
+    float *logit_x, *logits;       /* [LOGIT_ROWS][n_embd], [LOGIT_ROWS][n_vocab] */
+    void *logit_q;
+    struct ob_hrx_mat tok_embd, output;
+    const float *output_norm;
+    struct hrx_layer *L;
+    struct upload *up;             /* weights on the device */
+    size_t n_up;
+    void **mem;                    /* every device allocation, freed at close */
+    size_t n_mem, cap_mem;
+};
+
+/* ---- runtimes and devices ----------------------------------------------------------------- */
+
+bool ob_hrx_gpu_linked(void)
+{
+    return &ob_hrx_cuda_rt != NULL || &ob_hrx_hip_rt != NULL;
+}
+
+/* the GPU runtime and its own index of device `index`, counting CUDA's devices first, then
+ * HIP's; OB_EDEVICE naming what each runtime said when there is no such device */
+static int gpu_find(int index, const struct ob_hrx_rt **rt, int *local)
+{
+    const struct ob_hrx_rt *rts[2] = {&ob_hrx_cuda_rt, &ob_hrx_hip_rt};
+    char why[512] = "";
+    int total = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!rts[i])
+            continue;
+        int c = rts[i]->count();
+        size_t len = strlen(why);
+        if (c < 0) {
+            snprintf(why + len, sizeof why - len, "%s%s: %s", len ? "; " : "", rts[i]->api,
+                     ob_errmsg());
+            continue;
+        }
+        if (index < total + c) {
+            *rt = rts[i];
+            *local = index - total;
+            return 0;
+        }
+        total += c;
+        snprintf(why + len, sizeof why - len, "%s%s: %d device%s", len ? "; " : "", rts[i]->api,
+                 c, c == 1 ? "" : "s");
+    }
+    if (!ob_hrx_gpu_linked())
+        return ob_seterr(OB_EDEVICE, "route 'hrx' is not built into this binary: make CUDA=1 "
+                         "or HIP=1");
+    return ob_seterr(OB_EDEVICE, "hrx: no GPU %d (%s)", index, why);
+}
+
+int ob_hrx_probe(bool sim, const struct ob_device_opts *d, struct ob_device_info *info)
+{
+    const struct ob_hrx_rt *rt = &ob_hrx_sim_rt;
+    int idx = d->index, e;
+    struct ob_hrx_devinfo di;
+    if ((!sim && (e = gpu_find(d->index, &rt, &idx))) || (e = rt->info(idx, &di)))
+        return e;
+    snprintf(info->name, sizeof info->name, "%s", di.name);
+    info->mem_bytes = d->mem_limit && (!di.mem_bytes || d->mem_limit < di.mem_bytes)
+                          ? d->mem_limit : di.mem_bytes;
+    return 0;
+}
+
+/* ---- weights ------------------------------------------------------------------------------- */
+
+bool ob_hrx_type_supported(uint32_t t)
+{
+    switch (t) {
+    case OB_F32: case OB_F16: case OB_BF16: case OB_Q4_0: case OB_Q4_1: case OB_Q5_0:
+    case OB_Q5_1: case OB_Q8_0: case OB_Q2_K: case OB_Q3_K: case OB_Q4_K: case OB_Q5_K:
+    case OB_Q6_K:
+        return true;
+    }
+    return false;
+}
+
+static size_t mat_bytes(const struct ob_matrix *w) { return (size_t)w->n * w->row_bytes; }
+
+static size_t vec_bytes(const float *v, uint32_t n) { return v ? (size_t)n * sizeof(float) : 0; }
+
+/* device memory for the weights: every matrix (a tied output once) and vector */
+uint64_t ob_hrx_weight_bytes(const struct ob_model *m)
+{
+    const struct ob_hparams *hp = &m->hp;
+    uint64_t b = mat_bytes(&m->tok_embd) + vec_bytes(m->output_norm, hp->n_embd);
+    if (m->output.data != m->tok_embd.data)
+        b += mat_bytes(&m->output);
+    uint32_t qw = hp->n_head * hp->head_dim, kw = hp->n_head_kv * hp->head_dim;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const struct ob_layer *L = &m->layers[l];
+        for (int r = OB_W_Q; r <= OB_W_DOWN; r++)
+            b += mat_bytes(ob_layer_matrix(m, (int)l, r));
+        b += vec_bytes(L->attn_norm, hp->n_embd) + vec_bytes(L->ffn_norm, hp->n_embd) +
+             vec_bytes(L->q_norm, hp->head_dim) + vec_bytes(L->k_norm, hp->head_dim) +
+             vec_bytes(L->bq, qw) + vec_bytes(L->bk, kw) + vec_bytes(L->bv, kw);
+    }
+    return b;
+}
+
+static int dev_alloc(struct ob_be *be, size_t bytes, void **out)
+{
+    if (be->n_mem == be->cap_mem) {
+        size_t cap = be->cap_mem ? 2 * be->cap_mem : 64;
+        void **p = realloc(be->mem, cap * sizeof *p);
+        if (!p)
+            return ob_seterr(OB_ENOMEM, "out of memory");
+        be->mem = p;
+        be->cap_mem = cap;
+    }
+    int e = be->rt->alloc(be->q, bytes ? bytes : 1, out);
+    if (e)
+        return ob_errprefix(OB_EDEVICE, "%s: not enough device memory for %d slots x %d "
+                            "positions", be->device, be->p.n_slots, be->p.n_ctx);
+    be->mem[be->n_mem++] = *out;
+    return 0;
+}
+
+/* the device copy of n host bytes at h (NULL stays NULL; hrx-sim reads the host's in place) */
+static int upload(struct ob_be *be, const void *h, size_t n, const void **out)
+{
+    *out = NULL;
+    if (!h)
+        return 0;
+    if (be->rt->host_memory) {
+        *out = h;
+        return 0;
+    }
+    for (size_t i = 0; i < be->n_up; i++)
+        if (be->up[i].host == h) {
+            *out = be->up[i].dev;
+            return 0;
+        }
+    struct upload *u = realloc(be->up, (be->n_up + 1) * sizeof *u);
+    if (!u)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    be->up = u;
+    void *d;
+    int e;
+    if ((e = dev_alloc(be, n, &d)) || (e = be->rt->h2d(be->q, d, h, n)))
+        return e;
+    be->up[be->n_up++] = (struct upload){h, d};
+    *out = d;
+    return 0;
+}
+
+static int upload_mat(struct ob_be *be, const struct ob_matrix *w, struct ob_hrx_mat *out)
+{
+    *out = (struct ob_hrx_mat){w->type, w->n, w->k, w->row_bytes, NULL};
+    return upload(be, w->data, mat_bytes(w), &out->data);
+}
+
+static int upload_vec(struct ob_be *be, const float *v, uint32_t n, const float **out)
+{
+    const void *d;
+    int e = upload(be, v, vec_bytes(v, n), &d);
+    *out = d;
+    return e;
+}
+
+static int upload_weights(struct ob_be *be)
+{
+    const struct ob_model *m = be->m;
+    const struct ob_hparams *hp = &m->hp;
+    uint32_t qw = hp->n_head * hp->head_dim, kw = hp->n_head_kv * hp->head_dim;
+    int e;
+    if ((e = upload_mat(be, &m->tok_embd, &be->tok_embd)) ||
+        (e = upload_mat(be, &m->output, &be->output)) ||
+        (e = upload_vec(be, m->output_norm, hp->n_embd, &be->output_norm)))
+        return e;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const struct ob_layer *L = &m->layers[l];
+        struct hrx_layer *D = &be->L[l];
+        for (int r = OB_W_Q; r <= OB_W_DOWN; r++)
+            if ((e = upload_mat(be, ob_layer_matrix(m, (int)l, r), &D->w[r])))
+                return e;
+        if ((e = upload_vec(be, L->attn_norm, hp->n_embd, &D->attn_norm)) ||
+            (e = upload_vec(be, L->ffn_norm, hp->n_embd, &D->ffn_norm)) ||
+            (e = upload_vec(be, L->q_norm, hp->head_dim, &D->q_norm)) ||
+            (e = upload_vec(be, L->k_norm, hp->head_dim, &D->k_norm)) ||
+            (e = upload_vec(be, L->bq, qw, &D->bias[OB_W_Q])) ||
+            (e = upload_vec(be, L->bk, kw, &D->bias[OB_W_K])) ||
+            (e = upload_vec(be, L->bv, kw, &D->bias[OB_W_V])))
+            return e;
+    }
+    return 0;
+}
+
+/* ---- open and close -------------------------------------------------------------------------- */
+
+static void hrx_close(struct ob_be *be)
+{
+    if (!be)
+        return;
+    if (be->q) {
+        be->rt->sync(be->q);
+        for (size_t i = 0; i < be->n_mem; i++)
+            be->rt->free(be->q, be->mem[i]);
+        be->rt->close(be->q);
+    }
+    free(be->mem);
+    free(be->up);
+    free(be->L);
+    free(be->kc);
+    free(be->vc);
+    free(be);
+}
+
+static int hrx_open(const struct ob_model *m, const struct ob_be_params *p, bool sim,
+                    struct ob_be **out)
+{
+    const struct ob_hparams *hp = &m->hp;
+    const struct ob_hrx_rt *rt = &ob_hrx_sim_rt;
+    int idx = p->dev.index, e;
+    struct ob_hrx_devinfo di;
+    if ((!sim && (e = gpu_find(p->dev.index, &rt, &idx))) || (e = rt->info(idx, &di)))
+        return e;
+    struct ob_be *be = calloc(1, sizeof *be);
+    if (!be)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    be->m = m;
+    be->p = *p;
+    be->rt = rt;
+    be->k = rt->k;
+    if (sim)
+        snprintf(be->device, sizeof be->device, "hrx-sim (%d host thread%s)", p->n_threads,
+                 p->n_threads == 1 ? "" : "s");
+    else
+        snprintf(be->device, sizeof be->device, "%s (%s %d)", di.name, rt->api, idx);
+    if ((e = rt->open(idx, p->n_threads, &be->q))) {
+        free(be);
+        return e;
+    }
+    be->L = calloc(hp->n_layer, sizeof *be->L);
+    be->kc = calloc(hp->n_layer, sizeof *be->kc);
+    be->vc = calloc(hp->n_layer, sizeof *be->vc);
+    if (!be->L || !be->kc || !be->vc) {
+        e = ob_seterr(OB_ENOMEM, "out of memory");
+        goto fail;
+    }
+    int hd = (int)hp->head_dim, E = (int)hp->n_embd, V = (int)hp->n_vocab;
+    be->width[OB_BX] = be->width[OB_BXN] = be->width[OB_BOUT] = E;
+    be->width[OB_BQ] = be->width[OB_BATT] = (int)hp->n_head * hd;
+    be->width[OB_BK] = be->width[OB_BV] = (int)hp->n_head_kv * hd;
+    be->width[OB_BGATE] = be->width[OB_BUP] = (int)hp->n_ff;
+    size_t R = (size_t)p->max_rows, maxw = 0;
+    void *v;
+    for (int i = 0; i < OB_BCOUNT; i++) {
+        maxw = (size_t)be->width[i] > maxw ? (size_t)be->width[i] : maxw;
+        if ((e = dev_alloc(be, R * (size_t)be->width[i] * sizeof(float), &v)))
+            goto fail;
+        be->buf[i] = v;
+    }
+    /* a quantised row takes at most 4 bytes a value (float32; Q8_K and A8 take less) */
+    if ((e = dev_alloc(be, R * maxw * sizeof(float), &be->xq)))
+        goto fail;
+    be->xq_buf = -1;
+    int32_t **ids[4] = {&be->d_tok, &be->d_pos, &be->d_seq, &be->d_rows};
+    for (int i = 0; i < 4; i++) {
+        if ((e = dev_alloc(be, R * sizeof(int32_t), &v)))
+            goto fail;
+        *ids[i] = v;
+    }
+    be->kvw = (int)hp->n_head_kv * hd;
+    size_t per_layer = (size_t)p->n_slots * (size_t)p->n_ctx * (size_t)be->kvw * 2;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        if ((e = dev_alloc(be, per_layer, &v)))
+            goto fail;
+        be->kc[l] = v;
+        if ((e = dev_alloc(be, per_layer, &v)))
+            goto fail;
+        be->vc[l] = v;
+    }
+    float *cs, *sn;
+    if ((e = ob_rope_tables(hp, p->n_ctx, &cs, &sn)))
+        goto fail;
+    size_t rb = (size_t)p->n_ctx * (hp->n_rot / 2) * sizeof(float);
+    if (!(e = dev_alloc(be, rb, &v)) && !(e = rt->h2d(be->q, v, cs, rb)))
+        be->cs = v;
+    if (!e && !(e = dev_alloc(be, rb, &v)) && !(e = rt->h2d(be->q, v, sn, rb)))
+        be->sn = v;
+    if (!e)
+        e = rt->sync(be->q);       /* the copies are done with cs and sn */
+    free(cs);
+    free(sn);
+    if (e)
+        goto fail;
+    struct ob_hrx_attn a = {(int)hp->n_head, (int)hp->n_head_kv, hd, p->n_ctx, 0.0f};
+    if ((e = dev_alloc(be, ob_hrx_attn_scratch(&a) * sizeof(float), &v)))
+        goto fail;
+    be->att = v;
+    if ((e = dev_alloc(be, (size_t)LOGIT_ROWS * E * sizeof(float), &v)))
+        goto fail;
+    be->logit_x = v;
+    if ((e = dev_alloc(be, (size_t)LOGIT_ROWS * E * sizeof(float), &be->logit_q)) ||
+        (e = dev_alloc(be, (size_t)LOGIT_ROWS * V * sizeof(float), &v)))
+        goto fail;
+    be->logits = v;
+    if ((e = upload_weights(be)) || (e = rt->sync(be->q)))
+        goto fail;
+    *out = be;
+    return 0;
+fail:
+    hrx_close(be);
+    return e;
+}
+
+static int hrx_open_gpu(const struct ob_model *m, const struct ob_be_params *p,
+                        struct ob_be **out)
+{
+    return hrx_open(m, p, false, out);
+}
+
+static int hrx_open_sim(const struct ob_model *m, const struct ob_be_params *p,
+                        struct ob_be **out)
+{
+    return hrx_open(m, p, true, out);
+}
+
+static const char *hrx_device(const struct ob_be *be) { return be->device; }
+
+/* ---- ops ------------------------------------------------------------------------------------- */
+
+static int hrx_begin(struct ob_be *be, const struct ob_batch *b)
+{
+    uint32_t V = be->m->hp.n_vocab;
+    for (int i = 0; i < b->n; i++)
+        if (b->tok[i] < 0 || (uint32_t)b->tok[i] >= V)
+            return ob_seterr(OB_ERANGE, "token id %d is outside the vocabulary of %u", b->tok[i],
+                             V);
+    be->b = *b;
+    size_t n = (size_t)b->n * sizeof(int32_t);
+    int e;
+    if ((e = be->rt->h2d(be->q, be->d_tok, b->tok, n)) ||
+        (e = be->rt->h2d(be->q, be->d_pos, b->pos, n)) ||
+        (e = be->rt->h2d(be->q, be->d_seq, b->seq, n)))
+        return e;
+    return 0;
+}
+
+static int hrx_embed(struct ob_be *be)
+{
+    int e = be->k->embed(be->q, be->tok_embd, be->d_tok, be->b.n, be->buf[OB_BX]);
+    be->version[OB_BX]++;
+    return e;
+}
+
+static int hrx_rmsnorm(struct ob_be *be, int l, int role, int src, int dst)
+{
+    const struct hrx_layer *L = &be->L[l];
+    const float *w = role == OB_W_ATTN_NORM ? L->attn_norm : L->ffn_norm;
+    int e = be->k->rmsnorm(be->q, be->buf[src], NULL, be->b.n, be->width[src], w,
+                           be->m->hp.rms_eps, be->buf[dst]);
+    be->version[dst]++;
+    return e;
+}
+
+/* the quantised copy of rows [0, n) of buffer src for weights of type wtype, reused while the
+ * buffer is unchanged */
+static int quantised(struct ob_be *be, int src, uint32_t wtype, int k, int n)
+{
+    int fmt = ob_type_actfmt(wtype);
+    if (be->xq_buf == src && be->xq_fmt == fmt && be->xq_version == be->version[src] &&
+        be->xq_rows >= n)
+        return 0;
+    be->xq_stride = ob_act_row_bytes(fmt, k);
+    int e = be->k->actq(be->q, fmt, be->buf[src], n, k, be->xq, be->xq_stride);
+    if (e) {
+        be->xq_buf = -1;
+        return e;
+    }
+    be->xq_buf = src;
+    be->xq_fmt = fmt;
+    be->xq_rows = n;
+    be->xq_version = be->version[src];
+    return 0;
+}
+
+static int hrx_matmul(struct ob_be *be, int l, int role, int src, int dst)
+{
+    const struct ob_hrx_mat *w = &be->L[l].w[role];
+    int e;
+    if ((e = quantised(be, src, w->type, w->k, be->b.n)))
+        return e;
+    e = be->k->matmul(be->q, *w, be->xq, be->xq_stride, be->b.n, be->L[l].bias[role],
+                      be->buf[dst], (size_t)be->width[dst]);
+    be->version[dst]++;
+    return e;
+}
+
+static int hrx_qk_rope(struct ob_be *be, int l)
+{
+    const struct ob_hparams *hp = &be->m->hp;
+    struct ob_hrx_rope r = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim,
+                            (int)hp->n_rot, hp->rope_type == OB_ROPE_NEOX, hp->rms_eps,
+                            be->L[l].q_norm, be->L[l].k_norm, be->cs, be->sn};
+    int e = be->k->qk_rope(be->q, r, be->buf[OB_BQ], be->buf[OB_BK], be->d_pos, be->b.n);
+    be->version[OB_BQ]++;
+    be->version[OB_BK]++;
+    return e;
+}
+
+static int hrx_kv_store(struct ob_be *be, int l)
+{
+    return be->k->kv_store(be->q, be->buf[OB_BK], be->buf[OB_BV], be->kvw, be->d_pos,
+                           be->d_seq, be->b.n, be->p.n_ctx, be->kc[l], be->vc[l]);
+}
+
+static int hrx_attention(struct ob_be *be, int l)
+{
+    const struct ob_hparams *hp = &be->m->hp;
+    struct ob_hrx_attn a = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim,
+                            be->p.n_ctx, ob_attn_scale((int)hp->head_dim)};
+    int e = be->k->attention(be->q, a, be->buf[OB_BQ], be->kc[l], be->vc[l], be->d_pos,
+                             be->d_seq, be->b.n, be->buf[OB_BATT], be->att);
+    be->version[OB_BATT]++;
+    return e;
+}
+
+static int hrx_swiglu(struct ob_be *be)
+{
+    int e = be->k->swiglu(be->q, be->buf[OB_BGATE], be->buf[OB_BUP],
+                          (size_t)be->b.n * (size_t)be->width[OB_BGATE]);
+    be->version[OB_BGATE]++;
+    return e;
+}
+
+static int hrx_add(struct ob_be *be, int dst, int src)
+{
+    int e = be->k->add(be->q, be->buf[dst], be->buf[src],
+                       (size_t)be->b.n * (size_t)be->width[dst]);
+    be->version[dst]++;
+    return e;
+}
+
+static int hrx_logits(struct ob_be *be, const int32_t *rows, int nrows, float *out32,
+                      double *out64)
+{
+    const struct ob_hparams *hp = &be->m->hp;
+    const struct ob_hrx_mat *w = &be->output;
+    int E = (int)hp->n_embd, fmt = ob_type_actfmt(w->type), e;
+    size_t stride = ob_act_row_bytes(fmt, E), V = (size_t)w->n;
+    for (int j0 = 0; j0 < nrows; j0 += LOGIT_ROWS) {
+        int nj = nrows - j0 < LOGIT_ROWS ? nrows - j0 : LOGIT_ROWS;
+        if ((e = be->rt->h2d(be->q, be->d_rows, rows + j0, (size_t)nj * sizeof(int32_t))) ||
+            (e = be->k->rmsnorm(be->q, be->buf[OB_BX], be->d_rows, nj, E, be->output_norm,
+                                hp->rms_eps, be->logit_x)) ||
+            (e = be->k->actq(be->q, fmt, be->logit_x, nj, E, be->logit_q, stride)) ||
+            (e = be->k->matmul(be->q, *w, be->logit_q, stride, nj, NULL, be->logits, V)) ||
+            (e = be->rt->d2h(be->q, out32 + (size_t)j0 * V, be->logits, (size_t)nj * V * 4)))
+            return e;
+    }
+    if (out64)
+        for (size_t i = 0; i < (size_t)nrows * V; i++)
+            out64[i] = out32[i];
+    return 0;
+}
+
+static int hrx_kv_copy(struct ob_be *be, int dst, int src, int n_pos)
+{
+    size_t at_d = (size_t)dst * be->p.n_ctx * be->kvw, at_s = (size_t)src * be->p.n_ctx * be->kvw;
+    size_t bytes = (size_t)n_pos * be->kvw * sizeof(uint16_t);
+    int e;
+    for (uint32_t l = 0; l < be->m->hp.n_layer; l++)
+        if ((e = be->rt->d2d(be->q, be->kc[l] + at_d, be->kc[l] + at_s, bytes)) ||
+            (e = be->rt->d2d(be->q, be->vc[l] + at_d, be->vc[l] + at_s, bytes)))
+            return e;
+    return 0;
+}
+
+#define HRX_OPS(open_fn)                                                                   \
+    {                                                                                      \
+        .open = open_fn, .close = hrx_close, .device = hrx_device, .begin = hrx_begin,     \
+        .embed = hrx_embed, .rmsnorm = hrx_rmsnorm, .matmul = hrx_matmul,                  \
+        .qk_rope = hrx_qk_rope, .kv_store = hrx_kv_store, .attention = hrx_attention,      \
+        .swiglu = hrx_swiglu, .add = hrx_add, .logits = hrx_logits, .kv_copy = hrx_kv_copy, \
+    }
+
+const struct ob_be_ops ob_be_hrx = HRX_OPS(hrx_open_gpu);
+const struct ob_be_ops ob_be_hrx_sim = HRX_OPS(hrx_open_sim);

@@ -1,0 +1,196 @@
+/*
+ * gpu.hip — the runtime table of the hrx route on a GPU (hrx.h): devices, streams, memory and
+ * copies, from one source for CUDA (nvcc, make CUDA=1: ob_hrx_cuda_rt) and HIP (hipcc, make
+ * HIP=1: ob_hrx_hip_rt); the names below map onto either API, as llama.cpp's
+ * ggml-cuda/vendors/hip.h does. hrx-sim has its own table (sim.cc); this file has no hrx-sim
+ * object.
+ *
+ * A queue is one stream on one device. Every call first makes the queue's device current on
+ * the calling thread (the thread that runs a context may not be the one that opened it).
+ * Launch errors are read right after each launch (OB_HRX_FN(launched)); errors of a running
+ * kernel show at the next copy back or sync. Every failure is OB_EDEVICE with the runtime's
+ * own words, except an allocation that does not fit (OB_ENOMEM).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hrx/shim.h"
+
+#if defined(OB_HRX_CUDA)
+#define GPU_API "cuda"
+#define gpuError_t cudaError_t
+#define gpuSuccess cudaSuccess
+#define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetLastError cudaGetLastError
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuDeviceProp cudaDeviceProp
+#define gpuGetDeviceProperties cudaGetDeviceProperties
+#define gpuSetDevice cudaSetDevice
+#define gpuMemGetInfo cudaMemGetInfo
+#define gpuStream_t cudaStream_t
+#define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
+#define gpuStreamNonBlocking cudaStreamNonBlocking
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#elif defined(OB_HRX_HIP)
+#define GPU_API "hip"
+#define gpuError_t hipError_t
+#define gpuSuccess hipSuccess
+#define gpuErrorMemoryAllocation hipErrorOutOfMemory
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetLastError hipGetLastError
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuDeviceProp hipDeviceProp_t
+#define gpuGetDeviceProperties hipGetDeviceProperties
+#define gpuSetDevice hipSetDevice
+#define gpuMemGetInfo hipMemGetInfo
+#define gpuStream_t hipStream_t
+#define gpuStreamCreateWithFlags hipStreamCreateWithFlags
+#define gpuStreamNonBlocking hipStreamNonBlocking
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuStreamSynchronize hipStreamSynchronize
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemcpyHostToDevice hipMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#else
+#error "gpu.hip is compiled by nvcc or hipcc only"
+#endif
+
+struct gpu_queue {
+    int dev;
+    gpuStream_t s;
+};
+
+static gpu_queue *Q(ob_hrx_q *q) { return (gpu_queue *)q; }
+
+/* OB_EDEVICE naming the call and the runtime's error (0 for success) */
+static int check(gpuError_t err, const char *what)
+{
+    if (err == gpuSuccess)
+        return 0;
+    return ob_seterr(err == gpuErrorMemoryAllocation ? OB_ENOMEM : OB_EDEVICE,
+                     "hrx: %s %s: %s", GPU_API, what, gpuGetErrorString(err));
+}
+
+ob_gpu_stream_t OB_HRX_FN(stream)(struct ob_hrx_q *q)
+{
+    (void)gpuSetDevice(Q(q)->dev);
+    return Q(q)->s;
+}
+
+extern "C" int OB_HRX_FN(launched)(struct ob_hrx_q *q, const char *kernel)
+{
+    return check(gpuGetLastError(), kernel);
+}
+
+static int gpu_count(void)
+{
+    int n = 0;
+    gpuError_t err = gpuGetDeviceCount(&n);
+    if (err != gpuSuccess) {
+        (void)gpuGetLastError();         /* not sticky: a later call may succeed */
+        return ob_seterr(OB_EDEVICE, "%s", gpuGetErrorString(err));
+    }
+    return n;
+}
+
+static int gpu_info(int index, ob_hrx_devinfo *out)
+{
+    gpuDeviceProp p;
+    int e;
+    memset(out, 0, sizeof *out);
+    if ((e = check(gpuGetDeviceProperties(&p, index), "device properties")))
+        return e;
+    snprintf(out->name, sizeof out->name, "%s", p.name);
+    out->mem_bytes = p.totalGlobalMem;
+    size_t fr = 0, total = 0;
+    if (gpuSetDevice(index) == gpuSuccess && gpuMemGetInfo(&fr, &total) == gpuSuccess)
+        out->free_bytes = fr;
+    (void)gpuGetLastError();
+    return 0;
+}
+
+static void gpu_close(ob_hrx_q *q)
+{
+    if (!q)
+        return;
+    (void)gpuSetDevice(Q(q)->dev);
+    (void)gpuStreamDestroy(Q(q)->s);
+    free(q);
+}
+
+static int gpu_open(int index, int n_threads, ob_hrx_q **out)
+{
+    gpu_queue *g = (gpu_queue *)calloc(1, sizeof *g);
+    if (!g)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    g->dev = index;
+    int e;
+    if ((e = check(gpuSetDevice(index), "set device")) ||
+        (e = check(gpuStreamCreateWithFlags(&g->s, gpuStreamNonBlocking), "stream"))) {
+        free(g);
+        return e;
+    }
+    *out = (ob_hrx_q *)g;
+    return 0;
+}
+
+static int gpu_alloc(ob_hrx_q *q, size_t bytes, void **out)
+{
+    (void)gpuSetDevice(Q(q)->dev);
+    char what[64];
+    snprintf(what, sizeof what, "malloc of %zu bytes", bytes);
+    return check(gpuMalloc(out, bytes), what);
+}
+
+static void gpu_free(ob_hrx_q *q, void *p)
+{
+    (void)gpuSetDevice(Q(q)->dev);
+    (void)gpuFree(p);
+}
+
+static int gpu_h2d(ob_hrx_q *q, void *dst, const void *src, size_t n)
+{
+    (void)gpuSetDevice(Q(q)->dev);
+    return n ? check(gpuMemcpyAsync(dst, src, n, gpuMemcpyHostToDevice, Q(q)->s), "copy to device")
+             : 0;
+}
+
+static int gpu_d2h(ob_hrx_q *q, void *dst, const void *src, size_t n)
+{
+    (void)gpuSetDevice(Q(q)->dev);
+    int e = n ? check(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToHost, Q(q)->s), "copy to host")
+              : 0;
+    return e ? e : check(gpuStreamSynchronize(Q(q)->s), "sync");
+}
+
+static int gpu_d2d(ob_hrx_q *q, void *dst, const void *src, size_t n)
+{
+    (void)gpuSetDevice(Q(q)->dev);
+    return n ? check(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToDevice, Q(q)->s), "copy")
+             : 0;
+}
+
+static int gpu_sync(ob_hrx_q *q)
+{
+    (void)gpuSetDevice(Q(q)->dev);
+    return check(gpuStreamSynchronize(Q(q)->s), "sync");
+}
+
+#if !defined(__HIP_DEVICE_COMPILE__)        /* host code only (table.hip says why) */
+extern "C" const ob_hrx_rt OB_HRX_FN(rt) = {
+    GPU_API, gpu_count, gpu_info, gpu_open, gpu_close, gpu_alloc, gpu_free,
+    gpu_h2d, gpu_d2h, gpu_d2d, gpu_sync, false, &OB_HRX_FN(kernels),
+};
+#endif

@@ -1,0 +1,175 @@
+/*
+ * hrx.h — what the host side of the hrx routes (backend-hrx.c, C) calls: a runtime table per
+ * target (device memory, copies, a queue) and the launchers of the kernels (*.hip). Internal to
+ * lib/; included by C and by the C++ of the kernel files.
+ *
+ * Targets: hrx-sim (always built: sim.cc runs the kernel sources on host threads; memory is
+ * host memory), and the GPU builds, CUDA (make CUDA=1, nvcc) and HIP (make HIP=1, hipcc), from
+ * the same kernel sources through shim.h. Each target defines one `struct ob_hrx_rt`:
+ * ob_hrx_sim_rt, ob_hrx_cuda_rt, ob_hrx_hip_rt.
+ *
+ * Pointers handed to a launcher are device pointers of the queue's device (on hrx-sim, any host
+ * pointer). A launcher queues its kernel and returns 0, or an OB_E* code with the message set:
+ * a GPU error, or on hrx-sim a kernel bug the executor found (a barrier or a shuffle that not
+ * every thread reached). GPU launches are asynchronous: results are there after rt->sync or a
+ * copy back.
+ *
+ * Every kernel is bitwise equal to the cpu route's arithmetic (lib/arith/): each file's header
+ * names the function it reproduces; tests/unit/hrx.c compares them on random inputs.
+ *
+ * Thread safety: one queue, one caller thread at a time.
+ */
+#ifndef OB_HRX_H
+#define OB_HRX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "1b.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OB_WARP 32                 /* lanes of a warp, on every target (shim.h) */
+
+struct ob_hrx_q;                   /* a queue: a GPU stream on one device, or hrx-sim's threads */
+
+/* A weight matrix as the kernels read it: n rows of k values of GGUF type `type` (the file's
+ * block layout), rows row_bytes apart, in device memory. */
+struct ob_hrx_mat {
+    uint32_t type;
+    int n, k;
+    size_t row_bytes;
+    const void *data;
+};
+
+/* Activation formats of the integer dot products (the cpu route's enum ob_actfmt, same
+ * numbers): float rows, Q8_K blocks (K-quant weights), A8 blocks (32-value formats). */
+enum { OB_HRX_ACT_F32 = 0, OB_HRX_ACT_Q8K = 1, OB_HRX_ACT_A8 = 2 };
+
+/* Per-head q/k norm and RoPE of one layer (ob_rmsnorm over head_dim values, then ob_rope). */
+struct ob_hrx_rope {
+    int n_head, n_head_kv, hd, n_rot, neox;
+    float eps;
+    const float *q_norm, *k_norm;  /* [hd] each, or NULL: no q/k norm */
+    const float *cs, *sn;          /* [n_ctx][n_rot / 2]: lib/rope.c's tables */
+};
+
+/* Attention shapes (ob_attn_head per query head; kv head = head / (n_head / n_head_kv)). */
+struct ob_hrx_attn {
+    int n_head, n_head_kv, hd, n_ctx;
+    float scale;                   /* ob_attn_scale(hd) */
+};
+
+/* Rows of one attention launch, and the floats of scratch it needs (every query head's
+ * scores, n_ctx each, for that many rows). */
+#define OB_HRX_ATT_ROWS 16
+static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
+{
+    return (size_t)OB_HRX_ATT_ROWS * (size_t)a->n_head * (size_t)a->n_ctx;
+}
+
+/*
+ * The launchers, one list (X(name, parameters)) from which the table below and each target's
+ * prototypes are written, so that they cannot disagree. Buffers are row-major floats.
+ *   embed      x[i][0..w.k) = row tok[i] of w, dequantised (lib/arith/dequant.h)
+ *   rmsnorm    y[j] = ob_rmsnorm(x[rows[j]], w) over k values (rows NULL: row j), j < n
+ *   actq       row i of xq (stride bytes apart) = x row i (k values) in format fmt:
+ *              ob_quantize_q8k, ob_quantize_a8, or the floats (OB_HRX_ACT_*)
+ *   matmul     y[r * ldy + i] = dot(w row i, xq row r) (+ b[i] when b), r < n, i < w.n
+ *              (lib/arith/dot.h: ob_dot_<type>)
+ *   qk_rope    each head of Q (n_head * hd per row) and K (n_head_kv * hd): q/k norm, then
+ *              RoPE at pos[i]
+ *   kv_store   kc/vc[(seq[i] * n_ctx + pos[i]) * kvw ..] = fp16 of K/V row i (ob_kv_put)
+ *   attention  out row i, head h = ob_attn_head(Q row i head h, slot seq[i]'s keys and values
+ *              at positions 0..pos[i]); scratch holds ob_hrx_attn_scratch(&a) floats
+ *   swiglu     g[i] = ob_silu(g[i]) * u[i]
+ *   add        y[i] = y[i] + x[i]
+ */
+#define OB_HRX_KERNELS(X)                                                                   \
+    X(embed, (struct ob_hrx_q *q, struct ob_hrx_mat w, const int32_t *tok, int n, float *x)) \
+    X(rmsnorm, (struct ob_hrx_q *q, const float *x, const int32_t *rows, int n, int k,        \
+                const float *w, float eps, float *y))                                        \
+    X(actq, (struct ob_hrx_q *q, int fmt, const float *x, int n, int k, void *xq,            \
+             size_t stride))                                                                 \
+    X(matmul, (struct ob_hrx_q *q, struct ob_hrx_mat w, const void *xq, size_t stride, int n, \
+               const float *b, float *y, size_t ldy))                                        \
+    X(qk_rope, (struct ob_hrx_q *q, struct ob_hrx_rope r, float *Q, float *K,                \
+                const int32_t *pos, int n))                                                  \
+    X(kv_store, (struct ob_hrx_q *q, const float *K, const float *V, int kvw,                \
+                 const int32_t *pos, const int32_t *seq, int n, int n_ctx, uint16_t *kc,     \
+                 uint16_t *vc))                                                              \
+    X(attention, (struct ob_hrx_q *q, struct ob_hrx_attn a, const float *Q,                  \
+                  const uint16_t *kc, const uint16_t *vc, const int32_t *pos,                \
+                  const int32_t *seq, int n, float *out, float *scratch))                    \
+    X(swiglu, (struct ob_hrx_q *q, float *g, const float *u, size_t n))                      \
+    X(add, (struct ob_hrx_q *q, float *y, const float *x, size_t n))
+
+#define OB_HRX_FIELD(name, params) int(*name) params;
+struct ob_hrx_kernels {
+    OB_HRX_KERNELS(OB_HRX_FIELD)
+};
+#undef OB_HRX_FIELD
+
+/* What a device is. */
+struct ob_hrx_devinfo {
+    char name[64];                 /* "NVIDIA H200", "hrx-sim on x86-64 (2 threads)" */
+    uint64_t mem_bytes;            /* its memory */
+    uint64_t free_bytes;           /* of which free now (0: unknown) */
+};
+
+/* The runtime of one target. */
+struct ob_hrx_rt {
+    const char *api;               /* "cuda", "hip", "sim" */
+    /* devices of this kind on the machine: >= 0, or OB_EDEVICE with the reason */
+    int (*count)(void);
+    int (*info)(int index, struct ob_hrx_devinfo *out);
+    /* a queue on device `index`; hrx-sim runs its blocks on n_threads host threads */
+    int (*open)(int index, int n_threads, struct ob_hrx_q **out);
+    void (*close)(struct ob_hrx_q *q);
+    int (*alloc)(struct ob_hrx_q *q, size_t bytes, void **out);   /* OB_ENOMEM when full */
+    void (*free)(struct ob_hrx_q *q, void *p);
+    /* copies in queue order; d2h returns when the bytes are on the host */
+    int (*h2d)(struct ob_hrx_q *q, void *dst, const void *src, size_t bytes);
+    int (*d2h)(struct ob_hrx_q *q, void *dst, const void *src, size_t bytes);
+    int (*d2d)(struct ob_hrx_q *q, void *dst, const void *src, size_t bytes);
+    int (*sync)(struct ob_hrx_q *q);
+    /* device memory is host memory: weights are read in place from the mapped model */
+    bool host_memory;
+    const struct ob_hrx_kernels *k;
+};
+
+/* each target's runtime and kernel table (the GPU ones only in builds with CUDA=1 / HIP=1) */
+extern const struct ob_hrx_rt ob_hrx_sim_rt;
+extern const struct ob_hrx_kernels ob_hrx_sim_kernels, ob_hrx_cuda_kernels, ob_hrx_hip_kernels;
+
+/* ---- the host side (backend-hrx.c), for the route registry (route.c) ---- */
+
+struct ob_model;
+struct ob_device_info;
+struct ob_device_opts;
+/* a GPU runtime (CUDA or HIP) is linked into this binary */
+bool ob_hrx_gpu_linked(void);
+/* the device hrx (sim false) or hrx-sim would run on: 0 and *info, or OB_EDEVICE */
+int ob_hrx_probe(bool sim, const struct ob_device_opts *d, struct ob_device_info *info);
+/* the weight types the kernels take: those of the cpu route */
+bool ob_hrx_type_supported(uint32_t type);
+/* device bytes of the model's weights on a GPU */
+uint64_t ob_hrx_weight_bytes(const struct ob_model *m);
+
+/* the launchers of each target, under their target's names */
+#define OB_HRX_DECL(prefix, name, params) int ob_hrx_##prefix##_##name params;
+#define OB_HRX_DECL_SIM(name, params) OB_HRX_DECL(sim, name, params)
+#define OB_HRX_DECL_CUDA(name, params) OB_HRX_DECL(cuda, name, params)
+#define OB_HRX_DECL_HIP(name, params) OB_HRX_DECL(hip, name, params)
+OB_HRX_KERNELS(OB_HRX_DECL_SIM)
+OB_HRX_KERNELS(OB_HRX_DECL_CUDA)
+OB_HRX_KERNELS(OB_HRX_DECL_HIP)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

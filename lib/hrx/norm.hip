@@ -1,0 +1,210 @@
+/*
+ * norm.hip — the row and elementwise ops of the hrx routes, each bitwise equal to lib/arith/:
+ *
+ *   embed     one thread a weight block: ob_dequant_<type> (dequant.h), as ob_dequant_row
+ *   rmsnorm   one warp a row: lane j holds ob_dot_f32's partial j (the fmaf chain over
+ *             x[j], x[j + 32], ...), ob_warp_fold32 gives every lane ob_fold32's sum, then
+ *             ob_rms_factor and ob_rms_apply's (x * r) * w per element
+ *   qk_rope   one warp a head of a row: the same q/k norm over head_dim values (when the model
+ *             has it), then ob_rope's rotation of each pair, a lane per pair
+ *   kv_store  one thread a value: ob_f32_to_fp16 (ob_kv_put)
+ *   swiglu    one thread a value: ob_silu(g) * u
+ *   add       one thread a value: y + x (ob_add_f32)
+ */
+#include "hrx/shim.h"
+#include "arith/arith.h"
+#include "arith/dequant.h"
+
+#define NT 128                     /* threads of a block */
+
+static inline unsigned blocks_for(long items, int per)
+{
+    return (unsigned)((items + per - 1) / per);
+}
+
+/* ---- embed ------------------------------------------------------------------------------------ */
+
+__global__ static void k_embed(struct ob_hrx_mat w, int bl, int bs, const int32_t *tok, int n,
+                               float *x)
+{
+    long nb = w.k / bl, i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)n * nb)
+        return;
+    long r = i / nb, b = i % nb;
+    const void *src = (const char *)w.data + (size_t)tok[r] * w.row_bytes + (size_t)b * bs;
+    float *y = x + r * w.k + b * bl;
+    switch (w.type) {
+    case OB_F32: ob_dequant_f32((const float *)src, y); break;
+    case OB_F16: ob_dequant_f16((const uint16_t *)src, y); break;
+    case OB_BF16: ob_dequant_bf16((const uint16_t *)src, y); break;
+    case OB_Q4_0: ob_dequant_q4_0((const struct ob_block_q4_0 *)src, y); break;
+    case OB_Q4_1: ob_dequant_q4_1((const struct ob_block_q4_1 *)src, y); break;
+    case OB_Q5_0: ob_dequant_q5_0((const struct ob_block_q5_0 *)src, y); break;
+    case OB_Q5_1: ob_dequant_q5_1((const struct ob_block_q5_1 *)src, y); break;
+    case OB_Q8_0: ob_dequant_q8_0((const struct ob_block_q8_0 *)src, y); break;
+    case OB_Q2_K: ob_dequant_q2_k((const struct ob_block_q2_k *)src, y); break;
+    case OB_Q3_K: ob_dequant_q3_k((const struct ob_block_q3_k *)src, y); break;
+    case OB_Q4_K: ob_dequant_q4_k((const struct ob_block_q4_k *)src, y); break;
+    case OB_Q5_K: ob_dequant_q5_k((const struct ob_block_q5_k *)src, y); break;
+    case OB_Q6_K: ob_dequant_q6_k((const struct ob_block_q6_k *)src, y); break;
+    }
+}
+
+extern "C" int OB_HRX_FN(embed)(struct ob_hrx_q *q, struct ob_hrx_mat w, const int32_t *tok,
+                                int n, float *x)
+{
+    switch (w.type) {
+    case OB_F32: case OB_F16: case OB_BF16: case OB_Q4_0: case OB_Q4_1: case OB_Q5_0:
+    case OB_Q5_1: case OB_Q8_0: case OB_Q2_K: case OB_Q3_K: case OB_Q4_K: case OB_Q5_K:
+    case OB_Q6_K:
+        break;
+    default:
+        return ob_seterr(OB_EUNSUPP, "hrx: no embedding kernel for %s", ob_type_name(w.type));
+    }
+    int bl = (int)ob_type_blck(w.type), bs = (int)ob_type_size(w.type);
+    long items = (long)n * (w.k / bl);
+    if (items <= 0)
+        return 0;
+    OB_LAUNCH(q, k_embed, dim3(blocks_for(items, NT)), dim3(NT), w, bl, bs, tok, n, x);
+    return OB_HRX_FN(launched)(q, "embed");
+}
+
+/* ---- rmsnorm ------------------------------------------------------------------------------------ */
+
+/* this lane's partial of ob_dot_f32(x, x, k) */
+__device__ static inline float lane_sumsq(const float *x, int k, int lane)
+{
+    float p = 0.0f;
+    for (int i = lane; i < k; i += OB_WARP)
+        p = fmaf(x[i], x[i], p);
+    return p;
+}
+
+__global__ static void k_rmsnorm(const float *x, const int32_t *rows, int n, int k,
+                                 const float *w, float eps, float *y)
+{
+    int j = (int)(blockIdx.x * (blockDim.x / OB_WARP) + threadIdx.x / OB_WARP);
+    int lane = (int)threadIdx.x % OB_WARP;
+    if (j >= n)
+        return;                    /* the whole warp: no lane of it shuffles */
+    const float *xr = x + (size_t)(rows ? rows[j] : j) * k;
+    float *yr = y + (size_t)j * k;
+    float r = ob_rms_factor(ob_warp_fold32(lane_sumsq(xr, k, lane)), k, eps);
+    for (int i = lane; i < k; i += OB_WARP)
+        yr[i] = (xr[i] * r) * w[i];
+}
+
+extern "C" int OB_HRX_FN(rmsnorm)(struct ob_hrx_q *q, const float *x, const int32_t *rows, int n,
+                                  int k, const float *w, float eps, float *y)
+{
+    if (n <= 0)
+        return 0;
+    OB_LAUNCH(q, k_rmsnorm, dim3(blocks_for(n, NT / OB_WARP)), dim3(NT), x, rows, n, k, w, eps,
+              y);
+    return OB_HRX_FN(launched)(q, "rmsnorm");
+}
+
+/* ---- q/k norm and RoPE ---------------------------------------------------------------------------- */
+
+__global__ static void k_qk_rope(struct ob_hrx_rope r, float *Q, float *K, const int32_t *pos,
+                                 int n)
+{
+    int nh = r.n_head + r.n_head_kv;
+    long wi = (long)blockIdx.x * (blockDim.x / OB_WARP) + threadIdx.x / OB_WARP;
+    int lane = (int)threadIdx.x % OB_WARP;
+    if (wi >= (long)n * nh)
+        return;                    /* the whole warp */
+    int i = (int)(wi / nh), h = (int)(wi % nh);
+    bool is_q = h < r.n_head;
+    float *x = is_q ? Q + ((size_t)i * r.n_head + h) * r.hd
+                    : K + ((size_t)i * r.n_head_kv + (h - r.n_head)) * r.hd;
+    const float *nw = is_q ? r.q_norm : r.k_norm;
+    /* the norm first (its sum needs every original value: read before any lane writes) */
+    float f = 0.0f;
+    if (nw)
+        f = ob_rms_factor(ob_warp_fold32(lane_sumsq(x, r.hd, lane)), r.hd, r.eps);
+    int half = r.n_rot / 2;
+    const float *cs = r.cs + (size_t)pos[i] * half, *sn = r.sn + (size_t)pos[i] * half;
+    for (int p = lane; p < half; p += OB_WARP) {
+        int a = r.neox ? p : 2 * p, b = r.neox ? p + half : 2 * p + 1;
+        float x0 = x[a], x1 = x[b];
+        if (nw) {
+            x0 = (x0 * f) * nw[a];
+            x1 = (x1 * f) * nw[b];
+        }
+        float c = cs[p], s = sn[p];
+        float t0 = x0 * c, t1 = x1 * s, t2 = x0 * s, t3 = x1 * c;
+        x[a] = t0 - t1;
+        x[b] = t2 + t3;
+    }
+    if (nw)
+        for (int d = r.n_rot + lane; d < r.hd; d += OB_WARP)
+            x[d] = (x[d] * f) * nw[d];
+}
+
+extern "C" int OB_HRX_FN(qk_rope)(struct ob_hrx_q *q, struct ob_hrx_rope r, float *Q, float *K,
+                                  const int32_t *pos, int n)
+{
+    long warps = (long)n * (r.n_head + r.n_head_kv);
+    if (warps <= 0)
+        return 0;
+    OB_LAUNCH(q, k_qk_rope, dim3(blocks_for(warps, NT / OB_WARP)), dim3(NT), r, Q, K, pos, n);
+    return OB_HRX_FN(launched)(q, "qk_rope");
+}
+
+/* ---- KV store, swiglu, add ---------------------------------------------------------------------- */
+
+__global__ static void k_kv_store(const float *K, const float *V, int kvw, const int32_t *pos,
+                                  const int32_t *seq, int n, int n_ctx, uint16_t *kc,
+                                  uint16_t *vc)
+{
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)n * kvw)
+        return;
+    long r = i / kvw, e = i % kvw;
+    size_t at = ((size_t)seq[r] * n_ctx + pos[r]) * kvw + e;
+    kc[at] = ob_f32_to_fp16(K[i]);
+    vc[at] = ob_f32_to_fp16(V[i]);
+}
+
+extern "C" int OB_HRX_FN(kv_store)(struct ob_hrx_q *q, const float *K, const float *V, int kvw,
+                                   const int32_t *pos, const int32_t *seq, int n, int n_ctx,
+                                   uint16_t *kc, uint16_t *vc)
+{
+    long items = (long)n * kvw;
+    if (items <= 0)
+        return 0;
+    OB_LAUNCH(q, k_kv_store, dim3(blocks_for(items, NT)), dim3(NT), K, V, kvw, pos, seq, n,
+              n_ctx, kc, vc);
+    return OB_HRX_FN(launched)(q, "kv_store");
+}
+
+__global__ static void k_swiglu(float *g, const float *u, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        g[i] = ob_silu(g[i]) * u[i];
+}
+
+extern "C" int OB_HRX_FN(swiglu)(struct ob_hrx_q *q, float *g, const float *u, size_t n)
+{
+    if (n == 0)
+        return 0;
+    OB_LAUNCH(q, k_swiglu, dim3(blocks_for((long)n, NT)), dim3(NT), g, u, n);
+    return OB_HRX_FN(launched)(q, "swiglu");
+}
+
+__global__ static void k_add(float *y, const float *x, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        y[i] = y[i] + x[i];
+}
+
+extern "C" int OB_HRX_FN(add)(struct ob_hrx_q *q, float *y, const float *x, size_t n)
+{
+    if (n == 0)
+        return 0;
+    OB_LAUNCH(q, k_add, dim3(blocks_for((long)n, NT)), dim3(NT), y, x, n);
+    return OB_HRX_FN(launched)(q, "add");
+}

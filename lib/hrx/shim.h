@@ -1,0 +1,148 @@
+/*
+ * shim.h — the one header every hrx kernel file (*.hip) includes: it maps one set of names onto
+ * three targets, chosen by the compiler that reads the file:
+ *   CUDA  nvcc (__CUDACC__)            names ob_hrx_cuda_*
+ *   HIP   hipcc (__HIPCC__)            names ob_hrx_hip_*
+ *   SIM   neither: g++ compiling the same file as C++ for hrx-sim (sim.h, sim.cc)
+ *                                      names ob_hrx_sim_*
+ *
+ * What kernel code may use (and nothing else of CUDA or HIP):
+ *   __global__ __device__ __shared__   (static sizes only; no extern __shared__)
+ *   threadIdx blockIdx blockDim gridDim, dim3
+ *   __syncthreads()
+ *   ob_shfl_xor(v, m), ob_shfl(v, lane)  a 32-lane warp shuffle of an int or a float, in 1-D
+ *                                        blocks whose size is a multiple of 32; every lane of
+ *                                        the warp takes part (on AMD's 64-wide wavefronts the
+ *                                        shuffle has width 32: each half is its own warp, so
+ *                                        the 32-partial shape of lib/arith/ holds everywhere)
+ *   OB_LAUNCH(q, kernel, grid, block, args...)   a launch on queue q (struct ob_hrx_q)
+ *   OB_UNROLL                           before a loop of constant count: unroll it (so that a
+ *                                       small array indexed by its counter stays in registers)
+ *   OB_HRX_FN(name)                     the target's name of a launcher or table
+ * and the arithmetic of lib/arith/ (OB_INLINE functions compile for the device too).
+ *
+ * The SIM target runs each GPU thread of a block as a fiber (sim.cc); a fiber switches only at
+ * __syncthreads() and at a shuffle, so a kernel without either runs each thread to its end in
+ * turn. __shared__ is `static thread_local` there: the fibers of a block share one host thread,
+ * and the blocks a host thread runs come one after another.
+ */
+#ifndef OB_HRX_SHIM_H
+#define OB_HRX_SHIM_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "hrx/hrx.h"
+
+#if defined(__CUDACC__)
+/* ---- CUDA (nvcc) ----------------------------------------------------------------------- */
+#define OB_HRX_CUDA 1
+#include <cuda_runtime.h>
+#define OB_HRX_FN(name) ob_hrx_cuda_##name
+typedef cudaStream_t ob_gpu_stream_t;
+__device__ static inline float ob_shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m, 32); }
+__device__ static inline int ob_shfl_xor(int v, int m) { return __shfl_xor_sync(0xffffffffu, v, m, 32); }
+__device__ static inline float ob_shfl(float v, int l) { return __shfl_sync(0xffffffffu, v, l, 32); }
+__device__ static inline int ob_shfl(int v, int l) { return __shfl_sync(0xffffffffu, v, l, 32); }
+
+#elif defined(__HIPCC__)
+/* ---- HIP (hipcc) ----------------------------------------------------------------------- */
+#define OB_HRX_HIP 1
+#include <hip/hip_runtime.h>
+#define OB_HRX_FN(name) ob_hrx_hip_##name
+typedef hipStream_t ob_gpu_stream_t;
+__device__ static inline float ob_shfl_xor(float v, int m) { return __shfl_xor(v, m, 32); }
+__device__ static inline int ob_shfl_xor(int v, int m) { return __shfl_xor(v, m, 32); }
+__device__ static inline float ob_shfl(float v, int l) { return __shfl(v, l, 32); }
+__device__ static inline int ob_shfl(int v, int l) { return __shfl(v, l, 32); }
+
+#else
+/* ---- SIM (g++ for hrx-sim) ---------------------------------------------------------------- */
+#define OB_HRX_SIM 1
+#include <math.h>                  /* fmaf, sqrtf: nvcc and hipcc declare them themselves */
+#include "hrx/sim.h"
+#define OB_HRX_FN(name) ob_hrx_sim_##name
+#define __global__
+#define __device__
+#define __host__
+#define __shared__ static thread_local
+#define threadIdx (ob_sim_self->thread)
+#define blockIdx (ob_sim_self->block)
+#define blockDim (ob_sim_self->bdim)
+#define gridDim (ob_sim_self->gdim)
+#define __syncthreads() ob_sim_syncthreads()
+static inline float ob_shfl(float v, int l)
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    u = ob_sim_shfl(u, l & 31);
+    memcpy(&v, &u, 4);
+    return v;
+}
+static inline int ob_shfl(int v, int l) { return (int)ob_sim_shfl((uint32_t)v, l & 31); }
+static inline float ob_shfl_xor(float v, int m) { return ob_shfl(v, ((int)threadIdx.x ^ m) & 31); }
+static inline int ob_shfl_xor(int v, int m) { return ob_shfl(v, ((int)threadIdx.x ^ m) & 31); }
+/* the arguments are evaluated once, at the launch, and passed by value, as a GPU launch does */
+#define OB_LAUNCH(q, kernel, grid, block, ...) \
+    ob_sim_launch_args(q, #kernel, grid, block, kernel, __VA_ARGS__)
+template <class K, class... A>
+static inline void ob_sim_launch_args(struct ob_hrx_q *q, const char *name, dim3 grid, dim3 block,
+                                      K kernel, A... args)
+{
+    ob_sim_launch(q, name, grid, block, [=]() { kernel(args...); });
+}
+#endif
+
+#if defined(OB_HRX_SIM)
+#define OB_UNROLL _Pragma("GCC unroll 32")
+#else
+#define OB_UNROLL _Pragma("unroll")
+#endif
+
+#if defined(OB_HRX_CUDA) || defined(OB_HRX_HIP)
+/* the stream of a GPU queue, its device made current (gpu.hip) */
+ob_gpu_stream_t OB_HRX_FN(stream)(struct ob_hrx_q *q);
+#define OB_LAUNCH(q, kernel, grid, block, ...) \
+    kernel<<<grid, block, 0, OB_HRX_FN(stream)(q)>>>(__VA_ARGS__)
+#endif
+
+/* launch geometry: large tiles (hrx-sim, unless OB_HRX_SIM_TILES=gpu: fewer fiber switches)
+ * or the GPU's small ones; the kernels compute the same bits with either */
+#if defined(OB_HRX_SIM)
+bool ob_sim_big_tiles(struct ob_hrx_q *q);
+static inline bool OB_HRX_FN(big_tiles)(struct ob_hrx_q *q) { return ob_sim_big_tiles(q); }
+#else
+static inline bool OB_HRX_FN(big_tiles)(struct ob_hrx_q *q) { return false; }
+#endif
+
+/* after OB_LAUNCH: 0, or the launch's failure (a kernel bug found by hrx-sim, a GPU error) as
+ * an OB_E* code with its message set on the calling thread */
+extern "C" int OB_HRX_FN(launched)(struct ob_hrx_q *q, const char *kernel);
+
+/* ---- warp reductions with the bits of lib/arith/ -------------------------------------------- */
+
+/*
+ * ob_fold32 of the 32 lanes' values (lane j holding p[j]), in every lane: the xor-butterfly
+ * p[j] = p[j] + p[j + s] for s = 16, 8, 4, 2, 1. A lane whose partner is the lower index adds
+ * the partner's value first, so every lane performs the very additions of ob_fold32 with the
+ * operands in its order (the same bits, NaN payloads included, in every lane).
+ */
+__device__ static inline float ob_warp_fold32(float v)
+{
+    int lane = (int)threadIdx.x & 31;
+    for (int s = 16; s > 0; s >>= 1) {
+        float o = ob_shfl_xor(v, s);
+        v = (lane & s) ? o + v : v + o;
+    }
+    return v;
+}
+
+/* the sum of the lanes' integers, in every lane (exact in any order) */
+__device__ static inline int ob_warp_isum(int v)
+{
+    for (int s = 16; s > 0; s >>= 1)
+        v += ob_shfl_xor(v, s);
+    return v;
+}
+
+#endif

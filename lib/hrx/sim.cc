@@ -1,0 +1,569 @@
+/*
+ * sim.cc — hrx-sim: the SIMT executor that runs the hrx kernel sources on host threads
+ * (sim.h says what it does for a kernel), and the runtime table of the hrx-sim route (device
+ * memory is host memory).
+ *
+ * Blocks of a launch are tasks of the queue's thread pool (lib/cpu/pool.c); each host thread
+ * has an executor (struct exec) with a fiber record per GPU thread, 32 warp records and a
+ * region of fiber stacks. Within a block the scheduler visits the fibers in thread order,
+ * pass after pass: a new fiber is started, a waiting one is resumed when what it waits for is
+ * complete (its barrier reached by all n threads, its shuffle by all 32 lanes). Counters only
+ * grow, so the test is arithmetic: the b-th barrier is complete when the block's arrivals
+ * reach n * b; the k-th shuffle of a warp uses slot k % 2 and is complete when arrivals at that
+ * parity reach 32 * (k / 2 + 1) — a lane can be at most one shuffle ahead of another, so two
+ * slots suffice. A pass in which nothing could run while fibers are left is a kernel bug.
+ *
+ * The switch: x86-64 assembly saving what the ABI says a callee keeps (rbx, rbp, r12-r15,
+ * the stack pointer, MXCSR and the x87 control word) — no system call, a few nanoseconds;
+ * elsewhere ucontext (glibc's makes a sigprocmask system call per switch). A finished fiber's
+ * stack is reused by the next one, so a kernel without barriers runs on one stack. Stacks have
+ * a guard page below them.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "hrx/sim.h"
+extern "C" {
+#include "cpu/pool.h"
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define OB_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OB_ASAN 1
+#endif
+#endif
+#ifdef OB_ASAN
+#include <sanitizer/common_interface_defs.h>
+#define STACK_BYTES (512u << 10)   /* ASan's redzones make frames larger */
+#else
+#define STACK_BYTES (64u << 10)
+#endif
+#define MAX_THREADS 1024           /* threads of a block, as on every GPU */
+#define MAX_WARPS (MAX_THREADS / OB_WARP)
+
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+__thread const ob_sim_thread *ob_sim_self;
+
+enum { F_NEW, F_RUN, F_BAR, F_SHFL, F_DONE, F_FAILED };
+
+struct fiber {
+    ob_sim_thread t;               /* what the kernel reads through threadIdx & co. */
+#if defined(__x86_64__)
+    void *sp;                      /* its stack pointer while switched out */
+#else
+    ucontext_t uc;
+#endif
+    char *stack;                   /* lowest usable byte of its stack; NULL: none yet */
+    unsigned nbar, nshfl;          /* barriers and shuffles entered so far */
+    int state, warp, lane;
+#ifdef OB_ASAN
+    void *fake;
+#endif
+};
+
+struct warp_state {
+    uint32_t slot[2][OB_WARP];
+    unsigned arrived[2];
+    int size;
+};
+
+/* the executor of one host thread */
+struct exec {
+    fiber f[MAX_THREADS];
+    warp_state w[MAX_WARPS];
+    char *region;                  /* MAX_THREADS stacks with guard pages, carved on demand */
+    int carved;
+    char *free_stack[MAX_THREADS];
+    int n_free;
+#if defined(__x86_64__)
+    void *sched_sp;
+    uint32_t fpenv[2];             /* MXCSR, x87 control word: what a new fiber starts with */
+#else
+    ucontext_t sched_uc;
+#endif
+#ifdef OB_ASAN
+    void *fake;
+    const void *sched_lo;
+    size_t sched_size;
+#endif
+    fiber *cur;
+    int n, live;                   /* threads of the block, of which not returned */
+    unsigned bar_arrived;
+    ob_sim_body body;
+    const void *arg;
+    bool failed;
+    char msg[400];
+};
+
+static __thread exec *t_exec;
+
+/* ---- the switch ------------------------------------------------------------------------------ */
+
+#if defined(__x86_64__)
+extern "C" void ob_hrx_sim_swap(void **save_sp, void *load_sp);
+asm(".text\n"
+    ".p2align 4\n"
+    ".globl ob_hrx_sim_swap\n"
+    ".hidden ob_hrx_sim_swap\n"
+    ".type ob_hrx_sim_swap, @function\n"
+    "ob_hrx_sim_swap:\n"
+    "    endbr64\n"
+    "    pushq %rbp\n"
+    "    pushq %rbx\n"
+    "    pushq %r12\n"
+    "    pushq %r13\n"
+    "    pushq %r14\n"
+    "    pushq %r15\n"
+    "    subq $8, %rsp\n"
+    "    stmxcsr (%rsp)\n"
+    "    fnstcw 4(%rsp)\n"
+    "    movq %rsp, (%rdi)\n"
+    "    movq %rsi, %rsp\n"
+    "    ldmxcsr (%rsp)\n"
+    "    fldcw 4(%rsp)\n"
+    "    addq $8, %rsp\n"
+    "    popq %r15\n"
+    "    popq %r14\n"
+    "    popq %r13\n"
+    "    popq %r12\n"
+    "    popq %rbx\n"
+    "    popq %rbp\n"
+    "    ret\n"
+    ".size ob_hrx_sim_swap, .-ob_hrx_sim_swap\n");
+#endif
+
+static void fiber_entry();
+
+/* scheduler -> fiber f */
+static void enter(exec *x, fiber *f)
+{
+    x->cur = f;
+    ob_sim_self = &f->t;
+#ifdef OB_ASAN
+    __sanitizer_start_switch_fiber(&x->fake, f->stack, STACK_BYTES);
+#endif
+#if defined(__x86_64__)
+    ob_hrx_sim_swap(&x->sched_sp, f->sp);
+#else
+    swapcontext(&x->sched_uc, &f->uc);
+#endif
+#ifdef OB_ASAN
+    __sanitizer_finish_switch_fiber(x->fake, NULL, NULL);
+#endif
+}
+
+/* fiber f -> scheduler; returns when the scheduler resumes f (never when f has ended) */
+static void leave(exec *x, fiber *f)
+{
+#ifdef OB_ASAN
+    __sanitizer_start_switch_fiber(f->state == F_DONE ? NULL : &f->fake, x->sched_lo,
+                                   x->sched_size);
+#endif
+#if defined(__x86_64__)
+    ob_hrx_sim_swap(&f->sp, x->sched_sp);
+#else
+    swapcontext(&f->uc, &x->sched_uc);
+#endif
+#ifdef OB_ASAN
+    __sanitizer_finish_switch_fiber(f->fake, NULL, NULL);
+#endif
+}
+
+static void fiber_entry()
+{
+    exec *x = t_exec;
+    fiber *f = x->cur;
+#ifdef OB_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &x->sched_lo, &x->sched_size);
+#endif
+    f->state = F_RUN;
+    x->body(x->arg);
+    f->state = F_DONE;
+    x->live--;
+    x->free_stack[x->n_free++] = f->stack;   /* reused once this fiber has switched away */
+    f->stack = NULL;
+    leave(x, f);
+    abort();                                 /* a finished fiber is never resumed */
+}
+
+/* ---- stacks ------------------------------------------------------------------------------------ */
+
+static size_t page_size() { return (size_t)sysconf(_SC_PAGESIZE); }
+
+static char *get_stack(exec *x)
+{
+    if (x->n_free)
+        return x->free_stack[--x->n_free];
+    size_t per = STACK_BYTES + page_size();
+    if (!x->region) {
+        void *r = mmap(NULL, per * MAX_THREADS, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (r == MAP_FAILED)
+            return NULL;
+        x->region = (char *)r;
+    }
+    if (x->carved == MAX_THREADS)
+        return NULL;
+    char *lo = x->region + (size_t)x->carved * per + page_size();   /* guard page below */
+    if (mprotect(lo, STACK_BYTES, PROT_READ | PROT_WRITE))
+        return NULL;
+    x->carved++;
+    return lo;
+}
+
+/* a new fiber's first frame: ob_hrx_sim_swap "returns" into fiber_entry */
+static void prepare(exec *x, fiber *f)
+{
+#if defined(__x86_64__)
+    uintptr_t *sp = (uintptr_t *)(f->stack + STACK_BYTES);
+    *--sp = 0;                               /* fiber_entry's return address: never used */
+    *--sp = (uintptr_t)fiber_entry;
+    for (int i = 0; i < 6; i++)
+        *--sp = 0;                           /* rbp rbx r12 r13 r14 r15 */
+    --sp;
+    memcpy(sp, x->fpenv, sizeof x->fpenv);
+    f->sp = sp;
+#else
+    getcontext(&f->uc);
+    f->uc.uc_stack.ss_sp = f->stack;
+    f->uc.uc_stack.ss_size = STACK_BYTES;
+    f->uc.uc_link = NULL;
+    makecontext(&f->uc, fiber_entry, 0);
+#endif
+}
+
+static exec *exec_new()
+{
+    exec *x = (exec *)calloc(1, sizeof *x);
+    if (!x)
+        return NULL;
+#if defined(__x86_64__)
+    asm volatile("stmxcsr %0" : "=m"(x->fpenv[0]));
+    asm volatile("fnstcw %0" : "=m"(x->fpenv[1]));
+    x->fpenv[1] &= 0xffffu;
+#endif
+    return x;
+}
+
+static void exec_free(exec *x)
+{
+    if (!x)
+        return;
+    if (x->region)
+        munmap(x->region, (STACK_BYTES + page_size()) * MAX_THREADS);
+    free(x);
+}
+
+/* ---- barriers and shuffles (called by kernel code, on a fiber) -------------------------------- */
+
+/* a kernel bug found inside a fiber: record it and never come back */
+static void fail_here(exec *x, fiber *f, const char *what)
+{
+    if (!x->failed)
+        snprintf(x->msg, sizeof x->msg, "%s", what);
+    x->failed = true;
+    f->state = F_FAILED;
+    leave(x, f);
+    abort();
+}
+
+void ob_sim_syncthreads()
+{
+    exec *x = t_exec;
+    fiber *f = x->cur;
+    f->nbar++;
+    if (++x->bar_arrived >= (unsigned)x->n * f->nbar)
+        return;                              /* the last one in goes on at once */
+    f->state = F_BAR;
+    leave(x, f);
+    f->state = F_RUN;
+}
+
+uint32_t ob_sim_shfl(uint32_t v, int src)
+{
+    exec *x = t_exec;
+    fiber *f = x->cur;
+    warp_state *w = &x->w[f->warp];
+    if (w->size != OB_WARP) {
+        char m[160];
+        snprintf(m, sizeof m, "a warp shuffle in a warp of %d threads (blocks of %u x %u x %u: "
+                 "shuffles need whole warps of 32)", w->size, f->t.bdim.x, f->t.bdim.y,
+                 f->t.bdim.z);
+        fail_here(x, f, m);
+    }
+    unsigned k = f->nshfl++, p = k & 1;
+    w->slot[p][f->lane] = v;
+    if (++w->arrived[p] < OB_WARP * (k / 2 + 1)) {
+        f->state = F_SHFL;
+        leave(x, f);
+        f->state = F_RUN;
+    }
+    return w->slot[p][src & (OB_WARP - 1)];
+}
+
+/* ---- blocks ------------------------------------------------------------------------------------ */
+
+static void abandon(exec *x)
+{
+    for (int i = 0; i < x->n; i++)
+        if (x->f[i].stack) {
+            x->free_stack[x->n_free++] = x->f[i].stack;
+            x->f[i].stack = NULL;
+        }
+}
+
+/* run one block; false (with x->msg) on a kernel bug */
+static bool run_block(exec *x, dim3 grid, dim3 block, dim3 bidx)
+{
+    int n = (int)(block.x * block.y * block.z);
+    x->n = n;
+    x->live = n;
+    x->bar_arrived = 0;
+    x->failed = false;
+    for (int w = 0; w * OB_WARP < n; w++) {
+        x->w[w].arrived[0] = x->w[w].arrived[1] = 0;
+        x->w[w].size = n - w * OB_WARP < OB_WARP ? n - w * OB_WARP : OB_WARP;
+    }
+    for (int i = 0; i < n; i++) {
+        fiber *f = &x->f[i];
+        f->t.thread = dim3((unsigned)i % block.x, (unsigned)i / block.x % block.y,
+                           (unsigned)i / (block.x * block.y));
+        f->t.block = bidx;
+        f->t.bdim = block;
+        f->t.gdim = grid;
+        f->nbar = f->nshfl = 0;
+        f->state = F_NEW;
+        f->warp = i / OB_WARP;
+        f->lane = i % OB_WARP;
+        f->stack = NULL;
+    }
+    for (;;) {
+        bool progress = false;
+        for (int i = 0; i < n; i++) {
+            fiber *f = &x->f[i];
+            if (f->state == F_NEW) {
+                if (!(f->stack = get_stack(x))) {
+                    snprintf(x->msg, sizeof x->msg, "no memory for the stack of thread %d", i);
+                    abandon(x);
+                    return false;
+                }
+                prepare(x, f);
+            } else if (f->state == F_BAR) {
+                if (x->bar_arrived < (unsigned)n * f->nbar)
+                    continue;
+            } else if (f->state == F_SHFL) {
+                unsigned k = f->nshfl - 1;
+                if (x->w[f->warp].arrived[k & 1] < OB_WARP * (k / 2 + 1))
+                    continue;
+            } else {
+                continue;
+            }
+            enter(x, f);
+            progress = true;
+            if (x->failed) {
+                abandon(x);
+                return false;
+            }
+        }
+        if (x->live == 0)
+            return true;
+        if (!progress) {
+            int bar = 0, shfl = 0, done = n - x->live;
+            for (int i = 0; i < n; i++) {
+                bar += x->f[i].state == F_BAR;
+                shfl += x->f[i].state == F_SHFL;
+            }
+            snprintf(x->msg, sizeof x->msg, "its threads wait for each other forever: %d at "
+                     "__syncthreads, %d at a warp shuffle, %d returned (a barrier or a shuffle "
+                     "that not every thread reaches)", bar, shfl, done);
+            abandon(x);
+            return false;
+        }
+    }
+}
+
+/* ---- queues and launches ---------------------------------------------------------------------- */
+
+struct ob_hrx_q {
+    struct ob_pool *pool;
+    int n_threads;
+    exec **ex;                     /* [n_threads], made when a thread first runs a block */
+    pthread_mutex_t mu;
+    bool big_tiles;                /* launch geometry (shim.h): not OB_HRX_SIM_TILES=gpu */
+    int err;                       /* the first failure of the last launch */
+    char msg[512];
+    /* the launch being run */
+    const char *kernel;
+    dim3 grid, block;
+    ob_sim_body body;
+    const void *arg;
+};
+
+static void q_fail(ob_hrx_q *q, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void q_fail(ob_hrx_q *q, int err, const char *fmt, ...)
+{
+    pthread_mutex_lock(&q->mu);
+    if (!q->err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(q->msg, sizeof q->msg, fmt, ap);
+        va_end(ap);
+        q->err = err;
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+static void block_task(void *ctx, int i, int t)
+{
+    ob_hrx_q *q = (ob_hrx_q *)ctx;
+    if (q->err)
+        return;                    /* one report per launch */
+    exec *x = q->ex[t];
+    if (!x && !(x = q->ex[t] = exec_new())) {
+        q_fail(q, OB_ENOMEM, "hrx-sim: out of memory for an executor");
+        return;
+    }
+    t_exec = x;
+    x->body = q->body;
+    x->arg = q->arg;
+    unsigned gx = q->grid.x, gy = q->grid.y;
+    dim3 b((unsigned)i % gx, (unsigned)i / gx % gy, (unsigned)i / (gx * gy));
+    if (!run_block(x, q->grid, q->block, b))
+        q_fail(q, OB_EINTERNAL, "hrx-sim: kernel %s, block (%u,%u,%u) of (%u,%u,%u) x (%u,%u,%u) "
+               "threads: %s", q->kernel, b.x, b.y, b.z, q->grid.x, q->grid.y, q->grid.z,
+               q->block.x, q->block.y, q->block.z, x->msg);
+    ob_sim_self = NULL;
+}
+
+void ob_sim_run(ob_hrx_q *q, const char *kernel, dim3 grid, dim3 block, ob_sim_body body,
+                const void *arg)
+{
+    uint64_t nb = (uint64_t)grid.x * grid.y * grid.z, nt = (uint64_t)block.x * block.y * block.z;
+    if (q->err)
+        return;                    /* an earlier launch failed: nothing runs until reported */
+    if (nb == 0 || nb > INT32_MAX || nt == 0 || nt > MAX_THREADS) {
+        q_fail(q, OB_EINTERNAL, "hrx-sim: kernel %s launched with a grid of (%u,%u,%u) blocks "
+               "of (%u,%u,%u) threads (1 to 1024 threads a block, at least one block)", kernel,
+               grid.x, grid.y, grid.z, block.x, block.y, block.z);
+        return;
+    }
+    q->kernel = kernel;
+    q->grid = grid;
+    q->block = block;
+    q->body = body;
+    q->arg = arg;
+    ob_pool_run(q->pool, block_task, q, (int)nb);
+}
+
+bool ob_sim_big_tiles(ob_hrx_q *q) { return q->big_tiles; }
+
+extern "C" int ob_hrx_sim_launched(ob_hrx_q *q, const char *kernel)
+{
+    if (!q->err)
+        return 0;
+    int e = ob_seterr(q->err, "%s", q->msg);
+    q->err = 0;
+    return e;
+}
+
+/* ---- the runtime table of hrx-sim --------------------------------------------------------------- */
+
+static int sim_count(void) { return 1; }
+
+static int sim_info(int index, ob_hrx_devinfo *out)
+{
+    if (index != 0)
+        return ob_seterr(OB_EDEVICE, "device %d: hrx-sim has one device, 0", index);
+    struct sysinfo si;
+    memset(out, 0, sizeof *out);
+#if defined(__x86_64__)
+    snprintf(out->name, sizeof out->name, "hrx-sim on the host (x86-64)");
+#else
+    snprintf(out->name, sizeof out->name, "hrx-sim on the host");
+#endif
+    if (sysinfo(&si) == 0) {
+        out->mem_bytes = (uint64_t)si.totalram * si.mem_unit;
+        out->free_bytes = (uint64_t)si.freeram * si.mem_unit;
+    }
+    return 0;
+}
+
+static void sim_close(ob_hrx_q *q)
+{
+    if (!q)
+        return;
+    ob_pool_free(q->pool);
+    for (int i = 0; i < q->n_threads; i++)
+        exec_free(q->ex[i]);
+    free(q->ex);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+}
+
+static int sim_open(int index, int n_threads, ob_hrx_q **out)
+{
+    ob_hrx_devinfo info;
+    int e;
+    if ((e = sim_info(index, &info)))
+        return e;
+    ob_hrx_q *q = (ob_hrx_q *)calloc(1, sizeof *q);
+    if (!q)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    pthread_mutex_init(&q->mu, NULL);
+    const char *tiles = getenv("OB_HRX_SIM_TILES");
+    q->big_tiles = !tiles || strcmp(tiles, "gpu") != 0;
+    q->n_threads = n_threads < 1 ? 1 : n_threads;
+    if (!(q->ex = (exec **)calloc((size_t)q->n_threads, sizeof *q->ex))) {
+        sim_close(q);
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    }
+    if ((e = ob_pool_new(q->n_threads, &q->pool))) {
+        sim_close(q);
+        return e;
+    }
+    *out = q;
+    return 0;
+}
+
+/* Fresh device memory holds all-ones bytes (NaN as floats), never zeros: a kernel that reads
+ * what nothing wrote gives NaN instead of a plausible number, and the bitwise tests see it.
+ * Allocations above FILL_MAX (large KV caches) are left untouched, as the cpu route leaves
+ * its caches, so that their pages are only taken when written. */
+#define FILL_MAX ((size_t)256 << 20)
+static int sim_alloc(ob_hrx_q *q, size_t bytes, void **out)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 256, bytes ? bytes : 1))
+        return ob_seterr(OB_ENOMEM, "hrx-sim: out of memory for %zu bytes", bytes);
+    if (bytes <= FILL_MAX)
+        memset(p, 0xff, bytes);
+    *out = p;
+    return 0;
+}
+
+static void sim_free(ob_hrx_q *q, void *p) { free(p); }
+
+static int sim_copy(ob_hrx_q *q, void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        memmove(dst, src, bytes);
+    return 0;
+}
+
+static int sim_sync(ob_hrx_q *q) { return 0; }
+
+extern "C" const ob_hrx_rt ob_hrx_sim_rt = {
+    "sim", sim_count, sim_info, sim_open, sim_close, sim_alloc, sim_free,
+    sim_copy, sim_copy, sim_copy, sim_sync, true, &ob_hrx_sim_kernels,
+};

@@ -1,0 +1,54 @@
+/*
+ * sim.h — the SIMT executor of hrx-sim (sim.cc): GPU kernels, compiled as C++ through shim.h,
+ * executed on host threads. Included by shim.h for the SIM target only.
+ *
+ * A launch runs the blocks of its grid on the queue's host threads (each block whole on one
+ * thread). Within a block, every GPU thread is a fiber with a stack of its own; the fibers run
+ * in turn and switch only where a GPU thread would wait for others: at __syncthreads() (every
+ * thread of the block) and at a warp shuffle (the 32 lanes of its warp). A kernel with neither
+ * runs thread after thread with no switch in between.
+ *
+ * Kernel bugs that a GPU would turn into a hang or a silent wrong answer are reported instead,
+ * naming the kernel and the block, and the launch fails (OB_EINTERNAL): a barrier that some
+ * thread of the block never reaches (it returned, or waits at another barrier), a shuffle that
+ * some lane of the warp never reaches, a shuffle in a warp of fewer than 32 threads, a block
+ * of more than 1024 threads.
+ */
+#ifndef OB_HRX_SIM_H
+#define OB_HRX_SIM_H
+
+#include <stdint.h>
+
+#include "hrx/hrx.h"
+
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+/* what the running GPU thread sees: its indices and the launch's shape */
+struct ob_sim_thread {
+    dim3 thread, block, bdim, gdim;
+};
+
+/* the running GPU thread of this host thread (set by the executor at every switch) */
+extern __thread const ob_sim_thread *ob_sim_self;
+
+void ob_sim_syncthreads();
+/* the value v of lane src (0..31) of this thread's warp, once every lane has offered its own */
+uint32_t ob_sim_shfl(uint32_t v, int src);
+
+typedef void (*ob_sim_body)(const void *arg);
+/* run body(arg) as every thread of grid x block on q's threads; an error is kept in q and
+ * returned by ob_hrx_sim_launched */
+void ob_sim_run(struct ob_hrx_q *q, const char *kernel, dim3 grid, dim3 block, ob_sim_body body,
+                const void *arg);
+
+template <class F>
+static inline void ob_sim_launch(struct ob_hrx_q *q, const char *kernel, dim3 grid, dim3 block,
+                                 const F &f)
+{
+    ob_sim_run(q, kernel, grid, block, [](const void *p) { (*(const F *)p)(); }, &f);
+}
+
+#endif

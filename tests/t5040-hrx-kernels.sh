@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The hrx kernels (lib/hrx/*.hip) and hrx-sim, the executor that runs them on the host:
+#  - the SIMT shim (tests/unit/hrx-shim.cc): thread and block indices, barriers, warp shuffles,
+#    per-block shared memory, fiber stacks, and kernel bugs reported (a barrier or a shuffle
+#    that not every thread reaches, a partial warp, a bad launch shape) instead of a hang;
+#  - every kernel against lib/arith/ bit for bit (tests/unit/hrx.c): hrx-sim, and a GPU when
+#    this build has one and the machine a device (else "# SKIP no device"); on hrx-sim with
+#    its own large tiles and with the GPU's small ones (OB_HRX_SIM_TILES=gpu): the launches a
+#    GPU makes;
+#  - the same kernels under AddressSanitizer and UBSan (bin/san/unit/hrx): no kernel reads or
+#    writes outside what it was given.
+. "$(dirname "$0")/lib.sh"
+plan 5
+# run_unit NAME CMD...: one check for a TAP unit test, its failures shown
+run_unit() {
+    local name=$1 out rc; shift
+    out=$("$@" 2>&1); rc=$?
+    last_out=$out
+    [ $rc -eq 0 ] && ! grep -q '^not ok' <<<"$out"
+    ok $? "$name ($(grep -c '^ok' <<<"$out") checks, $(grep -c '# SKIP' <<<"$out") skipped)" ||
+        grep -v '^ok' <<<"$out" | head -20 | sed 's/^/# /'
+    grep '# SKIP\|^# [0-9]* barriers' <<<"$out" | sed 's/^/#   /'
+}
+run_unit "hrx-sim's SIMT executor: indices, barriers, shuffles, shared memory, bugs reported" \
+    "$UNIT/hrx-shim"
+run_unit "every hrx kernel equals lib/arith bit for bit" "$UNIT/hrx"
+# the GPU section of that run: there when this build has a GPU runtime and the machine a GPU
+if grep -q '^# hrx (' <<<"$last_out"; then
+    ok 0 "the kernels on the GPU: $(grep '^# hrx (' <<<"$last_out" | tr '\n' ' ')"
+else
+    skip "the kernels on a GPU" "$(grep -m1 -o 'no device.*' <<<"$last_out")"
+fi
+OB_HRX_SIM_TILES=gpu run_unit "the same with the GPU's launch geometry (OB_HRX_SIM_TILES=gpu)" "$UNIT/hrx"
+export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+run_unit "the kernels on hrx-sim under ASan and UBSan (--quick)" "$OB_TOP/bin/san/unit/hrx" --quick

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The GPU builds of the hrx route: make CUDA=1 (nvcc, sm_80 and sm_90) and make HIP=1 (hipcc,
+# gfx90a and gfx1030), both at once where both toolchains are installed, compile the kernel
+# sources and link (in a copy of the tree that keeps this build's C objects, so that only the
+# GPU objects are compiled). The binaries carry each runtime; on a machine without a GPU,
+# -d hrx exits 4 with one line naming what each runtime said (with one: it must equal cpu);
+# hrx-sim and the kernel tests still pass in them; and a user's NVCCFLAGS=--use_fast_math or
+# HIPCCFLAGS=-ffast-math cannot change the arithmetic: the device code of the kernels has no
+# approximate or flush-to-zero instruction (PTX) and no fast-math flag (LLVM IR).
+# A toolchain that is not installed skips its checks ("optional toolchain").
+. "$(dirname "$0")/lib.sh"
+S=$SHARED/models/stories260K.gguf
+mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make "$@"; }   # a make of its own
+knobs=() names=()
+command -v nvcc > /dev/null && knobs+=(CUDA=1) && names+=(cuda)
+command -v hipcc > /dev/null && knobs+=(HIP=1) && names+=(hip)
+plan 7
+if [ ${#knobs[@]} -eq 0 ]; then
+    for i in $(seq 7); do skip "GPU build check $i" "optional toolchain: neither nvcc nor hipcc"; done
+    exit 0
+fi
+cd "$T" || exit 1
+
+# the tree with this build's objects, their times kept (make compiles only what is new)
+mkdir src
+tar -C "$OB_TOP" -cf - Makefile lib cmd tests/unit tests/data bench | tar -C src -xf -
+mk -s -C src -j2 "${knobs[@]}" bin/1b-gen bin/1b-load bin/unit/hrx > build.log 2>&1; rc=$?
+ok $rc "make ${knobs[*]}: the kernels compile for ${names[*]} and the programs link" ||
+    tail -15 build.log | sed 's/^/# /'
+have=""
+for n in "${names[@]}"; do
+    nm src/bin/1b-gen 2>/dev/null | grep -q " [DR] ob_hrx_${n}_rt$" && have+="$n "
+done
+[ "$have" = "${names[*]} " ]; ok $? "1b-gen carries the runtimes: ${have:-none}"
+
+echo '{"id":"a","prompt":"Once upon a time","max_tokens":8,"top_logprobs":2}' > one.jsonl
+src/bin/1b-gen -m "$S" -d hrx < one.jsonl > gpu.jsonl 2> err.txt; rc=$?
+1b-gen -m "$S" < one.jsonl > cpu.jsonl
+if [ $rc -eq 4 ]; then
+    bad=""
+    for n in "${names[@]}"; do grep -q "$n: " err.txt || bad+="$n "; done
+    [ "$(wc -l < err.txt)" -eq 1 ] && grep -q '^1b-gen: hrx: no GPU 0 (' err.txt && [ -z "$bad" ]
+    ok $? "no GPU here: -d hrx exits 4 with one line ($(cat err.txt))"
+else
+    [ $rc -eq 0 ] && 1b-agree -q cpu.jsonl gpu.jsonl > /dev/null 2>&1
+    ok $? "a GPU is here: -d hrx exits $rc and equals the cpu route ($(head -c 200 err.txt))"
+fi
+src/bin/1b-gen -m "$S" -d hrx-sim < one.jsonl > sim.jsonl 2> err.txt &&
+    1b-agree -q cpu.jsonl sim.jsonl > /dev/null 2>&1
+ok $? "the GPU build's hrx-sim = cpu ($(head -c 200 err.txt))"
+out=$(src/bin/unit/hrx --quick 2>&1); rc=$?
+[ $rc -eq 0 ] && ! grep -q '^not ok' <<<"$out"
+ok $? "the GPU build's kernel tests: $(grep -c '^ok' <<<"$out") ok ($(grep -o '# SKIP.*' <<<"$out" | sed 's/# SKIP/skipped:/' | head -2 | tr '\n' ' '))" ||
+    grep '^not ok' <<<"$out" | head -5 | sed 's/^/# /'
+
+# the device code under a user's fast-math flags, from the Makefile's own command lines
+if command -v nvcc > /dev/null; then
+    cmd=$(mk -s -C src print-cflags CUDA=1 NVCCFLAGS='-O2 --use_fast_math' | sed -n 's|^lib/hrx/cuda-mm.o: ||p')
+    read -ra c <<<"$cmd"
+    bad=""
+    mkdir keep
+    for f in mm norm attn; do       # the very command line, keeping its PTX (one per arch)
+        "${c[@]}" -Isrc/lib $(pkg-config --cflags libcjson) -c "src/lib/hrx/$f.hip" -o "$f.o" \
+            --keep --keep-dir keep 2> ptx.err || bad+="$f: $(head -c 200 ptx.err) "
+    done
+    np=$(ls keep/*.ptx 2>/dev/null | wc -l)
+    hit=$(grep -l -E '\.approx|\.ftz' keep/*.ptx 2>/dev/null | head -3 | xargs -r -n1 basename)
+    [ -n "$cmd" ] && [ -z "$bad" ] && [ "$np" -ge 6 ] && [ -z "$hit" ]
+    ok $? "NVCCFLAGS=--use_fast_math: the kernels' PTX ($np files, sm_80 and sm_90) has no .approx and no .ftz${bad:+ ($bad)}${hit:+ (in: $hit)}"
+else
+    skip "NVCCFLAGS=--use_fast_math: exact PTX" "optional toolchain: no nvcc"
+fi
+if command -v hipcc > /dev/null; then
+    cmd=$(mk -s -C src print-cflags HIP=1 HIPCCFLAGS='-O2 -ffast-math -ffp-contract=fast' |
+          sed -n 's|^lib/hrx/hip-mm.o: ||p' | sed 's/--offload-arch=gfx1030//')
+    read -ra c <<<"$cmd"
+    bad=""
+    for f in mm norm attn; do
+        "${c[@]}" -Isrc/lib $(pkg-config --cflags libcjson) --cuda-device-only -S -emit-llvm \
+            "src/lib/hrx/$f.hip" -o - > "$f.ll" 2> ll.err || bad+="$f: $(head -c 200 ll.err) "
+        grep -qE '(fadd|fsub|fmul|fdiv|call) (fast|reassoc|nnan|ninf|nsz|arcp|contract|afn)|denormal-fp-math-f32"="preserve-sign' "$f.ll" &&
+            bad+="$f: $(grep -m1 -oE '(fadd|fsub|fmul|fdiv|call) (fast|reassoc|nnan|ninf|nsz|arcp|contract|afn)|denormal[^ ]*' "$f.ll") "
+        [ "$(grep -c 'fadd' "$f.ll")" -gt 0 ] || bad+="$f: no device code "
+    done
+    [ -n "$cmd" ] && [ -z "$bad" ]
+    ok $? "HIPCCFLAGS=-ffast-math: the kernels' device IR has no fast-math flag or flushed denormals${bad:+ ($bad)}"
+else
+    skip "HIPCCFLAGS=-ffast-math: exact device IR" "optional toolchain: no hipcc"
+fi

@@ -1,0 +1,306 @@
+/*
+ * hrx-shim.cc — hrx-sim's SIMT executor (lib/hrx/sim.cc) through the shim kernels see
+ * (lib/hrx/shim.h), TAP. Kernels of its own, run on a queue of 2 host threads:
+ *   - indices: threadIdx, blockIdx, blockDim, gridDim of 3-D grids and blocks, every thread once;
+ *   - __syncthreads: rounds of write, barrier, read a neighbour's value, in blocks of 1 to 1024
+ *     threads, blocks spread over both host threads;
+ *   - __shared__ memory is the block's own (concurrent blocks on two host threads);
+ *   - warp shuffles: ob_shfl_xor over every mask, ob_shfl from any lane, ob_warp_isum, and
+ *     ob_warp_fold32 equal to lib/arith's ob_fold32 in every lane;
+ *   - a fiber's stack holds a 16 KiB local array;
+ *   - kernel bugs are reported, never a hang or a silent answer: a barrier some threads never
+ *     reach (returned, or diverged), a shuffle some lanes never reach, a shuffle in a partial
+ *     warp, a block of 1025 threads, an empty grid; the message names the kernel and the block,
+ *     and the queue runs the next launch normally;
+ *   - how long a switch takes (a diagnostic line, not a check).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hrx/shim.h"
+#include "arith/arith.h"
+#include "tap.h"
+
+static ob_hrx_q *q;
+
+/* ---- kernels ------------------------------------------------------------------------------------ */
+
+__global__ static void k_indices(unsigned *seen)
+{
+    unsigned b = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    unsigned t = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    unsigned n = blockDim.x * blockDim.y * blockDim.z;
+    __atomic_add_fetch(&seen[b * n + t], 1u, __ATOMIC_RELAXED);
+}
+
+/* rounds: s[t] = v; barrier; v = s[(t + 1) % n] + round; barrier */
+__global__ static void k_rounds(int rounds, int *out)
+{
+    __shared__ int s[1024];
+    int t = (int)threadIdx.x, n = (int)blockDim.x;
+    int v = t + 1000 * (int)blockIdx.x;
+    for (int r = 0; r < rounds; r++) {
+        s[t] = v;
+        __syncthreads();
+        v = s[(t + 1) % n] + r;
+        __syncthreads();
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = v;
+}
+
+__global__ static void k_own_shared(int *bad)
+{
+    __shared__ int mine;
+    if (threadIdx.x == 0)
+        mine = (int)blockIdx.x;
+    __syncthreads();
+    for (int i = 0; i < 50; i++) {
+        if (mine != (int)blockIdx.x)
+            __atomic_add_fetch(bad, 1, __ATOMIC_RELAXED);
+        __syncthreads();
+    }
+}
+
+__global__ static void k_shuffles(int *xor_out, int *src_out, int *isum_out)
+{
+    int lane = (int)threadIdx.x % 32, w = (int)threadIdx.x / 32, base = (int)threadIdx.x;
+    int v = lane * 7 + 100 * w;
+    for (int m = 0; m < 32; m++)
+        xor_out[base * 32 + m] = ob_shfl_xor(v, m);
+    for (int s = 0; s < 32; s++)
+        src_out[base * 32 + s] = ob_shfl(v, (s + lane) % 32);
+    isum_out[base] = ob_warp_isum(v);
+}
+
+__global__ static void k_fold(const float *x, float *out)
+{
+    out[threadIdx.x] = ob_warp_fold32(x[threadIdx.x]);
+}
+
+__global__ static void k_deep(int *out)
+{
+    volatile char big[16384];
+    for (int i = 0; i < 16384; i++)
+        big[i] = (char)(i + (int)threadIdx.x);
+    int s = 0;
+    for (int i = 0; i < 16384; i += 97)
+        s += big[i];
+    __syncthreads();
+    out[threadIdx.x] = s;
+}
+
+__global__ static void k_bar_returned(int *out)
+{
+    if (threadIdx.x >= 8)
+        return;
+    __syncthreads();
+    out[threadIdx.x] = 1;
+}
+
+__global__ static void k_bar_diverged(int *out)
+{
+    if (threadIdx.x % 2)
+        __syncthreads();
+    out[threadIdx.x] = 1;
+    __syncthreads();
+}
+
+__global__ static void k_shfl_partial_lanes(int *out)
+{
+    int v = (int)threadIdx.x;
+    if (threadIdx.x % 32 < 16)
+        v = ob_shfl_xor(v, 1);
+    out[threadIdx.x] = v;
+}
+
+__global__ static void k_shfl_short_warp(int *out)
+{
+    out[threadIdx.x] = ob_shfl_xor((int)threadIdx.x, 1);
+}
+
+__global__ static void k_nothing(int *out)
+{
+    out[threadIdx.x] = (int)threadIdx.x;
+}
+
+__global__ static void k_switches(int n, int *out)
+{
+    int v = (int)threadIdx.x;
+    for (int i = 0; i < n; i++)
+        __syncthreads();
+    out[threadIdx.x] = v;
+}
+
+/* ---- checks -------------------------------------------------------------------------------------- */
+
+static int launched(const char *k) { return ob_hrx_sim_launched(q, k); }
+
+static void test_indices(void)
+{
+    dim3 g(3, 2, 2), b(4, 3, 5);
+    unsigned n = 12 * 60;
+    unsigned *seen = (unsigned *)calloc(n, sizeof *seen);
+    OB_LAUNCH(q, k_indices, g, b, seen);
+    int e = launched("indices"), bad = 0;
+    for (unsigned i = 0; i < n; i++)
+        bad += seen[i] != 1;
+    ok(!e && !bad, "3-D grid (3,2,2) of 3-D blocks (4,3,5): every thread runs once with its "
+       "own indices (%d wrong)", bad);
+    free(seen);
+}
+
+static void test_barriers(void)
+{
+    static const int sizes[] = {1, 7, 32, 33, 256, 1000, 1024};
+    for (int si = 0; si < 7; si++) {
+        int n = sizes[si], blocks = 5, rounds = 9;
+        int *out = (int *)malloc(sizeof(int) * n * blocks);
+        OB_LAUNCH(q, k_rounds, dim3(blocks), dim3(n), rounds, out);
+        int e = launched("rounds"), bad = 0;
+        /* the same rounds, serially over the whole block */
+        int *vals = (int *)malloc(sizeof(int) * n), *next = (int *)malloc(sizeof(int) * n);
+        for (int b = 0; b < blocks; b++) {
+            for (int t = 0; t < n; t++)
+                vals[t] = t + 1000 * b;
+            for (int r = 0; r < rounds; r++) {
+                for (int t = 0; t < n; t++)
+                    next[t] = vals[(t + 1) % n] + r;
+                memcpy(vals, next, sizeof(int) * n);
+            }
+            for (int t = 0; t < n; t++)
+                bad += out[b * n + t] != vals[t];
+        }
+        ok(!e && !bad, "__syncthreads: %d rounds in %d blocks of %d threads (%d wrong)%s%s",
+           rounds, blocks, n, bad, e ? ": " : "", e ? ob_errmsg() : "");
+        free(out);
+        free(vals);
+        free(next);
+    }
+}
+
+static void test_own_shared(void)
+{
+    int bad = 0;
+    OB_LAUNCH(q, k_own_shared, dim3(64), dim3(96), &bad);
+    int e = launched("own_shared");
+    ok(!e && !bad, "__shared__ memory is each block's own (64 blocks on 2 host threads: %d "
+       "reads of another block's value)", bad);
+}
+
+static void test_shuffles(void)
+{
+    int n = 128;
+    int *xo = (int *)malloc(sizeof(int) * n * 32), *so = (int *)malloc(sizeof(int) * n * 32);
+    int *io = (int *)malloc(sizeof(int) * n);
+    OB_LAUNCH(q, k_shuffles, dim3(3), dim3(n), xo, so, io);
+    int e = launched("shuffles"), bad = 0;
+    for (int t = 0; t < n; t++) {
+        int lane = t % 32, w = t / 32, sum = 0;
+        for (int m = 0; m < 32; m++)
+            bad += xo[t * 32 + m] != ((lane ^ m) * 7 + 100 * w);
+        for (int s = 0; s < 32; s++)
+            bad += so[t * 32 + s] != (((s + lane) % 32) * 7 + 100 * w);
+        for (int l = 0; l < 32; l++)
+            sum += l * 7 + 100 * w;
+        bad += io[t] != sum;
+    }
+    ok(!e && !bad, "warp shuffles: ob_shfl_xor over every mask, ob_shfl from every lane, "
+       "ob_warp_isum, 4 warps a block (%d wrong)", bad);
+    free(xo);
+    free(so);
+    free(io);
+
+    float xs[64], gots[64], p[32], *x = xs, *got = gots;
+    uint64_t s = 12345;
+    int fbad = 0;
+    for (int round = 0; round < 50; round++) {
+        for (int i = 0; i < 64; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            x[i] = (float)((int64_t)(s >> 33) - (1ll << 30)) / (float)(1 << (s >> 60));
+        }
+        OB_LAUNCH(q, k_fold, dim3(1), dim3(64), x, got);
+        e |= launched("fold");
+        for (int w = 0; w < 2; w++) {
+            memcpy(p, x + 32 * w, sizeof p);
+            float want = ob_fold32(p);
+            for (int l = 0; l < 32; l++)
+                fbad += memcmp(&got[32 * w + l], &want, 4) != 0;
+        }
+    }
+    ok(!e && !fbad, "ob_warp_fold32 gives every lane ob_fold32's bits (50 rounds of 2 warps: "
+       "%d lanes differ)", fbad);
+}
+
+static void test_stack(void)
+{
+    int outs[64], *out = outs;
+    OB_LAUNCH(q, k_deep, dim3(2), dim3(64), out);
+    int e = launched("deep");
+    ok(!e, "a fiber's stack holds a 16 KiB local array across a barrier%s%s", e ? ": " : "",
+       e ? ob_errmsg() : "");
+}
+
+/* a bad launch: fails with OB_EINTERNAL, a message naming the kernel and `what` */
+static void bad_launch(int e, const char *kernel, const char *what, const char *desc)
+{
+    const char *m = ob_errmsg();
+    ok(e == OB_EINTERNAL && strstr(m, kernel) && strstr(m, what), "%s: reported (%s)", desc, m);
+}
+
+static void test_bugs(void)
+{
+    int outs[2048], *out = outs;
+    OB_LAUNCH(q, k_bar_returned, dim3(4), dim3(64), out);
+    bad_launch(launched("x"), "k_bar_returned", "returned", "a barrier that threads which "
+               "returned never reach");
+    OB_LAUNCH(q, k_bar_diverged, dim3(1), dim3(64), out);
+    bad_launch(launched("x"), "k_bar_diverged", "wait for each other", "threads at different "
+               "barriers");
+    OB_LAUNCH(q, k_shfl_partial_lanes, dim3(2), dim3(64), out);
+    bad_launch(launched("x"), "k_shfl_partial_lanes", "warp shuffle", "a shuffle half the "
+               "lanes of a warp never reach");
+    OB_LAUNCH(q, k_shfl_short_warp, dim3(1), dim3(48), out);
+    bad_launch(launched("x"), "k_shfl_short_warp", "warp of 16 threads", "a shuffle in a warp "
+               "of 16 threads (a block of 48)");
+    OB_LAUNCH(q, k_nothing, dim3(1), dim3(1025), out);
+    bad_launch(launched("x"), "k_nothing", "1 to 1024 threads", "a block of 1025 threads");
+    OB_LAUNCH(q, k_nothing, dim3(0), dim3(32), out);
+    bad_launch(launched("x"), "k_nothing", "at least one block", "a grid of no block");
+    OB_LAUNCH(q, k_nothing, dim3(2), dim3(1024), out);
+    int e = launched("x"), bad = 0;
+    for (int i = 0; i < 1024; i++)
+        bad += out[i] != i;
+    ok(!e && !bad, "after the failed launches the queue runs the next one normally");
+}
+
+static void timing(void)
+{
+    int outs[256], *out = outs, n = 2000;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    OB_LAUNCH(q, k_switches, dim3(1), dim3(256), n, out);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    printf("# %d barriers of 256 threads: %.1f ns a thread's wait and resume\n", n,
+           s * 1e9 / ((double)n * 256));
+    launched("switches");
+}
+
+int main(void)
+{
+    if (ob_hrx_sim_rt.open(0, 2, &q)) {
+        printf("Bail out! open: %s\n", ob_errmsg());
+        return 1;
+    }
+    test_indices();
+    test_barriers();
+    test_own_shared();
+    test_shuffles();
+    test_stack();
+    test_bugs();
+    timing();
+    ob_hrx_sim_rt.close(q);
+    return tap_done();
+}

@@ -1,0 +1,651 @@
+/*
+ * hrx.c — the kernels of the hrx routes (lib/hrx/ *.hip) against lib/arith/, bit for bit (TAP),
+ * through every runtime this binary has: hrx-sim always; CUDA and HIP when make CUDA=1 / HIP=1
+ * linked them and a device is there (else "# SKIP no device"). What is compared:
+ *   - the weight types: hrx takes exactly the types the cpu route takes;
+ *   - embed: every type, rows looked up in any order, against ob_dequant_row;
+ *   - actq: every activation format against ob_quantize_q8k / ob_quantize_a8 / the floats, on
+ *     rows with zeros, ties, huge and tiny values, NaN and Inf;
+ *   - matmul: every weight type, on valid rows (our quantisers) and raw random rows whose fp16
+ *     scales include NaN, Inf, subnormals and zeros, odd row counts, one block and rows long
+ *     enough for several chunks, every width 1..17 and 64, with and without a bias, against the
+ *     cpu route's scalar dot (dot.h);
+ *   - rmsnorm (gathered rows), qk_rope (NEOX and NORM pairs, partial rotation, with and without
+ *     q/k norm), kv_store, attention (1 to 300 positions: several 64-position chunks; head
+ *     dimensions 16 to 256; grouped heads; NaN and -0 among the scores), swiglu, add.
+ * A GPU computes NaN results with its own payload bits, so on a GPU a NaN matches any NaN; on
+ * hrx-sim every bit counts. The first differing value is printed.
+ *
+ *   hrx [--quick]       (--quick: fewer widths and shapes, for a fast look)
+ *   hrx --types         print the cpu route's weight types, one line, and exit
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cpu/kernels/kernels.h"
+#include "hrx/hrx.h"
+#include "quant.h"
+#include "tap.h"
+
+extern const struct ob_hrx_rt ob_hrx_cuda_rt __attribute__((weak));
+extern const struct ob_hrx_rt ob_hrx_hip_rt __attribute__((weak));
+
+static const struct ob_hrx_rt *rt;
+static struct ob_hrx_q *q;
+static bool gpu, quick;
+
+static float frand(void)
+{
+    return (float)((int64_t)(tap_rand() >> 40) - (1 << 23)) / (float)(1 << 23);
+}
+
+static float gauss(void)
+{
+    return frand() + frand() + frand();
+}
+
+/* ---- device memory --------------------------------------------------------------------------- */
+
+static void *dput(const void *h, size_t n)
+{
+    void *d;
+    if (rt->alloc(q, n, &d)) {
+        printf("Bail out! alloc %zu: %s\n", n, ob_errmsg());
+        exit(1);
+    }
+    if (h && rt->h2d(q, d, h, n)) {
+        printf("Bail out! h2d: %s\n", ob_errmsg());
+        exit(1);
+    }
+    return d;
+}
+
+static void dget(void *h, const void *d, size_t n)
+{
+    if (rt->d2h(q, h, d, n)) {
+        printf("Bail out! d2h: %s\n", ob_errmsg());
+        exit(1);
+    }
+}
+
+/* ---- comparison -------------------------------------------------------------------------------- */
+
+static bool same(float a, float b)
+{
+    if (gpu && a != a && b != b)
+        return true;               /* NaN payloads are the hardware's */
+    return memcmp(&a, &b, 4) == 0;
+}
+
+/* mismatches of got against want; the first one described in why */
+static long cmp_f32(const float *got, const float *want, size_t n, char *why, size_t wl)
+{
+    long bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!same(got[i], want[i]) && !bad++) {
+            uint32_t g, w;
+            memcpy(&g, &got[i], 4);
+            memcpy(&w, &want[i], 4);
+            snprintf(why, wl, "; first at %zu: %.9g (%08x) != %.9g (%08x)", i, got[i], g,
+                     want[i], w);
+        }
+    return bad;
+}
+
+/* ---- weight rows --------------------------------------------------------------------------- */
+
+/* byte offsets of the fp16 scale fields of a block type (kernels.c has the same list) */
+static int scale_fields(uint32_t t, int offs[2])
+{
+    switch (t) {
+    case OB_Q4_0: case OB_Q5_0: case OB_Q8_0: offs[0] = 0; return 1;
+    case OB_Q4_1: case OB_Q5_1: case OB_Q4_K: case OB_Q5_K: offs[0] = 0; offs[1] = 2; return 2;
+    case OB_Q2_K: offs[0] = 80; offs[1] = 82; return 2;
+    case OB_Q3_K: offs[0] = 108; return 1;
+    case OB_Q6_K: offs[0] = 208; return 1;
+    }
+    return 0;
+}
+
+/* a NaN (signalling or quiet, either sign, with payload), an infinity, a subnormal or a zero */
+static uint16_t special_half(void)
+{
+    static const uint16_t sp[] = {0x7c01, 0x7d55, 0xfc2a, 0x7e00, 0xfe01, 0x7c00, 0xfc00,
+                                  0x0001, 0x83ff, 0x8000, 0x0000};
+    return sp[tap_rand() % (sizeof sp / sizeof sp[0])];
+}
+
+/*
+ * n rows of k values of type t: valid rows from the reference quantiser (raw false), or random
+ * bytes with finite random scales (subnormals among them) and one special scale a row (raw
+ * true; a float type: one special element). One a row, as tests/unit/kernels.c does, so that
+ * no result depends on which of two NaNs an addition keeps (the C standard leaves it to the
+ * compiler, and the reference is C).
+ */
+static void *weights(uint32_t t, int n, int k, bool raw, size_t *row_bytes)
+{
+    size_t rb = (size_t)k / ob_type_blck(t) * ob_type_size(t), bs = ob_type_size(t);
+    uint8_t *w = malloc(rb * (size_t)n);
+    float *x = malloc((size_t)k * sizeof *x);
+    *row_bytes = rb;
+    for (int r = 0; r < n; r++) {
+        uint8_t *row = w + (size_t)r * rb;
+        if (!raw) {
+            for (int i = 0; i < k; i++)
+                x[i] = gauss();
+            ob_quant_row(t, x, row, k);
+            continue;
+        }
+        uint16_t h = special_half();
+        size_t at = tap_rand() % (uint64_t)k;
+        if (t == OB_F32) {
+            for (int i = 0; i < k; i++) {
+                float f = (int)at == i ? ob_fp16_to_f32(h) : gauss();
+                memcpy(row + 4 * i, &f, 4);
+            }
+            continue;
+        }
+        if (t == OB_F16 || t == OB_BF16) {
+            for (int i = 0; i < k; i++) {
+                uint16_t v = t == OB_F16 ? ob_f32_to_fp16(gauss()) : ob_f32_to_bf16(gauss());
+                if ((int)at == i)
+                    v = t == OB_F16 ? h : ob_f32_to_bf16(ob_fp16_to_f32(h));
+                memcpy(row + 2 * i, &v, 2);
+            }
+            continue;
+        }
+        for (size_t i = 0; i < rb; i++)
+            row[i] = (uint8_t)tap_rand();
+        int offs[2], nf = scale_fields(t, offs);
+        for (size_t b = 0; b < rb; b += bs)
+            for (int j = 0; j < nf; j++) {
+                uint16_t v = tap_rand() % 8 ? ob_f32_to_fp16(frand()) : (uint16_t)(tap_rand() % 1024);
+                memcpy(row + b + offs[j], &v, 2);
+            }
+        memcpy(row + at / ob_type_blck(t) * bs + offs[tap_rand() % (uint64_t)nf], &h, 2);
+    }
+    free(x);
+    return w;
+}
+
+/* k activation values: gaussians with zeros, ties, huge and tiny values mixed in */
+static void activations(float *x, size_t k, bool specials)
+{
+    for (size_t i = 0; i < k; i++) {
+        x[i] = gauss();
+        if (!specials)
+            continue;
+        switch (tap_rand() % 40) {
+        case 0: x[i] = 0.0f; break;
+        case 1: x[i] = -0.0f; break;
+        case 2: x[i] = 3e38f; break;
+        case 3: x[i] = 1e-40f; break;
+        case 4: x[i] = 0.5f; break;
+        case 5: x[i] = NAN; break;
+        case 6: x[i] = -INFINITY; break;
+        }
+    }
+}
+
+/* ---- the tests --------------------------------------------------------------------------------- */
+
+static const uint32_t all_types[] = {OB_F32, OB_F16, OB_BF16, OB_Q4_0, OB_Q4_1, OB_Q5_0,
+                                     OB_Q5_1, OB_Q8_0, OB_Q2_K, OB_Q3_K, OB_Q4_K, OB_Q5_K,
+                                     OB_Q6_K};
+#define N_TYPES (int)(sizeof all_types / sizeof all_types[0])
+
+static void test_types(void)
+{
+    char why[256] = "";
+    int n = 0;
+    for (uint32_t t = 0; t < OB_TYPE_COUNT; t++)
+        if (ob_hrx_type_supported(t) != ob_type_supported(t) && !n++)
+            snprintf(why, sizeof why, ": %s differs", ob_type_name(t));
+    for (int i = 0; i < N_TYPES; i++)
+        if (!ob_hrx_type_supported(all_types[i]) && !n++)
+            snprintf(why, sizeof why, ": %s untested", ob_type_name(all_types[i]));
+    ok(n == 0, "hrx has kernels for exactly the cpu route's weight types%s", why);
+}
+
+static void test_embed(void)
+{
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        uint32_t t = all_types[ti];
+        int k = ob_type_blck(t) == 256 ? 512 : 96, V = 41, n = 23;
+        size_t rb;
+        void *w = weights(t, V, k, ti % 2 == 1, &rb);
+        int32_t tok[23];
+        for (int i = 0; i < n; i++)
+            tok[i] = (int32_t)(tap_rand() % (uint64_t)V);
+        float *want = malloc((size_t)n * k * 4), *got = malloc((size_t)n * k * 4);
+        for (int i = 0; i < n; i++)
+            ob_dequant_row(t, (char *)w + (size_t)tok[i] * rb, want + (size_t)i * k, k);
+        void *dw = dput(w, rb * V), *dt = dput(tok, sizeof tok);
+        float *dx = dput(NULL, (size_t)n * k * 4);
+        struct ob_hrx_mat m = {t, V, k, rb, dw};
+        int e = rt->k->embed(q, m, dt, n, dx);
+        char why[200] = "";
+        long bad = e ? -1 : (dget(got, dx, (size_t)n * k * 4), cmp_f32(got, want, (size_t)n * k, why, sizeof why));
+        ok(bad == 0, "embed %s: %d rows of %d values%s%s", ob_type_name(t), n, k, why,
+           e ? ob_errmsg() : "");
+        rt->free(q, dw);
+        rt->free(q, dt);
+        rt->free(q, dx);
+        free(w);
+        free(want);
+        free(got);
+    }
+}
+
+static void test_actq(void)
+{
+    static const char *const names[] = {"F32", "Q8_K", "A8"};
+    for (int fmt = 0; fmt < 3; fmt++) {
+        int k = 1024, n = 9;
+        float *x = malloc((size_t)n * k * 4);
+        for (int r = 0; r < n; r++)
+            activations(x + (size_t)r * k, (size_t)k, r > 0);
+        for (int i = 0; i < 256; i++)
+            x[(size_t)(n - 1) * k + i] = 0.0f;          /* an all-zero block */
+        size_t stride = ob_act_row_bytes(fmt, k);
+        uint8_t *want = malloc(stride * n), *got = malloc(stride * n);
+        memset(want, 0, stride * n);
+        for (int r = 0; r < n; r++) {
+            uint32_t wt = fmt == 0 ? OB_F32 : fmt == 1 ? OB_Q4_K : OB_Q8_0;
+            ob_act_quantize(OB_ISA_SCALAR, wt, x + (size_t)r * k, k, want + (size_t)r * stride);
+        }
+        float *dx = dput(x, (size_t)n * k * 4);
+        void *dq = dput(NULL, stride * n);
+        int e = rt->k->actq(q, fmt, dx, n, k, dq, stride);
+        long bad = 0;
+        size_t at = 0;
+        if (!e) {
+            dget(got, dq, stride * n);
+            for (size_t i = 0; i < stride * n; i++)
+                if (got[i] != want[i] && !bad++)
+                    at = i;
+        }
+        ok(!e && bad == 0, "actq %s: %d rows of %d values (zeros, ties, huge, tiny, NaN, Inf): "
+           "%ld bytes differ%s%s", names[fmt], n, k, bad, e ? ob_errmsg() : "",
+           bad ? " (first at byte" : "");
+        if (bad)
+            printf("# first difference at byte %zu of %zu\n", at, stride * n);
+        rt->free(q, dx);
+        rt->free(q, dq);
+        free(x);
+        free(want);
+        free(got);
+    }
+}
+
+/* one weight type and shape at several widths, with and without a bias */
+static void matmul_case(uint32_t t, int N, int k, bool raw)
+{
+    static const int widths_all[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 64};
+    static const int widths_quick[] = {1, 3, 4, 17};
+    const int *widths = quick ? widths_quick : widths_all;
+    int nw = quick ? 4 : (int)(sizeof widths_all / sizeof widths_all[0]), R = widths[nw - 1];
+    size_t rb;
+    void *w = weights(t, N, k, raw, &rb);
+    float *x = malloc((size_t)R * k * 4), *bias = malloc((size_t)N * 4);
+    activations(x, (size_t)R * k, false);
+    for (int i = 0; i < N; i++)
+        bias[i] = gauss();
+    int fmt = ob_type_actfmt(t);
+    size_t stride = ob_act_row_bytes(fmt, k);
+    char *xq = malloc(stride * R);
+    for (int r = 0; r < R; r++)
+        ob_act_quantize(OB_ISA_SCALAR, t, x + (size_t)r * k, k, xq + (size_t)r * stride);
+    /* the reference: the cpu route's scalar dot, row by row; y with and without bias */
+    const struct ob_kernel_table *ref = ob_kernels(OB_ISA_SCALAR);
+    size_t ldy = (size_t)N + 3;
+    float *want = malloc((size_t)R * ldy * 4), *wantb = malloc((size_t)R * ldy * 4);
+    float *got = malloc((size_t)R * ldy * 4);
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < N; i++) {
+            float v;
+            ref->dot[t]((char *)w + (size_t)i * rb, xq + (size_t)r * stride, stride, 1, k, &v);
+            want[(size_t)r * ldy + i] = v;
+            wantb[(size_t)r * ldy + i] = v + bias[i];
+        }
+    void *dw = dput(w, rb * N), *dq = dput(xq, stride * R);
+    float *db = dput(bias, (size_t)N * 4), *dy = dput(NULL, (size_t)R * ldy * 4);
+    struct ob_hrx_mat m = {t, N, k, rb, dw};
+    long bad = 0;
+    char why[256] = "";
+    int e = 0, bad_w = 0;
+    for (int wi = 0; wi < nw && !e; wi++)
+        for (int with_b = 0; with_b < 2 && !e; with_b++) {
+            int n = widths[wi];
+            if ((e = rt->k->matmul(q, m, dq, stride, n, with_b ? db : NULL, dy, ldy)))
+                break;
+            dget(got, dy, (size_t)n * ldy * 4);
+            for (int r = 0; r < n; r++) {
+                const float *ref_row = (with_b ? wantb : want) + (size_t)r * ldy;
+                long b = cmp_f32(got + (size_t)r * ldy, ref_row, (size_t)N, bad ? NULL : why,
+                                 bad ? 0 : sizeof why);
+                if (b && !bad)
+                    bad_w = n;
+                bad += b;
+            }
+        }
+    ok(!e && bad == 0, "matmul %s %s rows: %d x %d, widths 1..%d, with and without bias: %ld "
+       "differ%s", ob_type_name(t), raw ? "raw (NaN/Inf/subnormal scales)" : "valid", N, k, R,
+       bad, e ? ob_errmsg() : why);
+    if (bad)
+        printf("# first difference at width %d\n", bad_w);
+    rt->free(q, dw);
+    rt->free(q, dq);
+    rt->free(q, db);
+    rt->free(q, dy);
+    free(w);
+    free(x);
+    free(bias);
+    free(xq);
+    free(want);
+    free(wantb);
+    free(got);
+}
+
+static void test_matmul(void)
+{
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        uint32_t t = all_types[ti];
+        int blk = (int)ob_type_blck(t);
+        int k_long = blk == 256 ? 256 * 37 : blk == 32 ? 32 * 70 : 1000 + 7;
+        matmul_case(t, 37, k_long, false);
+        matmul_case(t, 130, blk == 1 ? 33 : blk, true);
+        if (!quick)
+            matmul_case(t, 5, k_long, true);
+    }
+}
+
+static void test_rmsnorm(void)
+{
+    static const int ks[] = {1, 31, 64, 300, 1024};
+    for (int ki = 0; ki < 5; ki++) {
+        int k = ks[ki], n = 11, nr = 7;
+        float *x = malloc((size_t)n * k * 4), *w = malloc((size_t)k * 4);
+        float *want = malloc((size_t)nr * k * 4), *got = malloc((size_t)nr * k * 4);
+        activations(x, (size_t)n * k, false);
+        for (int i = 0; i < k; i++)
+            w[i] = gauss();
+        int32_t rows[7] = {3, 0, 10, 4, 4, 9, 1};
+        for (int j = 0; j < nr; j++)
+            ob_rmsnorm(x + (size_t)rows[j] * k, w, want + (size_t)j * k, k, 1e-6f);
+        float *dx = dput(x, (size_t)n * k * 4), *dw = dput(w, (size_t)k * 4);
+        float *dy = dput(NULL, (size_t)nr * k * 4);
+        int32_t *dr = dput(rows, sizeof rows);
+        int e = rt->k->rmsnorm(q, dx, dr, nr, k, dw, 1e-6f, dy);
+        char why[200] = "";
+        long bad = e ? -1 : (dget(got, dy, (size_t)nr * k * 4), cmp_f32(got, want, (size_t)nr * k, why, sizeof why));
+        /* and every row in order (rows NULL) */
+        float *want2 = malloc((size_t)n * k * 4), *got2 = malloc((size_t)n * k * 4);
+        for (int j = 0; j < n; j++)
+            ob_rmsnorm(x + (size_t)j * k, w, want2 + (size_t)j * k, k, 1e-6f);
+        float *dy2 = dput(NULL, (size_t)n * k * 4);
+        if (!e && !(e = rt->k->rmsnorm(q, dx, NULL, n, k, dw, 1e-6f, dy2))) {
+            dget(got2, dy2, (size_t)n * k * 4);
+            bad += cmp_f32(got2, want2, (size_t)n * k, why, sizeof why);
+        }
+        ok(!e && bad == 0, "rmsnorm of %d values, gathered rows and rows in order%s%s", k, why,
+           e ? ob_errmsg() : "");
+        rt->free(q, dx);
+        rt->free(q, dw);
+        rt->free(q, dy);
+        rt->free(q, dy2);
+        rt->free(q, dr);
+        free(x);
+        free(w);
+        free(want);
+        free(got);
+        free(want2);
+        free(got2);
+    }
+}
+
+static void test_qk_rope(void)
+{
+    static const struct { int hd, n_rot, neox, norm; } cs_[] = {
+        {16, 16, 1, 1}, {64, 64, 1, 1}, {128, 128, 1, 0}, {64, 64, 0, 0}, {64, 32, 0, 1},
+        {128, 96, 1, 1}, {256, 256, 1, 1},
+    };
+    for (size_t c = 0; c < sizeof cs_ / sizeof cs_[0]; c++) {
+        int hd = cs_[c].hd, nh = 6, nkv = 2, n = 5, n_pos = 40, half = cs_[c].n_rot / 2;
+        size_t qn = (size_t)n * nh * hd, kn = (size_t)n * nkv * hd;
+        float *Q = malloc(qn * 4), *K = malloc(kn * 4), *wq = malloc(hd * 4), *wk = malloc(hd * 4);
+        float *cs = malloc((size_t)n_pos * half * 4), *sn = malloc((size_t)n_pos * half * 4);
+        activations(Q, qn, false);
+        activations(K, kn, false);
+        for (int i = 0; i < hd; i++) {
+            wq[i] = gauss();
+            wk[i] = gauss();
+        }
+        for (int i = 0; i < n_pos * half; i++) {
+            cs[i] = frand();
+            sn[i] = frand();
+        }
+        int32_t pos[5] = {0, 39, 7, 7, 21};
+        float *wantq = malloc(qn * 4), *wantk = malloc(kn * 4);
+        memcpy(wantq, Q, qn * 4);
+        memcpy(wantk, K, kn * 4);
+        for (int i = 0; i < n; i++) {
+            const float *c0 = cs + (size_t)pos[i] * half, *s0 = sn + (size_t)pos[i] * half;
+            for (int h = 0; h < nh + nkv; h++) {
+                float *x = h < nh ? wantq + ((size_t)i * nh + h) * hd
+                                  : wantk + ((size_t)i * nkv + h - nh) * hd;
+                if (cs_[c].norm)
+                    ob_rmsnorm(x, h < nh ? wq : wk, x, hd, 1e-6f);
+                ob_rope(x, c0, s0, cs_[c].n_rot, cs_[c].neox);
+            }
+        }
+        float *dQ = dput(Q, qn * 4), *dK = dput(K, kn * 4), *dwq = dput(wq, hd * 4);
+        float *dwk = dput(wk, hd * 4), *dcs = dput(cs, (size_t)n_pos * half * 4);
+        float *dsn = dput(sn, (size_t)n_pos * half * 4);
+        int32_t *dp = dput(pos, sizeof pos);
+        struct ob_hrx_rope r = {nh, nkv, hd, cs_[c].n_rot, cs_[c].neox, 1e-6f,
+                                cs_[c].norm ? dwq : NULL, cs_[c].norm ? dwk : NULL, dcs, dsn};
+        int e = rt->k->qk_rope(q, r, dQ, dK, dp, n);
+        char why[200] = "";
+        long bad = -1;
+        if (!e) {
+            dget(Q, dQ, qn * 4);
+            dget(K, dK, kn * 4);
+            bad = cmp_f32(Q, wantq, qn, why, sizeof why) + cmp_f32(K, wantk, kn, why, sizeof why);
+        }
+        ok(bad == 0, "qk_rope: head_dim %d, %d rotated, %s pairs, %s norm%s%s", hd,
+           cs_[c].n_rot, cs_[c].neox ? "NEOX" : "NORM", cs_[c].norm ? "with" : "no", why,
+           e ? ob_errmsg() : "");
+        void *ptrs[] = {dQ, dK, dwq, dwk, dcs, dsn, dp};
+        for (int i = 0; i < 7; i++)
+            rt->free(q, ptrs[i]);
+        free(Q);
+        free(K);
+        free(wq);
+        free(wk);
+        free(cs);
+        free(sn);
+        free(wantq);
+        free(wantk);
+    }
+}
+
+/* kv_store then attention, against ob_kv_put and ob_attn_head */
+static void test_attention(void)
+{
+    static const struct { int hd, nh, nkv, maxpos; } cs_[] = {
+        {16, 4, 2, 70}, {64, 4, 2, 300}, {128, 8, 8, 130}, {256, 2, 1, 65}, {64, 6, 3, 1},
+    };
+    for (size_t c = 0; c < sizeof cs_ / sizeof cs_[0]; c++) {
+        int hd = cs_[c].hd, nh = cs_[c].nh, nkv = cs_[c].nkv, n_ctx = cs_[c].maxpos + 1;
+        int slots = 3, kvw = nkv * hd, group = nh / nkv;
+        /* fill two slots' caches through kv_store, positions in batches of 37 rows */
+        size_t cache = (size_t)slots * n_ctx * kvw;
+        uint16_t *kc_want = calloc(cache, 2), *vc_want = calloc(cache, 2);
+        uint16_t *kc = malloc(cache * 2), *vc = malloc(cache * 2);
+        uint16_t *dkc = dput(NULL, cache * 2), *dvc = dput(NULL, cache * 2);
+        float *K = malloc((size_t)37 * kvw * 4), *V = malloc((size_t)37 * kvw * 4);
+        float *dK = dput(NULL, (size_t)37 * kvw * 4), *dV = dput(NULL, (size_t)37 * kvw * 4);
+        int32_t pos[37], seq[37];
+        int32_t *dp = dput(NULL, sizeof pos), *ds = dput(NULL, sizeof seq);
+        int e = 0;
+        for (int slot = 0; slot < 2 && !e; slot++)
+            for (int p0 = 0; p0 < n_ctx && !e; p0 += 37) {
+                int n = n_ctx - p0 < 37 ? n_ctx - p0 : 37;
+                activations(K, (size_t)n * kvw, false);
+                activations(V, (size_t)n * kvw, false);
+                if (slot == 1 && p0 == 0)
+                    K[0] = 1e30f;             /* an overflowing key: Inf in the cache */
+                for (int i = 0; i < n; i++) {
+                    pos[i] = p0 + i;
+                    seq[i] = slot * 2;
+                    size_t at = ((size_t)seq[i] * n_ctx + pos[i]) * kvw;
+                    ob_kv_put(kc_want + at, K + (size_t)i * kvw, kvw);
+                    ob_kv_put(vc_want + at, V + (size_t)i * kvw, kvw);
+                }
+                rt->h2d(q, dK, K, (size_t)n * kvw * 4);
+                rt->h2d(q, dV, V, (size_t)n * kvw * 4);
+                rt->h2d(q, dp, pos, (size_t)n * 4);
+                rt->h2d(q, ds, seq, (size_t)n * 4);
+                e = rt->k->kv_store(q, dK, dV, kvw, dp, ds, n, n_ctx, dkc, dvc);
+            }
+        long bad = -1;
+        if (!e) {
+            dget(kc, dkc, cache * 2);
+            dget(vc, dvc, cache * 2);
+            bad = 0;
+            for (int slot = 0; slot < 2; slot++)
+                for (size_t i = 0; i < (size_t)n_ctx * kvw; i++) {
+                    size_t at = (size_t)slot * 2 * n_ctx * kvw + i;
+                    bad += kc[at] != kc_want[at] || vc[at] != vc_want[at];
+                }
+        }
+        ok(bad == 0, "kv_store: %d positions of %d values in two slots%s", n_ctx, kvw,
+           e ? ob_errmsg() : "");
+        /* queries at positions 0 .. maxpos in both slots */
+        int n = 9;
+        int32_t qp[9] = {0, 1, 63, 64, 65, 127, 128, 200, 299}, qs[9];
+        for (int i = 0; i < n; i++) {
+            if (qp[i] >= n_ctx)
+                qp[i] = n_ctx - 1 - i % 3 < 0 ? 0 : n_ctx - 1 - i % 3;
+            qs[i] = (i % 2) * 2;
+        }
+        float *Q = malloc((size_t)n * nh * hd * 4);
+        activations(Q, (size_t)n * nh * hd, false);
+        Q[1] = NAN;                                      /* row 0, head 0: every score NaN */
+        float *want = malloc((size_t)n * nh * hd * 4), *got = malloc((size_t)n * nh * hd * 4);
+        float *s = malloc((size_t)n_ctx * 4), oc[512];
+        float scale = ob_attn_scale(hd);
+        for (int i = 0; i < n; i++)
+            for (int h = 0; h < nh; h++) {
+                size_t base = ((size_t)qs[i] * n_ctx) * kvw + (size_t)(h / group) * hd;
+                ob_attn_head(Q + ((size_t)i * nh + h) * hd, kc_want + base, vc_want + base, kvw,
+                             qp[i] + 1, hd, scale, s, oc, want + ((size_t)i * nh + h) * hd);
+            }
+        struct ob_hrx_attn a = {nh, nkv, hd, n_ctx, scale};
+        float *dQ = dput(Q, (size_t)n * nh * hd * 4), *dout = dput(NULL, (size_t)n * nh * hd * 4);
+        float *scr = dput(NULL, ob_hrx_attn_scratch(&a) * 4);
+        rt->h2d(q, dp, qp, sizeof qp);
+        rt->h2d(q, ds, qs, sizeof qs);
+        char why[200] = "";
+        bad = -1;
+        if (!e && !(e = rt->k->attention(q, a, dQ, dkc, dvc, dp, ds, n, dout, scr))) {
+            dget(got, dout, (size_t)n * nh * hd * 4);
+            bad = cmp_f32(got, want, (size_t)n * nh * hd, why, sizeof why);
+        }
+        ok(bad == 0, "attention: %d heads of %d over %d kv heads, positions up to %d%s%s", nh, hd,
+           nkv, cs_[c].maxpos, why, e ? ob_errmsg() : "");
+        void *ptrs[] = {dkc, dvc, dK, dV, dp, ds, dQ, dout, scr};
+        for (int i = 0; i < 9; i++)
+            rt->free(q, ptrs[i]);
+        free(kc_want);
+        free(vc_want);
+        free(kc);
+        free(vc);
+        free(K);
+        free(V);
+        free(Q);
+        free(want);
+        free(got);
+        free(s);
+    }
+}
+
+static void test_elementwise(void)
+{
+    size_t n = 5000;
+    float *g = malloc(n * 4), *u = malloc(n * 4), *want = malloc(n * 4), *got = malloc(n * 4);
+    activations(g, n, true);
+    activations(u, n, true);
+    for (size_t i = 0; i < n; i++) {
+        g[i] = g[i] * 8.0f;                             /* past silu's interesting range too */
+        want[i] = ob_silu(g[i]) * u[i];
+    }
+    float *dg = dput(g, n * 4), *du = dput(u, n * 4);
+    char why[200] = "";
+    int e = rt->k->swiglu(q, dg, du, n);
+    long bad = e ? -1 : (dget(got, dg, n * 4), cmp_f32(got, want, n, why, sizeof why));
+    ok(bad == 0, "swiglu of %zu values%s%s", n, why, e ? ob_errmsg() : "");
+    for (size_t i = 0; i < n; i++)
+        want[i] = g[i] + u[i];
+    rt->h2d(q, dg, g, n * 4);
+    e = rt->k->add(q, dg, du, n);
+    bad = e ? -1 : (dget(got, dg, n * 4), cmp_f32(got, want, n, why, sizeof why));
+    ok(bad == 0, "add of %zu values%s%s", n, why, e ? ob_errmsg() : "");
+    rt->free(q, dg);
+    rt->free(q, du);
+    free(g);
+    free(u);
+    free(want);
+    free(got);
+}
+
+static void run_all(const char *name)
+{
+    printf("# %s\n", name);
+    tap_seed(0x5eed);
+    test_embed();
+    test_actq();
+    test_matmul();
+    test_rmsnorm();
+    test_qk_rope();
+    test_attention();
+    test_elementwise();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--types") == 0) {
+        for (uint32_t t = 0; t < OB_TYPE_COUNT; t++)
+            if (ob_type_supported(t))
+                printf("%s ", ob_type_name(t));
+        printf("\n");
+        return 0;
+    }
+    quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    test_types();
+    const struct ob_hrx_rt *rts[3] = {&ob_hrx_sim_rt, &ob_hrx_cuda_rt, &ob_hrx_hip_rt};
+    static const char *const names[3] = {"hrx-sim", "hrx (cuda)", "hrx (hip)"};
+    for (int i = 0; i < 3; i++) {
+        rt = rts[i];
+        gpu = i > 0;
+        if (!rt)
+            continue;              /* not linked: one line below */
+        int c = rt->count();
+        if (c <= 0 || rt->open(0, 2, &q)) {
+            printf("ok %d - %s kernels # SKIP no device (%s)\n", ++n_test, names[i],
+                   c == 0 ? "none found" : ob_errmsg());
+            continue;
+        }
+        run_all(names[i]);
+        rt->close(q);
+    }
+    if (!&ob_hrx_cuda_rt && !&ob_hrx_hip_rt)
+        printf("ok %d - GPU kernels # SKIP no device (not built: make CUDA=1 or HIP=1)\n",
+               ++n_test);
+    return tap_done();
+}
