@@ -3,8 +3,8 @@
  * through the batching engine, and aggregate decode speed of several sequences decoded together.
  *
  *   bin/bench/gen -m MODEL [-d ROUTE] [--gpu N] [-t 1,2] [--prompt 512] [--gen 64]
- *                 [--widths 1,2,4,8,16] [--reps 3] [--bandwidth GBPS] [--llama-bench PATH]
- *                 [--json]
+ *                 [--widths 1,2,4,8,16] [--depth N] [--reps 3] [--bandwidth GBPS]
+ *                 [--llama-bench PATH] [--json]
  *
  * For each thread count:
  *   prefill    one request with a --prompt-token prompt (ids spread over the vocabulary),
@@ -12,14 +12,18 @@
  *   decode W   W requests with short distinct prompts decoding --gen tokens together (with
  *              --parallel W): tokens generated after the last of them started, divided by the
  *              time from then to the end; the speed-up over W = 1 says how much of a step's
- *              cost the weights (read once per step for all rows) make.
- * Each figure is the best of --reps runs (the least disturbed by other load on the machine).
+ *              cost the weights (read once per step for all rows) make;
+ *   decode@N   with --depth N: one sequence decoding after a prompt of N tokens (the prompt's
+ *              prefill not timed), so that attention reads N keys and values a layer.
+ * Each figure is the best of --reps runs (the least disturbed by other load on the machine);
+ * llama-bench's too (the best of its -r runs, not its average).
  * With --bandwidth (the device's memory bandwidth in GB/s: 4800 for an H200), each decode
  * figure is also given as a share of the bound that bandwidth sets: a decode step reads every
  * weight matrix once (the embedding only one row a token unless the output is tied to it), so
  * W sequences decoded together are bounded by W x bandwidth / bytes a step.
  * With --llama-bench PATH, llama.cpp's llama-bench runs on the same file in the same run
- * (-p PROMPT -n GEN -t T) and the ratio 1b / llama.cpp is printed (a model llama.cpp cannot
+ * (-p PROMPT -n GEN -t T; with --depth N once more as -p 0 -n GEN -d N) and the ratio
+ * 1b / llama.cpp is printed (a model llama.cpp cannot
  * load gives its error instead). Build llama.cpp by hand; never commit it.
  */
 #include <getopt.h>
@@ -62,6 +66,26 @@ static void d_finish(void *user, uint64_t h, const struct ob_finish *f)
 {
 }
 
+/* the CPU's model name (Linux /proc/cpuinfo), for the table's header */
+static const char *cpu_model(void)
+{
+    static char name[256] = "unknown";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            const char *v = strchr(line, ':');
+            if (v) {
+                snprintf(name, sizeof name, "%s", v + 2);
+                name[strcspn(name, "\n")] = 0;
+            }
+            break;
+        }
+    if (f)
+        fclose(f);
+    return name;
+}
+
 static const struct ob_option options[] = {
     {"model", 'm', "MODEL", "the GGUF model"},
     {"device", 'd', "ROUTE", "the route: cpu (default), ref, hrx, hrx-sim"},
@@ -71,6 +95,7 @@ static const struct ob_option options[] = {
     {"prompt", 'p', "N", "prefill prompt length (default 512)"},
     {"gen", 'n', "N", "tokens decoded per sequence (default 64)"},
     {"widths", 'w', "LIST", "decode widths (default 1,2,4,8,16)"},
+    {"depth", 'D', "N", "also decode one sequence after N tokens of context (default 0: not)"},
     {"reps", 'r', "N", "runs per figure; the best is kept (default 3)"},
     {"llama-bench", 'L', "PATH", "also run this llama-bench on the same file"},
     {"json", 'j', NULL, "one JSON record instead of the table"},
@@ -91,22 +116,24 @@ static double prefill_once(struct ob_engine *e, const int32_t *prompt, int n)
     return now() - t0;
 }
 
-/* aggregate decode tokens per second of w sequences */
-static double decode_once(struct ob_engine *e, int w, int gen, int n_vocab)
+/* aggregate decode tokens per second of w sequences, each after a prompt of np tokens */
+static double decode_once(struct ob_engine *e, int w, int gen, int n_vocab, int np)
 {
     struct seqtime *st = calloc((size_t)w, sizeof *st);
-    int32_t prompt[8];
+    int32_t *prompt = malloc((size_t)np * sizeof *prompt);
     for (int k = 0; k < w; k++) {
-        for (int i = 0; i < 8; i++)
+        for (int i = 0; i < np; i++)
             prompt[i] = (int32_t)((k * 131 + i * 7919 + 17) % n_vocab);
-        struct ob_request r = {.prompt = prompt, .n_prompt = 8, .sampling = OB_SAMPLING_GREEDY,
+        struct ob_request r = {.prompt = prompt, .n_prompt = np, .sampling = OB_SAMPLING_GREEDY,
                                .max_tokens = gen, .cache_prompt = false, .on_token = d_token,
                                .on_finish = d_finish, .user = &st[k]};
         if (ob_engine_submit(e, &r, NULL)) {
             free(st);
+            free(prompt);
             return -1;
         }
     }
+    free(prompt);
     /* step until every sequence has its first token, then count the rest */
     double barrier = 0;
     int base = 0;
@@ -134,14 +161,15 @@ static double decode_once(struct ob_engine *e, int w, int gen, int n_vocab)
     return t > 0 ? (total - base) / t : -1;
 }
 
-/* llama-bench's average tokens/s for a prompt (p) or generation (n) test; -1 if it failed */
-static void llama_bench(const char *exe, const char *model, int threads, int p, int n, int reps,
-                        double *pp, double *tg)
+/* llama-bench's tokens/s for a prompt (p) or generation (n) test after d tokens of context,
+ * the best of its -r runs; -1 if it failed */
+static void llama_bench(const char *exe, const char *model, int threads, int p, int n, int d,
+                        int reps, double *pp, double *tg)
 {
     char cmd[4096];
     *pp = *tg = -1;
-    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -p %d -n %d -t %d -r %d -o jsonl 2>/dev/null", exe,
-             model, p, n, threads, reps);
+    snprintf(cmd, sizeof cmd, "'%s' -m '%s' -p %d -n %d -d %d -t %d -r %d -o jsonl 2>/dev/null",
+             exe, model, p, n, d, threads, reps);
     FILE *f = popen(cmd, "r");
     if (!f)
         return;
@@ -151,11 +179,18 @@ static void llama_bench(const char *exe, const char *model, int threads, int p, 
         const cJSON *np = cJSON_GetObjectItemCaseSensitive(j, "n_prompt");
         const cJSON *ng = cJSON_GetObjectItemCaseSensitive(j, "n_gen");
         const cJSON *ts = cJSON_GetObjectItemCaseSensitive(j, "avg_ts");
+        const cJSON *sm = cJSON_GetObjectItemCaseSensitive(j, "samples_ts"), *x;
         if (cJSON_IsNumber(np) && cJSON_IsNumber(ng) && cJSON_IsNumber(ts)) {
+            /* the best run, as 1b's figures are the best of --reps (avg_ts where the samples
+             * are absent) */
+            double best = cJSON_IsArray(sm) ? -1 : ts->valuedouble;
+            cJSON_ArrayForEach(x, sm)
+                if (cJSON_IsNumber(x) && x->valuedouble > best)
+                    best = x->valuedouble;
             if (np->valueint > 0 && ng->valueint == 0)
-                *pp = ts->valuedouble;
+                *pp = best;
             if (ng->valueint > 0 && np->valueint == 0)
-                *tg = ts->valuedouble;
+                *tg = best;
         }
         cJSON_Delete(j);
     }
@@ -183,7 +218,7 @@ int main(int argc, char **argv)
     int gpu = 0;
     double bw = 0;
     int threads[8] = {1, 2}, nt = 2, widths[16] = {1, 2, 4, 8, 16}, nw = 5;
-    int plen = 512, gen = 64, reps = 3;
+    int plen = 512, gen = 64, reps = 3, depth = 0;
     bool json = false;
     struct ob_cmdline cl = {"gen", "gen -m MODEL [options]",
                             "Prefill and decode tokens/s of a route (optionally beside "
@@ -201,6 +236,7 @@ int main(int argc, char **argv)
         case 'p': cl.bad = !ob_opt_int("gen", "prompt", optarg, 1, 1 << 16, &plen); break;
         case 'n': cl.bad = !ob_opt_int("gen", "gen", optarg, 2, 1 << 16, &gen); break;
         case 'r': cl.bad = !ob_opt_int("gen", "reps", optarg, 1, 1000, &reps); break;
+        case 'D': cl.bad = !ob_opt_int("gen", "depth", optarg, 0, 1 << 20, &depth); break;
         case 'L': lb = optarg; break;
         case 'j': json = true; break;
         }
@@ -228,15 +264,19 @@ int main(int argc, char **argv)
         prompt[i] = (int32_t)((i * 7919 + 13) % n_vocab);
     double sb = step_bytes(m);
     if (!json) {
-        printf("model %s, route %s, %.1f MB of weights a decode step\n", model, route, sb / 1e6);
-        printf("%-8s %10s %10s  %s%s\n", "threads", "prefill", "decode",
-               "aggregate decode tok/s at widths (speed-up over width 1)",
+        printf("model %s, route %s, %.1f MB of weights a decode step\ncpu %s\n", model, route,
+               sb / 1e6, cpu_model());
+        printf("%-8s %10s %10s", "threads", "prefill", "decode");
+        if (depth)
+            printf(" %9s@%d", "decode", depth);
+        printf("  %s%s\n", "aggregate decode tok/s at widths (speed-up over width 1)",
                bw > 0 ? "[% of the bandwidth bound]" : "");
     }
     for (int ti = 0; ti < nt; ti++) {
         struct ob_ctx *ctx;
         struct ob_engine *e;
-        struct ob_ctx_params cp = {route, threads[ti], maxw, plen + gen + 16, 512, {.index = gpu}};
+        int nctx = (plen > depth ? plen : depth) + gen + 16;
+        struct ob_ctx_params cp = {route, threads[ti], maxw, nctx, 512, {.index = gpu}};
         struct ob_engine_params ep = {1, 0};
         int err;
         if ((err = ob_ctx_new(m, &cp, &ctx)) || (err = ob_engine_new(ctx, &ep, &e))) {
@@ -255,15 +295,30 @@ int main(int argc, char **argv)
             if (ob_engine_new(ctx, &ew, &e))
                 return 5;
             for (int r = 0; r < reps; r++) {
-                double v = decode_once(e, widths[wi], gen, n_vocab);
+                double v = decode_once(e, widths[wi], gen, n_vocab, 8);
                 if (v > dec[wi])
                     dec[wi] = v;
             }
             ob_engine_free(e);
         }
-        double lpp = -1, ltg = -1;
-        if (lb)
-            llama_bench(lb, model, threads[ti], plen, gen, reps, &lpp, &ltg);
+        double decd = 0;
+        if (depth) {
+            struct ob_engine_params e1 = {1, 0};
+            if (ob_engine_new(ctx, &e1, &e))
+                return 5;
+            for (int r = 0; r < reps; r++) {
+                double v = decode_once(e, 1, gen, n_vocab, depth);
+                if (v > decd)
+                    decd = v;
+            }
+            ob_engine_free(e);
+        }
+        double lpp = -1, ltg = -1, ltgd = -1, unused;
+        if (lb) {
+            llama_bench(lb, model, threads[ti], plen, gen, 0, reps, &lpp, &ltg);
+            if (depth)
+                llama_bench(lb, model, threads[ti], 0, gen, depth, reps, &unused, &ltgd);
+        }
         if (json) {
             printf("{\"model\":\"%s\",\"route\":\"%s\",\"threads\":%d,\"isa\":\"%s\","
                    "\"step_bytes\":%.0f,\"prefill_tps\":%.2f", model, route, threads[ti],
@@ -274,11 +329,19 @@ int main(int argc, char **argv)
                     printf(",\"bound_pct_w%d\":%.2f", widths[wi],
                            100.0 * dec[wi] * sb / (widths[wi] * bw * 1e9));
             }
+            if (depth)
+                printf(",\"depth\":%d,\"decode_depth_tps\":%.2f", depth, decd);
             if (lb)
                 printf(",\"llama_prefill_tps\":%.2f,\"llama_decode_tps\":%.2f", lpp, ltg);
+            if (lb && depth)
+                printf(",\"llama_decode_depth_tps\":%.2f", ltgd);
             printf("}\n");
         } else {
-            printf("%-8d %10.1f %10.1f ", threads[ti], pre, dec[0]);
+            char lab[32];
+            snprintf(lab, sizeof lab, "%d %s", threads[ti], ob_ctx_device(ctx));
+            printf("%-8s %10.1f %10.1f ", lab, pre, dec[0]);
+            if (depth)
+                printf("%16.1f ", decd);
             for (int wi = 0; wi < nw; wi++) {
                 printf(" w%d %.1f (x%.2f)", widths[wi], dec[wi], dec[0] > 0 ? dec[wi] / dec[0] : 0);
                 if (bw > 0)
@@ -286,10 +349,16 @@ int main(int argc, char **argv)
             }
             printf("\n");
             if (lb) {
-                if (lpp > 0 && ltg > 0)
-                    printf("%-8s %10.1f %10.1f   llama-bench (this file); 1b/llama.cpp: prefill "
-                           "x%.2f, decode x%.2f\n", "llama", lpp, ltg, pre / lpp, dec[0] / ltg);
-                else
+                if (lpp > 0 && ltg > 0) {
+                    printf("%-8s %10.1f %10.1f ", "llama", lpp, ltg);
+                    if (depth)
+                        printf("%16.1f ", ltgd);
+                    printf("  llama-bench (this file); 1b/llama.cpp: prefill x%.2f, decode x%.2f",
+                           pre / lpp, dec[0] / ltg);
+                    if (depth && ltgd > 0)
+                        printf(", decode@%d x%.2f", depth, decd / ltgd);
+                    printf("\n");
+                } else
                     printf("%-8s llama-bench could not run on this file\n", "llama");
             }
         }

@@ -135,7 +135,8 @@ static void tables_check(void)
             if (kt->gemm[t].run && !ref->dot[t])
                 WHY(" %s gemm %s: no scalar reference;", ob_isa_name(isa), ob_type_name(t));
             if (kt->gemm[t].run && (!kt->gemm[t].prep || !kt->gemm[t].prep_bytes ||
-                                    !kt->gemm[t].scratch_bytes))
+                                    !kt->gemm[t].scratch_bytes || kt->gemm[t].panel < 1 ||
+                                    kt->gemm[t].min_rows < 1))
                 WHY(" %s gemm %s: incomplete entry;", ob_isa_name(isa), ob_type_name(t));
         }
     }
@@ -158,6 +159,28 @@ static void tables_check(void)
 #undef WHY
     ok(bad == 0 && n_types > 0, "kernel tables: %d weight types with a scalar dot, every SIMD "
        "entry at every level has a scalar reference%s", n_types, why);
+#if defined(__x86_64__)
+    /* the AVX-512 level computes with kernels of its own, none inherited from AVX2: a dot for
+     * every weight type, a GEMM for every quantised one, both activation quantisers */
+    {
+        const struct ob_kernel_table *k5 = ob_kernels(OB_ISA_AVX512), *k2 = ob_kernels(OB_ISA_AVX2);
+        char miss[512] = "";
+        size_t ml = 0;
+        for (int i = 0; i < n_types; i++) {
+            uint32_t t = types[i];
+            bool q = ob_type_actfmt(t) != OB_ACT_F32;
+            if (k5->dot[t] == k2->dot[t] && ml < sizeof miss - 1)
+                ml += (size_t)snprintf(miss + ml, sizeof miss - ml, " dot:%s", ob_type_name(t));
+            if (q && (!k5->gemm[t].run || k5->gemm[t].run == k2->gemm[t].run) && ml < sizeof miss - 1)
+                ml += (size_t)snprintf(miss + ml, sizeof miss - ml, " gemm:%s", ob_type_name(t));
+        }
+        for (int fmt = OB_ACT_Q8K; fmt <= OB_ACT_A8; fmt++)
+            if (k5->actq[fmt] == k2->actq[fmt] && ml < sizeof miss - 1)
+                ml += (size_t)snprintf(miss + ml, sizeof miss - ml, " actq:%d", fmt);
+        ok(ml == 0, "avx512 table: its own dot for every type, GEMM for every quantised type, "
+           "activation quantisers%s%s", ml ? "; inherited:" : "", miss);
+    }
+#endif
     printf("# types under test:");
     for (int i = 0; i < n_types; i++)
         printf(" %s", ob_type_name(types[i]));

@@ -5,7 +5,7 @@
  *  - exp over a dense sweep of float bit patterns in [-110, 95] plus NaN, +-Inf, the overflow
  *    and underflow thresholds and their neighbours, and results that are subnormal;
  *  - swiglu on random and extreme inputs;
- *  - the attention head for head dimensions 32, 64, 96, 128 (and 16, which takes the
+ *  - the attention head for head dimensions 32, 64, 96, 128, 160, 256 (and 16, which takes the
  *    reference) over 1..700 keys, fp16 caches with a stride.
  */
 #include <math.h>
@@ -98,18 +98,24 @@ int main(void)
         ok(bad == 0, "%s swiglu: 50 rows equal ob_silu(g) * u", ob_isa_name(isa));
 
         bad = 0;
-        static const int hds[] = {16, 32, 64, 96, 128};
-        static uint16_t kc[700 * 4 * 128], vc[700 * 4 * 128];
-        static float q[4 * 128], s[4 * 700 + 64], oc[8 * 128], out0[4 * 128], out1[4 * 128];
-        for (int it = 0; it < 80; it++) {
-            int hd = hds[it % 5], nk = 1 + (int)(tap_rand() % 700), nq = 1 + it % 4;
+        static const int hds[] = {16, 32, 64, 96, 128, 160, 256};
+        static uint16_t kc[700 * 4 * 256], vc[700 * 4 * 256];
+        static float q[4 * 256], s[4 * 700 + 64], oc[8 * 256], out0[4 * 256], out1[4 * 256];
+        for (int it = 0; it < 84; it++) {
+            int hd = hds[it % 7], nk = 1 + (int)(tap_rand() % 700), nq = 1 + it % 4;
             long stride = (long)hd * (1 + it % 4);
             for (long i = 0; i < (long)nk * stride; i++) {
-                kc[i] = ob_f32_to_fp16(frand(it % 7 == 0 ? 40.0f : 2.0f));
+                kc[i] = ob_f32_to_fp16(frand(it % 5 == 0 ? 40.0f : 2.0f));
                 vc[i] = ob_f32_to_fp16(frand(3.0f));
             }
             for (int d = 0; d < nq * hd; d++)
                 q[d] = frand(2.0f);
+            /* now and then one key element NaN or infinite (a broken model's bits stay
+             * defined): its score is NaN or +-Inf, first key or any */
+            if (it % 6 >= 4) {
+                long t = it % 12 == 4 ? 0 : (long)(tap_rand() % (uint64_t)nk);
+                kc[t * stride + (long)(tap_rand() % (uint64_t)hd)] = it % 6 == 4 ? 0x7e00 : 0x7c00;
+            }
             float scale = 1.0f / sqrtf((float)hd);
             ref->attn_group(q, nq, kc, vc, stride, nk, hd, scale, s, oc, out0);
             o->attn_group(q, nq, kc, vc, stride, nk, hd, scale, s, oc, out1);
@@ -120,8 +126,8 @@ int main(void)
                 bad += memcmp(out0, out1 + h * hd, (size_t)hd * sizeof(float)) != 0;
             }
         }
-        ok(bad == 0, "%s attention: 80 groups of 1-4 heads, head dims 16-128, 1-700 keys, "
-           "strided caches, each head equal to ob_attn_head", ob_isa_name(isa));
+        ok(bad == 0, "%s attention: 84 groups of 1-4 heads, head dims 16-256, 1-700 keys, "
+           "strided caches, NaN and Inf keys, each head equal to ob_attn_head", ob_isa_name(isa));
     }
     /* a level this CPU lacks was not compared with the reference here: one skip line each, whose
      * reason tests/run knows ("cpu lacks LEVEL": a failure in CI unless LEVEL is optional) */

@@ -24,32 +24,7 @@
 #include <stddef.h>
 
 #include "cpu/kernels/avx2.h"
-
-enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
-
-#define AB ((size_t)sizeof(struct ob_act_a8))      /* 40 */
-
-AI size_t a8_bb(int kind)
-{
-    switch (kind) {
-    case K_Q4_0: return sizeof(struct ob_block_q4_0);
-    case K_Q4_1: return sizeof(struct ob_block_q4_1);
-    case K_Q5_0: return sizeof(struct ob_block_q5_0);
-    case K_Q5_1: return sizeof(struct ob_block_q5_1);
-    }
-    return sizeof(struct ob_block_q8_0);
-}
-
-AI int a8_has_m(int kind)
-{
-    return kind == K_Q4_1 || kind == K_Q5_1;
-}
-
-/* log2 of the offset taken off the quants (Q4_0: 8, Q5_0: 16), 0 for none */
-AI int a8_off_shift(int kind)
-{
-    return kind == K_Q4_0 ? 3 : kind == K_Q5_0 ? 4 : 0;
-}
+#include "cpu/kernels/blockinfo.h"
 
 /* 32 nibbles: values 0..15 = low nibbles of qs[0..15], 16..31 = high nibbles */
 AI __m256i unpack_q4(const uint8_t *qs)
@@ -412,9 +387,9 @@ GEMM_ENTRIES(a8, q8_0, K_Q8_0)
 /* min_rows: where the GEMM overtakes the dot kernel (measured on Zen 3; hot weights) */
 void ob_kernels_avx2_a8(struct ob_kernel_table *t)
 {
-    GEMM_SET(t, OB_Q4_0, a8, q4_0, 3);
-    GEMM_SET(t, OB_Q4_1, a8, q4_1, 3);
-    GEMM_SET(t, OB_Q5_0, a8, q5_0, 3);
-    GEMM_SET(t, OB_Q5_1, a8, q5_1, 3);
-    GEMM_SET(t, OB_Q8_0, a8, q8_0, 6);
+    GEMM_SET(t, OB_Q4_0, a8, q4_0, 3, GW * NPAIR);
+    GEMM_SET(t, OB_Q4_1, a8, q4_1, 3, GW * NPAIR);
+    GEMM_SET(t, OB_Q5_0, a8, q5_0, 3, GW * NPAIR);
+    GEMM_SET(t, OB_Q5_1, a8, q5_1, 3, GW * NPAIR);
+    GEMM_SET(t, OB_Q8_0, a8, q8_0, 6, GW * NPAIR);
 }

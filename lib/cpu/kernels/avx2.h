@@ -350,10 +350,10 @@ AI __m256i dot_u8s8(__m256i u, __m256i s)       /* 8 int32 of 4-byte sums */
     {                                                                                           \
         fam##_run(w, rb, n0, n1, k, p, nr, y, ldy, scratch, kind);                              \
     }
-#define GEMM_SET(t, type, fam, name, min_rows)                                                  \
+#define GEMM_SET(t, type, fam, name, min_rows, panel)                                           \
     do {                                                                                        \
         (t)->dot[type] = rows_##name;                                                           \
-        (t)->gemm[type] = (struct ob_gemm){min_rows, fam##_prep_bytes, prep_##name,             \
+        (t)->gemm[type] = (struct ob_gemm){min_rows, panel, fam##_prep_bytes, prep_##name,      \
                                            fam##_scratch_bytes, run_##name};                    \
     } while (0)
 

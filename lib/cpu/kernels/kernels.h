@@ -45,10 +45,12 @@ typedef void (*ob_actq_fn)(const float *x, void *q, int n);
  * scratch (32-byte aligned):
  *     y[r * ldy + n] = dot(w row n, x row r)   for r < nr, n0 <= n < n1,
  * bitwise equal to the one-row reference whatever nr, n0, n1 are. min_rows: the driver uses
- * run from this many activation rows on, dot below.
+ * run from this many activation rows on, dot below. panel: the weight rows run decodes at once;
+ * the driver's ranges are multiples of it (but for the last), so that no panel is cut short.
  */
 struct ob_gemm {
     int min_rows;
+    int panel;
     size_t (*prep_bytes)(int k, int nr);
     void (*prep)(const void *x, size_t x_stride, int nr, int k, void *p);
     size_t (*scratch_bytes)(int k);

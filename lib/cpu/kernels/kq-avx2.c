@@ -26,49 +26,7 @@
 #include <stddef.h>
 
 #include "cpu/kernels/avx2.h"
-
-enum { T_Q2, T_Q3, T_Q4, T_Q5, T_Q6 };
-
-#define QB ((size_t)sizeof(struct ob_block_q8_k))      /* 292 */
-#define QB_QS offsetof(struct ob_block_q8_k, qs)
-#define QB_BS offsetof(struct ob_block_q8_k, bsums)
-
-AI size_t kq_bb(int T)
-{
-    switch (T) {
-    case T_Q2: return sizeof(struct ob_block_q2_k);
-    case T_Q3: return sizeof(struct ob_block_q3_k);
-    case T_Q4: return sizeof(struct ob_block_q4_k);
-    case T_Q5: return sizeof(struct ob_block_q5_k);
-    }
-    return sizeof(struct ob_block_q6_k);
-}
-
-AI size_t kq_doff(int T)              /* offset of the fp16 d; dmin follows it */
-{
-    switch (T) {
-    case T_Q2: return offsetof(struct ob_block_q2_k, d);
-    case T_Q3: return offsetof(struct ob_block_q3_k, d);
-    case T_Q4: return offsetof(struct ob_block_q4_k, d);
-    case T_Q5: return offsetof(struct ob_block_q5_k, d);
-    }
-    return offsetof(struct ob_block_q6_k, d);
-}
-
-AI int kq_has_min(int T)               /* a dmin term (otherwise an offset folded into isum) */
-{
-    return T == T_Q2 || T == T_Q4 || T == T_Q5;
-}
-
-AI int kq_corr_shift(int T)            /* log2 of the offset of Q3_K (4) and Q6_K (32) */
-{
-    return T == T_Q3 ? 2 : 5;
-}
-
-AI int kq_fam8(int T)                  /* 8 sub-blocks of 32 (else 16 of 16) */
-{
-    return T == T_Q4 || T == T_Q5;
-}
+#include "cpu/kernels/blockinfo.h"
 
 /* ---- weight blocks: quants as bytes, scales ------------------------------------------------- */
 
@@ -153,30 +111,6 @@ AI void kq_unpack(const uint8_t *blk, int T, __m256i *q)
         break;
     }
     }
-}
-
-/* Q4_K / Q5_K: the 8 6-bit scales (bytes 0..7) and mins (bytes 8..15); ob_k4_scale_min with
- * 32-bit masks and shifts */
-AI __m128i k4_scales(const uint8_t *q)
-{
-    uint32_t u0 = ld32(q), u1 = ld32(q + 4), u2 = ld32(q + 8);
-    uint32_t s_lo = u0 & 0x3f3f3f3fu;
-    uint32_t s_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
-    uint32_t m_lo = u1 & 0x3f3f3f3fu;
-    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
-    return _mm_setr_epi32((int)s_lo, (int)s_hi, (int)m_lo, (int)m_hi);
-}
-
-/* Q3_K: the 16 scales (ob_q3k_scale) as int8 */
-AI __m128i k3_scales(const uint8_t *q)
-{
-    uint32_t a0 = ld32(q), a1 = ld32(q + 4), a2 = ld32(q + 8);
-    const uint32_t m2 = 0x03030303u, m4 = 0x0f0f0f0fu;
-    uint32_t t0 = (a0 & m4) | (((a2 >> 0) & m2) << 4);
-    uint32_t t1 = (a1 & m4) | (((a2 >> 2) & m2) << 4);
-    uint32_t t2 = ((a0 >> 4) & m4) | (((a2 >> 4) & m2) << 4);
-    uint32_t t3 = ((a1 >> 4) & m4) | (((a2 >> 6) & m2) << 4);
-    return _mm_sub_epi8(_mm_setr_epi32((int)t0, (int)t1, (int)t2, (int)t3), _mm_set1_epi8(32));
 }
 
 /*
@@ -697,9 +631,9 @@ GEMM_ENTRIES(kq, q6_k, T_Q6)
 /* min_rows: where the GEMM overtakes the dot kernel (measured on Zen 3; hot weights) */
 void ob_kernels_avx2_kq(struct ob_kernel_table *t)
 {
-    GEMM_SET(t, OB_Q2_K, kq, q2_k, 4);
-    GEMM_SET(t, OB_Q3_K, kq, q3_k, 6);
-    GEMM_SET(t, OB_Q4_K, kq, q4_k, 4);
-    GEMM_SET(t, OB_Q5_K, kq, q5_k, 4);
-    GEMM_SET(t, OB_Q6_K, kq, q6_k, 6);
+    GEMM_SET(t, OB_Q2_K, kq, q2_k, 4, GW * NPAIR);
+    GEMM_SET(t, OB_Q3_K, kq, q3_k, 6, GW * NPAIR);
+    GEMM_SET(t, OB_Q4_K, kq, q4_k, 4, GW * NPAIR);
+    GEMM_SET(t, OB_Q5_K, kq, q5_k, 4, GW * NPAIR);
+    GEMM_SET(t, OB_Q6_K, kq, q6_k, 6, GW * NPAIR);
 }

@@ -34,6 +34,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 #if !defined(__x86_64__)
 void ob_ops_avx2(struct ob_ops *t) { (void)t; }
+void ob_ops_avx512(struct ob_ops *t) { (void)t; }
 #endif
 
 static void init(void)
@@ -42,6 +43,7 @@ static void init(void)
     tables[OB_ISA_AVX2] = tables[OB_ISA_SCALAR];
     ob_ops_avx2(&tables[OB_ISA_AVX2]);
     tables[OB_ISA_AVX512] = tables[OB_ISA_AVX2];
+    ob_ops_avx512(&tables[OB_ISA_AVX512]);
 }
 
 const struct ob_ops *ob_ops(int isa)

@@ -25,5 +25,6 @@ struct ob_ops {
 /* the table of an ISA level (enum ob_isa); levels without their own fall back to the one below */
 const struct ob_ops *ob_ops(int isa);
 void ob_ops_avx2(struct ob_ops *t);
+void ob_ops_avx512(struct ob_ops *t);
 
 #endif

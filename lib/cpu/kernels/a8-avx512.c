@@ -1,0 +1,337 @@
+/*
+ * a8-avx512.c — AVX-512 (VNNI) dot products of the 32-value formats (Q4_0, Q4_1, Q5_0, Q5_1,
+ * Q8_0) with A8 activations. Reference: ob_dot_q4_0 .. ob_dot_q8_0 in dot.h.
+ *
+ * Why the results are equal:
+ *  - a block's integer sum is exact in any order: vpdpbusd sums 4 products u8 x s8 into int32
+ *    (no intermediate saturation). Weights enter as unsigned bytes: Q4 q (0..15), Q5 q (0..31),
+ *    Q8_0 w + 128 (0..255, the sign bit flipped); the offsets come off in int32 with the
+ *    activation block's sum: sum (q - o) a = sum q a - o * sum a (Q4_0 o = 8, Q5_0 16, Q8_0 128).
+ *  - the float epilogue is the reference's, operation by operation:
+ *        (d_w * d_a) * (float)isum [+ (m_w * d_a) * (float)sum_a]
+ *    One row (dot): lane j of a register is block b0 + j of 8 consecutive blocks (b0 a multiple
+ *    of 8) and adds into partial j, the reference's partial b mod 8; a group of fewer than 8
+ *    blocks adds under a mask; the fold is ob_fold8's. GEMM: lane n is weight row n of a panel;
+ *    blocks b = c, c + 8, ... add into partial c in increasing b, folded lane-wise at the end.
+ *  - fp16 scales are converted with F16C (exact; a signalling NaN comes out quiet, and the first
+ *    multiplication quietens the reference's too, so the product bits agree).
+ */
+#include <stddef.h>
+
+#include "cpu/kernels/avx512.h"
+#include "cpu/kernels/blockinfo.h"
+
+/* log2 of the offset taken off isum with the activation sum (Q8_0: the flipped sign bit) */
+AI int a8_osh(int kind)
+{
+    return kind == K_Q8_0 ? 7 : a8_off_shift(kind);
+}
+
+/* a weight block's 32 values as unsigned bytes (Q8_0: w + 128) */
+AI __m256i a8_u(const uint8_t *blk, int kind)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    switch (kind) {
+    case K_Q4_0:
+    case K_Q4_1:
+    case K_Q5_0:
+    case K_Q5_1: {
+        size_t qs = kind == K_Q4_0 ? offsetof(struct ob_block_q4_0, qs)
+                  : kind == K_Q4_1 ? offsetof(struct ob_block_q4_1, qs)
+                  : kind == K_Q5_0 ? offsetof(struct ob_block_q5_0, qs)
+                                   : offsetof(struct ob_block_q5_1, qs);
+        __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + qs)));
+        __m256i q = _mm256_and_si256(_mm256_srlv_epi64(x, _mm256_setr_epi64x(0, 0, 4, 4)), m4);
+        if (kind == K_Q5_0 || kind == K_Q5_1) {
+            size_t qh = kind == K_Q5_0 ? offsetof(struct ob_block_q5_0, qh)
+                                       : offsetof(struct ob_block_q5_1, qh);
+            q = _mm256_mask_add_epi8(q, (__mmask32)ld32(blk + qh), q, _mm256_set1_epi8(16));
+        }
+        return q;
+    }
+    }
+    return _mm256_xor_si256(ld(blk + offsetof(struct ob_block_q8_0, qs)), _mm256_set1_epi8(-128));
+}
+
+/* ---- one weight row against 1..4 raw activation rows -------------------------------------- */
+
+/*
+ * 8 blocks (m of them real: the rest are zero blocks of a padded copy) of one weight row
+ * against NR activation rows; P[r] lane j accumulates block j.
+ */
+AI void a8_group(const uint8_t *w, const uint8_t *a, size_t as, __m256 *P, int m, int kind,
+                 int NR)
+{
+    const size_t bb = a8_bb(kind);
+    __m256i wv[8];
+    UNROLL
+    for (int j = 0; j < 8; j++)
+        wv[j] = a8_u(w + j * bb, kind);
+    __m256 dw = f16x8(w, bb);
+    __m256 mw = a8_has_m(kind) ? f16x8(w + 2, bb) : _mm256_setzero_ps();
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        const uint8_t *ar = a + r * as;
+        __m256i v[8];
+        UNROLL
+        for (int j = 0; j < 8; j++)
+            v[j] = dpbusd256(_mm256_setzero_si256(), wv[j],
+                             ld(ar + j * AB + offsetof(struct ob_act_a8, qs)));
+        __m256i is = hsum8v(v);
+        __m256 da = f32x8(ar, AB);
+        __m256i sa = i32x8(ar + offsetof(struct ob_act_a8, sum), AB);
+        if (a8_osh(kind))
+            is = _mm256_sub_epi32(is, _mm256_slli_epi32(sa, a8_osh(kind)));
+        /* (d_w * d_a) * (float)isum [+ (m_w * d_a) * (float)sum_a] */
+        __m256 v0 = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(is));
+        if (a8_has_m(kind))
+            v0 = _mm256_add_ps(v0, _mm256_mul_ps(_mm256_mul_ps(mw, da), _mm256_cvtepi32_ps(sa)));
+        P[r] = add_lanes_k(P[r], v0, m);
+    }
+}
+
+AI void a8_rows(const void *w, const void *a, size_t as, int k, float *out, int kind, int NR)
+{
+    const int nb = k / 32;
+    const size_t bb = a8_bb(kind);
+    const uint8_t *wb = w, *ab = a;
+    __m256 P[OB_MAXR];
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        P[r] = _mm256_setzero_ps();
+    int b0 = 0;
+    for (; b0 + 8 <= nb; b0 += 8)
+        a8_group(wb + b0 * bb, ab + b0 * AB, as, P, 8, kind, NR);
+    if (b0 < nb) {                       /* the last 1..7 blocks, from zero-padded copies */
+        int m = nb - b0;
+        uint8_t wt[8 * 34] = {0};
+        uint8_t at[OB_MAXR][8 * AB];
+        memcpy(wt, wb + b0 * bb, (size_t)m * bb);
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            memset(at[r], 0, sizeof at[r]);
+            memcpy(at[r], ab + r * as + b0 * AB, (size_t)m * AB);
+        }
+        a8_group(wt, at[0], sizeof at[0], P, m, kind, NR);
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        out[r] = fold8(P[r]);
+}
+
+DOT_ROWS512(a8, q4_0, K_Q4_0)
+DOT_ROWS512(a8, q4_1, K_Q4_1)
+DOT_ROWS512(a8, q5_0, K_Q5_0)
+DOT_ROWS512(a8, q5_1, K_Q5_1)
+DOT_ROWS512(a8, q8_0, K_Q8_0)
+
+/* ---- many rows: GEMM ---------------------------------------------------------------------- */
+
+/*
+ * As in kq-avx512.c: weight rows decoded in panels of 32 (one row per int32 lane of two
+ * registers), activations broadcast 4 bytes at a time; each block's sum is 8 vpdpbusd, its
+ * epilogue 16 lanes wide.
+ */
+#define PW 32                      /* weight rows of a panel */
+#define RT 6                       /* activation rows of a tile */
+
+struct a8p {                       /* one activation block, prepared */
+    float d;                       /* d_a */
+    int32_t soff;                  /* offset * sum (Q4_0, Q5_0, Q8_0) */
+    float sumf;                    /* (float)sum (Q4_1, Q5_1) */
+    int32_t pad;
+    int8_t qs[32];
+};
+
+struct a8d {                       /* one block of a 32-row panel */
+    uint8_t q[8][2][64];           /* dword t (values 4t .. 4t + 3): [t][n / 16] lane n % 16 */
+    float d[2][16], m[2][16];
+};
+
+static size_t a8_prep_bytes(int k, int nr)
+{
+    return (size_t)nr * (size_t)(k / 32) * sizeof(struct a8p);
+}
+
+AI void a8_prep(const void *x, size_t xs, int nr, int k, void *pv, int kind)
+{
+    const int nb = k / 32;
+    struct a8p *p = pv;
+    for (int r = 0; r < nr; r++) {
+        const struct ob_act_a8 *a = (const struct ob_act_a8 *)((const char *)x + r * xs);
+        for (int b = 0; b < nb; b++, p++) {
+            p->d = a[b].d;
+            p->soff = (int32_t)((uint32_t)a[b].sum << a8_osh(kind));
+            p->sumf = (float)a[b].sum;
+            p->pad = 0;
+            memcpy(p->qs, a[b].qs, 32);
+        }
+    }
+}
+
+static size_t a8_scratch_bytes(int k)
+{
+    return (size_t)(k / 32) * sizeof(struct a8d);
+}
+
+/* rows [0, rows) of a 16-row half panel h (row n at w + n * rb; the rest zeros) */
+AI void a8_decode16(const uint8_t *w, size_t rb, int rows, int nb, struct a8d *dst, int h,
+                    int kind)
+{
+    const size_t bb = a8_bb(kind);
+    for (int b = 0; b < nb; b += 2) {
+        int two = b + 1 < nb;
+        __m512i v[16];
+        UNROLL
+        for (int n = 0; n < 16; n++) {
+            if (n >= rows) {
+                v[n] = _mm512_setzero_si512();
+                continue;
+            }
+            const uint8_t *blk = w + n * rb + (size_t)b * bb;
+            __m256i lo = a8_u(blk, kind), hi = two ? a8_u(blk + bb, kind) : _mm256_setzero_si256();
+            v[n] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            dst[b].d[h][n] = _cvtsh_ss(ld16(blk));
+            dst[b].m[h][n] = a8_has_m(kind) ? _cvtsh_ss(ld16(blk + 2)) : 0.0f;
+            if (two) {
+                dst[b + 1].d[h][n] = _cvtsh_ss(ld16(blk + bb));
+                dst[b + 1].m[h][n] = a8_has_m(kind) ? _cvtsh_ss(ld16(blk + bb + 2)) : 0.0f;
+            }
+        }
+        UNROLL
+        for (int n = 0; n < 16; n++)
+            if (n >= rows) {
+                dst[b].d[h][n] = dst[b].m[h][n] = 0.0f;
+                if (two)
+                    dst[b + 1].d[h][n] = dst[b + 1].m[h][n] = 0.0f;
+            }
+        tr16x16_32(v);
+        UNROLL
+        for (int t = 0; t < 8; t++) {
+            st512(dst[b].q[t][h], v[t]);
+            if (two)
+                st512(dst[b + 1].q[t][h], v[8 + t]);
+        }
+    }
+}
+
+/*
+ * A tile: the panel's 32 weight rows (W, nb blocks) against RA prepared activation rows (a,
+ * ast bytes apart); y[r * ldy + n] for the first nv rows n of the panel.
+ */
+AI void a8_tile(const struct a8d *W, const uint8_t *a, size_t ast, int nb, float *y, size_t ldy,
+                int nv, int kind, int RA)
+{
+    __m512 part[8][RT][2];
+#pragma GCC unroll 1
+    for (int c = 0; c < 8; c++) {
+        __m512 P[RT][2];
+        UNROLL
+        for (int r = 0; r < RA; r++)
+            P[r][0] = P[r][1] = _mm512_setzero_ps();
+#pragma GCC unroll 1
+        for (int b = c; b < nb; b += 8) {
+            const struct a8d *wb = W + b;
+            const uint8_t *ab = a + (size_t)b * sizeof(struct a8p);
+            __m512i S0[RT], S1[RT];
+            UNROLL
+            for (int r = 0; r < RA; r++)
+                S0[r] = S1[r] = _mm512_setzero_si512();
+            UNROLL
+            for (int t = 0; t < 8; t++) {
+                __m512i w0 = ld512(wb->q[t][0]), w1 = ld512(wb->q[t][1]);
+                UNROLL
+                for (int r = 0; r < RA; r++) {
+                    __m512i x = bcast32(ab + r * ast + offsetof(struct a8p, qs) + 4 * t);
+                    S0[r] = dpbusd(S0[r], w0, x);
+                    S1[r] = dpbusd(S1[r], w1, x);
+                }
+            }
+            UNROLL
+            for (int hh = 0; hh < 2; hh++) {
+                __m512 dw = _mm512_loadu_ps(wb->d[hh]);
+                __m512 mw = a8_has_m(kind) ? _mm512_loadu_ps(wb->m[hh]) : _mm512_setzero_ps();
+                UNROLL
+                for (int r = 0; r < RA; r++) {
+                    const uint8_t *pr = ab + r * ast;
+                    __m512i is = hh ? S1[r] : S0[r];
+                    if (a8_osh(kind))
+                        is = _mm512_sub_epi32(is, bcast32(pr + offsetof(struct a8p, soff)));
+                    __m512 da = _mm512_set1_ps(ldf(pr));
+                    __m512 v = _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(is));
+                    if (a8_has_m(kind))
+                        v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_mul_ps(mw, da),
+                                                           _mm512_set1_ps(ldf(pr + offsetof(struct a8p, sumf)))));
+                    P[r][hh] = _mm512_add_ps(P[r][hh], v);
+                }
+            }
+        }
+        UNROLL
+        for (int r = 0; r < RA; r++) {
+            part[c][r][0] = P[r][0];
+            part[c][r][1] = P[r][1];
+        }
+    }
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        int m = nv - 16 * h;
+        if (m <= 0)
+            break;
+        __mmask16 k = (__mmask16)(m >= 16 ? 0xffffu : (1u << m) - 1u);
+        UNROLL
+        for (int r = 0; r < RA; r++) {
+            __m512 p[8];
+            UNROLL
+            for (int c = 0; c < 8; c++)
+                p[c] = part[c][r][h];
+            _mm512_mask_storeu_ps(y + (size_t)r * ldy + 16 * h, k, fold8x16(p));
+        }
+    }
+}
+
+AI void a8_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr, float *y,
+               size_t ldy, void *scratch, int kind)
+{
+    const int nb = k / 32;
+    const size_t ast = (size_t)nb * sizeof(struct a8p);
+    struct a8d *dec = scratch;
+    const uint8_t *p = pv;
+    for (int n = n0; n < n1; n += PW) {
+        int nv = n1 - n < PW ? n1 - n : PW;
+        const uint8_t *wn = (const uint8_t *)w + (size_t)n * rb;
+        a8_decode16(wn, rb, nv < 16 ? nv : 16, nb, dec, 0, kind);
+        a8_decode16(wn + 16 * rb, rb, nv - 16, nb, dec, 1, kind);
+        /* tiles of RT rows or as few fewer as balance the row count (8 rows: 4 + 4) */
+        int nt = (nr + RT - 1) / RT;
+        for (int i = 0, r = 0; i < nt; i++) {
+            int m = nr / nt + (i < nr % nt);
+            const uint8_t *a = p + r * ast;
+            float *yr = y + (size_t)r * ldy + n;
+            switch (m) {
+            case 1: a8_tile(dec, a, ast, nb, yr, ldy, nv, kind, 1); break;
+            case 2: a8_tile(dec, a, ast, nb, yr, ldy, nv, kind, 2); break;
+            case 3: a8_tile(dec, a, ast, nb, yr, ldy, nv, kind, 3); break;
+            case 4: a8_tile(dec, a, ast, nb, yr, ldy, nv, kind, 4); break;
+            case 5: a8_tile(dec, a, ast, nb, yr, ldy, nv, kind, 5); break;
+            default: a8_tile(dec, a, ast, nb, yr, ldy, nv, kind, 6); break;
+            }
+            r += m;
+        }
+    }
+}
+
+GEMM_ENTRIES512(a8, q4_0, K_Q4_0)
+GEMM_ENTRIES512(a8, q4_1, K_Q4_1)
+GEMM_ENTRIES512(a8, q5_0, K_Q5_0)
+GEMM_ENTRIES512(a8, q5_1, K_Q5_1)
+GEMM_ENTRIES512(a8, q8_0, K_Q8_0)
+
+/* min_rows: where the GEMM overtakes the dot kernel (bench/kernels, hot weights) */
+void ob_kernels_avx512_a8(struct ob_kernel_table *t)
+{
+    GEMM_SET(t, OB_Q4_0, a8, q4_0, 4, PW);
+    GEMM_SET(t, OB_Q4_1, a8, q4_1, 4, PW);
+    GEMM_SET(t, OB_Q5_0, a8, q5_0, 4, PW);
+    GEMM_SET(t, OB_Q5_1, a8, q5_1, 4, PW);
+    GEMM_SET(t, OB_Q8_0, a8, q8_0, 4, PW);
+}
