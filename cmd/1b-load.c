@@ -116,39 +116,6 @@ static cJSON *tokenizer_facts(const struct ob_gguf *g)
     return t;
 }
 
-static cJSON *hparams_facts(const struct ob_hparams *hp)
-{
-    cJSON *h = cJSON_CreateObject();
-    ob_json_add_u64(h, "n_vocab", hp->n_vocab);
-    ob_json_add_u64(h, "n_ctx_train", hp->n_ctx_train);
-    ob_json_add_u64(h, "n_embd", hp->n_embd);
-    ob_json_add_u64(h, "n_layer", hp->n_layer);
-    ob_json_add_u64(h, "n_head", hp->n_head);
-    ob_json_add_u64(h, "n_head_kv", hp->n_head_kv);
-    ob_json_add_u64(h, "head_dim", hp->head_dim);
-    ob_json_add_u64(h, "n_ff", hp->n_ff);
-    ob_json_add_u64(h, "n_rot", hp->n_rot);
-    cJSON_AddItemToObject(h, "rms_eps", ob_json_f32(hp->rms_eps));
-    cJSON_AddItemToObject(h, "rope_base", ob_json_f32(hp->rope_base));
-    cJSON_AddStringToObject(h, "rope_type", ob_rope_name(hp->rope_type));
-    cJSON_AddBoolToObject(h, "qk_norm", hp->qk_norm);
-    cJSON_AddBoolToObject(h, "tied_output", hp->tied_output);
-    cJSON_AddBoolToObject(h, "attn_bias", hp->attn_bias);
-    if (hp->arch_id == OB_ARCH_GEMMA3) {
-        cJSON_AddBoolToObject(h, "embd_scale", hp->embd_scale);
-        cJSON_AddBoolToObject(h, "post_norms", hp->post_norms);
-        cJSON_AddStringToObject(h, "ffn_act", hp->ffn_act == OB_ACT_GELU ? "gelu" : "silu");
-        ob_json_add_u64(h, "attn_scale_dim", hp->attn_scale_dim);
-        ob_json_add_u64(h, "sliding_window", hp->n_swa);
-        cJSON_AddItemToObject(h, "rope_base_swa", ob_json_f32(hp->rope_base_swa));
-        cJSON *gl = cJSON_AddArrayToObject(h, "global_layers");
-        for (uint32_t l = 0; l < hp->n_layer; l++)
-            if (!ob_hparams_layer_swa(hp, l))
-                cJSON_AddItemToArray(gl, cJSON_CreateNumber(l));
-    }
-    return h;
-}
-
 /* name, architecture, hyper-parameters, tokenizer and chat template: GGUF and pack alike */
 static void add_facts(cJSON *rec, const struct opts *o, const struct ob_gguf *g,
                       const struct ob_hparams *hp)
@@ -160,7 +127,7 @@ static void add_facts(cJSON *rec, const struct opts *o, const struct ob_gguf *g,
     }
     cJSON_AddStringToObject(rec, "architecture", hp->arch);
     cJSON_AddBoolToObject(rec, "supported", hp->supported);
-    cJSON_AddItemToObject(rec, "hparams", hparams_facts(hp));
+    cJSON_AddItemToObject(rec, "hparams", ob_hparams_json(hp));
     cJSON_AddItemToObject(rec, "tokenizer", tokenizer_facts(g));
 
     char *tmpl = NULL;

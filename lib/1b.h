@@ -365,6 +365,9 @@ struct ob_hparams {
 
 /* Does layer l attend through the sliding window (with the local rope base)? */
 bool ob_hparams_layer_swa(const struct ob_hparams *hp, uint32_t l);
+/* The hyper-parameters as a JSON object: 1b-load's "hparams", a pack manifest's (gemma3 adds
+ * its own fields). */
+cJSON *ob_hparams_json(const struct ob_hparams *hp);
 
 /* Read the hyper-parameters of any architecture; for supported ones, check they are usable. */
 int ob_hparams_read(const struct ob_gguf *g, struct ob_hparams *hp);

@@ -596,3 +596,37 @@ uint64_t ob_hparams_kv_bytes(const struct ob_hparams *hp, uint64_t n_ctx)
     /* K and V per layer, per kv head, per position: f16 (2 bytes) each */
     return 2ull * hp->n_layer * hp->n_head_kv * hp->head_dim * n_ctx * 2ull;
 }
+
+/* The hyper-parameters as 1b-load prints them and a pack manifest keeps them. */
+cJSON *ob_hparams_json(const struct ob_hparams *hp)
+{
+    cJSON *h = cJSON_CreateObject();
+    ob_json_add_u64(h, "n_vocab", hp->n_vocab);
+    ob_json_add_u64(h, "n_ctx_train", hp->n_ctx_train);
+    ob_json_add_u64(h, "n_embd", hp->n_embd);
+    ob_json_add_u64(h, "n_layer", hp->n_layer);
+    ob_json_add_u64(h, "n_head", hp->n_head);
+    ob_json_add_u64(h, "n_head_kv", hp->n_head_kv);
+    ob_json_add_u64(h, "head_dim", hp->head_dim);
+    ob_json_add_u64(h, "n_ff", hp->n_ff);
+    ob_json_add_u64(h, "n_rot", hp->n_rot);
+    cJSON_AddItemToObject(h, "rms_eps", ob_json_f32(hp->rms_eps));
+    cJSON_AddItemToObject(h, "rope_base", ob_json_f32(hp->rope_base));
+    cJSON_AddStringToObject(h, "rope_type", ob_rope_name(hp->rope_type));
+    cJSON_AddBoolToObject(h, "qk_norm", hp->qk_norm);
+    cJSON_AddBoolToObject(h, "tied_output", hp->tied_output);
+    cJSON_AddBoolToObject(h, "attn_bias", hp->attn_bias);
+    if (hp->arch_id == OB_ARCH_GEMMA3) {
+        cJSON_AddBoolToObject(h, "embd_scale", hp->embd_scale);
+        cJSON_AddBoolToObject(h, "post_norms", hp->post_norms);
+        cJSON_AddStringToObject(h, "ffn_act", hp->ffn_act == OB_ACT_GELU ? "gelu" : "silu");
+        ob_json_add_u64(h, "attn_scale_dim", hp->attn_scale_dim);
+        ob_json_add_u64(h, "sliding_window", hp->n_swa);
+        cJSON_AddItemToObject(h, "rope_base_swa", ob_json_f32(hp->rope_base_swa));
+        cJSON *gl = cJSON_AddArrayToObject(h, "global_layers");
+        for (uint32_t l = 0; l < hp->n_layer; l++)
+            if (!ob_hparams_layer_swa(hp, l))
+                cJSON_AddItemToArray(gl, cJSON_CreateNumber(l));
+    }
+    return h;
+}

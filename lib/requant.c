@@ -247,27 +247,6 @@ out:
 
 /* ---- pack output ------------------------------------------------------------------------------ */
 
-static cJSON *hparams_json(const struct ob_hparams *hp)
-{
-    cJSON *h = cJSON_CreateObject();
-    ob_json_add_u64(h, "n_vocab", hp->n_vocab);
-    ob_json_add_u64(h, "n_ctx_train", hp->n_ctx_train);
-    ob_json_add_u64(h, "n_embd", hp->n_embd);
-    ob_json_add_u64(h, "n_layer", hp->n_layer);
-    ob_json_add_u64(h, "n_head", hp->n_head);
-    ob_json_add_u64(h, "n_head_kv", hp->n_head_kv);
-    ob_json_add_u64(h, "head_dim", hp->head_dim);
-    ob_json_add_u64(h, "n_ff", hp->n_ff);
-    ob_json_add_u64(h, "n_rot", hp->n_rot);
-    cJSON_AddItemToObject(h, "rms_eps", ob_json_f32(hp->rms_eps));
-    cJSON_AddItemToObject(h, "rope_base", ob_json_f32(hp->rope_base));
-    cJSON_AddStringToObject(h, "rope_type", ob_rope_name(hp->rope_type));
-    cJSON_AddBoolToObject(h, "qk_norm", hp->qk_norm);
-    cJSON_AddBoolToObject(h, "tied_output", hp->tied_output);
-    cJSON_AddBoolToObject(h, "attn_bias", hp->attn_bias);
-    return h;
-}
-
 static int meta_fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes)
 {
     memcpy(buf, ((float **)ctx)[index], (size_t)nbytes);
@@ -328,7 +307,7 @@ static int write_pack(struct rq *q, const char *out, const struct ob_hparams *hp
         cJSON_AddStringToObject(info, "name", name);
         free(name);
     }
-    cJSON_AddItemToObject(info, "hparams", hparams_json(hp));
+    cJSON_AddItemToObject(info, "hparams", ob_hparams_json(hp));
     /* what meta.gguf holds of the tokenizer and the chat template, for a reader of the
      * manifest alone (the data itself is meta.gguf's) */
     cJSON *tk = cJSON_AddObjectToObject(info, "tokenizer");
