@@ -43,7 +43,8 @@
  * kernel); lines whose matrix then fits in the L3 are flagged "hot".
  *
  * Weights are random floats quantised with ob_quant_row (the reference quantisers): 1024 runs
- * of 256 values are quantised once per type and tiled over the arena (speed depends on shapes,
+ * of 256 values (32 for the 32-value formats and floats) are quantised once per type and tiled
+ * over the arena (speed depends on shapes,
  * not on values), so the 151936-row output matrix costs a copy, not a quantisation.
  *
  * Timing: per case, calls repeat until at least --reps calls and --time seconds, or until
@@ -72,7 +73,7 @@
 
 #define PROG "kernels"
 #define MAXL 32                    /* entries in one list option */
-#define UNIT 256                   /* values in one tiling unit (a multiple of every block) */
+#define UNIT 32                    /* K: a multiple of this (the 32-value formats' block) */
 #define NUNITS 1024                /* distinct quantised units per type */
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -238,7 +239,7 @@ enum {
 
 static const struct ob_option options[] = {
     {"types", OPT_TYPES, "LIST", "weight types, e.g. q4_k,q6_k,f32 (default: all 13 the cpu route has)"},
-    {"shapes", OPT_SHAPES, "LIST", "KxN shapes, e.g. 1024x2048,1024x151936 (default: Qwen3-0.6B's six)"},
+    {"shapes", OPT_SHAPES, "LIST", "KxN shapes, e.g. 1024x2048,640x262144 (default: Qwen3-0.6B's six); K a multiple of 32 (of 256 for the K-quants, skipped otherwise)"},
     {"threads", OPT_THREADS, "LIST", "thread counts (default 1,2)"},
     {"widths", OPT_WIDTHS, "LIST", "batch widths R, activation rows per call (default 1,4,16,64,512)"},
     {"isa", OPT_ISA, "LIST", "scalar, avx2, avx512 (default: OB_SIMD, else the best the CPU runs)"},
@@ -732,13 +733,16 @@ int main(int argc, char **argv)
     /* ---- the weight types ---- */
     for (int ti = 0; ti < c.ntypes; ti++) {
         uint32_t type = c.types[ti];
+        /* the tiling unit: one K-quant block, or 32 values (K of a shape that is not a
+         * multiple of it is skipped for this type) */
+        const int unit = ob_type_blck(type) == 256 ? 256 : UNIT;
         uint64_t ub64;
-        ob_type_row_bytes(type, UNIT, &ub64);
+        ob_type_row_bytes(type, (uint64_t)unit, &ub64);
         size_t ub = (size_t)ub64;
         /* the arena: at least the largest matrix, at least --rotate MB */
         size_t maxm = 0;
         for (int i = 0; i < c.nshapes; i++) {
-            size_t m = (size_t)c.shapes[i].n * (size_t)(c.shapes[i].k / UNIT) * ub;
+            size_t m = (size_t)c.shapes[i].n * (size_t)(c.shapes[i].k / unit) * ub;
             maxm = m > maxm ? m : maxm;
         }
         size_t abytes = (size_t)(c.rotate_mb * 1048576.0);
@@ -746,13 +750,13 @@ int main(int argc, char **argv)
         abytes = (abytes + ub - 1) / ub * ub;
         double tq0 = now();
         uint8_t *units = xmalloc(NUNITS * ub);
-        float *src = xmalloc(NUNITS * UNIT * sizeof(float));
+        float *src = xmalloc((size_t)NUNITS * unit * sizeof(float));
         for (int u = 0; u < NUNITS; u++) {
             float scale = 0.01f * (float)(1 + u % 13);
-            for (int i = 0; i < UNIT; i++)
-                src[u * UNIT + i] = rnd_sym() * scale;
+            for (int i = 0; i < unit; i++)
+                src[u * unit + i] = rnd_sym() * scale;
         }
-        if (ob_quant_row(type, src, units, (int64_t)NUNITS * UNIT)) {
+        if (ob_quant_row(type, src, units, (int64_t)NUNITS * unit)) {
             fprintf(stderr, PROG ": quantise %s: %s\n", ob_type_name(type), ob_errmsg());
             return OB_EXIT_FAILURE;
         }
@@ -779,7 +783,13 @@ int main(int argc, char **argv)
             int isa = c.isas[ii];
             for (int si = 0; si < c.nshapes; si++) {
                 struct shape s = c.shapes[si];
-                size_t rb = (size_t)(s.k / UNIT) * ub, mbytes = rb * (size_t)s.n;
+                if (s.k % unit) {
+                    if (ii == 0)
+                        fprintf(stderr, "%s: %dx%d skipped: K is not a multiple of %d\n",
+                                ob_type_name(type), s.k, s.n, unit);
+                    continue;
+                }
+                size_t rb = (size_t)(s.k / unit) * ub, mbytes = rb * (size_t)s.n;
                 int copies = c.hot ? 1 : (int)(abytes / mbytes);
                 if (copies < 1)
                     copies = 1;

@@ -4,7 +4,7 @@
  *   kernels [MODEL.gguf ...]
  *
  * The types under test are read from the kernel tables (ob_kernels), not listed here:
- *  - every entry of every level's table (dot, actq, gemm) has a scalar reference (the scalar
+ *  - every entry of every level's table (dot, actq, gemm, gemv) has a scalar reference (the scalar
  *    table's dot or actq for that type or format), every type ob_type_supported accepts has a
  *    scalar dot, and this test knows how to make raw blocks of every type in the tables;
  *  - every weight type's dot at every ISA level this CPU has, with 1..4 activation rows per
@@ -14,8 +14,8 @@
  *    tiny values, NaN and Inf;
  *  - ob_matmul: every row of a many-row product equals the one-row product, and the result is
  *    the same for 1, 2, 3 and 7 threads;
- *  - every type through ob_matmul (its few-row dot path and its many-row GEMM path) and through
- *    the GEMM entries directly, at odd shapes (partial block octets, odd N, every row count up
+ *  - every type through ob_matmul (its few-row dot or GEMV path and its many-row GEMM path) and
+ *    through the GEMM and GEMV entries directly, at odd shapes (partial block octets, odd N, every row count up
  *    to 13 and more), with weight rows holding NaN, Inf, subnormal and zero fp16 scales (F16C
  *    converts a signalling NaN to a quiet one: the products must still match), against the
  *    scalar reference element by element.
@@ -132,12 +132,16 @@ static void tables_check(void)
             const struct ob_kernel_table *kt = ob_kernels(isa);
             if (kt->dot[t] && !ref->dot[t])
                 WHY(" %s dot %s: no scalar reference;", ob_isa_name(isa), ob_type_name(t));
-            if (kt->gemm[t].run && !ref->dot[t])
-                WHY(" %s gemm %s: no scalar reference;", ob_isa_name(isa), ob_type_name(t));
-            if (kt->gemm[t].run && (!kt->gemm[t].prep || !kt->gemm[t].prep_bytes ||
-                                    !kt->gemm[t].scratch_bytes || kt->gemm[t].panel < 1 ||
-                                    kt->gemm[t].min_rows < 1))
-                WHY(" %s gemm %s: incomplete entry;", ob_isa_name(isa), ob_type_name(t));
+            for (int e = 0; e < 2; e++) {
+                const struct ob_gemm *g = e ? &kt->gemv[t] : &kt->gemm[t];
+                if (g->run && !ref->dot[t])
+                    WHY(" %s %s %s: no scalar reference;", ob_isa_name(isa), e ? "gemv" : "gemm",
+                        ob_type_name(t));
+                if (g->run && (!g->prep || !g->prep_bytes || !g->scratch_bytes ||
+                               g->panel < 1 || g->min_rows < 1))
+                    WHY(" %s %s %s: incomplete entry;", ob_isa_name(isa), e ? "gemv" : "gemm",
+                        ob_type_name(t));
+            }
         }
     }
     for (int fmt = 0; fmt < 3; fmt++)
@@ -194,6 +198,8 @@ static void tables_check(void)
                 printf(" dot:%s", ob_type_name(t));
             if (kt->gemm[t].run && kt->gemm[t].run != below->gemm[t].run)
                 printf(" gemm:%s", ob_type_name(t));
+            if (kt->gemv[t].run && kt->gemv[t].run != below->gemv[t].run)
+                printf(" gemv:%s", ob_type_name(t));
         }
         for (int fmt = 0; fmt < 3; fmt++)
             if (kt->actq[fmt] != below->actq[fmt])
@@ -534,7 +540,8 @@ static void gemm_shapes(void)
                 for (int isa = 0; isa < n_isa; isa++) {
                     const struct ob_kernel_table *kt = ob_kernels(isa);
                     if (isa && kt->dot[t] == ob_kernels(isa - 1)->dot[t] &&
-                        kt->gemm[t].run == ob_kernels(isa - 1)->gemm[t].run)
+                        kt->gemm[t].run == ob_kernels(isa - 1)->gemm[t].run &&
+                        kt->gemv[t].run == ob_kernels(isa - 1)->gemv[t].run)
                         continue;
                     for (int ri = 0; ri < (int)(sizeof rs / sizeof rs[0]); ri++) {
                         int R = rs[ri];
@@ -555,39 +562,43 @@ static void gemm_shapes(void)
                                 }
                             n_dots += R * N;
                         }
-                        /* the GEMM entry itself, whatever R (the driver uses it from min_rows on),
-                         * over two ranges of weight rows split at an odd row */
-                        const struct ob_gemm *gm = &kt->gemm[t];
-                        if (!gm->run)
-                            continue;
-                        void *p = NULL, *sc = NULL;
-                        if (posix_memalign(&p, 64, gm->prep_bytes(K, R)) ||
-                            posix_memalign(&sc, 64, gm->scratch_bytes(K))) {
-                            ok(0, "out of memory");
-                            return;
-                        }
-                        gm->prep(xq, as, R, K, p);
-                        memset(got, 0xff, sizeof got);
-                        int split = N > 3 ? 3 : N;
-                        gm->run(w, rb, 0, split, K, p, R, got, (size_t)N, sc);
-                        gm->run(w, rb, split, N, K, p, R, got, (size_t)N, sc);
-                        for (int i = 0; i < R * N; i++)
-                            if (memcmp(&got[i], &want[i], 4) != 0) {
-                                if (!bad)
-                                    snprintf(why, sizeof why, "gemm K=%d N=%d R=%d y[%d][%d]: %08x != "
-                                             "%08x", K, N, R, i / N, i % N, ob_f32_bits(got[i]),
-                                             ob_f32_bits(want[i]));
-                                bad++;
+                        /* the GEMM and GEMV entries themselves, whatever R (the driver uses
+                         * them from and below the GEMM's min_rows), over two ranges of weight
+                         * rows split at an odd row */
+                        for (int e = 0; e < 2; e++) {
+                            const struct ob_gemm *gm = e ? &kt->gemv[t] : &kt->gemm[t];
+                            if (!gm->run)
+                                continue;
+                            void *p = NULL, *sc = NULL;
+                            if (posix_memalign(&p, 64, gm->prep_bytes(K, R)) ||
+                                posix_memalign(&sc, 64, gm->scratch_bytes(K))) {
+                                ok(0, "out of memory");
+                                return;
                             }
-                        n_gemm += R * N;
-                        free(p);
-                        free(sc);
+                            gm->prep(xq, as, R, K, p);
+                            memset(got, 0xff, sizeof got);
+                            int split = N > 3 ? 3 : N;
+                            gm->run(w, rb, 0, split, K, p, R, got, (size_t)N, sc);
+                            gm->run(w, rb, split, N, K, p, R, got, (size_t)N, sc);
+                            for (int i = 0; i < R * N; i++)
+                                if (memcmp(&got[i], &want[i], 4) != 0) {
+                                    if (!bad)
+                                        snprintf(why, sizeof why, "%s K=%d N=%d R=%d y[%d][%d]: "
+                                                 "%08x != %08x", e ? "gemv" : "gemm", K, N, R,
+                                                 i / N, i % N, ob_f32_bits(got[i]),
+                                                 ob_f32_bits(want[i]));
+                                    bad++;
+                                }
+                            n_gemm += R * N;
+                            free(p);
+                            free(sc);
+                        }
                     }
                 }
                 free(w);
                 free(xq);
             }
-        ok(bad == 0, "%s: %ld matmul and %ld GEMM-entry values (odd shapes, special scales) "
+        ok(bad == 0, "%s: %ld matmul and %ld GEMM/GEMV-entry values (odd shapes, special scales) "
            "equal the scalar reference%s%s", ob_type_name(t), n_dots, n_gemm, bad ? ": " : "",
            why);
     }

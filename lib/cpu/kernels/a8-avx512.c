@@ -56,8 +56,9 @@ AI __m256i a8_u(const uint8_t *blk, int kind)
 /* ---- one weight row against 1..4 raw activation rows -------------------------------------- */
 
 /*
- * 8 blocks (m of them real: the rest are zero blocks of a padded copy) of one weight row
- * against NR activation rows; P[r] lane j accumulates block j.
+ * Blocks b0 .. b0 + m - 1 (m <= 8) of one weight row against NR activation rows; P[r] lane j
+ * accumulates block b0 + j. Nothing past block m - 1 is read: the last group of a row whose
+ * block count is not a multiple of 8 (Gemma's K = 640: 20 blocks) runs in place.
  */
 AI void a8_group(const uint8_t *w, const uint8_t *a, size_t as, __m256 *P, int m, int kind,
                  int NR)
@@ -66,20 +67,21 @@ AI void a8_group(const uint8_t *w, const uint8_t *a, size_t as, __m256 *P, int m
     __m256i wv[8];
     UNROLL
     for (int j = 0; j < 8; j++)
-        wv[j] = a8_u(w + j * bb, kind);
-    __m256 dw = f16x8(w, bb);
-    __m256 mw = a8_has_m(kind) ? f16x8(w + 2, bb) : _mm256_setzero_ps();
+        wv[j] = j < m ? a8_u(w + j * bb, kind) : _mm256_setzero_si256();
+    __m256 dw = f16x8_n(w, bb, m);
+    __m256 mw = a8_has_m(kind) ? f16x8_n(w + 2, bb, m) : _mm256_setzero_ps();
     UNROLL
     for (int r = 0; r < NR; r++) {
         const uint8_t *ar = a + r * as;
         __m256i v[8];
         UNROLL
         for (int j = 0; j < 8; j++)
-            v[j] = dpbusd256(_mm256_setzero_si256(), wv[j],
-                             ld(ar + j * AB + offsetof(struct ob_act_a8, qs)));
+            v[j] = j < m ? dpbusd256(_mm256_setzero_si256(), wv[j],
+                                     ld(ar + j * AB + offsetof(struct ob_act_a8, qs)))
+                         : _mm256_setzero_si256();
         __m256i is = hsum8v(v);
-        __m256 da = f32x8(ar, AB);
-        __m256i sa = i32x8(ar + offsetof(struct ob_act_a8, sum), AB);
+        __m256 da = f32x8_n(ar, AB, m);
+        __m256i sa = i32x8_n(ar + offsetof(struct ob_act_a8, sum), AB, m);
         if (a8_osh(kind))
             is = _mm256_sub_epi32(is, _mm256_slli_epi32(sa, a8_osh(kind)));
         /* (d_w * d_a) * (float)isum [+ (m_w * d_a) * (float)sum_a] */
@@ -102,18 +104,8 @@ AI void a8_rows(const void *w, const void *a, size_t as, int k, float *out, int 
     int b0 = 0;
     for (; b0 + 8 <= nb; b0 += 8)
         a8_group(wb + b0 * bb, ab + b0 * AB, as, P, 8, kind, NR);
-    if (b0 < nb) {                       /* the last 1..7 blocks, from zero-padded copies */
-        int m = nb - b0;
-        uint8_t wt[8 * 34] = {0};
-        uint8_t at[OB_MAXR][8 * AB];
-        memcpy(wt, wb + b0 * bb, (size_t)m * bb);
-        UNROLL
-        for (int r = 0; r < NR; r++) {
-            memset(at[r], 0, sizeof at[r]);
-            memcpy(at[r], ab + r * as + b0 * AB, (size_t)m * AB);
-        }
-        a8_group(wt, at[0], sizeof at[0], P, m, kind, NR);
-    }
+    if (b0 < nb)                         /* the last 1..7 blocks */
+        a8_group(wb + b0 * bb, ab + b0 * AB, as, P, nb - b0, kind, NR);
     UNROLL
     for (int r = 0; r < NR; r++)
         out[r] = fold8(P[r]);
@@ -124,6 +116,189 @@ DOT_ROWS512(a8, q4_1, K_Q4_1)
 DOT_ROWS512(a8, q5_0, K_Q5_0)
 DOT_ROWS512(a8, q5_1, K_Q5_1)
 DOT_ROWS512(a8, q8_0, K_Q8_0)
+
+/* ---- few rows with prepared activations (decode): the nibble formats ----------------------- */
+
+/*
+ * Q4_0, Q4_1, Q5_0, Q5_1 at R = 1 .. 3 (below the GEMM's min_rows): the driver lays the
+ * activation rows out once per ob_matmul call (a8v_prep), then each weight row takes four
+ * blocks per 512-bit register, block j in 128-bit lane j: its 16 bytes of nibble pairs, low
+ * nibbles (values 0..15) in one register and high nibbles (16..31) in another, against the
+ * activation's values 0..15 and 16..31 of the same four blocks, laid out to match. Two
+ * vpdpbusd per register pair give four 4-product sums per lane; hsum4x2 folds the lanes of
+ * eight blocks into one int32 each. The activation's scales and sums are contiguous per eight
+ * blocks, so the epilogue (the reference's, operation by operation, as in a8_group) loads them
+ * instead of gathering from 40-byte blocks.
+ */
+struct a8v {                       /* eight blocks of one activation row, prepared */
+    int8_t lo[2][64];              /* [h]: values 0..15 of blocks 4h .. 4h + 3, 16 bytes each */
+    int8_t hi[2][64];              /* values 16..31 */
+    float d[8];                    /* d_a */
+    int32_t soff[8];               /* sum << offset shift (Q4_0, Q5_0) */
+    float sumf[8];                 /* (float)sum (Q4_1, Q5_1) */
+    int32_t pad[8];
+};
+
+static size_t a8v_prep_bytes(int k, int nr)
+{
+    return (size_t)nr * (size_t)((k / 32 + 7) / 8) * sizeof(struct a8v);
+}
+
+/* groups of eight blocks per row; the last group's missing blocks are zeros */
+AI void a8v_prep(const void *x, size_t xs, int nr, int k, void *pv, int kind)
+{
+    const int nb = k / 32;
+    struct a8v *g = pv;
+    for (int r = 0; r < nr; r++) {
+        const struct ob_act_a8 *a = (const struct ob_act_a8 *)((const char *)x + r * xs);
+        for (int b0 = 0; b0 < nb; b0 += 8, g++) {
+            memset(g, 0, sizeof *g);
+            for (int j = 0; j < 8 && b0 + j < nb; j++) {
+                const struct ob_act_a8 *ab = &a[b0 + j];
+                memcpy(&g->lo[j / 4][16 * (j % 4)], ab->qs, 16);
+                memcpy(&g->hi[j / 4][16 * (j % 4)], ab->qs + 16, 16);
+                g->d[j] = ab->d;
+                g->soff[j] = (int32_t)((uint32_t)ab->sum << a8_osh(kind));
+                g->sumf[j] = (float)ab->sum;
+            }
+        }
+    }
+}
+
+static size_t a8v_scratch_bytes(int k)
+{
+    (void)k;
+    return 0;
+}
+
+/* lane j of the result (j < 8) = the sum of 128-bit lane j % 4 of s[j / 4] (exact) */
+AI __m256i hsum4x2(__m512i s0, __m512i s1)
+{
+    __m512i p = _mm512_add_epi32(_mm512_unpacklo_epi32(s0, s1), _mm512_unpackhi_epi32(s0, s1));
+    __m512i q = _mm512_add_epi32(p, _mm512_unpackhi_epi64(p, p));
+    __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, q));
+}
+
+/* Q5: the high bits of four blocks' values 0..15 (*lo) and 16..31 (*hi) as byte masks (of
+ * the first m blocks; zeros beyond) */
+AI void q5_masks(const uint8_t *qh, size_t bb, int m, __mmask64 *lo, __mmask64 *hi)
+{
+    uint64_t q[4];
+    UNROLL
+    for (int j = 0; j < 4; j++)          /* the first m blocks only */
+        q[j] = j < m ? ld32(qh + j * bb) : 0;
+    uint64_t a = q[0] | q[1] << 32, b = q[2] | q[3] << 32;
+    const uint64_t ml = 0x0000ffff0000ffffull, mh = ~ml;
+    *lo = _pext_u64(a, ml) | _pext_u64(b, ml) << 32;
+    *hi = _pext_u64(a, mh) | _pext_u64(b, mh) << 32;
+}
+
+/*
+ * Blocks b0 .. b0 + m - 1 (m <= 8; nothing past them is read) of one weight row against NR
+ * prepared activation groups (g, gs groups apart); P[r] lane j accumulates block b0 + j.
+ */
+AI void a8v_group(const uint8_t *w, const struct a8v *g, size_t gs, __m256 *P, int m, int kind,
+                  int NR)
+{
+    const size_t bb = a8_bb(kind);
+    const size_t qs = kind == K_Q4_0 ? offsetof(struct ob_block_q4_0, qs)
+                    : kind == K_Q4_1 ? offsetof(struct ob_block_q4_1, qs)
+                    : kind == K_Q5_0 ? offsetof(struct ob_block_q5_0, qs)
+                                     : offsetof(struct ob_block_q5_1, qs);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512i L[2], H[2];
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *q = w + 4 * h * bb + qs;
+        __m512i x = _mm512_setzero_si512();
+        UNROLL
+        for (int j = 0; j < 4; j++)      /* block 4h + j into 128-bit lane j */
+            if (4 * h + j < m)
+                x = _mm512_mask_broadcast_i32x4(x, (__mmask16)(0xfu << 4 * j),
+                                                _mm_loadu_si128((const __m128i *)(q + j * bb)));
+        L[h] = _mm512_and_si512(x, m4);
+        H[h] = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+        if (kind == K_Q5_0 || kind == K_Q5_1) {
+            size_t qh = kind == K_Q5_0 ? offsetof(struct ob_block_q5_0, qh)
+                                       : offsetof(struct ob_block_q5_1, qh);
+            __mmask64 kl, kh;
+            q5_masks(w + 4 * h * bb + qh, bb, m - 4 * h, &kl, &kh);
+            const __m512i b4 = _mm512_set1_epi8(16);
+            L[h] = _mm512_mask_add_epi8(L[h], kl, L[h], b4);
+            H[h] = _mm512_mask_add_epi8(H[h], kh, H[h], b4);
+        }
+    }
+    __m256 dw = f16x8_n(w, bb, m);
+    __m256 mw = a8_has_m(kind) ? f16x8_n(w + 2, bb, m) : _mm256_setzero_ps();
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        const struct a8v *a = g + r * gs;
+        __m512i s0 = dpbusd(_mm512_setzero_si512(), L[0], ld512(a->lo[0]));
+        __m512i s1 = dpbusd(_mm512_setzero_si512(), L[1], ld512(a->lo[1]));
+        s0 = dpbusd(s0, H[0], ld512(a->hi[0]));
+        s1 = dpbusd(s1, H[1], ld512(a->hi[1]));
+        __m256i is = hsum4x2(s0, s1);
+        if (a8_osh(kind))
+            is = _mm256_sub_epi32(is, _mm256_loadu_si256((const __m256i *)a->soff));
+        __m256 da = _mm256_loadu_ps(a->d);
+        /* (d_w * d_a) * (float)isum [+ (m_w * d_a) * (float)sum_a] */
+        __m256 v0 = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(is));
+        if (a8_has_m(kind))
+            v0 = _mm256_add_ps(v0, _mm256_mul_ps(_mm256_mul_ps(mw, da), _mm256_loadu_ps(a->sumf)));
+        P[r] = add_lanes_k(P[r], v0, m);
+    }
+}
+
+/* one weight row against NR prepared rows (gs groups apart): y[r * ldy] */
+AI void a8v_row(const uint8_t *w, const struct a8v *g, size_t gs, int nb, float *y, size_t ldy,
+                int kind, int NR)
+{
+    const size_t bb = a8_bb(kind);
+    __m256 P[OB_MAXR];
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        P[r] = _mm256_setzero_ps();
+    int b0 = 0;
+    for (; b0 + 8 <= nb; b0 += 8, g++)
+        a8v_group(w + b0 * bb, g, gs, P, 8, kind, NR);
+    if (b0 < nb)                         /* the last 1..7 blocks */
+        a8v_group(w + b0 * bb, g, gs, P, nb - b0, kind, NR);
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        y[r * ldy] = fold8(P[r]);
+}
+
+AI void a8v_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
+                float *y, size_t ldy, void *scratch, int kind)
+{
+    (void)scratch;
+    const int nb = k / 32;
+    const size_t gs = (size_t)(nb + 7) / 8;
+    const struct a8v *p = pv;
+    const char *end = (const char *)w + (size_t)n1 * rb;
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *wn = (const uint8_t *)w + (size_t)n * rb;
+        /* the rows OB_PF_BYTES bytes on into every cache level, as the dot path's driver does */
+        for (size_t o = 0; o < rb && (const char *)wn + OB_PF_BYTES + o < end; o += 64)
+            __builtin_prefetch(wn + OB_PF_BYTES + o, 0, 3);
+        for (int r = 0; r < nr; r += OB_MAXR) {
+            const struct a8v *g = p + (size_t)r * gs;
+            float *yr = y + (size_t)r * ldy + n;
+            switch (nr - r) {
+            case 1: a8v_row(wn, g, gs, nb, yr, ldy, kind, 1); break;
+            case 2: a8v_row(wn, g, gs, nb, yr, ldy, kind, 2); break;
+            case 3: a8v_row(wn, g, gs, nb, yr, ldy, kind, 3); break;
+            default: a8v_row(wn, g, gs, nb, yr, ldy, kind, 4); break;
+            }
+        }
+    }
+}
+
+GEMM_ENTRIES512(a8v, v_q4_0, K_Q4_0)
+GEMM_ENTRIES512(a8v, v_q4_1, K_Q4_1)
+GEMM_ENTRIES512(a8v, v_q5_0, K_Q5_0)
+GEMM_ENTRIES512(a8v, v_q5_1, K_Q5_1)
 
 /* ---- many rows: GEMM ---------------------------------------------------------------------- */
 
@@ -334,4 +509,8 @@ void ob_kernels_avx512_a8(struct ob_kernel_table *t)
     GEMM_SET(t, OB_Q5_0, a8, q5_0, 4, PW);
     GEMM_SET(t, OB_Q5_1, a8, q5_1, 4, PW);
     GEMM_SET(t, OB_Q8_0, a8, q8_0, 4, PW);
+    GEMV_SET(t, OB_Q4_0, a8v, v_q4_0);
+    GEMV_SET(t, OB_Q4_1, a8v, v_q4_1);
+    GEMV_SET(t, OB_Q5_0, a8v, v_q5_0);
+    GEMV_SET(t, OB_Q5_1, a8v, v_q5_1);
 }

@@ -357,6 +357,11 @@ AI __m256i dot_u8s8(__m256i u, __m256i s)       /* 8 int32 of 4-byte sums */
                                            fam##_scratch_bytes, run_##name};                    \
     } while (0)
 
+/* the few-row entry with prepared activations (struct ob_kernel_table's gemv) */
+#define GEMV_SET(t, type, fam, name)                                                            \
+    ((t)->gemv[type] = (struct ob_gemm){1, 1, fam##_prep_bytes, prep_##name,                    \
+                                        fam##_scratch_bytes, run_##name})
+
 /* a tile's results out[i * GR + r] (weight row row0 + i, activation row r0 + r) into
  * y[activation row * ldy + weight row]: rr real activation rows, weight rows from n1 on dropped */
 AI void tile_store(const float *out, float *y, size_t ldy, int row0, int n1, int r0, int rr)

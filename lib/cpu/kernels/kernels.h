@@ -58,11 +58,23 @@ struct ob_gemm {
                 float *y, size_t ldy, void *scratch);
 };
 
+/*
+ * gemv: optional, the few-row way with prepared activations. Where a level has it for a type,
+ * the driver uses it instead of dot for nr below gemm's min_rows (from gemv's min_rows on):
+ * the same prep / run protocol as ob_gemm, panel 1, run taking any nr (tiles of up to OB_MAXR)
+ * and prefetching its own weight rows OB_PF_BYTES ahead (it streams them once, as decode
+ * does). Same bits as the one-row reference.
+ */
 struct ob_kernel_table {
     ob_dotrows_fn dot[OB_TYPE_COUNT];
     ob_actq_fn actq[3];
     struct ob_gemm gemm[OB_TYPE_COUNT];
+    struct ob_gemm gemv[OB_TYPE_COUNT];
 };
+
+/* how far ahead the few-row paths prefetch weights: about twice memory latency x bandwidth
+ * (the hardware prefetchers stop at page boundaries) */
+#define OB_PF_BYTES 2048
 
 /* the table of one ISA; entries a level does not have are filled from the level below */
 const struct ob_kernel_table *ob_kernels(int isa);

@@ -140,6 +140,7 @@ bool ob_type_supported(uint32_t t)
 
 struct mm_job {
     const struct ob_kernel_table *kt;
+    const struct ob_gemm *gm;      /* the gemm or gemv entry of the prepared paths */
     const struct ob_matrix *w;
     const void *x;
     size_t x_stride;
@@ -155,7 +156,6 @@ struct mm_job {
 };
 
 #define RTILE 64                   /* activation rows kept hot in cache while weights stream */
-#define PF_BYTES 2048              /* how far ahead the dot path prefetches weights */
 
 static void mm_task(void *ctx, int task, int thread)
 {
@@ -168,13 +168,13 @@ static void mm_task(void *ctx, int task, int thread)
         int r1 = r0 + RTILE < j->nr ? r0 + RTILE : j->nr;
         for (int n = n0; n < n1; n++) {
             const char *wr = (const char *)w->data + (size_t)n * w->row_bytes;
-            /* decode streams each weight once: prefetch PF_BYTES ahead (about twice memory
+            /* decode streams each weight once: prefetch OB_PF_BYTES ahead (about twice memory
              * latency x bandwidth), since the hardware prefetchers stop at page boundaries
              * (quantised rows only: float rows stream well without, and F32 lost a little).
              * Into every cache level (prefetcht0): the non-temporal hint streamed 35-40 % slower
              * on an AVX-512 Xeon (bench/kernels, 1024x3072 Q4_K: 6.7 against 10.5 GB/s). */
             if (j->prefetch) {
-                size_t at = (size_t)n * w->row_bytes + PF_BYTES, end = (size_t)n1 * w->row_bytes;
+                size_t at = (size_t)n * w->row_bytes + OB_PF_BYTES, end = (size_t)n1 * w->row_bytes;
                 for (size_t o = 0; o < w->row_bytes && at + o < end; o += 64)
                     __builtin_prefetch((const char *)w->data + at + o, 0, 3);
             }
@@ -193,7 +193,7 @@ static void gemm_task(void *ctx, int task, int thread)
     const struct mm_job *j = ctx;
     const struct ob_matrix *w = j->w;
     int n0 = task * j->chunk, n1 = n0 + j->chunk < w->n ? n0 + j->chunk : w->n;
-    j->kt->gemm[w->type].run(w->data, w->row_bytes, n0, n1, w->k, j->prep, j->nr, j->y, j->ldy,
+    j->gm->run(w->data, w->row_bytes, n0, n1, w->k, j->prep, j->nr, j->y, j->ldy,
                              j->scratch + (size_t)thread * j->sbytes);
 }
 
@@ -203,6 +203,38 @@ static void *alloc32(size_t n)
     return posix_memalign(&p, 64, n ? n : 1) ? NULL : p;
 }
 
+/*
+ * Through a gemm or gemv entry: the activation rows converted once, tasks of whole panels
+ * (the weight rows the kernel decodes at once), enough of them to balance, at least min_chunk
+ * rows each.
+ */
+static int run_prepared(struct ob_pool *pool, const struct ob_kernel_table *kt,
+                        const struct ob_gemm *gm, const struct ob_matrix *w, const void *x,
+                        size_t x_stride, int nr, float *y, size_t ldy, int min_chunk)
+{
+    int threads = ob_pool_threads(pool);
+    struct mm_job j = {.kt = kt, .gm = gm, .w = w, .x = x, .x_stride = x_stride, .nr = nr,
+                       .y = y, .ldy = ldy};
+    int pan = gm->panel, chunk = (w->n / (threads * 8) + pan - 1) / pan * pan;
+    j.chunk = chunk < pan ? pan : chunk;
+    if (j.chunk < min_chunk)
+        j.chunk = min_chunk;
+    j.sbytes = (gm->scratch_bytes(w->k) + 63) / 64 * 64;
+    void *prep = alloc32(gm->prep_bytes(w->k, nr));
+    j.scratch = alloc32(j.sbytes * (size_t)threads);
+    if (!prep || !j.scratch) {
+        free(prep);
+        free(j.scratch);
+        return ob_seterr(OB_ENOMEM, "out of memory for a %d-row product", nr);
+    }
+    gm->prep(x, x_stride, nr, w->k, prep);
+    j.prep = prep;
+    ob_pool_run(pool, gemm_task, &j, (w->n + j.chunk - 1) / j.chunk);
+    free(prep);
+    free(j.scratch);
+    return 0;
+}
+
 int ob_matmul(struct ob_pool *pool, int isa, const struct ob_matrix *w, const void *x,
               size_t x_stride, int nr, float *y, size_t ldy)
 {
@@ -210,29 +242,11 @@ int ob_matmul(struct ob_pool *pool, int isa, const struct ob_matrix *w, const vo
     if (!kt->dot[w->type])
         return ob_seterr(OB_EUNSUPP, "no kernel for %s weights", ob_type_name(w->type));
     int threads = ob_pool_threads(pool);
-    const struct ob_gemm *gm = &kt->gemm[w->type];
-    if (gm->run && nr >= gm->min_rows) {
-        struct mm_job j = {.kt = kt, .w = w, .x = x, .x_stride = x_stride, .nr = nr, .y = y,
-                           .ldy = ldy};
-        /* tasks of whole panels (the weight rows the kernel decodes at once), enough of them
-         * to balance */
-        int pan = gm->panel, chunk = (w->n / (threads * 8) + pan - 1) / pan * pan;
-        j.chunk = chunk < pan ? pan : chunk;
-        j.sbytes = (gm->scratch_bytes(w->k) + 63) / 64 * 64;
-        void *prep = alloc32(gm->prep_bytes(w->k, nr));
-        j.scratch = alloc32(j.sbytes * (size_t)threads);
-        if (!prep || !j.scratch) {
-            free(prep);
-            free(j.scratch);
-            return ob_seterr(OB_ENOMEM, "out of memory for a %d-row product", nr);
-        }
-        gm->prep(x, x_stride, nr, w->k, prep);
-        j.prep = prep;
-        ob_pool_run(pool, gemm_task, &j, (w->n + j.chunk - 1) / j.chunk);
-        free(prep);
-        free(j.scratch);
-        return 0;
-    }
+    const struct ob_gemm *gm = &kt->gemm[w->type], *gv = &kt->gemv[w->type];
+    if (gm->run && nr >= gm->min_rows)
+        return run_prepared(pool, kt, gm, w, x, x_stride, nr, y, ldy, 1);
+    if (gv->run && nr >= gv->min_rows)
+        return run_prepared(pool, kt, gv, w, x, x_stride, nr, y, ldy, 4);
     /* enough tasks for load balance, each a whole number of weight rows */
     int chunk = w->n / (threads * 8);
     if (chunk < 4)
