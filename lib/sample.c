@@ -19,21 +19,23 @@
  * The result never depends on how much was sorted: every decision is the one of the
  * definition in sample.h.
  *
- * Speed: the library is compiled without -mfma, so the fmaf calls of ob_expf and ob_logf are
- * libm calls (~30 ns per token). The two per-token loops (weights, log-sum-exp) are therefore
- * compiled twice, as is and with target("fma"), and the scratch picks one with ob_isa_select
- * (OB_SIMD=scalar forces the first). fmaf is correctly rounded in both, so both compute the
- * same bits (tests/unit/sample.c compares them). With T = 1 the weights are the log-sum-exp's
- * terms exactly ((z - zmax) / 1 = z - zmax), so ob_sample_token adds them up in
- * ob_logsumexp's shape instead of computing them twice.
+ * Speed: the library is compiled without -mfma, so an fmaf of ob_expf is a libm call (~30 ns
+ * per token, 5 ms for a 151936-token row). The exponentials of both per-token loops (weights,
+ * log-sum-exp) therefore run through the cpu route's exp and expsum kernels of the level
+ * ob_isa_select picks (OB_SIMD=scalar forces the references): bitwise the references at every
+ * level (tests/unit/ops.c, and tests/unit/sample.c compares the levels here). With T = 1 the
+ * weights are the log-sum-exp's terms exactly ((z - zmax) / 1 = z - zmax), so
+ * ob_sample_token adds them up in ob_logsumexp's shape instead of computing them twice.
  */
 #include <float.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "1b.h"
 #include "arith/arith.h"
+#include "cpu/kernels/ops.h"
 #include "cpu/simd.h"
 #include "sample.h"
 
@@ -54,87 +56,58 @@ struct ob_sample_scratch {
     struct cand *b;                /* [n_vocab] candidates by id (top_k) */
     double mass[NBIN];             /* weight per bin (top_p) */
     uint32_t cnt[NBIN];            /* tokens per bin */
-    bool fma;                      /* run the loops compiled for hardware fma */
+    const struct ob_ops *ops;      /* exp and expsum of the ISA level (OB_SIMD) */
 };
 
 /* ---- the per-token loops --------------------------------------------------------------------- */
 
-#define LOOP static inline __attribute__((always_inline))
-
 /* e[i] = ob_expf((z[i] - zmax) / T) and their float64 sum in increasing i; with mass/cnt, the
- * weight histogram of the top_p search. */
-LOOP double weights_body(const float *z, uint32_t n, float zmax, float T, float *e,
-                         double *mass, uint32_t *cnt)
+ * weight histogram of the top_p search. The exponentials run through the ISA's exp kernel. */
+static double weights(const struct ob_sample_scratch *ss, const float *z, uint32_t n,
+                      float zmax, float T, float *e, double *mass, uint32_t *cnt)
 {
+    for (uint32_t i = 0; i < n; i++)
+        e[i] = (z[i] - zmax) / T;
+    ss->ops->exp(e, e, n);
     double S = 0.0;
     if (mass) {
         for (uint32_t i = 0; i < n; i++) {
-            float w = ob_expf((z[i] - zmax) / T);
-            e[i] = w;
+            float w = e[i];
             S += (double)w;
             uint32_t b = ob_f32_bits(w) >> BIN_SHIFT;
             mass[b] += (double)w;
             cnt[b]++;
         }
     } else {
-        for (uint32_t i = 0; i < n; i++) {
-            float w = ob_expf((z[i] - zmax) / T);
-            e[i] = w;
-            S += (double)w;
-        }
+        for (uint32_t i = 0; i < n; i++)
+            S += (double)e[i];
     }
     return S;
 }
 
 /* log l of ob_logsumexp for a row whose maximum is m (the same operations in the same order);
  * with e != NULL the terms ob_expf(z[i] - m) are read from e[] instead of computed. */
-LOOP float lse_body(const float *z, uint32_t n, float m, const float *e)
+static float lse(const struct ob_ops *ops, const float *z, uint32_t n, float m, const float *e)
 {
-    return e ? ob_logf(ob_sum_f32(e, (int)n)) : ob_lse_logl(z, (int)n, m);
+    return ob_logf(e ? ob_sum_f32(e, (int)n) : ops->expsum(z, n, m));
 }
 
-static double weights_plain(const float *z, uint32_t n, float zmax, float T, float *e,
-                            double *mass, uint32_t *cnt)
+/* the ops of the level OB_SIMD selects (the best this CPU runs when unset or invalid) */
+static const struct ob_ops *sel_ops;
+static pthread_once_t sel_once = PTHREAD_ONCE_INIT;
+
+static void sel_init(void)
 {
-    return weights_body(z, n, zmax, T, e, mass, cnt);
+    int isa;
+    if (ob_isa_select(&isa))
+        isa = OB_ISA_SCALAR;
+    sel_ops = ob_ops(isa);
 }
 
-static float lse_plain(const float *z, uint32_t n, float m, const float *e)
+static const struct ob_ops *selected_ops(void)
 {
-    return lse_body(z, n, m, e);
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("fma")))
-static double weights_fma(const float *z, uint32_t n, float zmax, float T, float *e,
-                          double *mass, uint32_t *cnt)
-{
-    return weights_body(z, n, zmax, T, e, mass, cnt);
-}
-
-__attribute__((target("fma")))
-static float lse_fma(const float *z, uint32_t n, float m, const float *e)
-{
-    return lse_body(z, n, m, e);
-}
-#define HAVE_FMA_PATH 1
-#else
-#define HAVE_FMA_PATH 0
-#define weights_fma weights_plain
-#define lse_fma lse_plain
-#endif
-
-static double weights(const struct ob_sample_scratch *ss, const float *z, uint32_t n,
-                      float zmax, float T, float *e, double *mass, uint32_t *cnt)
-{
-    return ss && ss->fma ? weights_fma(z, n, zmax, T, e, mass, cnt) :
-           weights_plain(z, n, zmax, T, e, mass, cnt);
-}
-
-static float lse(const struct ob_sample_scratch *ss, const float *z, uint32_t n, float m,
-                 const float *e)
-{
-    return ss && ss->fma ? lse_fma(z, n, m, e) : lse_plain(z, n, m, e);
+    pthread_once(&sel_once, sel_init);
+    return sel_ops;
 }
 
 /* ---- the row ------------------------------------------------------------------------------ */
@@ -165,7 +138,9 @@ int ob_logits_lse(const float *z, uint32_t n, float *m, float *logl)
     int e = check_row(z, n, &zmax);
     if (e)
         return e;
-    ob_logsumexp(z, (int)n, m, logl);
+    /* ob_logsumexp's operations, the sum of exponentials through the ISA's kernel */
+    *m = ob_max_f32(z, (int)n);
+    *logl = lse(selected_ops(), z, n, *m, NULL);
     return 0;
 }
 
@@ -350,7 +325,7 @@ int ob_sample_scratch_new(uint32_t n_vocab, struct ob_sample_scratch **out)
     int isa;
     if (ob_isa_select(&isa))
         isa = OB_ISA_SCALAR;
-    s->fma = HAVE_FMA_PATH && isa >= OB_ISA_AVX2;
+    s->ops = ob_ops(isa);
     *out = s;
     return 0;
 }
@@ -642,7 +617,7 @@ int ob_sample_token(struct ob_sample_scratch *ss, const float *z, uint32_t n,
         return e;
     /* ob_logsumexp's m is the same maximum; log l from the weights when they are its terms */
     out->m = zmax;
-    out->logl = lse(ss, z, n, zmax, e_all && p->temperature == 1.0f ? ss->e : NULL);
+    out->logl = lse(ss->ops, z, n, zmax, e_all && p->temperature == 1.0f ? ss->e : NULL);
     struct cand heap[OB_MAX_TOP];
     top_lp(z, n, out->m, out->logl, (uint32_t)top_logprobs, heap, out->top);
     out->id = id;

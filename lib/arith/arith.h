@@ -304,16 +304,22 @@ OB_INLINE void ob_scale_f32(float *y, float s, size_t n)
 /* ---- softmax ------------------------------------------------------------------------------ */
 
 /*
- * log l, l = sum e^(z_i - m) over z[0..n) in the 32-partial shape, for a row whose maximum is m.
+ * l = sum e^(z_i - m) over z[0..n) in the 32-partial shape, for a row whose maximum is m.
  * A caller that already holds the terms e_i = ob_expf(z_i - m) gets the same bits from
- * ob_logf(ob_sum_f32(e, n)) (the same additions in the same order).
+ * ob_sum_f32(e, n) (the same additions in the same order).
  */
-OB_INLINE float ob_lse_logl(const float *z, int n, float m)
+OB_INLINE float ob_lse_sum(const float *z, size_t n, float m)
 {
     float p[OB_NPART] = {0};
-    for (int i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++)
         p[i & 31] = p[i & 31] + ob_expf(z[i] - m);
-    return ob_logf(ob_fold32(p));
+    return ob_fold32(p);
+}
+
+/* log l of ob_lse_sum */
+OB_INLINE float ob_lse_logl(const float *z, int n, float m)
+{
+    return ob_logf(ob_lse_sum(z, (size_t)n, m));
 }
 
 /*

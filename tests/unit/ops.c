@@ -4,6 +4,9 @@
  *  - the tables: every entry set at every level, none that this test does not compare;
  *  - exp over a dense sweep of float bit patterns in [-110, 95] plus NaN, +-Inf, the overflow
  *    and underflow thresholds and their neighbours, and results that are subnormal;
+ *  - expsum (the log-sum-exp's sum) against ob_lse_sum: rows of every length 1..70 and a few
+ *    long ones (151936, 262144), every partial of the 32 and every tail, -Inf logits (masked
+ *    tokens), huge spreads whose terms underflow, NaN;
  *  - swiglu on random and extreme inputs;
  *  - the attention head for head dimensions 32, 64, 96, 128, 160, 256 (and 16, which takes the
  *    reference) over 1..700 keys, fp16 caches with a stride.
@@ -31,14 +34,15 @@ int main(void)
     int n_isa = ob_isa_best() + 1;
     const struct ob_ops *ref = ob_ops(OB_ISA_SCALAR);
     /* the table, not a list kept here: every entry set at every level, and no entry this test
-     * does not compare (struct ob_ops holds only function pointers: exp, swiglu, attn_group) */
+     * does not compare (struct ob_ops holds only function pointers: exp, expsum, swiglu,
+     * attn_group) */
     int missing = 0;
     for (int isa = 0; isa < OB_ISA_COUNT; isa++) {
         const struct ob_ops *o = ob_ops(isa);
-        missing += !o->exp + !o->swiglu + !o->attn_group;
+        missing += !o->exp + !o->expsum + !o->swiglu + !o->attn_group;
     }
-    ok(sizeof(struct ob_ops) == 3 * sizeof(void (*)(void)) && missing == 0,
-       "ops tables: the 3 entries compared here (a new op needs its comparison), set at every "
+    ok(sizeof(struct ob_ops) == 4 * sizeof(void (*)(void)) && missing == 0,
+       "ops tables: the 4 entries compared here (a new op needs its comparison), set at every "
        "level (%d missing)", missing);
     enum { N = 1 << 20 };
     static float x[N], y0[N], y1[N];
@@ -76,6 +80,34 @@ int main(void)
         total += (long)ne;
         ok(bad == 0, "%s exp: %ld values (dense sweep, specials, thresholds) equal ob_expf",
            ob_isa_name(isa), total);
+
+        bad = 0;
+        long rows = 0;
+        static const size_t longs[] = {151936, 262144, 4099, 1000003};
+        for (int it = 0; it < 70 + 4 * 4; it++) {
+            size_t m = it < 70 ? (size_t)it + 1 : longs[(it - 70) % 4];
+            int kind = it < 70 ? it % 5 : (it - 70) / 4;
+            float zmax = -INFINITY;
+            for (size_t i = 0; i < m; i++) {
+                x[i] = kind == 1 ? frand(200.0f) : kind == 3 ? frand(1.0f) + 1e4f : frand(8.0f);
+                if (kind == 2 && i % 3 == 1)
+                    x[i] = -INFINITY;
+                zmax = x[i] > zmax ? x[i] : zmax;
+            }
+            if (zmax == -INFINITY)
+                zmax = 0.0f;
+            float want = ob_lse_sum(x, m, zmax), got = o->expsum(x, m, zmax);
+            bad += memcmp(&want, &got, 4) != 0;
+            /* a NaN logit (refused by the sampler, defined all the same) */
+            if (kind == 4) {
+                x[m / 2] = NAN;
+                want = ob_lse_sum(x, m, zmax), got = o->expsum(x, m, zmax);
+                bad += memcmp(&want, &got, 4) != 0;
+            }
+            rows++;
+        }
+        ok(bad == 0, "%s expsum: %ld rows (lengths 1-70, 4099, 151936, 262144, 1000003; -Inf, "
+           "wide spreads, NaN) equal ob_lse_sum", ob_isa_name(isa), rows);
 
         bad = 0;
         for (int it = 0; it < 50; it++) {
@@ -132,7 +164,7 @@ int main(void)
     /* a level this CPU lacks was not compared with the reference here: one skip line each, whose
      * reason tests/run knows ("cpu lacks LEVEL": a failure in CI unless LEVEL is optional) */
     for (int isa = n_isa; isa < OB_ISA_COUNT; isa++)
-        printf("ok %d - %s exp, swiglu and attention # SKIP cpu lacks %s\n", ++n_test,
+        printf("ok %d - %s exp, expsum, swiglu and attention # SKIP cpu lacks %s\n", ++n_test,
                ob_isa_name(isa), ob_isa_name(isa));
     return tap_done();
 }

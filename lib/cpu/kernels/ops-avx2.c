@@ -61,6 +61,25 @@ static void exp_avx2(const float *x, float *y, size_t n)
         y[i] = ob_expf(x[i]);
 }
 
+/* ob_lse_sum: register g lane l holds partial 8g + l; the tail adds under a mask */
+static float expsum_avx2(const float *z, size_t n, float m)
+{
+    const __m256 mv = _mm256_set1_ps(m);
+    __m256 p[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int g = 0; g < 4; g++)
+            p[g] = _mm256_add_ps(p[g], exp8(_mm256_sub_ps(_mm256_loadu_ps(z + i + 8 * g), mv)));
+    for (int g = 0; g < 4 && i + 8 * g < n; g++) {
+        int left = (int)(n - i - 8 * g) < 8 ? (int)(n - i - 8 * g) : 8;
+        __m256i k = _mm256_castps_si256(lanes_below(left));
+        __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(z + i + 8 * g, k), mv));
+        p[g] = add_lanes(p[g], e, left);
+    }
+    return fold32(p[0], p[1], p[2], p[3]);
+}
+
 static void swiglu_avx2(float *g, const float *u, size_t n)
 {
     const __m256 one = _mm256_set1_ps(1.0f), neg = _mm256_set1_ps(-0.0f);
@@ -228,6 +247,7 @@ static void attn_group_avx2(const float *q, int nq, const uint16_t *k, const uin
 void ob_ops_avx2(struct ob_ops *t)
 {
     t->exp = exp_avx2;
+    t->expsum = expsum_avx2;
     t->swiglu = swiglu_avx2;
     t->attn_group = attn_group_avx2;
 }

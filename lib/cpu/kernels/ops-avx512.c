@@ -74,6 +74,32 @@ static void exp_avx512(const float *x, float *y, size_t n)
     _mm256_zeroupper();
 }
 
+/* ob_lse_sum: p0 lane l holds partial l, p1 partial 16 + l; the tail adds under a mask */
+static float expsum_avx512(const float *z, size_t n, float m)
+{
+    const __m512 mv = _mm512_set1_ps(m);
+    __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        p0 = _mm512_add_ps(p0, exp16(_mm512_sub_ps(_mm512_loadu_ps(z + i), mv)));
+        p1 = _mm512_add_ps(p1, exp16(_mm512_sub_ps(_mm512_loadu_ps(z + i + 16), mv)));
+    }
+    if (i < n) {
+        __mmask16 k = first16(n - i);
+        p0 = _mm512_mask_add_ps(p0, k, p0, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, z + i), mv)));
+    }
+    if (i + 16 < n) {
+        __mmask16 k = first16(n - i - 16);
+        p1 = _mm512_mask_add_ps(p1, k, p1,
+                                exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, z + i + 16), mv)));
+    }
+    /* ob_fold32: s = 16 lane-wise, then s = 8 across the halves, then ob_fold8's steps */
+    __m512 q = _mm512_add_ps(p0, p1);
+    float l = fold8(_mm256_add_ps(_mm512_castps512_ps256(q), _mm512_extractf32x8_ps(q, 1)));
+    _mm256_zeroupper();
+    return l;
+}
+
 AI __m512 swiglu16(__m512 x, __m512 u)
 {
     const __m512 one = _mm512_set1_ps(1.0f);
@@ -316,6 +342,7 @@ static void attn_group_avx512(const float *q, int nq, const uint16_t *k, const u
 void ob_ops_avx512(struct ob_ops *t)
 {
     t->exp = exp_avx512;
+    t->expsum = expsum_avx512;
     t->swiglu = swiglu_avx512;
     t->attn_group = attn_group_avx512;
 }

@@ -14,6 +14,11 @@ static void exp_ref(const float *x, float *y, size_t n)
         y[i] = ob_expf(x[i]);
 }
 
+static float expsum_ref(const float *z, size_t n, float m)
+{
+    return ob_lse_sum(z, n, m);
+}
+
 static void swiglu_ref(float *g, const float *u, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -39,7 +44,8 @@ void ob_ops_avx512(struct ob_ops *t) { (void)t; }
 
 static void init(void)
 {
-    tables[OB_ISA_SCALAR] = (struct ob_ops){exp_ref, swiglu_ref, attn_group_ref};
+    tables[OB_ISA_SCALAR] = (struct ob_ops){.exp = exp_ref, .expsum = expsum_ref,
+                                            .swiglu = swiglu_ref, .attn_group = attn_group_ref};
     tables[OB_ISA_AVX2] = tables[OB_ISA_SCALAR];
     ob_ops_avx2(&tables[OB_ISA_AVX2]);
     tables[OB_ISA_AVX512] = tables[OB_ISA_AVX2];
