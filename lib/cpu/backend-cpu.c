@@ -268,8 +268,8 @@ static int cpu_kv_store(struct ob_be *be, int l)
         uint16_t *vd = be->vc[l] + kv_at(be, seq[i], pos[i]);
         const float *k = be->buf[OB_BK] + (size_t)i * be->kvw;
         const float *v = be->buf[OB_BV] + (size_t)i * be->kvw;
-        ob_kv_put(kd, k, be->kvw);
-        ob_kv_put(vd, v, be->kvw);
+        be->ops->f16_put(kd, k, (size_t)be->kvw);
+        be->ops->f16_put(vd, v, (size_t)be->kvw);
     }
     return 0;
 }

@@ -7,6 +7,9 @@
  *  - expsum (the log-sum-exp's sum) against ob_lse_sum: rows of every length 1..70 and a few
  *    long ones (151936, 262144), every partial of the 32 and every tail, -Inf logits (masked
  *    tokens), huge spreads whose terms underflow, NaN;
+ *  - f16_put (the KV cache's fp16 stores) against ob_f32_to_fp16 on every 61st float bit
+ *    pattern (both signs, NaNs signalling and quiet, Inf, subnormal halves, rounding ties) and
+ *    on the ties and overflow edges themselves;
  *  - swiglu on random and extreme inputs;
  *  - the attention head for head dimensions 32, 64, 96, 128, 160, 256 (and 16, which takes the
  *    reference) over 1..700 keys, fp16 caches with a stride.
@@ -34,15 +37,15 @@ int main(void)
     int n_isa = ob_isa_best() + 1;
     const struct ob_ops *ref = ob_ops(OB_ISA_SCALAR);
     /* the table, not a list kept here: every entry set at every level, and no entry this test
-     * does not compare (struct ob_ops holds only function pointers: exp, expsum, swiglu,
-     * attn_group) */
+     * does not compare (struct ob_ops holds only function pointers: exp, expsum, f16_put,
+     * swiglu, attn_group) */
     int missing = 0;
     for (int isa = 0; isa < OB_ISA_COUNT; isa++) {
         const struct ob_ops *o = ob_ops(isa);
-        missing += !o->exp + !o->expsum + !o->swiglu + !o->attn_group;
+        missing += !o->exp + !o->expsum + !o->f16_put + !o->swiglu + !o->attn_group;
     }
-    ok(sizeof(struct ob_ops) == 4 * sizeof(void (*)(void)) && missing == 0,
-       "ops tables: the 4 entries compared here (a new op needs its comparison), set at every "
+    ok(sizeof(struct ob_ops) == 5 * sizeof(void (*)(void)) && missing == 0,
+       "ops tables: the 5 entries compared here (a new op needs its comparison), set at every "
        "level (%d missing)", missing);
     enum { N = 1 << 20 };
     static float x[N], y0[N], y1[N];
@@ -110,6 +113,49 @@ int main(void)
            "wide spreads, NaN) equal ob_lse_sum", ob_isa_name(isa), rows);
 
         bad = 0;
+        {
+            static uint16_t h0[N], h1[N];
+            long nf = 0;
+            size_t k = 0;
+            for (uint64_t u = 0; u <= 0xffffffffu; u += 61) {
+                x[k++] = ob_f32_from_bits((uint32_t)u);
+                if (k == N || u + 61 > 0xffffffffu) {
+                    /* odd lengths and offsets: the 8-wide groups and the scalar tail */
+                    size_t off = (size_t)(u % 7);
+                    for (size_t i = 0; i < k; i++)
+                        h0[i] = ob_f32_to_fp16(x[i]);
+                    o->f16_put(h1, x, off);
+                    o->f16_put(h1 + off, x + off, k - off);
+                    for (size_t i = 0; i < k; i++)
+                        bad += h0[i] != h1[i];
+                    nf += (long)k;
+                    k = 0;
+                }
+            }
+            /* halfway cases around every half exponent, the overflow edge, subnormal halves */
+            k = 0;
+            for (int e = -26; e <= 16; e++)
+                for (int d = -2; d <= 2; d++) {
+                    float f = ldexpf(1.0f + 1.0f / 2048.0f, e);
+                    x[k++] = ob_f32_from_bits(ob_f32_bits(f) + (uint32_t)d);
+                    x[k] = -x[k - 1];
+                    k++;
+                }
+            static const float fe[] = {65504.0f, 65519.99f, 65520.0f, 65536.0f, 5.9604645e-8f,
+                                       2.9802322e-8f, 2.9802326e-8f, 6.097555e-5f, 6.1035156e-5f};
+            for (size_t i = 0; i < sizeof fe / sizeof fe[0]; i++)
+                x[k++] = fe[i];
+            for (size_t i = 0; i < k; i++)
+                h0[i] = ob_f32_to_fp16(x[i]);
+            o->f16_put(h1, x, k);
+            for (size_t i = 0; i < k; i++)
+                bad += h0[i] != h1[i];
+            nf += (long)k;
+            ok(bad == 0, "%s f16_put: %ld values (every 61st bit pattern, ties, edges) equal "
+               "ob_f32_to_fp16", ob_isa_name(isa), nf);
+        }
+
+        bad = 0;
         for (int it = 0; it < 50; it++) {
             size_t m = 1 + tap_rand() % 5000;
             static float u[8192];
@@ -164,7 +210,7 @@ int main(void)
     /* a level this CPU lacks was not compared with the reference here: one skip line each, whose
      * reason tests/run knows ("cpu lacks LEVEL": a failure in CI unless LEVEL is optional) */
     for (int isa = n_isa; isa < OB_ISA_COUNT; isa++)
-        printf("ok %d - %s exp, expsum, swiglu and attention # SKIP cpu lacks %s\n", ++n_test,
+        printf("ok %d - %s exp, expsum, f16_put, swiglu and attention # SKIP cpu lacks %s\n", ++n_test,
                ob_isa_name(isa), ob_isa_name(isa));
     return tap_done();
 }

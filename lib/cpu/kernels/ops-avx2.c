@@ -80,6 +80,26 @@ static float expsum_avx2(const float *z, size_t n, float m)
     return fold32(p[0], p[1], p[2], p[3]);
 }
 
+/*
+ * ob_kv_put with F16C: vcvtps2ph rounds to nearest even, overflows to Inf and keeps
+ * subnormals as the reference does; it quietens a signalling NaN, which the reference keeps,
+ * so a group of 8 holding any NaN takes the reference.
+ */
+static void f16_put_avx2(uint16_t *h, const float *x, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)))
+            for (size_t j = i; j < i + 8; j++)
+                h[j] = ob_f32_to_fp16(x[j]);
+        else
+            _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++)
+        h[i] = ob_f32_to_fp16(x[i]);
+}
+
 static void swiglu_avx2(float *g, const float *u, size_t n)
 {
     const __m256 one = _mm256_set1_ps(1.0f), neg = _mm256_set1_ps(-0.0f);
@@ -248,6 +268,7 @@ void ob_ops_avx2(struct ob_ops *t)
 {
     t->exp = exp_avx2;
     t->expsum = expsum_avx2;
+    t->f16_put = f16_put_avx2;
     t->swiglu = swiglu_avx2;
     t->attn_group = attn_group_avx2;
 }

@@ -19,6 +19,11 @@ static float expsum_ref(const float *z, size_t n, float m)
     return ob_lse_sum(z, n, m);
 }
 
+static void f16_put_ref(uint16_t *h, const float *x, size_t n)
+{
+    ob_kv_put(h, x, (int)n);
+}
+
 static void swiglu_ref(float *g, const float *u, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -45,7 +50,8 @@ void ob_ops_avx512(struct ob_ops *t) { (void)t; }
 static void init(void)
 {
     tables[OB_ISA_SCALAR] = (struct ob_ops){.exp = exp_ref, .expsum = expsum_ref,
-                                            .swiglu = swiglu_ref, .attn_group = attn_group_ref};
+                                            .f16_put = f16_put_ref, .swiglu = swiglu_ref,
+                                            .attn_group = attn_group_ref};
     tables[OB_ISA_AVX2] = tables[OB_ISA_SCALAR];
     ob_ops_avx2(&tables[OB_ISA_AVX2]);
     tables[OB_ISA_AVX512] = tables[OB_ISA_AVX2];

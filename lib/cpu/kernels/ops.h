@@ -1,6 +1,7 @@
 /*
  * ops.h — the cpu route's elementwise and attention kernels (not matmuls), with their ISA
- * dispatch. References: ob_expf, ob_lse_sum, ob_silu and ob_attn_head in lib/arith/arith.h; every version here
+ * dispatch. References: ob_expf, ob_lse_sum, ob_kv_put, ob_silu and ob_attn_head in
+ * lib/arith/arith.h; every version here
  * must equal them bit for bit (tests/unit/ops.c).
  */
 #ifndef OB_OPS_H
@@ -14,6 +15,8 @@ struct ob_ops {
     void (*exp)(const float *x, float *y, size_t n);
     /* ob_lse_sum(z, n, m): the sum of ob_expf(z[i] - m) in the 32-partial shape */
     float (*expsum)(const float *z, size_t n, float m);
+    /* h[i] = ob_f32_to_fp16(x[i]) (ob_kv_put: the KV cache's stores) */
+    void (*f16_put)(uint16_t *h, const float *x, size_t n);
     /* g[i] = ob_silu(g[i]) * u[i] */
     void (*swiglu)(float *g, const float *u, size_t n);
     /* ob_attn_head for nq query heads that share one key/value head (grouped-query
