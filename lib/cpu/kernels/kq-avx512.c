@@ -126,19 +126,30 @@ AI void kq_scales512(const uint8_t *blk, int T, __m512i *sc16, __m256i *mn16)
     }
 }
 
-/* the vpdpwssd scale vector of register g: the scale of each int16 pair's sub-block */
-AI __m512i kq_scv(__m512i sc16, int T, int g)
+/*
+ * The vpdpwssd scale vector of register g (the scale of each int16 pair's sub-block) from the
+ * scale words broadcast to every 128-bit lane (slo: words 0..7, shi: 8..15): one vpshufb
+ * (a full word permutation, vpermw, cost more: bench/kernels --hot, Q4_K +3 %).
+ */
+AI __m512i kq_scv(__m512i slo, __m512i shi, int T, int g)
 {
-    __m512i idx;
-    if (kq_fam8(T))            /* words 0..15: sub-block 2g, 16..31: 2g + 1 */
-        idx = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * g)),
-                                 _mm256_set1_epi16((short)(2 * g + 1)), 1);
-    else                       /* words 8i .. 8i + 7: sub-block 4g + i */
-        idx = _mm512_setr_epi64(0x0001000100010001ll * (4 * g), 0x0001000100010001ll * (4 * g),
-                                0x0001000100010001ll * (4 * g + 1), 0x0001000100010001ll * (4 * g + 1),
-                                0x0001000100010001ll * (4 * g + 2), 0x0001000100010001ll * (4 * g + 2),
-                                0x0001000100010001ll * (4 * g + 3), 0x0001000100010001ll * (4 * g + 3));
-    return _mm512_permutexvar_epi16(idx, sc16);
+    if (kq_fam8(T)) {          /* lanes 0, 1: word 2g; lanes 2, 3: word 2g + 1 */
+        int b0 = 4 * g, b1 = 4 * g + 2;
+        __m512i c = _mm512_inserti64x4(_mm512_set1_epi16((short)(b0 | ((b0 + 1) << 8))),
+                                       _mm256_set1_epi16((short)(b1 | ((b1 + 1) << 8))), 1);
+        return _mm512_shuffle_epi8(slo, c);
+    }
+    /* lane i: word 4g + i, from slo (g < 2) or shi */
+    int w = 4 * (g & 1);
+    __m512i c = _mm512_setr_epi64(0x0001000100010001ll * ((2 * w) | ((2 * w + 1) << 8)),
+                                  0x0001000100010001ll * ((2 * w) | ((2 * w + 1) << 8)),
+                                  0x0001000100010001ll * ((2 * w + 2) | ((2 * w + 3) << 8)),
+                                  0x0001000100010001ll * ((2 * w + 2) | ((2 * w + 3) << 8)),
+                                  0x0001000100010001ll * ((2 * w + 4) | ((2 * w + 5) << 8)),
+                                  0x0001000100010001ll * ((2 * w + 4) | ((2 * w + 5) << 8)),
+                                  0x0001000100010001ll * ((2 * w + 6) | ((2 * w + 7) << 8)),
+                                  0x0001000100010001ll * ((2 * w + 6) | ((2 * w + 7) << 8)));
+    return _mm512_shuffle_epi8(g < 2 ? slo : shi, c);
 }
 
 /*
@@ -151,9 +162,12 @@ AI void kq_block(const uint8_t *blk, const uint8_t *a, size_t as, int T, int NR,
     __m512i sc16, acc[OB_MAXR];
     __m256i mn16;
     kq_scales512(blk, T, &sc16, &mn16);
+    /* the scale words in every 128-bit lane (words 0..7, and 8..15), picked per lane below */
+    __m512i slo = _mm512_broadcast_i32x4(_mm512_castsi512_si128(sc16));
+    __m512i shi = kq_fam8(T) ? slo : _mm512_broadcast_i32x4(_mm512_extracti32x4_epi32(sc16, 1));
     UNROLL
     for (int g = 0; g < 4; g++) {
-        __m512i q = kq_q(blk, T, g), scv = kq_scv(sc16, T, g);
+        __m512i q = kq_q(blk, T, g), scv = kq_scv(slo, shi, T, g);
         UNROLL
         for (int r = 0; r < NR; r++) {
             __m512i p = _mm512_maddubs_epi16(q, ld512(a + r * as + QB_QS + 64 * g));
