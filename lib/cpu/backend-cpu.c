@@ -325,7 +325,7 @@ static void geglu_task(void *ctx, int i, int thread)
 {
     struct ob_be *be = ctx;
     size_t F = (size_t)be->width[OB_BGATE];
-    ob_geglu(be->buf[OB_BGATE] + (size_t)i * F, be->buf[OB_BUP] + (size_t)i * F, F);
+    be->ops->geglu(be->buf[OB_BGATE] + (size_t)i * F, be->buf[OB_BUP] + (size_t)i * F, F);
     (void)thread;
 }
 

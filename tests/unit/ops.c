@@ -10,7 +10,9 @@
  *  - f16_put (the KV cache's fp16 stores) against ob_f32_to_fp16 on every 61st float bit
  *    pattern (both signs, NaNs signalling and quiet, Inf, subnormal halves, rounding ties) and
  *    on the ties and overflow edges themselves;
- *  - swiglu on random and extreme inputs;
+ *  - swiglu on random and extreme inputs; geglu likewise, and across ob_gelu's cases (the
+ *    |x| > 1e4 cut-offs and their neighbours, the tails where e^a overflows or vanishes,
+ *    every 4099th float bit pattern);
  *  - the attention head for head dimensions 32, 64, 96, 128, 160, 256 (and 16, which takes the
  *    reference) over 1..700 keys, fp16 caches with a stride.
  */
@@ -38,14 +40,14 @@ int main(void)
     const struct ob_ops *ref = ob_ops(OB_ISA_SCALAR);
     /* the table, not a list kept here: every entry set at every level, and no entry this test
      * does not compare (struct ob_ops holds only function pointers: exp, expsum, f16_put,
-     * swiglu, attn_group) */
+     * swiglu, geglu, attn_group) */
     int missing = 0;
     for (int isa = 0; isa < OB_ISA_COUNT; isa++) {
         const struct ob_ops *o = ob_ops(isa);
-        missing += !o->exp + !o->expsum + !o->f16_put + !o->swiglu + !o->attn_group;
+        missing += !o->exp + !o->expsum + !o->f16_put + !o->swiglu + !o->geglu + !o->attn_group;
     }
-    ok(sizeof(struct ob_ops) == 5 * sizeof(void (*)(void)) && missing == 0,
-       "ops tables: the 5 entries compared here (a new op needs its comparison), set at every "
+    ok(sizeof(struct ob_ops) == 6 * sizeof(void (*)(void)) && missing == 0,
+       "ops tables: the 6 entries compared here (a new op needs its comparison), set at every "
        "level (%d missing)", missing);
     enum { N = 1 << 20 };
     static float x[N], y0[N], y1[N];
@@ -175,6 +177,52 @@ int main(void)
         }
         ok(bad == 0, "%s swiglu: 50 rows equal ob_silu(g) * u", ob_isa_name(isa));
 
+        /* geglu: random rows as for swiglu, then ob_gelu's cases */
+        bad = 0;
+        long ng = 0;
+        for (int it = 0; it < 60; it++) {
+            size_t m = 1 + tap_rand() % 5000;
+            static float u[N];
+            for (size_t i = 0; i < m; i++) {
+                x[i] = it % 5 == 0 ? frand(200.0f) : it % 5 == 1 ? frand(3e4f) : frand(8.0f);
+                u[i] = frand(4.0f);
+                y0[i] = y1[i] = x[i];
+            }
+            if (it == 3) {
+                y0[0] = y1[0] = NAN;
+                y0[1] = y1[1] = INFINITY;
+                y0[2] = y1[2] = -INFINITY;
+                u[3] = NAN;
+            }
+            ref->geglu(y0, u, m);
+            o->geglu(y1, u, m);
+            bad += memcmp(y0, y1, m * sizeof(float)) != 0;
+            ng += (long)m;
+        }
+        {
+            static float u[N];
+            size_t k = 0;
+            static const float cut[] = {1e4f, -1e4f, 0.0f, -0.0f, 1e-30f, -1e-30f, 1e-45f, -1e-45f,
+                                        10.0f, -10.0f, -9.0f, -10.5f, -11.0f, -12.0f, -13.0f,
+                                        -14.0f, -20.0f, -60.0f, -100.0f, 60.0f, 100.0f};
+            for (size_t c = 0; c < sizeof cut / sizeof cut[0]; c++)
+                for (int d = -3; d <= 3; d++)
+                    x[k++] = ob_f32_from_bits(ob_f32_bits(cut[c]) + (uint32_t)d);
+            for (uint64_t b = 0; b <= 0xffffffffu && k < N; b += 4099)
+                x[k++] = ob_f32_from_bits((uint32_t)b);
+            for (size_t i = 0; i < k; i++) {
+                u[i] = i % 3 ? 1.0f : frand(2.0f);
+                y0[i] = y1[i] = x[i];
+            }
+            ref->geglu(y0, u, k);
+            o->geglu(y1, u, k);
+            for (size_t i = 0; i < k; i++)
+                bad += memcmp(&y0[i], &y1[i], 4) != 0;
+            ng += (long)k;
+        }
+        ok(bad == 0, "%s geglu: %ld values (random rows, cut-offs, tails, every 4099th bit "
+           "pattern) equal ob_gelu(g) * u", ob_isa_name(isa), ng);
+
         bad = 0;
         static const int hds[] = {16, 32, 64, 96, 128, 160, 256};
         static uint16_t kc[700 * 4 * 256], vc[700 * 4 * 256];
@@ -210,7 +258,7 @@ int main(void)
     /* a level this CPU lacks was not compared with the reference here: one skip line each, whose
      * reason tests/run knows ("cpu lacks LEVEL": a failure in CI unless LEVEL is optional) */
     for (int isa = n_isa; isa < OB_ISA_COUNT; isa++)
-        printf("ok %d - %s exp, expsum, f16_put, swiglu and attention # SKIP cpu lacks %s\n", ++n_test,
+        printf("ok %d - %s exp, expsum, f16_put, swiglu, geglu and attention # SKIP cpu lacks %s\n", ++n_test,
                ob_isa_name(isa), ob_isa_name(isa));
     return tap_done();
 }

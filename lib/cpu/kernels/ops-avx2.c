@@ -1,6 +1,7 @@
 /*
- * ops-avx2.c — AVX2 versions of exp, swiglu and the attention head. References: ob_expf,
- * ob_silu, ob_attn_head (lib/arith/arith.h); each must be equal to them bit for bit.
+ * ops-avx2.c — AVX2 versions of exp, expsum, f16_put, swiglu, geglu and the attention head.
+ * References: ob_expf, ob_lse_sum, ob_kv_put, ob_silu, ob_gelu, ob_attn_head
+ * (lib/arith/arith.h); each must be equal to them bit for bit.
  *
  * exp: the reference's operations lane by lane (the same constants, fmadd for its fmaf,
  * _mm256_round_ps for ob_rint — equal for the |x| <= 150 it sees). The reference's final
@@ -111,6 +112,41 @@ static void swiglu_avx2(float *g, const float *u, size_t n)
     }
     for (; i < n; i++)
         g[i] = ob_silu(g[i]) * u[i];
+}
+
+/*
+ * ob_gelu lane by lane: the reference's operations in its order (fmsub for its fmaf(a, b, -c),
+ * which is the same single rounding), the Inf test on e and the |x| > 1e4 cases as blends.
+ */
+static inline __m256 gelu8(__m256 x)
+{
+    const __m256 c_hi = _mm256_set1_ps(-1.59576917f), c_lo = _mm256_set1_ps(4.53406805e-08f);
+    const __m256 k_hi = _mm256_set1_ps(0.0447149985f), k_lo = _mm256_set1_ps(1.54614443e-09f);
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 t = _mm256_mul_ps(x, x), tl = _mm256_fmsub_ps(x, x, t);
+    __m256 m = _mm256_mul_ps(k_hi, t);
+    __m256 ml = _mm256_add_ps(_mm256_fmsub_ps(k_hi, t, m), _mm256_fmadd_ps(k_hi, tl, _mm256_mul_ps(k_lo, t)));
+    __m256 p = _mm256_add_ps(one, m), pb = _mm256_sub_ps(p, one);
+    __m256 pl = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(one, _mm256_sub_ps(p, pb)),
+                                            _mm256_sub_ps(m, pb)), ml);
+    __m256 z = _mm256_mul_ps(x, p), zl = _mm256_add_ps(_mm256_fmsub_ps(x, p, z), _mm256_mul_ps(x, pl));
+    __m256 a = _mm256_mul_ps(c_hi, z);
+    __m256 al = _mm256_add_ps(_mm256_fmsub_ps(c_hi, z, a), _mm256_fmadd_ps(c_hi, zl, _mm256_mul_ps(c_lo, z)));
+    __m256 e = exp8(a);
+    e = _mm256_blendv_ps(e, _mm256_fmadd_ps(e, al, e),
+                         _mm256_cmp_ps(e, _mm256_set1_ps(INFINITY), _CMP_NEQ_UQ));
+    __m256 g = _mm256_div_ps(x, _mm256_add_ps(one, e));
+    g = _mm256_blendv_ps(g, x, _mm256_cmp_ps(x, _mm256_set1_ps(1e4f), _CMP_GT_OQ));
+    return _mm256_blendv_ps(g, _mm256_set1_ps(-0.0f), _mm256_cmp_ps(x, _mm256_set1_ps(-1e4f), _CMP_LT_OQ));
+}
+
+static void geglu_avx2(float *g, const float *u, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(gelu8(_mm256_loadu_ps(g + i)), _mm256_loadu_ps(u + i)));
+    for (; i < n; i++)
+        g[i] = ob_gelu(g[i]) * u[i];
 }
 
 static inline __m256 load_h(const uint16_t *p)
@@ -270,5 +306,6 @@ void ob_ops_avx2(struct ob_ops *t)
     t->expsum = expsum_avx2;
     t->f16_put = f16_put_avx2;
     t->swiglu = swiglu_avx2;
+    t->geglu = geglu_avx2;
     t->attn_group = attn_group_avx2;
 }

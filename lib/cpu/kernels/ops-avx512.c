@@ -1,7 +1,7 @@
 /*
- * ops-avx512.c — AVX-512 versions of exp, swiglu and the attention head. References: ob_expf,
- * ob_silu, ob_attn_head (lib/arith/arith.h); each must be equal to them bit for bit
- * (tests/unit/ops.c). The reasoning is ops-avx2.c's, 16 lanes wide:
+ * ops-avx512.c — AVX-512 versions of exp, expsum, swiglu, geglu and the attention head.
+ * References: ob_expf, ob_lse_sum, ob_silu, ob_gelu, ob_attn_head (lib/arith/arith.h); each
+ * must be equal to them bit for bit (tests/unit/ops.c). The reasoning is ops-avx2.c's, 16 lanes wide:
  *
  * exp: the reference's operations lane by lane (the same constants, fmadd for its fmaf,
  * roundscale for ob_rint, equal for the |x| <= 150 it sees); the scaling by 2^k as two exact
@@ -106,6 +106,43 @@ AI __m512 swiglu16(__m512 x, __m512 u)
     __m512 e = exp16(_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x),
                                                           _mm512_set1_epi32((int)0x80000000u))));
     return _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), u);
+}
+
+/* ob_gelu lane by lane, as gelu8 in ops-avx2.c */
+AI __m512 gelu16(__m512 x)
+{
+    const __m512 c_hi = _mm512_set1_ps(-1.59576917f), c_lo = _mm512_set1_ps(4.53406805e-08f);
+    const __m512 k_hi = _mm512_set1_ps(0.0447149985f), k_lo = _mm512_set1_ps(1.54614443e-09f);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 t = _mm512_mul_ps(x, x), tl = _mm512_fmsub_ps(x, x, t);
+    __m512 m = _mm512_mul_ps(k_hi, t);
+    __m512 ml = _mm512_add_ps(_mm512_fmsub_ps(k_hi, t, m), _mm512_fmadd_ps(k_hi, tl, _mm512_mul_ps(k_lo, t)));
+    __m512 p = _mm512_add_ps(one, m), pb = _mm512_sub_ps(p, one);
+    __m512 pl = _mm512_add_ps(_mm512_add_ps(_mm512_sub_ps(one, _mm512_sub_ps(p, pb)),
+                                            _mm512_sub_ps(m, pb)), ml);
+    __m512 z = _mm512_mul_ps(x, p), zl = _mm512_add_ps(_mm512_fmsub_ps(x, p, z), _mm512_mul_ps(x, pl));
+    __m512 a = _mm512_mul_ps(c_hi, z);
+    __m512 al = _mm512_add_ps(_mm512_fmsub_ps(c_hi, z, a), _mm512_fmadd_ps(c_hi, zl, _mm512_mul_ps(c_lo, z)));
+    __m512 e = exp16(a);
+    e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(e, _mm512_set1_ps(INFINITY), _CMP_NEQ_UQ), e,
+                             _mm512_fmadd_ps(e, al, e));
+    __m512 g = _mm512_div_ps(x, _mm512_add_ps(one, e));
+    g = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(1e4f), _CMP_GT_OQ), g, x);
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-1e4f), _CMP_LT_OQ), g,
+                                _mm512_set1_ps(-0.0f));
+}
+
+static void geglu_avx512(float *g, const float *u, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(g + i, _mm512_mul_ps(gelu16(_mm512_loadu_ps(g + i)), _mm512_loadu_ps(u + i)));
+    if (i < n) {
+        __mmask16 k = first16(n - i);
+        _mm512_mask_storeu_ps(g + i, k, _mm512_mul_ps(gelu16(_mm512_maskz_loadu_ps(k, g + i)),
+                                                      _mm512_maskz_loadu_ps(k, u + i)));
+    }
+    _mm256_zeroupper();
 }
 
 static void swiglu_avx512(float *g, const float *u, size_t n)
@@ -344,5 +381,6 @@ void ob_ops_avx512(struct ob_ops *t)
     t->exp = exp_avx512;
     t->expsum = expsum_avx512;
     t->swiglu = swiglu_avx512;
+    t->geglu = geglu_avx512;
     t->attn_group = attn_group_avx512;
 }

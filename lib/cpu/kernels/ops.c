@@ -30,6 +30,11 @@ static void swiglu_ref(float *g, const float *u, size_t n)
         g[i] = ob_silu(g[i]) * u[i];
 }
 
+static void geglu_ref(float *g, const float *u, size_t n)
+{
+    ob_geglu(g, u, n);
+}
+
 static void attn_group_ref(const float *q, int nq, const uint16_t *k, const uint16_t *v,
                            long kv_stride, int n, int hd, float scale, float *s, float *oc,
                            float *out)
@@ -51,7 +56,7 @@ static void init(void)
 {
     tables[OB_ISA_SCALAR] = (struct ob_ops){.exp = exp_ref, .expsum = expsum_ref,
                                             .f16_put = f16_put_ref, .swiglu = swiglu_ref,
-                                            .attn_group = attn_group_ref};
+                                            .geglu = geglu_ref, .attn_group = attn_group_ref};
     tables[OB_ISA_AVX2] = tables[OB_ISA_SCALAR];
     ob_ops_avx2(&tables[OB_ISA_AVX2]);
     tables[OB_ISA_AVX512] = tables[OB_ISA_AVX2];

@@ -1,6 +1,6 @@
 /*
  * ops.h — the cpu route's elementwise and attention kernels (not matmuls), with their ISA
- * dispatch. References: ob_expf, ob_lse_sum, ob_kv_put, ob_silu and ob_attn_head in
+ * dispatch. References: ob_expf, ob_lse_sum, ob_kv_put, ob_silu, ob_gelu and ob_attn_head in
  * lib/arith/arith.h; every version here
  * must equal them bit for bit (tests/unit/ops.c).
  */
@@ -19,6 +19,8 @@ struct ob_ops {
     void (*f16_put)(uint16_t *h, const float *x, size_t n);
     /* g[i] = ob_silu(g[i]) * u[i] */
     void (*swiglu)(float *g, const float *u, size_t n);
+    /* g[i] = ob_gelu(g[i]) * u[i] (ob_geglu) */
+    void (*geglu)(float *g, const float *u, size_t n);
     /* ob_attn_head for nq query heads that share one key/value head (grouped-query
      * attention): q and out hold nq heads of hd floats one after the other; s is scratch of
      * nq * n floats, oc of 2 * nq * hd */
