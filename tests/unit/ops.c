@@ -33,6 +33,38 @@ static float frand(float s)
     return (float)((int64_t)(tap_rand() >> 40) - (1 << 23)) / (float)(1 << 23) * s;
 }
 
+/*
+ * rows random rows g (gated by random u) through the reference and a level's gated unit
+ * (swiglu, geglu): every fifth row wide (|g| up to wide), one with NaN, +-Inf gates and a NaN u.
+ * Returns the rows that differ; *nv += the values compared.
+ */
+static long gated_rows(void (*ref)(float *, const float *, size_t),
+                       void (*fn)(float *, const float *, size_t), int rows, float wide, long *nv)
+{
+    static float g[8192], u[8192], y0[8192], y1[8192];
+    long bad = 0;
+    for (int it = 0; it < rows; it++) {
+        size_t m = 1 + tap_rand() % 5000;
+        for (size_t i = 0; i < m; i++) {
+            g[i] = it % 5 == 0 ? frand(wide) : frand(8.0f);
+            u[i] = frand(4.0f);
+            y0[i] = y1[i] = g[i];
+        }
+        if (it == 3) {
+            y0[0] = y1[0] = NAN;
+            y0[1] = y1[1] = INFINITY;
+            y0[2] = y1[2] = -INFINITY;
+            u[3] = NAN;
+        }
+        ref(y0, u, m);
+        fn(y1, u, m);
+        bad += memcmp(y0, y1, m * sizeof(float)) != 0;
+        if (nv)
+            *nv += (long)m;
+    }
+    return bad;
+}
+
 int main(void)
 {
     tap_seed(99);
@@ -157,48 +189,12 @@ int main(void)
                "ob_f32_to_fp16", ob_isa_name(isa), nf);
         }
 
-        bad = 0;
-        for (int it = 0; it < 50; it++) {
-            size_t m = 1 + tap_rand() % 5000;
-            static float u[8192];
-            for (size_t i = 0; i < m; i++) {
-                x[i] = it % 5 == 0 ? frand(200.0f) : frand(8.0f);
-                u[i] = frand(4.0f);
-                y0[i] = y1[i] = x[i];
-            }
-            if (it == 3) {
-                y0[0] = y1[0] = NAN;
-                y0[1] = y1[1] = INFINITY;
-                y0[2] = y1[2] = -INFINITY;
-            }
-            ref->swiglu(y0, u, m);
-            o->swiglu(y1, u, m);
-            bad += memcmp(y0, y1, m * sizeof(float)) != 0;
-        }
+        bad = gated_rows(ref->swiglu, o->swiglu, 50, 200.0f, NULL);
         ok(bad == 0, "%s swiglu: 50 rows equal ob_silu(g) * u", ob_isa_name(isa));
 
-        /* geglu: random rows as for swiglu, then ob_gelu's cases */
-        bad = 0;
+        /* geglu: random rows as for swiglu (and beyond its 1e4 cut-offs), then ob_gelu's cases */
         long ng = 0;
-        for (int it = 0; it < 60; it++) {
-            size_t m = 1 + tap_rand() % 5000;
-            static float u[N];
-            for (size_t i = 0; i < m; i++) {
-                x[i] = it % 5 == 0 ? frand(200.0f) : it % 5 == 1 ? frand(3e4f) : frand(8.0f);
-                u[i] = frand(4.0f);
-                y0[i] = y1[i] = x[i];
-            }
-            if (it == 3) {
-                y0[0] = y1[0] = NAN;
-                y0[1] = y1[1] = INFINITY;
-                y0[2] = y1[2] = -INFINITY;
-                u[3] = NAN;
-            }
-            ref->geglu(y0, u, m);
-            o->geglu(y1, u, m);
-            bad += memcmp(y0, y1, m * sizeof(float)) != 0;
-            ng += (long)m;
-        }
+        bad = gated_rows(ref->geglu, o->geglu, 60, 3e4f, &ng);
         {
             static float u[N];
             size_t k = 0;
