@@ -149,6 +149,12 @@ static int run_inprocess(const struct opts *o, const cJSON *req, struct ob_agree
     int e = ob_local_open(&lp, &L);
     struct ob_req_defaults d = {.max_tokens = o->max_tokens, .temperature = (float)o->temperature,
                                 .seed = o->seed, .top_logprobs = o->top_logprobs};
+    /* chat messages to a model without a template are refused (lib/chat.h): say which
+     * option sends a plain prompt instead */
+    if (!e && !o->prompt && !ob_model_chat_template(L->m))
+        e = ob_seterr(OB_EUNSUPP, "%s: the model has no chat template; give a plain prompt "
+                      "(--prompt TEXT) instead of %s", o->model,
+                      o->messages ? "--messages" : "the default chat probe");
     if (!e && (e = ob_req_parse(req, L->m, &d, 1, &q)))
         ob_errprefix(e, "the request");
     if (!e) {

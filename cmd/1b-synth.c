@@ -1,8 +1,9 @@
 /*
  * 1b-synth — write a synthetic model: seeded random weights with the tensor layout, metadata
- * and tokenizer of a real architecture (qwen3, qwen2, llama). For tests and benchmarks.
+ * and tokenizer of a real architecture (qwen3, qwen2, llama, gemma3). For tests and benchmarks.
  *
- *   1b-synth [--preset NAME] [shape options] [--type MIX] [--seed N] [--tokenizer FILE] -o OUT
+ *   1b-synth [--preset NAME] [shape options] [--type MIX] [--seed N] [--tokenizer FILE]
+ *            [--no-chat-template] -o OUT
  *
  * Exit status as in 1b(7): 0 ok, 2 usage, 3 bad tokenizer file, 5 other failure.
  */
@@ -21,6 +22,7 @@
 enum {
     OPT_PRESET = 256, OPT_ARCH, OPT_VOCAB, OPT_EMBD, OPT_LAYERS, OPT_HEADS, OPT_KV_HEADS,
     OPT_HEAD_DIM, OPT_FF, OPT_CTX, OPT_TYPE, OPT_SEED, OPT_TOKENIZER, OPT_TIED, OPT_UNTIED,
+    OPT_NO_CHAT_TEMPLATE,
 };
 
 static const struct ob_option options[] = {
@@ -39,6 +41,7 @@ static const struct ob_option options[] = {
     {"tokenizer", OPT_TOKENIZER, "FILE", "Qwen tokenizer.json for qwen2/qwen3 (default $OB_QWEN_TOKENIZER)"},
     {"tied", OPT_TIED, NULL, "output projection shares the token embedding"},
     {"untied", OPT_UNTIED, NULL, "separate output projection"},
+    {"no-chat-template", OPT_NO_CHAT_TEMPLATE, NULL, "write no chat template (chat messages to the model are refused)"},
     {"output", 'o', "FILE", "where to write the model (required)"},
     OB_OPT_ROWS_SHARED,
     {0},
@@ -90,6 +93,7 @@ int main(int argc, char **argv)
         case OPT_TOKENIZER: s.tokenizer = arg; break;
         case OPT_TIED: s.tied = true; break;
         case OPT_UNTIED: s.tied = false; break;
+        case OPT_NO_CHAT_TEMPLATE: s.no_chat_template = true; break;
         case 'o': out = arg; break;
         }
     }

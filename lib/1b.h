@@ -388,7 +388,7 @@ void ob_model_close(struct ob_model *m);
 const struct ob_hparams *ob_model_hparams(const struct ob_model *m);
 const struct ob_tok *ob_model_tok(const struct ob_model *m);
 /* the file's tokenizer.chat_template; for a gemma3 file without one, ob_chat_builtin's
- * Gemma 3 turn format (chat.h); NULL if none */
+ * Gemma 3 turn format (chat.h); NULL if none (chat messages are then refused, chat.h) */
 const char *ob_model_chat_template(const struct ob_model *m);
 const char *ob_model_path(const struct ob_model *m);
 const char *ob_model_name(const struct ob_model *m);
@@ -483,6 +483,7 @@ struct ob_synth {
     uint64_t seed;
     const char *tokenizer;         /* HF tokenizer.json for qwen2/qwen3 (the Qwen vocabulary) */
     uint32_t n_swa, swa_pattern;   /* gemma3: sliding window and layer pattern (0: keys absent) */
+    bool no_chat_template;         /* write no tokenizer.chat_template (else the arch's, synth.c) */
 };
 int ob_synth_preset(const char *name, struct ob_synth *out);
 const char *ob_synth_preset_names(void);

@@ -51,7 +51,7 @@ const char *ob_chat_detect(const char *t)
 
 /* ---- template analysis ------------------------------------------------------------------ */
 
-enum fam { FAM_PLAIN, FAM_CHATML, FAM_QWEN3, FAM_GEMMA };
+enum fam { FAM_CHATML, FAM_QWEN3, FAM_GEMMA };
 
 struct tinfo {
     enum fam fam;
@@ -308,16 +308,21 @@ static int chatml_analyse(const char *t, struct tinfo *ti)
     return 0;
 }
 
+/* A model without a template (and without a built-in one, ob_chat_builtin): its messages
+ * are refused, since joining them somehow would be a guess at a format it was never trained
+ * on. The words are the ones every command and 1b-serve show. */
+static int no_template(void)
+{
+    return ob_seterr(OB_EUNSUPP, "the model has no chat template; send a plain prompt instead");
+}
+
 static int tinfo_read(const char *tmpl, struct tinfo *ti)
 {
     *ti = (struct tinfo){0};
     const char *name = ob_chat_detect(tmpl);
     ti->name = name;
-    if (!strcmp(name, "none")) {
-        ti->fam = FAM_PLAIN;
-        ti->name = "plain";
-        return 0;
-    }
+    if (!strcmp(name, "none"))
+        return no_template();
     if (!strcmp(name, "qwen3")) {
         ti->fam = FAM_QWEN3;
         return 0;
@@ -691,15 +696,6 @@ static int render_gemma(struct segs *s, const struct ob_chat_msg *m, const enum 
     return 0;
 }
 
-static void render_plain(struct segs *s, const struct ob_chat_msg *m, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (i > 0)
-            text(s, "\n\n");
-        text(s, m[i].content);
-    }
-}
-
 /* Build the segments of a conversation; ti->defsys must outlive them. */
 static int build(const char *tmpl, const struct ob_chat_msg *msgs, size_t n,
                  const struct ob_chat_opts *o, struct tinfo *ti, struct segs *s)
@@ -721,7 +717,6 @@ static int build(const char *tmpl, const struct ob_chat_msg *msgs, size_t n,
         switch (ti->fam) {
         case FAM_QWEN3: render_qwen3(s, msgs, roles, n, o); break;
         case FAM_CHATML: render_chatml(s, msgs, roles, n, o, ti->defsys); break;
-        case FAM_PLAIN: render_plain(s, msgs, n); break;
         case FAM_GEMMA: e = render_gemma(s, msgs, roles, n, o, ti->sys_prefix); break;
         }
         if (!e && s->oom)
@@ -852,13 +847,14 @@ out:
 int ob_chat_stops(const struct ob_tok *tok, const char *tmpl, int32_t stops[OB_CHAT_MAX_STOPS],
                   size_t *n)
 {
-    struct tinfo ti;
-    int e = tinfo_read(tmpl, &ti);
+    struct tinfo ti = {.name = "none"};
+    bool templated = tmpl && *tmpl;        /* else a plain prompt: the EOS only */
+    int e = templated ? tinfo_read(tmpl, &ti) : 0;
     free(ti.defsys);
     if (e)
         return e;
     size_t k = 0;
-    if (ti.fam != FAM_PLAIN) {
+    if (templated) {
         const char *end = ti.fam == FAM_GEMMA ? "<end_of_turn>" : "<|im_end|>";
         int32_t id = ob_tok_find(tok, end, strlen(end));
         if (id < 0)
@@ -866,7 +862,7 @@ int ob_chat_stops(const struct ob_tok *tok, const char *tmpl, int32_t stops[OB_C
                              "vocabulary", ti.name, end);
         stops[k++] = id;
     }
-    int32_t cand[2] = {ob_tok_eos(tok), ti.fam == FAM_QWEN3 ?
+    int32_t cand[2] = {ob_tok_eos(tok), templated && ti.fam == FAM_QWEN3 ?
                        ob_tok_find(tok, "<|endoftext|>", 13) : -1};
     for (int c = 0; c < 2; c++) {
         bool dup = cand[c] < 0;

@@ -37,12 +37,12 @@
  *           refused. The template's {{ bos_token }} is not part of the text: the BOS comes
  *           from the vocabulary (add_bos), as for every family. reasoning_content is ignored.
  *           A gemma3 model whose file has no template uses ob_chat_builtin("gemma3").
- *   plain   for models without a template (base models such as stories260K): the message
- *           contents joined by a blank line ("\n\n"), roles not written, no generation prompt;
- *           a single message renders as exactly its content. reasoning_content is ignored.
  *
  * Every other family ob_chat_detect names (llama3, llama2, phi3, chatml-think, unknown) fails
- * with OB_EUNSUPP and a message naming it: 1b never guesses a template.
+ * with OB_EUNSUPP and a message naming it: 1b never guesses a template. So does a model
+ * without a template (NULL or ""; base models such as stories260K): "the model has no chat
+ * template; send a plain prompt instead" (OB_EUNSUPP), rather than its messages joined in a
+ * format the model never saw.
  * Roles other than system, user and assistant are refused (tool and function calls are not
  * rendered).
  *
@@ -92,20 +92,21 @@ struct ob_chat_opts {
  * ob_chat_builtin (1b.h): the template 1b uses for a model of architecture `arch` whose file
  * carries none: for "gemma3", the Gemma 3 turn format written as a Jinja template (1b's own
  * text, rendering what Google's Gemma 3 template renders for text messages; family "gemma");
- * NULL for any other architecture, whose models then render "plain". A static string.
+ * NULL for any other architecture, whose models then take no messages (see above). A static
+ * string.
  */
 
 /*
- * The family 1b renders a template string with: "qwen3", "chatml", "gemma" or "plain" (tmpl NULL or
- * ""). OB_EUNSUPP for any other, e.g. "chat template 'llama3' is not supported; send a plain
- * prompt instead". *family is a static string.
+ * The family 1b renders a template string with: "qwen3", "chatml" or "gemma". OB_EUNSUPP for
+ * any other, e.g. "chat template 'llama3' is not supported; send a plain prompt instead", and
+ * for no template (tmpl NULL or ""). *family is a static string.
  */
 int ob_chat_family(const char *tmpl, const char **family);
 
 /*
  * Render a conversation of n >= 1 messages to text (NUL-terminated, the NUL not counted in
  * *len). OB_EUSAGE for no messages, a NULL role or content, or an unknown role; OB_EUNSUPP for
- * an unsupported template or role (tool, function).
+ * no template, an unsupported template or role (tool, function).
  */
 int ob_chat_render(const char *tmpl, const struct ob_chat_msg *msgs, size_t n,
                    const struct ob_chat_opts *o, char **out, size_t *len);
@@ -122,8 +123,9 @@ int ob_chat_tokenize(const struct ob_tok *tok, const char *tmpl, const struct ob
  * The tokens that end an assistant turn under this template, for a generator to stop on:
  * ChatML families: <|im_end|>, then the vocabulary's EOS when it is another token, then (qwen3,
  * whose generation config lists both) <|endoftext|> when present and not yet listed; gemma:
- * <end_of_turn>, then the EOS (Gemma 3's generation config lists both); plain: the EOS token,
- * if any. *n may be 0. OB_EFORMAT when the turn's end token is missing from the vocabulary.
+ * <end_of_turn>, then the EOS (Gemma 3's generation config lists both); tmpl NULL or "" (a
+ * plain prompt, no template involved): the EOS token, if any. *n may be 0. OB_EFORMAT when the
+ * turn's end token is missing from the vocabulary; OB_EUNSUPP for a template 1b does not render.
  */
 #define OB_CHAT_MAX_STOPS 4
 int ob_chat_stops(const struct ob_tok *tok, const char *tmpl, int32_t stops[OB_CHAT_MAX_STOPS],

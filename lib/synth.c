@@ -17,12 +17,18 @@
  *     among them, then the added tokens renumbered after them.
  *   llama: a generated SentencePiece-style vocabulary (<unk> <s> </s>, 256 byte tokens, then
  *     "▁"-prefixed English words and all their prefixes, scored by rank), enough to tokenise
- *     any text with byte fallback.
+ *     any text with byte fallback; its last two ids are the CONTROL tokens <|im_start|> and
+ *     <|im_end|> of its ChatML chat template (the format of llama-architecture chat models
+ *     such as SmolLM2; Llama 2's and 3's formats are ones 1b does not render).
  *   gemma3: the same generated vocabulary laid out as Gemma's (<pad> <eos> <bos> <unk>, the
  *     CONTROL tokens <start_of_turn> and <end_of_turn>, USER_DEFINED newline and space runs
  *     and a tab, then the byte tokens and words), no space prefix, no chat template (1b uses
  *     its built-in Gemma 3 turn format, as for the real GGUF); the sliding window and its
  *     layer pattern are written as attention.sliding_window(_pattern).
+ *
+ * Chat templates: qwen2/qwen3 take the one in the tokenizer_config.json beside tokenizer.json
+ * (Qwen3's real template), else ChatML when the vocabulary has its two tokens; llama ChatML;
+ * gemma3 none. no_chat_template writes none at all (a model whose messages 1b refuses).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -106,6 +112,13 @@ static float gauss(uint64_t key, uint64_t i)
 
 /* ---- vocabulary ---------------------------------------------------------------------------- */
 
+/* ChatML without a default system message (family "chatml", lib/chat.h): each message
+ * "<|im_start|>ROLE\nCONTENT<|im_end|>\n", then the generation prompt "<|im_start|>assistant\n" */
+static const char chatml_template[] =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
 struct vocab {
     uint64_t n;
     char **tok;
@@ -172,6 +185,14 @@ static char *sibling_template(const char *tokenizer_json)
     char *s = cJSON_IsString(t) ? strdup(t->valuestring) : NULL;
     cJSON_Delete(j);
     return s;
+}
+
+static bool has_token(const struct vocab *v, const char *t)
+{
+    for (uint64_t i = 0; i < v->n; i++)
+        if (v->tok[i] && strcmp(v->tok[i], t) == 0)
+            return true;
+    return false;
 }
 
 static int bpe_vocab(const char *path, uint64_t n_vocab, struct vocab *v)
@@ -395,10 +416,13 @@ static int spm_vocab(uint64_t n_vocab, bool gemma, struct vocab *v)
         {"   ", TT_USER}, {"    ", TT_USER}, {"\t", TT_USER},
     };
     size_t nh = gemma ? sizeof gemma_head / sizeof *gemma_head : 3;
+    /* llama: ChatML's two tokens take the last ids, so that the others keep theirs */
+    static const char *const llama_tail[] = {"<|im_start|>", "<|im_end|>"};
+    size_t nt = gemma ? 0 : sizeof llama_tail / sizeof *llama_tail;
     uint64_t base = nh + 256;
-    if (n_vocab < base)
+    if (n_vocab < base + nt)
         return ob_seterr(OB_EUSAGE, "a %s vocabulary needs at least %llu tokens",
-                         gemma ? "gemma3" : "llama", (unsigned long long)base);
+                         gemma ? "gemma3" : "llama", (unsigned long long)(base + nt));
     v->n = n_vocab;
     v->tok = calloc(n_vocab, sizeof *v->tok);
     v->type = calloc(n_vocab, sizeof *v->type);
@@ -415,8 +439,8 @@ static int spm_vocab(uint64_t n_vocab, bool gemma, struct vocab *v)
             return ob_seterr(OB_ENOMEM, "out of memory");
         v->type[nh + b] = TT_BYTE;
     }
-    uint64_t id = base;
-    for (size_t i = 0; i < n && id < n_vocab; i++) {
+    uint64_t id = base, end = n_vocab - nt;
+    for (size_t i = 0; i < n && id < end; i++) {
         bool dup = false;
         for (uint64_t k = base; k < id && !dup; k++)
             dup = strcmp(v->tok[k], cand[i]) == 0;
@@ -427,12 +451,19 @@ static int spm_vocab(uint64_t n_vocab, bool gemma, struct vocab *v)
         v->score[id] = -(float)(id - base);
         id++;
     }
-    for (; id < n_vocab; id++) {
+    for (; id < end; id++) {
         if (asprintf(&v->tok[id], "<unused%llu>", (unsigned long long)id) < 0)
             return ob_seterr(OB_ENOMEM, "out of memory");
         v->type[id] = TT_UNUSED;
         v->score[id] = -1e9f;
     }
+    for (size_t i = 0; i < nt; i++, id++) {
+        v->tok[id] = strdup(llama_tail[i]);
+        v->type[id] = TT_CONTROL;
+        v->score[id] = 0.0f;
+    }
+    if (nt && !(v->chat_template = strdup(chatml_template)))
+        return ob_seterr(OB_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++)
         free(cand[i]);
     free(cand);
@@ -525,6 +556,15 @@ int ob_synth_write(const struct ob_synth *s, const char *path)
     size_t cap_t = 16 + 16 * (size_t)s->n_layer, nt = 0;
     if ((e = qwen ? bpe_vocab(s->tokenizer, s->n_vocab, &v) : spm_vocab(s->n_vocab, gemma, &v)))
         goto out;
+    if (qwen && !v.chat_template && has_token(&v, "<|im_start|>") && has_token(&v, "<|im_end|>") &&
+        !(v.chat_template = strdup(chatml_template))) {
+        e = ob_seterr(OB_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (s->no_chat_template) {
+        free(v.chat_template);
+        v.chat_template = NULL;
+    }
     ctx.t = calloc(cap_t, sizeof *ctx.t);
     uint64_t maxrow = s->n_embd > s->n_ff ? s->n_embd : s->n_ff;
     if ((uint64_t)s->n_head * s->head_dim > maxrow)

@@ -11,6 +11,8 @@
 #   SmolLM2-135M-Instruct.Q4_1.gguf   .cache/models/ (scripts/models fetches it)
 #   prompts.jsonl, p.jsonl            tests/data/example-prompts.jsonl: the five prompts whose
 #                                     numbers the pages quote (208 generated tokens)
+#   prompts-plain.jsonl, contrib/     contrib/prompts-plain.jsonl (the default prompt set as
+#                                     plain prompts, for stories260K), the contrib folder
 #   book.txt                          a few lines of text
 #   model.tar.zst                     stories260K.gguf in a tar archive
 #   qwen3/tokenizer.json              ../shared/models/qwen3-tokenizer/
@@ -54,6 +56,8 @@ fixtures() {                          # DIR
     [ -f "$SMOL" ] && ln -s "$SMOL" "$d/SmolLM2-135M-Instruct.Q4_1.gguf"
     cp "$OB_TOP/tests/data/example-prompts.jsonl" "$d/prompts.jsonl"
     cp "$OB_TOP/tests/data/example-prompts.jsonl" "$d/p.jsonl"
+    cp "$OB_TOP/contrib/prompts-plain.jsonl" "$d/"
+    ln -s "$OB_TOP/contrib" "$d/contrib"
     cp "$T/book.txt" "$T/model.tar.zst" "$d/"
     ln -s "$SHARED/models/qwen3-tokenizer" "$d/qwen3"
     ln -s "$BIN" "$d/bin"
@@ -111,7 +115,7 @@ for p in "${pages[@]}"; do
             skip "$title" "$(cat "$blk/skip")"
             continue
         fi
-        if grep -qs 'SmolLM2-135M-Instruct.Q4_1.gguf' "$blk"/*.sh && [ ! -f "$SMOL" ]; then
+        if grep -qs 'SmolLM2-135M-Instruct.Q4_1.gguf' "$blk"/*.sh "$blk"/script.py && [ ! -f "$SMOL" ]; then
             skip "$title" "model SmolLM2-135M-Instruct.Q4_1.gguf missing (scripts/models)"
             continue
         fi

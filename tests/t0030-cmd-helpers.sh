@@ -82,7 +82,7 @@ for c in "1b-agree g.jsonl" "1b-batchrep -m $S --width 1 --rounds 1 --max-tokens
 done
 [ -z "$bad" ]; ok $? "--json DIR: refused at once, named with its reason${bad:+:$bad}"
 1b-agree --json r1.json scored.jsonl scored.jsonl > /dev/null &&
-    1b-batchrep -m "$S" --width 1 --rounds 1 --max-tokens 2 -q --json r2.json &&
+    1b-batchrep -m "$S" --prompt "Once upon a time" --width 1 --rounds 1 --max-tokens 2 -q --json r2.json &&
     jq -e '.inputs | length == 2' r1.json > /dev/null && jq -e '.states == 1' r2.json > /dev/null
 ok $? "--json FILE: the report written whole by both"
 

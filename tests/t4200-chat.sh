@@ -7,14 +7,17 @@
 #   Qwen3    template from tokenizer_config.json; 1b reads it from a synthetic GGUF made by
 #            1b-synth with the real vocabulary, merges and template; ids vs tokenizers
 #   SmolLM2  template and tokenizer from the real GGUF (chatml with a default system message)
-#   stories260K  no template: the plain rendering; ids vs sentencepiece
+#   stories260K  no template: every conversation refused with one message (1b never guesses)
+#   1b-synth llama-tiny  the ChatML template 1b-synth writes, rendered by jinja2; ids vs
+#            sentencepiece; and a Qwen tokenizer.json without its tokenizer_config.json (ChatML
+#            too); ids vs tokenizers
 #   Gemma 3 270M (real GGUF, no template): 1b's built-in Gemma 3 turn format, against Google's
 #            Gemma 3 template (tests/data/gemma3-chat-template.jinja) and against the built-in
 #            template's own Jinja text, both rendered by jinja2; ids vs sentencepiece
 # tests/py/chat_oracle.py explains how the oracle tells template tokens from content.
 . "$(dirname "$0")/lib.sh"
 
-plan 14
+plan 17
 
 CASES=$OB_TOP/tests/data/chat-cases.jsonl
 QDIR=$SHARED/models/qwen3-tokenizer
@@ -76,14 +79,33 @@ else
     skip "the oracle tells two templates apart" "model missing (scripts/models smollm2)"
 fi
 
-[ "$("$UNIT/chat" family "$STORIES")" = plain ]
-ok $? "stories260K has no template: plain"
+NONE="the model has no chat template; send a plain prompt instead"
+fam=$("$UNIT/chat" family "$STORIES"); rc=$?
+[ $rc -eq 1 ] && [ "$fam" = "$NONE (unsupported)" ]
+ok $? "stories260K has no template: refused ($fam)"
 "$UNIT/chat" render "$STORIES" "$CASES" > "$T/stories.jsonl"
+[ "$(wc -l < "$T/stories.jsonl")" -eq "$(wc -l < "$CASES")" ] &&
+    jq -e -s --arg m "$NONE" 'all(.[]; .error == $m)' "$T/stories.jsonl" > /dev/null
+ok $? "stories260K: every conversation refused with that message, none rendered"
+
+# the templates 1b-synth writes: ChatML for llama-tiny (its <|im_start|> and <|im_end|> are
+# CONTROL tokens at the end of the vocabulary), and for a Qwen tokenizer.json that comes without
+# its tokenizer_config.json; each rendered by 1b as jinja2 renders the template text in the file
+"$BIN/1b-synth" --preset llama-tiny -o "$T/llama.gguf"
+mkdir "$T/alone" && cp "$QDIR/tokenizer.json" "$T/alone/"
+"$BIN/1b-synth" --vocab 151936 --tokenizer "$T/alone/tokenizer.json" -o "$T/alone.gguf"
+[ "$("$UNIT/chat" family "$T/llama.gguf")" = chatml ] && [ "$("$UNIT/chat" family "$T/alone.gguf")" = chatml ]
+ok $? "1b-synth's llama-tiny, and a Qwen3 model from tokenizer.json alone: ChatML"
+"$UNIT/chat" render "$T/llama.gguf" "$CASES" > "$T/llama.jsonl"
+"$UNIT/chat" render "$T/alone.gguf" "$CASES" > "$T/alone.jsonl"
 if [ $have_py = 1 ]; then
-    oracle "stories260K: plain rendering, ids equal sentencepiece's (with BOS)" \
-        plain "spm:$STORIES" "$T/stories.jsonl"
+    oracle "llama-tiny (1b-synth): text equals jinja2's rendering of its template, ids sentencepiece's" \
+        "$T/llama.gguf" "spm:$T/llama.gguf" "$T/llama.jsonl"
+    oracle "Qwen3 from tokenizer.json alone: text equals jinja2's rendering of its ChatML, ids tokenizers'" \
+        "$T/alone.gguf" "hf:$QDIR/tokenizer.json" "$T/alone.jsonl"
 else
-    skip "stories260K: plain rendering and ids" "python packages missing"
+    skip "llama-tiny (1b-synth): text and ids equal the oracle's" "python packages missing"
+    skip "Qwen3 from tokenizer.json alone: text and ids equal the oracle's" "python packages missing"
 fi
 
 # content never becomes a control token: a user who types <|im_end|> gets text tokens

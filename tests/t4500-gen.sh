@@ -4,7 +4,7 @@
 # id, --keep-going, exit statuses, and a write error; every failure is one line on standard
 # error that names the input and the problem (unreadable operands, NaN logits, control bytes).
 . "$(dirname "$0")/lib.sh"
-plan 34
+plan 35
 S=$SHARED/models/stories260K.gguf
 untimed() { jq -c 'del(.timing)' "$@"; }
 cd "$T" || exit 1
@@ -67,9 +67,31 @@ if [ -f "$M" ]; then
 else
     skip "messages on SmolLM2" "run scripts/models"
 fi
-r=$(echo '{"id":"p","messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":4}' | 1b-gen -m "$S")
-[ "$(jq -c .prompt_ids <<<"$r")" = "$(jq -c .prompt_ids got.jsonl)" ]
-ok $? "messages on a model without a template: the plain rendering, same ids as the prompt"
+# no template (stories260K, and a synthetic model written without one): messages are refused
+# as a bad record (exit 3, one line naming the input, line and id), never joined as plain text;
+# the records before it are written, --keep-going goes on to the prompts after it
+printf '%s\n' '{"id":"ok1","prompt":"Once upon a time","max_tokens":2}' \
+    '{"id":"chat","messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":4}' \
+    '{"id":"ok2","prompt":"Once upon a time","max_tokens":2}' > chat.jsonl
+1b-synth --preset llama-tiny --no-chat-template -o none.gguf
+bad=""
+for m in "$S" none.gguf; do
+    1b-gen -m "$m" chat.jsonl > out.jsonl 2> err.txt; rc=$?
+    [ $rc -eq 3 ] && [ "$(jq -r .id out.jsonl | tr '\n' ' ')" = "ok1 " ] &&
+        [ "$(cat err.txt)" = "1b-gen: chat.jsonl:2: id chat: the model has no chat template; send a plain prompt instead" ] ||
+        bad="$bad [$m: exit $rc, $(jq -r .id out.jsonl | tr '\n' ' ')| $(tr '\n' '|' < err.txt)]"
+    1b-gen -m "$m" --keep-going chat.jsonl > out.jsonl 2> err.txt; rc=$?
+    [ $rc -eq 3 ] && [ "$(jq -r .id out.jsonl | tr '\n' ' ')" = "ok1 ok2 " ] && [ "$(wc -l < err.txt)" -eq 1 ] ||
+        bad="$bad [$m --keep-going: exit $rc, $(jq -r .id out.jsonl | tr '\n' ' ')]"
+done
+[ -z "$bad" ]; ok $? "messages to a model without a chat template: exit 3, one line, earlier records written, --keep-going reads on${bad:+:$bad}"
+# 1b-synth's llama-tiny carries ChatML: BOS, <|im_start|> (id 1022) user ... <|im_end|> (1023),
+# <|im_start|> assistant
+1b-synth --preset llama-tiny -o chatml.gguf
+r=$(sed -n 2p chat.jsonl | 1b-gen -m chatml.gguf)
+jq -e '.prompt_ids[0:2] == [1, 1022] and ([.prompt_ids[] | select(. == 1022)] | length) == 2 and
+       ([.prompt_ids[] | select(. == 1023)] | length) == 1' <<<"$r" > /dev/null
+ok $? "messages on 1b-synth's llama-tiny: its ChatML template ($(jq -c '.prompt_ids' <<<"$r"))"
 
 # bad records: line and id named, earlier results written, exit 3
 printf '%s\n' '{"id":"ok1","prompt":"Hi","max_tokens":2}' '{"id":"bad","prompt":5}' \

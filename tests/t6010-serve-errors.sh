@@ -7,7 +7,7 @@
 # serving (checked after every group).
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 43
+plan 44
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 printf 'sekret-key-123\n' > key
@@ -130,8 +130,18 @@ ck 404 - not_found /v1/nothing && ck 404 - - /v2/completions -d '{}'
 ok $? "unknown paths: 404"
 cx -H Allow 405 - - -H "$K" "$U$C" && ck 405 - - /health -d x && ck 405 - - /v1/models -X DELETE
 ok $? "wrong methods: 405 with Allow"
-ck 200 - - /completions -d '{"prompt":"x","max_tokens":1}' && ck 200 - - /chat/completions -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":1}'
-ok $? "the paths without /v1 work too (as llama-server)"
+ck 200 - - /completions -d '{"prompt":"x","max_tokens":1}' &&
+    ck 400 messages unsupported_value /chat/completions -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":1}'
+ok $? "the paths without /v1 work too (as llama-server; chat reaches the template check)"
+
+# chat messages to a model without a chat template (stories260K has none): a 400 naming the
+# field, as for a template 1b does not render, never the contents joined as plain text; the
+# same streamed; the server serves on
+ck 400 messages unsupported_value $CH -d '{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":2}' &&
+    jq -e '.error.type == "invalid_request_error" and
+           .error.message == "the model has no chat template; send a plain prompt instead"' "$T/cx.out" > /dev/null &&
+    ck 400 messages unsupported_value $CH -d '{"messages":[{"role":"user","content":"x"}],"stream":true}' && alive
+ok $? "chat to a model without a chat template: 400 with the OpenAI error body, streamed too; serving on"
 
 # the context
 python3 -c 'import json; print(json.dumps({"prompt": "Once upon a time " * 700, "max_tokens": 2}))' > long.json

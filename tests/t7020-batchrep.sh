@@ -5,17 +5,20 @@
 # counted as the field report counts them); readiness and bad replies; usage.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
-plan 21
+plan 23
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
 FX=$OB_TOP/tests/fixtures/url
+# the field report's probe; stories260K has no chat template, so it is sent as a plain prompt
+PROBE="Explain in one paragraph why the sky appears blue."
+one_line() { [ "$(wc -l < "$1")" -eq 1 ] && [ "$(cat "$1")" = "$2" ] || { sed 's/^/# got: /' "$1"; false; }; }
 
 out=$(1b-batchrep --selftest); rc=$?
 [ $rc -eq 0 ] && ! grep -q "^not ok" <<<"$out" && [ "$(grep -c '^ok' <<<"$out")" -ge 15 ]
 ok $? "--selftest: $(grep -c '^ok' <<<"$out") checks of fingerprints and comparators" || grep -v '^ok' <<<"$out" | sed 's/^/# /'
 
 # in process: the field report's probe, 4 copies x 3 rounds, against one solo request
-1b-batchrep -m "$S" --width 4 --rounds 3 --max-tokens 32 --vs-solo --json cpu.json > cpu.txt; rc=$?
+1b-batchrep -m "$S" --prompt "$PROBE" --width 4 --rounds 3 --max-tokens 32 --vs-solo --json cpu.json > cpu.txt; rc=$?
 [ $rc -eq 0 ] && jq -e '.states == 1 and .copies == 12 and .round_to_round == {"identical":8,"pairs":8}
     and .worst_abs_dlogp == 0 and .vs_solo.identical == 12 and (.per_round | all(.identical == 4))
     and .route == "cpu" and .state_list[0].tokens == 32' cpu.json > /dev/null
@@ -24,10 +27,10 @@ grep -q "^verdict: repeatable (one state, the solo one)$" cpu.txt; ok $? "the ta
 sed 's/^/# /' cpu.txt
 1b-batchrep -m "$S" --width 8 --parallel 8 --rounds 2 --max-tokens 16 --prompt "Once upon a time" -q --json w8.json; rc=$?
 [ $rc -eq 0 ] && jq -e '.states == 1 and .copies == 16' w8.json > /dev/null; ok $? "width 8, a plain prompt: one state"
-1b-batchrep -m "$S" -d ref -t 2 --width 2 --rounds 2 --max-tokens 16 --vs-solo -q --json ref.json; rc=$?
+1b-batchrep -m "$S" --prompt "$PROBE" -d ref -t 2 --width 2 --rounds 2 --max-tokens 16 --vs-solo -q --json ref.json; rc=$?
 [ $rc -eq 0 ] && jq -e '.states == 1 and .route == "ref" and .vs_solo.identical == 4' ref.json > /dev/null
 ok $? "ref, width 2: one state, the solo one"
-1b-batchrep -m "$S" --width 4 --rounds 2 --max-tokens 32 --parallel 1 -q --json p1.json; rc=$?
+1b-batchrep -m "$S" --prompt "$PROBE" --width 4 --rounds 2 --max-tokens 32 --parallel 1 -q --json p1.json; rc=$?
 [ $rc -eq 0 ] && [ "$(jq -r '.state_list[0].fingerprint' p1.json)" = "$(jq -r '.state_list[0].fingerprint' cpu.json)" ]
 ok $? "copies queued one at a time (--parallel 1) have the batched copies' fingerprint"
 
@@ -65,9 +68,22 @@ check_exit 2 "no route" 1b-batchrep --width 2
 check_exit 2 "--url with -d" 1b-batchrep --url http://127.0.0.1:1 -d cpu
 check_exit 2 "--messages that is not an array" 1b-batchrep -m "$S" --messages '{"role":"user"}'
 
+# chat to a model without a chat template: the default probe and --messages are refused (exit
+# 3, one line naming the model and the option that sends a plain prompt), before any copy runs;
+# a model with one (1b-synth's llama-tiny: ChatML) takes the default chat probe
+1b-batchrep -m "$S" --width 2 --rounds 1 --max-tokens 4 > out.txt 2> err.txt; rc=$?
+1b-batchrep -m "$S" --width 2 --rounds 1 --max-tokens 4 --messages '[{"role":"user","content":"Hi"}]' > out2.txt 2> err2.txt; rc2=$?
+[ $rc -eq 3 ] && [ $rc2 -eq 3 ] && [ ! -s out.txt ] && [ ! -s out2.txt ] &&
+    one_line err.txt "1b-batchrep: $S: the model has no chat template; give a plain prompt (--prompt TEXT) instead of the default chat probe" &&
+    one_line err2.txt "1b-batchrep: $S: the model has no chat template; give a plain prompt (--prompt TEXT) instead of --messages"
+ok $? "the chat probe or --messages to a model without a chat template: exit 3 ($rc, $rc2), --prompt named"
+1b-synth --preset llama-tiny -o llama.gguf
+1b-batchrep -m llama.gguf --width 2 --rounds 1 --max-tokens 4 -q --json l.json; rc=$?
+[ $rc -eq 0 ] && jq -e '.states == 1 and .request.messages[0].content == "'"$PROBE"'"' l.json > /dev/null
+ok $? "the default chat probe on 1b-synth's llama-tiny (ChatML template): runs, one state (exit $rc)"
+
 # outputs: a --json file that cannot be written is found before the measurement (here before
 # the model is even opened); a failed write to standard output is exit 5 with one line
-one_line() { [ "$(wc -l < "$1")" -eq 1 ] && [ "$(cat "$1")" = "$2" ] || { sed 's/^/# got: /' "$1"; false; }; }
 mkdir dir
 1b-batchrep -m no-such-model.gguf --json dir > out.txt 2> err.txt; rc=$?
 [ $rc -eq 5 ] && [ ! -s out.txt ] && one_line err.txt "1b-batchrep: dir: Is a directory"
@@ -75,16 +91,16 @@ ok $? "--json DIR: exit 5 at once, before the model is opened"
 1b-batchrep --selftest > /dev/full 2> err.txt; rc=$?
 [ $rc -eq 5 ] && one_line err.txt "1b-batchrep: stdout: No space left on device"
 ok $? "--selftest > /dev/full: exit 5"
-1b-batchrep -m "$S" --width 2 --rounds 1 --max-tokens 4 > /dev/full 2> err.txt; rc=$?
+1b-batchrep -m "$S" --prompt "$PROBE" --width 2 --rounds 1 --max-tokens 4 > /dev/full 2> err.txt; rc=$?
 [ $rc -eq 5 ] && one_line err.txt "1b-batchrep: stdout: No space left on device"
 ok $? "the report to /dev/full: exit 5, one line"
-1b-batchrep -m "$S" --width 2 --rounds 1 --max-tokens 4 --json - > /dev/full 2> err.txt; rc=$?
+1b-batchrep -m "$S" --prompt "$PROBE" --width 2 --rounds 1 --max-tokens 4 --json - > /dev/full 2> err.txt; rc=$?
 [ $rc -eq 5 ] && one_line err.txt "1b-batchrep: stdout: write: No space left on device"
 ok $? "--json - to /dev/full: exit 5, one line"
 # NaN logits: every copy fails; the reason is reported
 cp "$S" nan.gguf
 off=$(1b-load --tensors nan.gguf | grep '"output_norm.weight"' | grep -o '"offset":[0-9]*' | cut -d: -f2)
 printf '\x00\x00\xc0\x7f' | dd of=nan.gguf bs=1 seek="$off" conv=notrunc status=none
-1b-batchrep -m nan.gguf --width 3 --rounds 2 --max-tokens 4 > out.txt 2> err.txt; rc=$?
+1b-batchrep -m nan.gguf --prompt "$PROBE" --width 3 --rounds 2 --max-tokens 4 > out.txt 2> err.txt; rc=$?
 [ $rc -eq 5 ] && one_line err.txt "1b-batchrep: round 0 copy 0 did not finish: logit of token 0 is NaN"
 ok $? "a model whose logits are NaN: exit 5 with the reason"

@@ -7,14 +7,14 @@
 # records and exit statuses.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
-plan 30
+plan 32
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
 FX=$OB_TOP/tests/fixtures/url
 cat > reqs.jsonl <<'EOF'
 {"id":"r1","prompt":"Once upon a time","max_tokens":48,"top_logprobs":3}
 {"id":"r2","prompt":"The little dog","max_tokens":32,"top_logprobs":5}
-{"id":"r3","messages":[{"role":"user","content":"Tim and Sue went to the park."}],"max_tokens":40,"top_logprobs":2}
+{"id":"r3","prompt":"Tim and Sue went to the park.","max_tokens":40,"top_logprobs":2}
 {"id":"r4","prompt":"Lily had a red ball. She","max_tokens":24,"temperature":0.8,"seed":7,"top_logprobs":1}
 {"id":"r5","prompt":"One day, a big bear","max_tokens":64,"top_logprobs":0}
 EOF
@@ -131,6 +131,17 @@ top_logprobs 2.5|.top_logprobs = 2.5|top_logprobs is not an integer in [0, 20]
 top_logprobs a string|.top_logprobs = "3"|top_logprobs is not an integer in [0, 20]
 EOF
 ok $bad "a malformed prompt_ids or top_logprobs is refused with one line, exit 3 (never ignored)"
+# a record with chat messages and no prompt_ids, for a model without a chat template: refused
+# (its messages are not joined as plain text), the records before it written
+{ sed -n 1p gen.jsonl; sed -n 3p gen.jsonl | jq -c 'del(.prompt_ids, .prompt) |
+    .messages = [{"role":"user","content":"Tim and Sue went to the park."}]'; sed -n 2p gen.jsonl; } > chat.jsonl
+1b-logprobs -m "$S" chat.jsonl > out.jsonl 2> err.txt; rc=$?
+[ $rc -eq 3 ] && [ "$(jq -r .id out.jsonl | tr '\n' ' ')" = "r1 " ] &&
+    one_line err.txt "1b-logprobs: chat.jsonl:2: id r3: the model has no chat template; send a plain prompt instead"
+ok $? "messages without prompt_ids on a model without a chat template: exit 3, one line, r1 written"
+1b-logprobs -m "$S" --keep-going chat.jsonl > out.jsonl 2> /dev/null; rc=$?
+[ $rc -eq 3 ] && [ "$(jq -r .id out.jsonl | tr '\n' ' ')" = "r1 r2 " ]
+ok $? "--keep-going scores the records after it, exit 3"
 jq -c '.top_logprobs = 50' one.jsonl | 1b-logprobs -m "$S" --top-logprobs 2 > out.jsonl; rc=$?
 [ $rc -eq 0 ] && jq -e 'all(.tokens[]; (.top | length) == 2)' out.jsonl > /dev/null
 ok $? "--top-logprobs overrides the record's top_logprobs"

@@ -10,7 +10,7 @@ if [ ! -x "$BIN/1b-serve" ]; then      # a missing binary is a failure, never a 
     ok 1 "1b-serve end to end: $BIN/1b-serve is missing (make all)"
     exit 1
 fi
-plan 13
+plan 14
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
 M=$OB_TOP/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -30,7 +30,7 @@ serve s -m "$S" --parallel 4 -t 2
 cat > p.jsonl <<'EOF'
 {"id":"p1","prompt":"Once upon a time","max_tokens":48,"top_logprobs":3}
 {"id":"p2","prompt":"The little dog","max_tokens":32,"top_logprobs":5}
-{"id":"p3","messages":[{"role":"user","content":"Tim and Sue went to the park."}],"max_tokens":40,"top_logprobs":2}
+{"id":"p3","prompt":"Tim and Sue went to the park.","max_tokens":40,"top_logprobs":2}
 {"id":"p4","prompt":"Lily had a red ball. She","max_tokens":24,"temperature":0.8,"seed":7,"top_logprobs":1}
 {"id":"p5","prompt":"One day, a big bear","max_tokens":64,"top_logprobs":0}
 {"id":"p6","prompt":[1,403,407,261,378],"max_tokens":16,"top_logprobs":4}
@@ -48,12 +48,14 @@ grep -q "^  A-B .* exact$" agree.txt; ok $? "the pair is reported exact"
 ok $? "3 repeats of 8 requests, 4 at a time on the server: repeatable, all float32, exact vs cpu"
 jq -e -s 'all(.[].tokens[]; has("id") and has("bits"))' url3.jsonl > /dev/null; ok $? "1b-serve reports ids and float32 values"
 
-# batched copies: one state, and the state the in-process barrier gives
-1b-batchrep --url "$URL_s" --width 4 --rounds 3 --max-tokens 32 --vs-solo --json b.json > b.txt; rc=$?
+# batched copies: one state, and the state the in-process barrier gives (the field report's
+# probe as a plain prompt: stories260K has no chat template)
+PROBE="Explain in one paragraph why the sky appears blue."
+1b-batchrep --url "$URL_s" --prompt "$PROBE" --width 4 --rounds 3 --max-tokens 32 --vs-solo --json b.json > b.txt; rc=$?
 [ $rc -eq 0 ] && jq -e '.states == 1 and .vs_solo.identical == 12 and .round_to_round.identical == 8' b.json > /dev/null
 ok $? "1b-batchrep --url against --parallel 4: one state, 12/12 identical to the solo answer" || sed 's/^/# /' b.txt
 sed 's/^/# /' b.txt
-1b-batchrep -m "$S" --width 4 --rounds 1 --max-tokens 32 -q --json local.json
+1b-batchrep -m "$S" --prompt "$PROBE" --width 4 --rounds 1 --max-tokens 32 -q --json local.json
 [ "$(jq -r '.state_list[0].fingerprint' b.json)" = "$(jq -r '.state_list[0].fingerprint' local.json)" ]
 ok $? "the server's state is the in-process state (fingerprint $(jq -r '.state_list[0].fingerprint' b.json))"
 
@@ -72,6 +74,19 @@ printf '%s\n' 'Once upon a time, there was a little girl named Lily.' 'The cat s
 [ $rc -eq 0 ] && 1b-agree t-cpu.jsonl t-url.jsonl > /dev/null &&
     [ "$(jq -c '[.n_tokens, .logprob_sum]' t-cpu.jsonl)" = "$(jq -c '[.n_tokens, .logprob_sum]' t-url.jsonl)" ]
 ok $? "--text through the server (it tokenizes, echo): the same tokens, bits and sum"
+
+# chat to a model without a chat template through the server: its 400 is an error record for
+# 1b-gen (as every error reply is: finish_reason "error", one line, exit 3, the record before it
+# written), and exit 3 for 1b-batchrep's chat probe
+printf '%s\n' '{"id":"a","prompt":"Once upon a time","max_tokens":2}' \
+    '{"id":"b","messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":2}' > chat.jsonl
+1b-gen --url "$URL_s" chat.jsonl > out.jsonl 2> err.txt; rc=$?
+1b-batchrep --url "$URL_s" --width 2 --rounds 1 --max-tokens 2 -q 2> err2.txt; rc2=$?
+[ $rc -eq 3 ] && [ "$(jq -r '.id + ":" + .finish_reason' out.jsonl | tr '\n' ' ')" = "a:length b:error " ] &&
+    [ "$(wc -l < err.txt)" -eq 1 ] &&
+    grep -q "^1b-gen: $URL_s: id b: HTTP 400: the model has no chat template; send a plain prompt instead$" err.txt &&
+    [ $rc2 -eq 3 ] && grep -q "no chat template" err2.txt
+ok $? "messages to a template-less model through 1b-serve: exit 3 for 1b-gen and 1b-batchrep ($rc, $rc2: $(cat err.txt) | $(head -1 err2.txt))"
 
 # a model with a chat template: messages and thinking through both routes
 if [ -f "$M" ]; then

@@ -17,8 +17,11 @@
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
 plan 5
-S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
+# a model with a chat template (1b-synth's llama-tiny: ChatML), so that messages are judged by
+# their fields alone (a model without one refuses every conversation: t4500, t6010)
+1b-synth --preset llama-tiny -o llama.gguf
+S=$T/llama.gguf
 serve_start a -m "$S" -t 1
 ok $? "server at $URL_a"
 

@@ -7,19 +7,35 @@
 # report, and a directory that is not a report is never replaced.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 31
+plan 33
 
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 if ! command -v gnuplot >/dev/null || ! command -v pandoc >/dev/null; then
-    for i in $(seq 1 31); do skip "1b-report check $i" "gnuplot and pandoc not installed (scripts/setup)"; done
+    for i in $(seq 1 33); do skip "1b-report check $i" "gnuplot and pandoc not installed (scripts/setup)"; done
     exit 0
 fi
 litter() { ls -A "$T" | grep -c '\.1b-report\.' ; }
+# stories260K has no chat template: contrib/prompts-plain.jsonl, the default prompt set with its
+# chat messages (one user message each) as plain prompts
+mkdir p
+cp "$OB_TOP/contrib/prompts-plain.jsonl" p/prompts.jsonl
+P=$T/p/prompts.jsonl
+cmp -s <(jq -c 'if .messages then {id, prompt: .messages[0].content} + del(.id, .messages) else . end' \
+         "$OB_TOP/contrib/prompts.jsonl") "$P" &&
+    [ "$(jq -c 'select(.messages) | [.messages[].role]' "$OB_TOP/contrib/prompts.jsonl" | sort -u)" = '["user"]' ]
+ok $? "contrib/prompts-plain.jsonl is contrib/prompts.jsonl with each one-message chat as a prompt"
+
+# the default prompt set on a model without a chat template: exit 3 naming the problem,
+# nothing written
+1b-report -q --quick -m "$S" -d cpu -o gone 2> err; rc=$?
+[ $rc -eq 3 ] && [ ! -e gone ] && [ "$(litter)" -eq 0 ] && [ "$(wc -l < err)" -eq 1 ] &&
+    grep -q "id sky: the model has no chat template; send a plain prompt instead$" err
+ok $? "chat prompts on a model without a chat template: exit 3, one line, nothing written (exit $rc: $(head -1 err))"
 
 # ---- a quick report, every section and plot ----
 src_at=$(git -C "$OB_TOP" describe --always --dirty 2> /dev/null)
-1b-report -q --quick -m "$S" -d cpu -d ref -o r 2> err; rc=$?
+1b-report -q --quick -m "$S" --prompts "$P" -d cpu -d ref -o r 2> err; rc=$?
 ok $rc "1b-report --quick -d cpu -d ref: exit 0 ($(head -1 err))"
 want='## Summary
 ## Setup
@@ -51,7 +67,7 @@ ok $? "the page shows the command lines, the model's sha256 and the source commi
 ok $? "no temporary directory left beside the report"
 
 # ---- the same measurements by hand: the JSON reports are the tools' own ----
-head -3 "$OB_TOP/contrib/prompts.jsonl" |
+head -3 "$P" |
     jq -c '.max_tokens = 16 | .top_logprobs = 5 | .temperature = 0 | .cache_prompt = false' > req.jsonl
 check_same "requests.jsonl: the prompt set with the report's settings" req.jsonl r/requests.jsonl
 1b-gen -m "$S" -d cpu --repeat 2 < req.jsonl > cpu.jsonl && 1b-gen -m "$S" -d ref --repeat 2 < req.jsonl > ref.jsonl
@@ -65,12 +81,12 @@ jq -c 'select(.repeat == 0)' cpu.jsonl > cpu.r0.jsonl
 cmp -s <(jq -S "$nofile" tf.json) <(jq -S "$nofile" r/agree/tf-cpu-on-ref.json) &&
     jq -e '.pairs[0].common == .pairs[0].aligned and .pairs[0].aligned == 48' tf.json > /dev/null
 ok $? "agree/tf-cpu-on-ref.json is 1b-logprobs + 1b-agree by hand (every one of 48 positions common)"
-probe=$(head -1 "$OB_TOP/contrib/prompts.jsonl" | jq -c .messages)
+probe=$(head -1 "$P" | jq -r .prompt)
 bad=""
 for x in cpu:2:16 ref:8:16 cpu:4:8; do
     IFS=: read -r d w n <<<"$x"
     1b-batchrep -q -m "$S" -d "$d" --width "$w" --rounds 2 --max-tokens "$n" --top-logprobs 5 --vs-solo \
-        --json "b-$d-$w-$n.json" --messages "$probe" --match-by id
+        --json "b-$d-$w-$n.json" --prompt "$probe" --match-by id
     cmp -s "b-$d-$w-$n.json" "r/batch/$d-w$w-t$n.json" || bad="$bad $x"
 done
 [ -z "$bad" ]; ok $? "batch/*.json are 1b-batchrep's reports by hand, byte for byte${bad:+:$bad}"
@@ -119,7 +135,7 @@ ok $? "the plots' data add up to 1b-agree's aligned, common and exact counts"
 
 # ---- a server route: 1b-serve, and the contract over HTTP ----
 if serve_start s -m "$S" --parallel 4 -t 2; then
-    1b-report -q --quick --widths 1,8 --lengths 8 -m "$S" -d cpu --url serve="$URL_s" -o srv 2> err; rc=$?
+    1b-report -q --quick --widths 1,8 --lengths 8 -m "$S" --prompts "$P" -d cpu --url serve="$URL_s" -o srv 2> err; rc=$?
     ok $rc "1b-report with a 1b-serve route: exit 0 ($(head -1 err))"
     grep -qx '| cpu vs serve | 3 | 48 | 48 | 1.000 | 1.000 | 0 | 0 | exact |' srv/report.md &&
         grep -q "^| serve's tokens on cpu | .* exact |" srv/report.md &&
@@ -130,7 +146,7 @@ if serve_start s -m "$S" --parallel 4 -t 2; then
     ok $? "the server's row names its URL and slots (its /v1/models), and width 8 is marked as waiting"
     # a user name and password in a URL are sent, and shown nowhere
     u=${URL_s/http:\/\//http://someone:s3cret@}
-    1b-report -q --quick --widths 1 --lengths 8 -m "$S" --url "$u" -o cred 2> err; rc=$?
+    1b-report -q --quick --widths 1 --lengths 8 -m "$S" --prompts "$P" --url "$u" -o cred 2> err; rc=$?
     [ $rc -eq 0 ] && ! grep -rq s3cret cred && grep -q "^1b-gen --url $URL_s " cred/report.md
     ok $? "a URL's password is in no file of the report (exit $rc: $(grep -rl s3cret cred 2>/dev/null | head -3))"
 else
@@ -138,28 +154,28 @@ else
 fi
 
 # ---- unreachable routes: exit 4, nothing written ----
-1b-report -q -m "$S" -d cpu -d hrx -o gone 2> err; rc=$?
+1b-report -q -m "$S" --prompts "$P" -d cpu -d hrx -o gone 2> err; rc=$?
 [ $rc -eq 4 ] && [ ! -e gone ] && [ "$(litter)" -eq 0 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q "hrx" err
 ok $? "-d hrx (not built): exit 4, one line, nothing written (exit $rc: $(head -1 err))"
 port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-1b-report -q -m "$S" -d cpu --url "http://127.0.0.1:$port" --wait 1 -o gone 2> err; rc=$?
+1b-report -q -m "$S" --prompts "$P" -d cpu --url "http://127.0.0.1:$port" --wait 1 -o gone 2> err; rc=$?
 [ $rc -eq 4 ] && [ ! -e gone ] && [ "$(litter)" -eq 0 ] && grep -q unreachable err
 ok $? "--url to a dead port: exit 4, nothing written (exit $rc: $(head -1 err))"
-1b-report -q -m "$S" -d cpu -d hrx -o r 2> err; rc=$?
+1b-report -q -m "$S" --prompts "$P" -d cpu -d hrx -o r 2> err; rc=$?
 [ $rc -eq 4 ] && check_same "an existing report is left as it was" r/requests.jsonl req.jsonl > /dev/null
 ok $? "-d hrx with an existing report: exit 4, the report untouched"
-check_exit 2 "-d with an unknown route name is a usage error" 1b-report -q -m "$S" -d nosuch -o gone
+check_exit 2 "-d with an unknown route name is a usage error" 1b-report -q -m "$S" --prompts "$P" -d nosuch -o gone
 mkdir notreport && echo keep > notreport/file
-1b-report -q --quick -m "$S" -d cpu -o notreport 2> err; rc=$?
+1b-report -q --quick -m "$S" --prompts "$P" -d cpu -o notreport 2> err; rc=$?
 [ $rc -eq 2 ] && [ "$(cat notreport/file)" = keep ] && [ "$(ls -A notreport)" = file ]
 ok $? "a directory that is not a report is refused, untouched (exit $rc: $(head -1 err))"
-check_exit 2 "--widths 1,x" 1b-report -q -m "$S" -d cpu --widths 1,x -o gone
-check_exit 2 "-o is required" 1b-report -q -m "$S" -d cpu
+check_exit 2 "--widths 1,x" 1b-report -q -m "$S" --prompts "$P" -d cpu --widths 1,x -o gone
+check_exit 2 "-o is required" 1b-report -q -m "$S" --prompts "$P" -d cpu
 
 # ---- killed midway: DIR is absent or the old report ----
 old=$(md5sum < r/report.md)
 killed() {      # SIGNAL: start a full report over r, wait until it has written part of one, kill it
-    1b-report -q -m "$S" -d cpu -d ref -o r 2> /dev/null &
+    1b-report -q -m "$S" --prompts "$P" -d cpu -d ref -o r 2> /dev/null &
     local pid=$! i
     for i in $(seq 1 200); do
         compgen -G "$T/.r.1b-report.*/batch/*.json" > /dev/null && break
@@ -180,16 +196,18 @@ killed KILL
 [ $RC -eq 137 ] && [ "$(md5sum < r/report.md)" = "$old" ] && [ "$(litter)" -eq 1 ]
 ok $? "SIGKILL midway: the old report stays (its temporary directory is left: $(litter))"
 sleep 0.2
-1b-report -q --quick --max-tokens 8 -m "$S" -d cpu -d ref -o r 2> err; rc=$?
+1b-report -q --quick --max-tokens 8 -m "$S" --prompts "$P" -d cpu -d ref -o r 2> err; rc=$?
 [ $rc -eq 0 ] && [ "$(litter)" -eq 0 ] && grep -q '^3 requests from `prompts.jsonl`, 8 tokens each' r/report.md
 ok $? "the next run removes the killed run's directory and replaces the report (exit $rc)"
 # installed (make install): beside the tools it runs, with the default prompt set in share/1b
+# (chat messages: a model with a chat template, 1b-synth's llama-tiny)
+1b-synth --preset llama-tiny -o llama.gguf
 make -s -C "$OB_TOP" install DESTDIR="$T/inst" PREFIX=/usr > make.out 2>&1 &&
-    (cd / && env PATH=/usr/bin:/bin "$T/inst/usr/bin/1b-report" -q --quick --widths 1 --lengths 8 -m "$S" -d cpu -o "$T/inst-r") &&
+    (cd / && env PATH=/usr/bin:/bin "$T/inst/usr/bin/1b-report" -q --quick --widths 1 --lengths 8 -m "$T/llama.gguf" -d cpu -o "$T/inst-r") &&
     grep -q "^| tools | $T/inst/usr/bin |" inst-r/report.md && [ "$(jq -r .prompts inst-r/report.json)" = "$T/inst/usr/share/1b/prompts.jsonl" ] &&
     [ -f "$T/inst/usr/share/man/man1/1b-report.1" ] && [ -L "$T/inst/usr/share/bash-completion/completions/1b-report" ]
 ok $? "make install: 1b-report runs the installed tools with the installed prompt set, its page and completion installed" ||
     tail -5 make.out | sed 's/^/# /'
-1b-report -q --quick -m "$S" -d cpu -o fresh && [ -f fresh/report.html ] && ! grep -q '^### Generated streams' fresh/report.md &&
+1b-report -q --quick -m "$S" --prompts "$P" -d cpu -o fresh && [ -f fresh/report.html ] && ! grep -q '^### Generated streams' fresh/report.md &&
     grep -q '^One route only: no pair to compare.$' fresh/report.md
 ok $? "one route: the page says there is no pair"

@@ -7,8 +7,8 @@ rendered by jinja2 (as Hugging Face's apply_chat_template renders them), compare
 
 TEMPLATE  tokenizer_config.json (its "chat_template"), a .gguf (its tokenizer.chat_template), a
           .jinja file (the template itself, e.g. Google's Gemma 3 template, or 1b's built-in one
-          printed by `chat builtin gemma3`), or "plain": 1b's rendering for models without a
-          template (contents joined by "\\n\\n").
+          printed by `chat builtin gemma3`). (A model without a template has no rendering:
+          1b refuses its conversations, see t4200.)
 TOKENIZER hf:tokenizer.json   the tokenizers package on that file, NFC normalizer removed (1b does
                               not normalize; see tok_oracle.py)
           smollm:FILE.gguf    tok_oracle.py's SmolLM2 tokenizers oracle
@@ -36,8 +36,7 @@ Checks per case:
   hf     where the output holds no special-token text from content: our ids also equal the
          tokenizer run on the whole rendered string with special tokens matched everywhere (what
          apply_chat_template(tokenize=True) gives).
-  stops  the first stop token is <|im_end|> (ChatML templates), <end_of_turn> (Gemma) or the
-         EOS (plain).
+  stops  the first stop token is <|im_end|> (ChatML templates) or <end_of_turn> (Gemma).
 Exit 0 when every case passes, else 1 with the differences.
 """
 import json
@@ -106,8 +105,6 @@ tok_oracle.gguf_fields = gguf_fields     # tok_oracle's oracles read their GGUF 
 
 
 def load_template(src):
-    if src == "plain":
-        return None
     if src.endswith(".json"):
         return json.load(open(src, encoding="utf-8"))["chat_template"]
     if src.endswith(".jinja"):
@@ -136,8 +133,6 @@ _compiled = {}
 
 
 def render(tmpl, case, msgs):
-    if tmpl is None:
-        return "\n\n".join(m["content"] for m in msgs)
     if tmpl not in _compiled:
         _compiled[tmpl] = jinja_env().from_string(tmpl)
     kw = {"messages": msgs, "add_generation_prompt": case.get("add_generation_prompt", True)}
@@ -230,7 +225,10 @@ def main(argv):
     if len(cases) != len(ours):
         print(f"{len(cases)} cases but {len(ours)} results")
         return 1
-    parses_think = tmpl is not None and "</think>" in tmpl
+    if not tmpl:
+        print(f"{argv[2]}: no chat template")
+        return 1
+    parses_think = "</think>" in tmpl
     bad = 0
     n_text = n_ids = n_hf = 0
     for case, our in zip(cases, ours):
@@ -264,11 +262,8 @@ def main(argv):
                   f"\n  jinja2 {want[lo:i + 40]!r}")
             continue
         n_text += 1
-        if tmpl is None:
-            stop_ok = our["stops"][:1] == ([tok.eos] if tok.eos is not None else [])
-        else:
-            end = "<end_of_turn>" if "<start_of_turn>" in tmpl else "<|im_end|>"
-            stop_ok = our["stops"][:1] == [tok.specials.get(end)]
+        end = "<end_of_turn>" if "<start_of_turn>" in tmpl else "<|im_end|>"
+        stop_ok = our["stops"][:1] == [tok.specials.get(end)]
         if not stop_ok:
             bad += 1
             print(f"{name}: stops {our['stops']}")

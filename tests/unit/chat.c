@@ -1,13 +1,14 @@
 /*
  * chat.c — tests of the chat templates (lib/chat.c).
  *
- *   chat                         TAP self-tests: family detection and refusals, qwen3 /
- *                                chatml / plain renderings written out by hand, roles,
+ *   chat                         TAP self-tests: family detection and refusals (no template
+ *                                included), qwen3 / chatml renderings written out by hand, roles,
  *                                default system messages read from template text, the token
  *                                rule (special tokens only where the template writes them) on
  *                                a small byte-level vocabulary, stop tokens
  *   chat render GGUF CASES       one JSON line per case of CASES (see tests/data/chat-cases.jsonl)
- *                                rendered with the GGUF's tokenizer.chat_template (none: plain)
+ *                                rendered with the GGUF's tokenizer.chat_template (none: every
+ *                                case an error)
  *                                and tokenizer: {"name","text","ids","stops"} or {"name","error"}
  *   chat family GGUF             print the family of the GGUF's template, or the error (exit 1)
  *   chat builtin ARCH            print ob_chat_builtin(ARCH) (exit 2 when there is none)
@@ -115,7 +116,14 @@ static void test_detect(void)
         ok(!strcmp(ob_chat_detect(d[i].t), d[i].name), "detect %s", d[i].name);
 
     const char *fam = NULL;
-    ok(!ob_chat_family(NULL, &fam) && !strcmp(fam, "plain"), "family: no template is plain");
+    /* no template: refused, not rendered somehow (a NULL template and an empty one) */
+    static const char *const none[] = {NULL, ""};
+    for (size_t i = 0; i < 2; i++) {
+        int e = ob_chat_family(none[i], &fam);
+        ok(e == OB_EUNSUPP && !strcmp(ob_errmsg(), "the model has no chat template; send a "
+                                      "plain prompt instead"),
+           "family: no template (%s) refused: %s", none[i] ? "\"\"" : "NULL", ob_errmsg());
+    }
     ok(!ob_chat_family(QWEN3, &fam) && !strcmp(fam, "qwen3"), "family qwen3");
     ok(!ob_chat_family(SMOL, &fam) && !strcmp(fam, "chatml"), "family chatml");
     static const char *const refused[] = {"<|start_header_id|>x<|eot_id|>", "<start_of_turn>",
@@ -259,19 +267,21 @@ static void test_chatml(void)
                "chatml: unterminated tag");
 }
 
-static void test_plain_roles(void)
+static void test_none_roles(void)
 {
+    /* no template: no rendering (1b used to join the contents by blank lines, a guess) */
     struct ob_chat_msg one[] = {MSG("user", "Once upon a time")};
-    expect_render(NULL, one, 1, NULL, "Once upon a time", "plain: one message is its content");
+    expect_err(NULL, one, 1, OB_EUNSUPP, "the model has no chat template; send a plain prompt "
+               "instead", "no template: one message refused");
     struct ob_chat_msg three[] = {MSG("system", "S"), MSG("user", "U"), MSG("assistant", "")};
-    expect_render("", three, 3, NULL, "S\n\nU\n\n", "plain: contents joined by a blank line");
+    expect_err("", three, 3, OB_EUNSUPP, "no chat template", "empty template: refused");
 
     struct ob_chat_msg tool[] = {MSG("user", "x"), MSG("tool", "42")};
     expect_err(QWEN3, tool, 2, OB_EUNSUPP, "role 'tool'", "role tool refused");
     struct ob_chat_msg bob[] = {MSG("bob", "x")};
     expect_err(SMOL, bob, 1, OB_EUSAGE, "'bob'", "unknown role refused");
     struct ob_chat_msg nul[] = {MSG("user", NULL)};
-    expect_err(NULL, nul, 1, OB_EUSAGE, "content", "missing content refused");
+    expect_err(HERMES, nul, 1, OB_EUSAGE, "content", "missing content refused");
     expect_err(QWEN3, one, 0, OB_EUSAGE, "at least one", "empty conversation refused");
 }
 
@@ -440,18 +450,37 @@ static void test_tokens(void)
     e = ob_chat_stops(t, QWEN3, st, &ns);
     ok(!e && ns == 2 && st[0] == IM_END && st[1] == EOT, "stops: qwen3 adds <|endoftext|>");
     e = ob_chat_stops(t, NULL, st, &ns);
-    ok(!e && ns == 1 && st[0] == IM_END, "stops: plain: the eos");
+    ok(!e && ns == 1 && st[0] == IM_END, "stops: a plain prompt (no template): the eos");
+    e = ob_chat_stops(t, "", st, &ns);
+    ok(!e && ns == 1 && st[0] == IM_END, "stops: an empty template is none: the eos");
     e = ob_chat_stops(t, "<|start_header_id|><|eot_id|>", st, &ns);
     ok(e == OB_EUNSUPP, "stops: unsupported template refused");
     ob_tok_free(t);
 
-    /* BOS when the vocabulary asks for it; a missing template token is an error */
-    t = small_vocab(false, 1);
+    /* BOS when the vocabulary asks for it */
+    t = small_vocab(true, 1);
     struct ob_chat_msg p[] = {MSG("user", "ab")};
-    int32_t wp[] = {BOS, 'a', 'b'};
-    expect_ids(t, NULL, p, 1, NULL, wp, 3, "tokens: plain with BOS");
+    n = 0;
+    w[n++] = BOS;
+    w[n++] = IM_START;
+    n += bytes_of(w + n, "user\nab");
+    w[n++] = IM_END;
+    n += bytes_of(w + n, "\n");
+    w[n++] = IM_START;
+    n += bytes_of(w + n, "assistant\n");
+    expect_ids(t, HERMES, p, 1, NULL, w, n, "tokens: chatml with BOS");
+    /* no template: no ids (not the contents as plain text) */
     int32_t *ids = NULL;
-    size_t k;
+    size_t k = 0;
+    e = ob_chat_tokenize(t, NULL, p, 1, NULL, &ids, &k);
+    ok(e == OB_EUNSUPP && !ids && strstr(ob_errmsg(), "no chat template"),
+       "tokens: no template refused: %s", ob_errmsg());
+    free(ids);
+    ids = NULL;
+    ob_tok_free(t);
+
+    /* a missing template token is an error */
+    t = small_vocab(false, 1);
     e = ob_chat_tokenize(t, HERMES, p, 1, NULL, &ids, &k);
     ok(e == OB_EFORMAT && strstr(ob_errmsg(), "<|im_end|>"), "tokens: missing <|im_end|>: %s",
        ob_errmsg());
@@ -599,7 +628,7 @@ int main(int argc, char **argv)
         test_detect();
         test_qwen3();
         test_chatml();
-        test_plain_roles();
+        test_none_roles();
         test_tokens();
         test_gemma();
         printf("1..%d\n", n_test);
