@@ -308,6 +308,20 @@ AI void mubs_add(__m256i *c, __m256i u, const void *s)
             : [u] "x"(u), [s] "m"(*(const __m256i *)s));
 }
 
+/*
+ * *c += maddubs(u, the 4 bytes at s broadcast to every dword) (int16, wrapping add; callers
+ * keep the sums in range): mubs_add for kernels whose signed operand is a broadcast. One asm
+ * statement, so that the compiler neither moves the products away from their sums nor copies
+ * the accumulator.
+ */
+AI void mubs_add_b32(__m256i *c, __m256i u, const void *s)
+{
+    __m256i t;
+    __asm__("vpbroadcastd %[s], %[t]\n\tvpmaddubsw %[t], %[u], %[t]\n\tvpaddw %[t], %[c], %[c]"
+            : [c] "+x"(*c), [t] "=&x"(t)
+            : [u] "x"(u), [s] "m"(*(const int32_t *)s));
+}
+
 AI __m256i dot_u8s8(__m256i u, __m256i s)       /* 8 int32 of 4-byte sums */
 {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
@@ -361,6 +375,15 @@ AI __m256i dot_u8s8(__m256i u, __m256i s)       /* 8 int32 of 4-byte sums */
 #define GEMV_SET(t, type, fam, name)                                                            \
     ((t)->gemv[type] = (struct ob_gemm){1, 1, fam##_prep_bytes, prep_##name,                    \
                                         fam##_scratch_bytes, run_##name})
+
+/* prefetch the bytes [p, e) into every cache level, a line at a time: the GEMMs fetch their
+ * next panel of weight rows while they compute on this one, a part per block (decoding a panel
+ * from memory otherwise waits for its lines in turn) */
+AI void prefetch_span(const char *p, const char *e)
+{
+    for (p -= (uintptr_t)p & 63; p < e; p += 64)
+        _mm_prefetch(p, _MM_HINT_T0);
+}
 
 /* a tile's results out[i * GR + r] (weight row row0 + i, activation row r0 + r) into
  * y[activation row * ldy + weight row]: rr real activation rows, weight rows from n1 on dropped */
