@@ -406,41 +406,6 @@ static size_t kq_scratch_bytes(int k)
     return (size_t)(k / 256) * sizeof(struct kqd);
 }
 
-/* 16 bytes at p + n * stride (n < rows, else zeros) as 4 registers: r[k] lane n = dword k */
-AI void tr8x4_ld(const uint8_t *p, size_t stride, int rows, __m256i *r)
-{
-    __m256i z[4];
-    UNROLL
-    for (int g = 0; g < 4; g++) {              /* z[g]: row g, row g + 4 */
-        __m128i lo = g < rows ? _mm_loadu_si128((const __m128i *)(p + g * stride)) : _mm_setzero_si128();
-        __m128i hi = g + 4 < rows ? _mm_loadu_si128((const __m128i *)(p + (g + 4) * stride)) : _mm_setzero_si128();
-        z[g] = _mm256_setr_m128i(lo, hi);
-    }
-    __m256i a = _mm256_unpacklo_epi32(z[0], z[1]), b = _mm256_unpackhi_epi32(z[0], z[1]);
-    __m256i c = _mm256_unpacklo_epi32(z[2], z[3]), d = _mm256_unpackhi_epi32(z[2], z[3]);
-    r[0] = _mm256_unpacklo_epi64(a, c);
-    r[1] = _mm256_unpackhi_epi64(a, c);
-    r[2] = _mm256_unpacklo_epi64(b, d);
-    r[3] = _mm256_unpackhi_epi64(b, d);
-}
-
-/* 32 bytes at p + n * stride (n < rows, else zeros), transposed: r[d] lane n = dword d */
-AI void tr8x8_ld(const uint8_t *p, size_t stride, int rows, __m256i *r)
-{
-    UNROLL
-    for (int n = 0; n < 8; n++)
-        r[n] = n < rows ? ld(p + n * stride) : _mm256_setzero_si256();
-    tr8x8_32(r);
-}
-
-/* the fp16 in the low (hi = 0) or high half of every lane, as floats */
-AI __m256 f16_lanes8(__m256i h, int hi)
-{
-    __m256i x = hi ? _mm256_srli_epi32(h, 16) : _mm256_and_si256(h, _mm256_set1_epi32(0xffff));
-    x = _mm256_permute4x64_epi64(_mm256_packus_epi32(x, x), 0x08);   /* no value saturates */
-    return _mm256_cvtph_ps(_mm256_castsi256_si128(x));
-}
-
 /* int32 lanes x (each within int16) as the int16 pair (x, x) */
 AI __m256i pair16(__m256i x)
 {
@@ -692,15 +657,7 @@ AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float
         UNROLL
         for (int c = 0; c < 8; c++)
             p[c] = part[c][r];
-        __m256 f = fold8v(p);
-        if (nv >= PW) {
-            _mm256_storeu_ps(y + (size_t)r * ldy, f);
-        } else {
-            float o[8];
-            _mm256_storeu_ps(o, f);
-            for (int n = 0; n < nv; n++)
-                y[(size_t)r * ldy + n] = o[n];
-        }
+        store_lanes(y + (size_t)r * ldy, fold8v(p), nv);
     }
 }
 
