@@ -21,9 +21,10 @@
  *    activation row; block b adds into partial b mod 8 (8 registers per activation row, kept in
  *    memory), and they fold lane-wise in ob_fold8's order.
  *
- * Two entry points per format: dot (one weight row against 1..4 raw activation rows: decode
- * and small batches) and a GEMM (many rows, see kernels.h) that prepares the activations and
- * decodes weight rows into panels once per call.
+ * Entry points per format: dot (one weight row against 1..4 raw activation rows), for the
+ * nibble formats a GEMV (few rows, activations laid out once per call to match the packed
+ * weights: decode and small batches), and a GEMM (many rows, see kernels.h) that prepares the
+ * activations and decodes weight rows into panels once per call.
  */
 #include <stddef.h>
 
@@ -146,6 +147,191 @@ DOT_ROWS(a8, q4_1, K_Q4_1)
 DOT_ROWS(a8, q5_0, K_Q5_0)
 DOT_ROWS(a8, q5_1, K_Q5_1)
 DOT_ROWS(a8, q8_0, K_Q8_0)
+
+/* ---- few rows with prepared activations (decode): the nibble formats ------------------------ */
+
+/*
+ * Q4_0, Q4_1, Q5_0, Q5_1 below the GEMM's min_rows (kernels.h's gemv): the activation rows are
+ * laid out once per ob_matmul call (a8v_prep) to match the weights' packed nibbles, so that a
+ * weight row's blocks need no byte shuffles: register k of a group of eight blocks holds the
+ * 16 bytes of nibble pairs of block k in its low 128 bits and of block k + 4 in its high ones;
+ * the low nibbles (values 0..15) meet the activation's values 0..15 of the same blocks, the
+ * high nibbles values 16..31. _mm256_maddubs_epi16 of both, added (int16: at most 2 * 3810
+ * for Q4, 2 * 7874 for Q5) and widened by _mm256_madd_epi16, leave four int32 per block; two
+ * rounds of _mm256_hadd_epi32 make lane j the sum of block j (exact). The activation's
+ * scales and offsets are contiguous per eight blocks, and the epilogue is the dot's
+ * (a8_group), lane-wise on the eight blocks.
+ */
+struct a8v {                       /* eight blocks of one activation row, prepared */
+    int8_t lo[4][32];              /* [k]: values 0..15 of blocks k and k + 4 */
+    int8_t hi[4][32];              /* values 16..31 */
+    float d[8];                    /* d_a */
+    int32_t s[8];                  /* the offset's share o * sum (Q4_0, Q5_0), else (float)sum */
+};
+
+static size_t a8v_prep_bytes(int k, int nr)
+{
+    return (size_t)nr * (size_t)((k / 32 + 7) / 8) * sizeof(struct a8v);
+}
+
+/* groups of eight blocks per row; the last group's missing blocks are zeros */
+AI void a8v_prep(const void *x, size_t xs, int nr, int k, void *pv, int kind)
+{
+    const int nb = k / 32;
+    struct a8v *g = pv;
+    for (int r = 0; r < nr; r++) {
+        const struct ob_act_a8 *a = (const struct ob_act_a8 *)((const char *)x + r * xs);
+        for (int b0 = 0; b0 < nb; b0 += 8, g++) {
+            memset(g, 0, sizeof *g);
+            for (int j = 0; j < 8 && b0 + j < nb; j++) {
+                const struct ob_act_a8 *ab = &a[b0 + j];
+                memcpy(&g->lo[j % 4][16 * (j / 4)], ab->qs, 16);
+                memcpy(&g->hi[j % 4][16 * (j / 4)], ab->qs + 16, 16);
+                g->d[j] = ab->d;
+                if (a8_has_m(kind)) {
+                    float f = (float)ab->sum;
+                    memcpy(&g->s[j], &f, 4);
+                } else {
+                    g->s[j] = (int32_t)((uint32_t)ab->sum << a8_off_shift(kind));
+                }
+            }
+        }
+    }
+}
+
+static size_t a8v_scratch_bytes(int k)
+{
+    (void)k;
+    return 0;
+}
+
+/* the 16 bytes at p (k < m) and at p + 4 bb (k + 4 < m) as the two halves of a register */
+AI __m256i ld2x16(const uint8_t *p, size_t bb, int k, int m)
+{
+    __m128i lo = k < m ? _mm_loadu_si128((const __m128i *)p) : _mm_setzero_si128();
+    if (k + 4 >= m)
+        return _mm256_castsi128_si256(lo);   /* upper half: zeros (vmovdqu xmm clears it) */
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo),
+                                   _mm_loadu_si128((const __m128i *)(p + 4 * bb)), 1);
+}
+
+/* Q5: the high bits of blocks k and k + 4 as 16 (set) or 0 (clear) bytes, values 0..15 (*lo)
+ * and 16..31 (*hi) */
+AI void q5v_hbits(const uint8_t *qh, size_t bb, int k, int m, __m256i *lo, __m256i *hi)
+{
+    __m128i a = k < m ? _mm_set1_epi32((int)ld32(qh)) : _mm_setzero_si128();
+    __m128i b = k + 4 < m ? _mm_set1_epi32((int)ld32(qh + 4 * bb)) : _mm_setzero_si128();
+    __m256i v = _mm256_setr_m128i(a, b);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i s0 = _mm256_setr_epi64x(0x0000000000000000ll, 0x0101010101010101ll,
+                                          0x0000000000000000ll, 0x0101010101010101ll);
+    const __m256i s1 = _mm256_add_epi8(s0, _mm256_set1_epi8(2));
+    const __m256i b4 = _mm256_set1_epi8(16);
+    __m256i x = _mm256_and_si256(_mm256_shuffle_epi8(v, s0), bit);
+    __m256i y = _mm256_and_si256(_mm256_shuffle_epi8(v, s1), bit);
+    *lo = _mm256_and_si256(_mm256_cmpeq_epi8(x, bit), b4);
+    *hi = _mm256_and_si256(_mm256_cmpeq_epi8(y, bit), b4);
+}
+
+/*
+ * Blocks b0 .. b0 + m - 1 (m <= 8; nothing past them is read) of one weight row against NR
+ * prepared activation groups (g, gs groups apart); P[r] lane j accumulates block b0 + j.
+ */
+AI void a8v_group(const uint8_t *w, const struct a8v *g, size_t gs, __m256 *P, int m, int kind,
+                  int NR)
+{
+    const size_t bb = a8_bb(kind);
+    const size_t qs = kind == K_Q4_0 ? offsetof(struct ob_block_q4_0, qs)
+                    : kind == K_Q4_1 ? offsetof(struct ob_block_q4_1, qs)
+                    : kind == K_Q5_0 ? offsetof(struct ob_block_q5_0, qs)
+                                     : offsetof(struct ob_block_q5_1, qs);
+    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi16(1);
+    __m256i L[4], H[4];
+    UNROLL
+    for (int k = 0; k < 4; k++) {
+        __m256i x = ld2x16(w + k * bb + qs, bb, k, m);
+        L[k] = _mm256_and_si256(x, m4);
+        H[k] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+        if (kind == K_Q5_0 || kind == K_Q5_1) {
+            size_t qh = kind == K_Q5_0 ? offsetof(struct ob_block_q5_0, qh)
+                                       : offsetof(struct ob_block_q5_1, qh);
+            __m256i hl, hh;
+            q5v_hbits(w + k * bb + qh, bb, k, m, &hl, &hh);
+            L[k] = _mm256_or_si256(L[k], hl);
+            H[k] = _mm256_or_si256(H[k], hh);
+        }
+    }
+    __m256 dw = f16x8_n(w, bb, m);
+    __m256 mw = a8_has_m(kind) ? f16x8_n(w + 2, bb, m) : _mm256_setzero_ps();
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        const struct a8v *a = g + r * gs;
+        __m256i s[4];
+        UNROLL
+        for (int k = 0; k < 4; k++)
+            s[k] = _mm256_madd_epi16(_mm256_add_epi16(mubs(L[k], ld(a->lo[k])), mubs(H[k], ld(a->hi[k]))), one);
+        /* lane j: block j (halves: blocks 0..3, 4..7) */
+        __m256i is = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+        if (a8_off_shift(kind))
+            is = _mm256_sub_epi32(is, ld(a->s));
+        __m256 da = _mm256_loadu_ps(a->d);
+        /* (d_w * d_a) * (float)isum [+ (m_w * d_a) * (float)sum_a] */
+        __m256 v0 = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(is));
+        if (a8_has_m(kind))
+            v0 = _mm256_add_ps(v0, _mm256_mul_ps(_mm256_mul_ps(mw, da), _mm256_loadu_ps((const float *)a->s)));
+        P[r] = add_lanes(P[r], v0, m);
+    }
+}
+
+/* one weight row against NR prepared rows (gs groups apart): y[r * ldy] */
+AI void a8v_row(const uint8_t *w, const struct a8v *g, size_t gs, int nb, float *y, size_t ldy,
+                int kind, int NR)
+{
+    const size_t bb = a8_bb(kind);
+    __m256 P[OB_MAXR];
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        P[r] = _mm256_setzero_ps();
+    int b0 = 0;
+    for (; b0 + 8 <= nb; b0 += 8, g++)
+        a8v_group(w + b0 * bb, g, gs, P, 8, kind, NR);
+    if (b0 < nb)                         /* the last 1..7 blocks */
+        a8v_group(w + b0 * bb, g, gs, P, nb - b0, kind, NR);
+    UNROLL
+    for (int r = 0; r < NR; r++)
+        y[r * ldy] = fold8(P[r]);
+}
+
+AI void a8v_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
+                float *y, size_t ldy, void *scratch, int kind)
+{
+    (void)scratch;
+    const int nb = k / 32;
+    const size_t gs = (size_t)(nb + 7) / 8;
+    const struct a8v *p = pv;
+    const char *end = (const char *)w + (size_t)n1 * rb;
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *wn = (const uint8_t *)w + (size_t)n * rb;
+        /* the rows OB_PF_BYTES bytes on into every cache level, as the dot path's driver does */
+        const char *pf = (const char *)wn + OB_PF_BYTES;
+        prefetch_span(pf, pf + rb < end ? pf + rb : end);
+        for (int r = 0; r < nr; r += OB_MAXR) {
+            const struct a8v *g = p + (size_t)r * gs;
+            float *yr = y + (size_t)r * ldy + n;
+            switch (nr - r) {
+            case 1: a8v_row(wn, g, gs, nb, yr, ldy, kind, 1); break;
+            case 2: a8v_row(wn, g, gs, nb, yr, ldy, kind, 2); break;
+            case 3: a8v_row(wn, g, gs, nb, yr, ldy, kind, 3); break;
+            default: a8v_row(wn, g, gs, nb, yr, ldy, kind, 4); break;
+            }
+        }
+    }
+}
+
+GEMM_ENTRIES(a8v, v_q4_0, K_Q4_0)
+GEMM_ENTRIES(a8v, v_q4_1, K_Q4_1)
+GEMM_ENTRIES(a8v, v_q5_0, K_Q5_0)
+GEMM_ENTRIES(a8v, v_q5_1, K_Q5_1)
 
 /* ---- many rows: GEMM --------------------------------------------------------------------------- */
 
@@ -394,17 +580,21 @@ GEMM_ENTRIES(a8, q5_0, K_Q5_0)
 GEMM_ENTRIES(a8, q5_1, K_Q5_1)
 GEMM_ENTRIES(a8, q8_0, K_Q8_0)
 
-/* min_rows: where the GEMM overtakes the dot kernel, weights from memory (bench/kernels on an
- * AVX-512 Xeon held at avx2) */
+/* min_rows: where the GEMM overtakes the few-row kernels (the GEMV for the nibble formats, the
+ * dot for Q8_0), weights from memory (bench/kernels on an AVX-512 Xeon held at avx2) */
 void ob_kernels_avx2_a8(struct ob_kernel_table *t)
 {
 #define a8_scratch_bytes a8_scratch_bytes_q
-    GEMM_SET(t, OB_Q4_0, a8, q4_0, 3, PW);
-    GEMM_SET(t, OB_Q4_1, a8, q4_1, 3, PW);
-    GEMM_SET(t, OB_Q5_0, a8, q5_0, 3, PW);
-    GEMM_SET(t, OB_Q5_1, a8, q5_1, 3, PW);
+    GEMM_SET(t, OB_Q4_0, a8, q4_0, 4, PW);
+    GEMM_SET(t, OB_Q4_1, a8, q4_1, 4, PW);
+    GEMM_SET(t, OB_Q5_0, a8, q5_0, 4, PW);
+    GEMM_SET(t, OB_Q5_1, a8, q5_1, 4, PW);
 #undef a8_scratch_bytes
 #define a8_scratch_bytes a8_scratch_bytes_q8
     GEMM_SET(t, OB_Q8_0, a8, q8_0, 4, PW);
 #undef a8_scratch_bytes
+    GEMV_SET(t, OB_Q4_0, a8v, v_q4_0);
+    GEMV_SET(t, OB_Q4_1, a8v, v_q4_1);
+    GEMV_SET(t, OB_Q5_0, a8v, v_q5_0);
+    GEMV_SET(t, OB_Q5_1, a8v, v_q5_1);
 }
