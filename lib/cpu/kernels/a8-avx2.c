@@ -494,14 +494,15 @@ AI void a8_tile(const uint8_t *W, const uint8_t *a, size_t ast, int nb, float *y
             for (int h = 0; h < 8; h += ph) {
                 __m256i C[RT];
                 UNROLL
-                for (int r = 0; r < RA; r++)
-                    C[r] = _mm256_setzero_si256();
-                UNROLL
                 for (int t = h; t < h + ph; t++) {
                     __m256i wv = ld(wb + 32 * t);
                     UNROLL
-                    for (int r = 0; r < RA; r++)
-                        mubs_add_b32(&C[r], wv, ab + r * ast + 4 * t);
+                    for (int r = 0; r < RA; r++) {
+                        if (t == h)
+                            C[r] = mubs(wv, _mm256_set1_epi32((int)ld32(ab + r * ast + 4 * t)));
+                        else
+                            mubs_add_b32(&C[r], wv, ab + r * ast + 4 * t);
+                    }
                 }
                 UNROLL
                 for (int r = 0; r < RA; r++) {

@@ -610,15 +610,16 @@ AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float
             for (int h = 0; h < tps; h += ph) {
                 __m256i C[RT];
                 UNROLL
-                for (int r = 0; r < RA; r++)
-                    C[r] = _mm256_setzero_si256();
-                UNROLL
                 for (int t = 0; t < ph; t++) {
                     int d = j * tps + h + t;
                     __m256i wv = ld(wb->q[d]);
                     UNROLL
-                    for (int r = 0; r < RA; r++)
-                        mubs_add_b32(&C[r], wv, ab + r * ast + QB_QS + 4 * d);
+                    for (int r = 0; r < RA; r++) {
+                        if (t == 0)
+                            C[r] = mubs(wv, bcast32(ab + r * ast + QB_QS + 4 * d));
+                        else
+                            mubs_add_b32(&C[r], wv, ab + r * ast + QB_QS + 4 * d);
+                    }
                 }
                 UNROLL
                 for (int r = 0; r < RA; r++)
