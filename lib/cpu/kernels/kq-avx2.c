@@ -406,16 +406,19 @@ static size_t kq_scratch_bytes(int k)
     return (size_t)(k / 256) * sizeof(struct kqd);
 }
 
-/* int32 lanes x (each within int16) as the int16 pair (x, x) */
-AI __m256i pair16(__m256i x)
+/*
+ * pshufb pattern taking, in every dword lane, byte b0 of the lane into int16 0 and byte b1
+ * into int16 1: zero-extended (hi = 0), or into the high byte with a zero low byte (hi = 1:
+ * an arithmetic shift right by 8 then sign-extends it)
+ */
+AI __m256i pat_pair(int b0, int b1, int hi)
 {
-    return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(x, 16));
-}
-
-/* int32 lanes x, y (each within int16) as the int16 pair (x, y) */
-AI __m256i pair16xy(__m256i x, __m256i y)
-{
-    return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(y, 16));
+    const char z = (char)0x80;
+    __m128i p = hi ? _mm_setr_epi8(z, (char)b0, z, (char)b1, z, (char)(4 + b0), z, (char)(4 + b1),
+                                   z, (char)(8 + b0), z, (char)(8 + b1), z, (char)(12 + b0), z, (char)(12 + b1))
+                   : _mm_setr_epi8((char)b0, z, (char)b1, z, (char)(4 + b0), z, (char)(4 + b1), z,
+                                   (char)(8 + b0), z, (char)(8 + b1), z, (char)(12 + b0), z, (char)(12 + b1), z);
+    return _mm256_broadcastsi128_si256(p);
 }
 
 /*
@@ -426,8 +429,8 @@ AI __m256i pair16xy(__m256i x, __m256i y)
  */
 AI void q4k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst)
 {
-    const __m256i m4 = _mm256_set1_epi8(15), m6 = _mm256_set1_epi32(63), m2 = _mm256_set1_epi32(3);
-    const __m256i m15 = _mm256_set1_epi32(15);
+    const __m256i m4 = _mm256_set1_epi8(15), m6 = _mm256_set1_epi16(63);
+    const __m256i m15 = _mm256_set1_epi16(15), m30 = _mm256_set1_epi16(0x30);
     const size_t bb = sizeof(struct ob_block_q4_k);
     for (int b = 0; b < nb; b++, dst++) {
         const uint8_t *blk = w + (size_t)b * bb;
@@ -443,20 +446,23 @@ AI void q4k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *d
             }
         }
         UNROLL
-        for (int j = 0; j < 8; j++) {                /* ob_k4_scale_min, lane-wise */
+        for (int j = 0; j < 8; j++) {                /* ob_k4_scale_min, lane-wise, as int16
+                                                        pairs (sc_j, sc_j) and (m_j, m_j) */
             __m256i sc, m;
             if (j < 4) {
-                sc = _mm256_and_si256(_mm256_srli_epi32(H[1], 8 * j), m6);
-                m = _mm256_and_si256(_mm256_srli_epi32(H[2], 8 * j), m6);
+                __m256i pj = pat_pair(j, j, 0);
+                sc = _mm256_and_si256(_mm256_shuffle_epi8(H[1], pj), m6);
+                m = _mm256_and_si256(_mm256_shuffle_epi8(H[2], pj), m6);
             } else {
-                int s = 8 * (j - 4);
-                sc = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(H[3], s), m15),
-                                     _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(H[1], s + 6), m2), 4));
-                m = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(H[3], s + 4), m15),
-                                    _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(H[2], s + 6), m2), 4));
+                __m256i pj = pat_pair(j - 4, j - 4, 0);
+                __m256i a = _mm256_shuffle_epi8(H[3], pj);           /* scales byte j + 4 */
+                __m256i b = _mm256_shuffle_epi8(H[1], pj);           /* byte j - 4 */
+                __m256i c = _mm256_shuffle_epi8(H[2], pj);           /* byte j */
+                sc = _mm256_or_si256(_mm256_and_si256(a, m15), _mm256_and_si256(_mm256_srli_epi16(b, 2), m30));
+                m = _mm256_or_si256(_mm256_srli_epi16(a, 4), _mm256_and_si256(_mm256_srli_epi16(c, 2), m30));
             }
-            st(dst->sc[j], pair16(sc));
-            st(dst->mn[j], pair16(m));               /* (m_j, m_j) against bsums 2j, 2j + 1 */
+            st(dst->sc[j], sc);
+            st(dst->mn[j], m);                       /* against bsums 2j, 2j + 1 */
         }
         _mm256_storeu_ps(dst->d, f16_lanes8(H[0], 0));
         _mm256_storeu_ps(dst->dm, f16_lanes8(H[0], 1));
@@ -492,16 +498,13 @@ AI void q6k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *d
             }
         }
         tr8x4_ld(blk + offsetof(struct ob_block_q6_k, scales), rb, rows, S);
-        __m256i sc[16];
         UNROLL
-        for (int j = 0; j < 16; j++) {               /* int8 scale j, sign-extended */
-            sc[j] = _mm256_srai_epi32(_mm256_slli_epi32(S[j / 4], 24 - 8 * (j % 4)), 24);
-            st(dst->sc[j], pair16(sc[j]));
-        }
+        for (int j = 0; j < 16; j++)                 /* int8 scale j, sign-extended: (sc, sc) */
+            st(dst->sc[j], _mm256_srai_epi16(_mm256_shuffle_epi8(S[j / 4], pat_pair(j % 4, j % 4, 1)), 8));
         UNROLL
-        for (int i = 0; i < 8; i++)                  /* (-32 sc_2i, -32 sc_2i+1) */
-            st(dst->mn[i], pair16xy(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sc[2 * i], 5)),
-                                    _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sc[2 * i + 1], 5))));
+        for (int i = 0; i < 8; i++)                  /* (-32 sc_2i, -32 sc_2i+1): sc << 8 >> 3 */
+            st(dst->mn[i], _mm256_sub_epi16(_mm256_setzero_si256(),
+                                            _mm256_srai_epi16(_mm256_shuffle_epi8(S[i / 2], pat_pair(2 * i % 4, 2 * i % 4 + 1, 1)), 3)));
         _mm256_storeu_ps(dst->d, rows > 0 ? f16x8_n(blk + offsetof(struct ob_block_q6_k, d), rb,
                                                      rows) : _mm256_setzero_ps());
         _mm256_storeu_ps(dst->dm, _mm256_setzero_ps());
