@@ -385,7 +385,9 @@ struct kqd {                       /* one block of an 8-row panel */
     uint8_t q[64][32];             /* dword d (values 4d .. 4d + 3) of row n in lane n */
     int32_t sc[16][8];             /* sub-block j (of 32 values: j < 8, else of 16): (sc, sc) */
     int32_t mn[8][8];              /* int16 pair against bsums 2i, 2i + 1 (mn16 of kq_scales;
-                                      Q3_K, Q6_K: times -4, -32: the offset's share of isum) */
+                                      Q3_K, Q6_K: times -4, -32: the offset's share of isum;
+                                      Q4_K, Q5_K: (m_2i, m_2i+1) against prep's pair sums,
+                                      i < 4) */
     float d[8], dm[8];
 };
 
@@ -394,11 +396,24 @@ static size_t kq_prep_bytes(int k, int nr)
     return (size_t)nr * (size_t)(k / 256) * QB;
 }
 
+/*
+ * The activation rows in the Q8_K layout; for Q4_K / Q5_K (one min per 32 values) the bsums
+ * of each block are replaced by the 8 sums of pairs, S_j = bsums[2j] + bsums[2j + 1] (at most
+ * 32 * 127: int16), so that four _mm256_madd_epi16 against (m_2i, m_2i+1) give the msum.
+ */
 AI void kq_prep(const void *x, size_t xs, int nr, int k, void *pv, int T)
 {
-    size_t rowb = (size_t)(k / 256) * QB;
-    for (int r = 0; r < nr; r++)
+    const int nb = k / 256;
+    size_t rowb = (size_t)nb * QB;
+    for (int r = 0; r < nr; r++) {
         memcpy((char *)pv + r * rowb, (const char *)x + r * xs, rowb);
+        if (!kq_fam8(T))
+            continue;
+        struct ob_block_q8_k *a = (struct ob_block_q8_k *)((char *)pv + r * rowb);
+        for (int b = 0; b < nb; b++)
+            for (int j = 0; j < 8; j++)
+                a[b].bsums[j] = (int16_t)(a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+    }
 }
 
 static size_t kq_scratch_bytes(int k)
@@ -445,6 +460,7 @@ AI void q4k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *d
                 st(dst->q[16 * x + 8 + i], _mm256_and_si256(_mm256_srli_epi16(P[i], 4), m4));
             }
         }
+        __m256i mj[8];
         UNROLL
         for (int j = 0; j < 8; j++) {                /* ob_k4_scale_min, lane-wise, as int16
                                                         pairs (sc_j, sc_j) and (m_j, m_j) */
@@ -462,8 +478,11 @@ AI void q4k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *d
                 m = _mm256_or_si256(_mm256_srli_epi16(a, 4), _mm256_and_si256(_mm256_srli_epi16(c, 2), m30));
             }
             st(dst->sc[j], sc);
-            st(dst->mn[j], m);                       /* against bsums 2j, 2j + 1 */
+            mj[j] = m;
         }
+        UNROLL
+        for (int i = 0; i < 4; i++)                  /* (m_2i, m_2i+1) */
+            st(dst->mn[i], _mm256_blend_epi16(mj[2 * i], mj[2 * i + 1], 0xaa));
         _mm256_storeu_ps(dst->d, f16_lanes8(H[0], 0));
         _mm256_storeu_ps(dst->dm, f16_lanes8(H[0], 1));
     }
@@ -534,6 +553,10 @@ AI void kq_decode8_any(const uint8_t *w, size_t rb, int rows, int nb, struct kqd
             s1[n] = _mm256_permute2x128_si256(lo, hi, 0x31);        /* j = 8 .. 15 */
             if (!kq_has_min(T))                      /* -4 sc or -32 sc */
                 mn16 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(mn16, kq_corr_shift(T)));
+            if (kq_fam8(T))                          /* m0 m0 m1 m1 .. -> m0 m1 .. m7 */
+                mn16 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(mn16, _mm256_setr_epi8(
+                           0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+                           0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1)), 0x08);
             mn[n] = mn16;
         }
 #pragma GCC unroll 1
@@ -582,6 +605,20 @@ AI __m256i bcast32(const uint8_t *p)
     return _mm256_set1_epi32((int)ld32(p));
 }
 
+/* M[r] = the sum of the int16 pairs mn[i] (i < nmn) times the activation's bsum pairs */
+AI void kq_mins(const struct kqd *wb, const uint8_t *ab, size_t ast, int nmn, int RA, __m256i *M)
+{
+    UNROLL
+    for (int i = 0; i < nmn; i++) {
+        __m256i mv = ld(wb->mn[i]);
+        UNROLL
+        for (int r = 0; r < RA; r++) {
+            __m256i x = _mm256_madd_epi16(mv, bcast32(ab + r * ast + QB_BS + 4 * i));
+            M[r] = i == 0 ? x : _mm256_add_epi32(M[r], x);
+        }
+    }
+}
+
 /*
  * A tile: the panel's 8 weight rows (W, nb blocks) against RA activation rows (a, ast bytes
  * apart); y[r * ldy + n] for the first nv rows n of the panel. Block b adds into partial b mod 8
@@ -592,6 +629,7 @@ AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float
 {
     const int nsub = kq_fam8(T) ? 8 : 16, tps = 64 / nsub;     /* dwords per sub-block */
     const int ph = T == T_Q6 ? 2 : T == T_Q5 ? 4 : tps;       /* dwords per int16 sum */
+    const int nmn = kq_fam8(T) ? 4 : 8;                         /* mins pairs */
     __m256 part[8][RT];
     for (int c = 0; c < 8; c++)
         UNROLL
@@ -602,10 +640,14 @@ AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float
         const struct kqd *wb = W + b;
         const uint8_t *ab = a + (size_t)b * QB;
         prefetch_span(pf + pfn * b / nb, pf + pfn * (b + 1) / nb);
+        /* I: isum; Q3_K, Q6_K: starting from the offset's share, taken from the bsums first */
         __m256i I[RT];
-        UNROLL
-        for (int r = 0; r < RA; r++)
-            I[r] = _mm256_setzero_si256();
+        if (kq_has_min(T))
+            UNROLL
+            for (int r = 0; r < RA; r++)
+                I[r] = _mm256_setzero_si256();
+        else
+            kq_mins(wb, ab, ast, nmn, RA, I);
 #pragma GCC unroll 1
         for (int j = 0; j < nsub; j++) {
             const __m256i scv = ld(wb->sc[j]);
@@ -629,18 +671,10 @@ AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float
                     I[r] = _mm256_add_epi32(I[r], _mm256_madd_epi16(C[r], scv));
             }
         }
-        /* msum (or the offset's share of isum) from the bsums */
+        /* msum from the bsums */
         __m256i M[RT];
-        UNROLL
-        for (int r = 0; r < RA; r++)
-            M[r] = _mm256_setzero_si256();
-        UNROLL
-        for (int i = 0; i < 8; i++) {
-            __m256i mv = ld(wb->mn[i]);
-            UNROLL
-            for (int r = 0; r < RA; r++)
-                M[r] = _mm256_add_epi32(M[r], _mm256_madd_epi16(mv, bcast32(ab + r * ast + QB_BS + 4 * i)));
-        }
+        if (kq_has_min(T))
+            kq_mins(wb, ab, ast, nmn, RA, M);
         __m256 dw = _mm256_loadu_ps(wb->d), dm = _mm256_loadu_ps(wb->dm);
         UNROLL
         for (int r = 0; r < RA; r++) {
@@ -650,7 +684,7 @@ AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float
                 v = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(I[r]));
                 v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(M[r])));
             } else {
-                v = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(_mm256_add_epi32(I[r], M[r])));
+                v = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(I[r]));
             }
             part[b & 7][r] = _mm256_add_ps(part[b & 7][r], v);
         }
