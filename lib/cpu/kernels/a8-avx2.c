@@ -13,8 +13,8 @@
  *    the GEMM's Q8_0 likewise (w = 16 (h + 8) + l - 128).
  *  - the float epilogue is the reference's, operation by operation. Dot: done lane-wise on 8
  *    consecutive blocks b0 .. b0 + 7 (b0 a multiple of 8), so lane j is block b0 + j and adds
- *    into partial j, the reference's partial b mod 8; a group of fewer than 8 blocks blends the
- *    untouched lanes back. The fold is ob_fold8's (4, 2, 1).
+ *    into partial j, the reference's partial b mod 8; a group of fewer than 8 blocks (read in
+ *    place, nothing past it) blends the untouched lanes back. The fold is ob_fold8's (4, 2, 1).
  *  - fp16 scales are converted with F16C (exact; a signalling NaN comes out quiet, and the
  *    first multiplication quietens the reference's too, so the product bits agree).
  *  - GEMM: lane n of a register is weight row n of an 8-row panel, one register per
@@ -78,8 +78,9 @@ AI __m256i a8_dot(__m256i wv, __m256i av, int kind)
 /* ---- one weight row against 1..4 raw activation rows -------------------------------------- */
 
 /*
- * 8 blocks (m of them real: the rest are zero blocks of a padded copy) of one weight row
- * against NR activation rows; P[r] lane j accumulates block j.
+ * Blocks b0 .. b0 + m - 1 (m <= 8) of one weight row against NR activation rows; P[r] lane j
+ * accumulates block b0 + j. Nothing past block m - 1 is read: the last group of a row whose
+ * block count is not a multiple of 8 (Gemma's K = 640: 20 blocks) runs in place.
  */
 AI void a8_group(const uint8_t *w, const uint8_t *a, size_t as, __m256 *P, int m, int kind,
                  int NR)
@@ -88,21 +89,22 @@ AI void a8_group(const uint8_t *w, const uint8_t *a, size_t as, __m256 *P, int m
     __m256i wv[8];
     UNROLL
     for (int j = 0; j < 8; j++)
-        wv[j] = a8_w(w + j * bb, kind);
-    __m256 dw = f16x8(w, bb);
-    __m256 mw = a8_has_m(kind) ? f16x8(w + 2, bb) : _mm256_setzero_ps();
+        wv[j] = j < m ? a8_w(w + j * bb, kind) : _mm256_setzero_si256();
+    __m256 dw = f16x8_n(w, bb, m);
+    __m256 mw = a8_has_m(kind) ? f16x8_n(w + 2, bb, m) : _mm256_setzero_ps();
     UNROLL
     for (int r = 0; r < NR; r++) {
         const uint8_t *ar = a + r * as;
         __m256i v[8];
         UNROLL
         for (int j = 0; j < 8; j++)
-            v[j] = a8_dot(wv[j], ld(ar + j * AB + offsetof(struct ob_act_a8, qs)), kind);
+            v[j] = j < m ? a8_dot(wv[j], ld(ar + j * AB + offsetof(struct ob_act_a8, qs)), kind)
+                         : _mm256_setzero_si256();
         __m256i is = hsum8v(v);
-        __m256 da = f32x8(ar, AB);
+        __m256 da = f32x8_n(ar, AB, m);
         __m256i sa = _mm256_setzero_si256();
         if (a8_off_shift(kind) || a8_has_m(kind))
-            sa = i32x8(ar + offsetof(struct ob_act_a8, sum), AB);
+            sa = i32x8_n(ar + offsetof(struct ob_act_a8, sum), AB, m);
         if (a8_off_shift(kind))
             is = _mm256_sub_epi32(is, _mm256_sll_epi32(sa, _mm_cvtsi32_si128(a8_off_shift(kind))));
         /* (d_w * d_a) * (float)isum [+ (m_w * d_a) * (float)sum_a] */
@@ -125,18 +127,8 @@ AI void a8_rows(const void *w, const void *a, size_t as, int k, float *out, int 
     int b0 = 0;
     for (; b0 + 8 <= nb; b0 += 8)
         a8_group(wb + b0 * bb, ab + b0 * AB, as, P, 8, kind, NR);
-    if (b0 < nb) {                       /* the last 1..7 blocks, from zero-padded copies */
-        int m = nb - b0;
-        uint8_t wt[8 * 34] = {0};
-        uint8_t at[OB_MAXR][8 * AB];
-        memcpy(wt, wb + b0 * bb, (size_t)m * bb);
-        UNROLL
-        for (int r = 0; r < NR; r++) {
-            memset(at[r], 0, sizeof at[r]);
-            memcpy(at[r], ab + r * as + b0 * AB, (size_t)m * AB);
-        }
-        a8_group(wt, at[0], sizeof at[0], P, m, kind, NR);
-    }
+    if (b0 < nb)                         /* the last 1..7 blocks */
+        a8_group(wb + b0 * bb, ab + b0 * AB, as, P, nb - b0, kind, NR);
     UNROLL
     for (int r = 0; r < NR; r++)
         out[r] = fold8(P[r]);
