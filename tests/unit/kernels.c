@@ -606,6 +606,92 @@ static void gemm_shapes(void)
         ob_pool_free(pools[i]);
 }
 
+/*
+ * The int16 bounds of the SIMD kernels (maddubs pair sums, added in int16 before widening):
+ * weight rows whose quant bytes are all 0xff (every quant at its maximum, K-quant scales at
+ * their largest 6-bit value or int8 -1), all 0x80 (Q8_0 -128, Q6_K scales -128) or a random
+ * mix of 0x00, 0x7f, 0x80, 0xff, with fp16 scales 1.0, against activation rows of all +127,
+ * all -127 or random signs: every level's matmul and GEMM/GEMV entries, every R to 16.
+ */
+static void extremes(void)
+{
+    enum { MAXR = 16, N = 9 };
+    static const uint8_t mix[4] = {0x00, 0x7f, 0x80, 0xff};
+    static float x[2048], want[MAXR * N], got[MAXR * N];
+    const struct ob_kernel_table *ref = ob_kernels(OB_ISA_SCALAR);
+    for (int ti = 0; ti < n_types; ti++) {
+        uint32_t t = types[ti];
+        if (is_float_type(t))
+            continue;
+        int fmt = ob_type_actfmt(t), K = ob_type_blck(t) == 256 ? 2048 : 1056;
+        uint64_t rb;
+        ob_type_row_bytes(t, (uint64_t)K, &rb);
+        size_t as = ob_act_row_bytes(fmt, K);
+        uint8_t *w = malloc((size_t)N * rb), *xq = malloc(MAXR * as);
+        if (!w || !xq) {
+            ok(0, "out of memory");
+            return;
+        }
+        for (int n = 0; n < N; n++) {
+            uint8_t *row = w + (size_t)n * rb;
+            for (uint64_t i = 0; i < rb; i++)
+                row[i] = n % 3 == 0 ? 0xff : n % 3 == 1 ? 0x80 : mix[tap_rand() % 4];
+            int offs[2], nf = scale_fields(t, offs);
+            for (uint64_t b = 0; b < rb; b += ob_type_size(t))
+                for (int f = 0; f < nf; f++)
+                    memcpy(row + b + offs[f], &(uint16_t){0x3c00}, 2);
+        }
+        for (int r = 0; r < MAXR; r++) {
+            for (int i = 0; i < K; i++)
+                x[i] = r % 3 == 0 ? 1.0f : r % 3 == 1 ? -1.0f : tap_rand() % 2 ? 1.0f : -1.0f;
+            ref->actq[fmt](x, xq + r * as, K);
+        }
+        for (int r = 0; r < MAXR; r++)
+            for (int n = 0; n < N; n++)
+                ref->dot[t](w + (size_t)n * rb, xq + r * as, as, 1, K, &want[r * N + n]);
+        long bad = 0, n_vals = 0;
+        char why[200] = "";
+        for (int isa = 1; isa < n_isa; isa++) {
+            const struct ob_kernel_table *kt = ob_kernels(isa);
+            for (int R = 1; R <= MAXR; R++)
+                for (int e = 0; e < 3; e++) {        /* ob_matmul, the GEMM entry, the GEMV */
+                    const struct ob_gemm *gm = e == 1 ? &kt->gemm[t] : &kt->gemv[t];
+                    memset(got, 0xff, sizeof got);
+                    if (e == 0) {
+                        struct ob_matrix m = {t, K, N, rb, w};
+                        ob_matmul(NULL, isa, &m, xq, as, R, got, N);
+                    } else if (gm->run) {
+                        void *p = NULL, *sc = NULL;
+                        if (posix_memalign(&p, 64, gm->prep_bytes(K, R)) ||
+                            posix_memalign(&sc, 64, gm->scratch_bytes(K))) {
+                            ok(0, "out of memory");
+                            return;
+                        }
+                        gm->prep(xq, as, R, K, p);
+                        gm->run(w, rb, 0, N, K, p, R, got, N, sc);
+                        free(p);
+                        free(sc);
+                    } else {
+                        continue;
+                    }
+                    for (int i = 0; i < R * N; i++)
+                        if (memcmp(&got[i], &want[i], 4) != 0) {
+                            if (!bad)
+                                snprintf(why, sizeof why, ": %s %s R=%d y[%d][%d]: %.9g != %.9g",
+                                         ob_isa_name(isa), e == 0 ? "matmul" : e == 1 ? "gemm" : "gemv",
+                                         R, i / N, i % N, (double)got[i], (double)want[i]);
+                            bad++;
+                        }
+                    n_vals += R * N;
+                }
+        }
+        ok(bad == 0, "%s: %ld values with quants and activations at their extremes equal the "
+           "scalar reference%s", ob_type_name(t), n_vals, why);
+        free(w);
+        free(xq);
+    }
+}
+
 int main(int argc, char **argv)
 {
     tap_seed(42);
@@ -629,6 +715,7 @@ int main(int argc, char **argv)
         real_blocks(argv[i]);
     matmul();
     gemm_shapes();
+    extremes();
     /* the levels this CPU lacks were not compared with the reference: one skip line each */
     for (int isa = n_isa; isa < OB_ISA_COUNT; isa++)
         printf("ok %d - %s dot products, quantisers and matmul # SKIP cpu lacks %s\n", ++n_test,

@@ -288,6 +288,41 @@ AI void tr8x8_16(__m256i *r)
     r[7] = _mm256_unpackhi_epi64(b3, b7);
 }
 
+/* the GEMMs' weight panels, one row per int32 lane: 16 bytes at p + n * stride (n < rows, else zeros) as 4 registers: r[k] lane n = dword k */
+AI void tr8x4_ld(const uint8_t *p, size_t stride, int rows, __m256i *r)
+{
+    __m256i z[4];
+    UNROLL
+    for (int g = 0; g < 4; g++) {              /* z[g]: row g, row g + 4 */
+        __m128i lo = g < rows ? _mm_loadu_si128((const __m128i *)(p + g * stride)) : _mm_setzero_si128();
+        __m128i hi = g + 4 < rows ? _mm_loadu_si128((const __m128i *)(p + (g + 4) * stride)) : _mm_setzero_si128();
+        z[g] = _mm256_setr_m128i(lo, hi);
+    }
+    __m256i a = _mm256_unpacklo_epi32(z[0], z[1]), b = _mm256_unpackhi_epi32(z[0], z[1]);
+    __m256i c = _mm256_unpacklo_epi32(z[2], z[3]), d = _mm256_unpackhi_epi32(z[2], z[3]);
+    r[0] = _mm256_unpacklo_epi64(a, c);
+    r[1] = _mm256_unpackhi_epi64(a, c);
+    r[2] = _mm256_unpacklo_epi64(b, d);
+    r[3] = _mm256_unpackhi_epi64(b, d);
+}
+
+/* 32 bytes at p + n * stride (n < rows, else zeros), transposed: r[d] lane n = dword d */
+AI void tr8x8_ld(const uint8_t *p, size_t stride, int rows, __m256i *r)
+{
+    UNROLL
+    for (int n = 0; n < 8; n++)
+        r[n] = n < rows ? ld(p + n * stride) : _mm256_setzero_si256();
+    tr8x8_32(r);
+}
+
+/* the fp16 in the low (hi = 0) or high half of every lane, as floats */
+AI __m256 f16_lanes8(__m256i h, int hi)
+{
+    __m256i x = hi ? _mm256_srli_epi32(h, 16) : _mm256_and_si256(h, _mm256_set1_epi32(0xffff));
+    x = _mm256_permute4x64_epi64(_mm256_packus_epi32(x, x), 0x08);   /* no value saturates */
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(x));
+}
+
 /* ---- unsigned x signed byte products --------------------------------------------------------- */
 
 AI __m256i mubs(__m256i u, __m256i s)           /* 16 int16 pair sums; see each caller's bound */
@@ -306,6 +341,31 @@ AI void mubs_add(__m256i *c, __m256i u, const void *s)
     __asm__("vpmaddubsw %[s], %[u], %[t]\n\tvpaddw %[t], %[c], %[c]"
             : [c] "+x"(*c), [t] "=&x"(t)
             : [u] "x"(u), [s] "m"(*(const __m256i *)s));
+}
+
+/*
+ * *c += maddubs(u, the 4 bytes at s broadcast to every dword) (int16, wrapping add; callers
+ * keep the sums in range): mubs_add for kernels whose signed operand is a broadcast. One asm
+ * statement, so that the compiler neither moves the products away from their sums nor copies
+ * the accumulator.
+ */
+AI void mubs_add_b32(__m256i *c, __m256i u, const void *s)
+{
+    __m256i t;
+    __asm__("vpbroadcastd %[s], %[t]\n\tvpmaddubsw %[t], %[u], %[t]\n\tvpaddw %[t], %[c], %[c]"
+            : [c] "+x"(*c), [t] "=&x"(t)
+            : [u] "x"(u), [s] "m"(*(const int32_t *)s));
+}
+
+/* the same with one broadcast against two unsigned operands: *c += maddubs(u, s4), *e +=
+ * maddubs(v, s4) */
+AI void mubs2_add_b32(__m256i *c, __m256i *e, __m256i u, __m256i v, const void *s)
+{
+    __m256i t, x;
+    __asm__("vpbroadcastd %[s], %[t]\n\tvpmaddubsw %[t], %[u], %[x]\n\tvpaddw %[x], %[c], %[c]\n\t"
+            "vpmaddubsw %[t], %[v], %[t]\n\tvpaddw %[t], %[e], %[e]"
+            : [c] "+x"(*c), [e] "+x"(*e), [t] "=&x"(t), [x] "=&x"(x)
+            : [u] "x"(u), [v] "x"(v), [s] "m"(*(const int32_t *)s));
 }
 
 AI __m256i dot_u8s8(__m256i u, __m256i s)       /* 8 int32 of 4-byte sums */
@@ -361,6 +421,28 @@ AI __m256i dot_u8s8(__m256i u, __m256i s)       /* 8 int32 of 4-byte sums */
 #define GEMV_SET(t, type, fam, name)                                                            \
     ((t)->gemv[type] = (struct ob_gemm){1, 1, fam##_prep_bytes, prep_##name,                    \
                                         fam##_scratch_bytes, run_##name})
+
+/* prefetch the bytes [p, e) into every cache level, a line at a time: the GEMMs fetch their
+ * next panel of weight rows while they compute on this one, a part per block (decoding a panel
+ * from memory otherwise waits for its lines in turn) */
+AI void prefetch_span(const char *p, const char *e)
+{
+    for (p -= (uintptr_t)p & 63; p < e; p += 64)
+        _mm_prefetch(p, _MM_HINT_T0);
+}
+
+/* the first nv (<= 8) lanes of f to y */
+AI void store_lanes(float *y, __m256 f, int nv)
+{
+    if (nv >= 8) {
+        _mm256_storeu_ps(y, f);
+        return;
+    }
+    float o[8];
+    _mm256_storeu_ps(o, f);
+    for (int n = 0; n < nv; n++)
+        y[n] = o[n];
+}
 
 /* a tile's results out[i * GR + r] (weight row row0 + i, activation row r0 + r) into
  * y[activation row * ldy + weight row]: rr real activation rows, weight rows from n1 on dropped */

@@ -8,8 +8,10 @@
  *    comes off with the bsums), Q4_K q (0..15), Q5_K q (0..31), Q6_K q (0..63; the 32 * sum a
  *    comes off with the bsums); activations are in [-127, 127], so a pair sum is at most
  *    2 * 63 * 127 = 16002: no int16 saturation. The GEMM adds the int16 pair sums of several
- *    registers before widening: 8 for Q2_K, Q3_K, Q4_K (at most 8 * 3810 = 30480), 4 for Q5_K
- *    (31496), 2 for Q6_K (32004). Scales and mins multiply in _mm256_madd_epi16 (int32).
+ *    dwords before widening: 8 for Q4_K (at most 8 * 3810 = 30480), 4 for Q2_K, Q3_K (7112)
+ *    and Q5_K (31496), 2 for Q6_K (32004). Scales and mins multiply in _mm256_madd_epi16
+ *    (int32); the GEMM's Q3_K / Q6_K offset terms -4 sc and -32 sc are within int16 (-4096 ..
+ *    4096).
  *  - the block epilogue is the reference's, operation by operation:
  *        (d_w * d_a) * (float)isum - (dmin_w * d_a) * (float)msum    (Q2_K, Q4_K, Q5_K)
  *        (d_w * d_a) * (float)isum                                  (Q3_K, Q6_K)
@@ -19,9 +21,9 @@
  *  - one row (dot): lane j of a register is block b0 + j of 8 consecutive blocks (b0 a multiple
  *    of 8), so lane j adds into partial j = the reference's partial b mod 8; a group of fewer
  *    than 8 blocks blends the untouched lanes back; the fold is ob_fold8's.
- *  - GEMM: lane p of a register is one (weight row, activation row) pair of a 2 x 4 tile; the
- *    8 partials are 8 registers, block b adds into register b mod 8, and they fold lane-wise
- *    in ob_fold8's order.
+ *  - GEMM: lane n of a register is weight row n of an 8-row panel, one register per
+ *    activation row; block b adds into partial b mod 8 (8 registers per activation row, kept in
+ *    memory), and they fold lane-wise in ob_fold8's order.
  */
 #include <stddef.h>
 
@@ -366,258 +368,369 @@ DOT_ROWS(kq, q6_k, T_Q6)
 /* ---- many rows: GEMM --------------------------------------------------------------------------- */
 
 /*
- * Within a block the 256 quants are transposed so that every register holds all sub-blocks at
- * fixed positions, and the int16 pair sums of several registers can be added before the scale
- * multiplies them (bounds above):
- *   Q4_K, Q5_K: register t, 32-bit lane j = values 4t..4t+3 of sub-block j (of 32);
- *   Q2_K, Q3_K, Q6_K: register t, int16 position i < 8 = values 2t, 2t+1 of sub-block 2i,
- *     position 8 + i those of sub-block 2i + 1 (of 16).
- * The scale vector carries each sub-block's scale at its positions; _mm256_madd_epi16 then
- * gives 8 int32 whose sum is the block's isum (before the offset of Q3_K / Q6_K). Activations
- * get the same transpose once per call.
+ * Weight rows are decoded in panels of 8, one row per int32 lane (as at AVX-512, with half the
+ * lanes); activation rows stay in the Q8_K layout (a copy made by prep) and enter
+ * _mm256_maddubs_epi16 as 4 bytes broadcast to every lane. Every result is a lane: no
+ * horizontal sums, and the epilogue runs 8 dot products at once. Within a sub-block the int16
+ * pair sums of PH dwords are added before _mm256_madd_epi16 multiplies them by the scale (int16
+ * pairs (sc, sc)) into int32: PH = 8 for Q4_K (8 * 3810 = 30480), 4 for Q2_K, Q3_K (a whole
+ * 16-value sub-block: 4 * 1778) and Q5_K (4 * 7874 = 31496), 2 for Q6_K (2 * 16002 = 32004).
+ * A tile is the panel against up to RT activation rows: RT int16 and RT int32 accumulators,
+ * the weight register and a broadcast fit the 16 registers.
  */
-struct kqp {                       /* GR activation rows x one block */
-    int8_t q[GR][8][32];           /* row r, register t */
-    int16_t bs[8][GR][2];          /* i, row r: bsums 2i, 2i + 1 (Q4_K, Q5_K: i < 4, the sums
-                                      of bsums 4i, 4i+1 and of 4i+2, 4i+3) */
-    float d[GR];
-    float pad[4];
-};
+#define PW 8                       /* weight rows of a panel */
+#define RT 6                       /* activation rows of a tile */
 
-struct kqw {                       /* GW weight rows x one block */
-    uint8_t q[GW][8][32];
-    int16_t sc[GW][16];            /* madd scale vector */
-    int16_t mn[8][GW * GR][2];     /* i, lane: mn16 2i, 2i + 1 of the lane's weight row (Q4_K,
-                                      Q5_K: i < 4, m_2i and m_2i+1) */
-    float d[GW * GR], dm[GW * GR]; /* lane: d, dmin of the lane's weight row */
+struct kqd {                       /* one block of an 8-row panel */
+    uint8_t q[64][32];             /* dword d (values 4d .. 4d + 3) of row n in lane n */
+    int32_t sc[16][8];             /* sub-block j (of 32 values: j < 8, else of 16): (sc, sc) */
+    int32_t mn[8][8];              /* int16 pair against bsums 2i, 2i + 1 (mn16 of kq_scales;
+                                      Q3_K, Q6_K: times -4, -32: the offset's share of isum;
+                                      Q4_K, Q5_K: (m_2i, m_2i+1) against prep's pair sums,
+                                      i < 4) */
+    float d[8], dm[8];
 };
 
 static size_t kq_prep_bytes(int k, int nr)
 {
-    return (size_t)((nr + GR - 1) / GR) * (k / 256) * sizeof(struct kqp);
-}
-
-AI void kq_transpose(__m256i *v, int T)
-{
-    if (kq_fam8(T))
-        tr8x8_32(v);
-    else
-        tr8x8_16(v);
-}
-
-AI void kq_prep(const void *x, size_t xs, int nr, int k, void *pv, int T)
-{
-    const int nb = k / 256, ng = (nr + GR - 1) / GR;
-    struct kqp *p = pv;
-    for (int g = 0; g < ng; g++)
-        for (int b = 0; b < nb; b++, p++)
-            UNROLL
-            for (int r = 0; r < GR; r++) {
-                int row = g * GR + r;
-                if (row >= nr) {
-                    memset(p->q[r], 0, sizeof p->q[r]);
-                    UNROLL
-                    for (int i = 0; i < 8; i++)
-                        p->bs[i][r][0] = p->bs[i][r][1] = 0;
-                    p->d[r] = 0.0f;
-                    continue;
-                }
-                const struct ob_block_q8_k *a = (const struct ob_block_q8_k *)((const char *)x + row * xs) + b;
-                __m256i v[8];
-                UNROLL
-                for (int t = 0; t < 8; t++)
-                    v[t] = ld(a->qs + 32 * t);
-                kq_transpose(v, T);
-                UNROLL
-                for (int t = 0; t < 8; t++)
-                    st(p->q[r][t], v[t]);
-                if (kq_fam8(T)) {           /* one min per 32 values: bsums in pairs */
-                    UNROLL
-                    for (int i = 0; i < 4; i++) {
-                        p->bs[i][r][0] = (int16_t)(a->bsums[4 * i] + a->bsums[4 * i + 1]);
-                        p->bs[i][r][1] = (int16_t)(a->bsums[4 * i + 2] + a->bsums[4 * i + 3]);
-                    }
-                } else {
-                    UNROLL
-                    for (int i = 0; i < 8; i++) {
-                        p->bs[i][r][0] = a->bsums[2 * i];
-                        p->bs[i][r][1] = a->bsums[2 * i + 1];
-                    }
-                }
-                p->d[r] = a->d;
-                p->pad[r] = 0.0f;
-            }
-}
-
-/* one weight row (zeros when w is NULL) into slot i of a pair's blocks */
-AI void kq_decode(const uint8_t *w, int k, struct kqw *dst, int i, int T)
-{
-    const int nb = k / 256;
-    const size_t bb = kq_bb(T);
-    for (int b = 0; b < nb; b++, dst++) {
-        int16_t sc[16], mn[16];
-        float d = 0.0f, dm = 0.0f;
-        if (!w) {
-            memset(dst->q[i], 0, sizeof dst->q[i]);
-            memset(sc, 0, sizeof sc);
-            memset(mn, 0, sizeof mn);
-        } else {
-            const uint8_t *blk = w + (size_t)b * bb;
-            __m256i q[8], sc16, mn16;
-            kq_unpack(blk, T, q);
-            kq_transpose(q, T);
-            UNROLL
-            for (int t = 0; t < 8; t++)
-                st(dst->q[i][t], q[t]);
-            kq_scales(blk, T, &sc16, &mn16);
-            int16_t s[16], m16[16];
-            st(s, sc16);
-            st(m16, mn16);
-            if (kq_fam8(T)) {
-                UNROLL
-                for (int j = 0; j < 8; j++) {            /* lane j: sub-block j */
-                    sc[2 * j] = sc[2 * j + 1] = s[j];
-                    mn[j] = m16[2 * j];                  /* m_j, against bsums 2j + 2j+1 */
-                    mn[8 + j] = 0;
-                }
-            } else {
-                for (int p = 0; p < 8; p++) {            /* position p: 2p, 8 + p: 2p + 1 */
-                    sc[p] = s[2 * p];
-                    sc[8 + p] = s[2 * p + 1];
-                }
-                for (int kk = 0; kk < 16; kk++)
-                    mn[kk] = kq_has_min(T) ? m16[kk] : (int16_t)(m16[kk] * (1 << kq_corr_shift(T)));
-            }
-            d = _cvtsh_ss(ld16(blk + kq_doff(T)));
-            if (kq_has_min(T))
-                dm = _cvtsh_ss(ld16(blk + kq_doff(T) + 2));
-        }
-        memcpy(dst->sc[i], sc, sizeof sc);
-        UNROLL
-        for (int l = 0; l < GR; l++) {
-            int lane = i * GR + l;
-            UNROLL
-            for (int j = 0; j < 8; j++) {
-                dst->mn[j][lane][0] = mn[2 * j];
-                dst->mn[j][lane][1] = mn[2 * j + 1];
-            }
-            dst->d[lane] = d;
-            dst->dm[lane] = dm;
-        }
-    }
-}
-
-AI __m256i bcast128(const void *p)
-{
-    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    return (size_t)nr * (size_t)(k / 256) * QB;
 }
 
 /*
- * c[w * GR + r] = int16 sum over registers t0 .. t1-1 of the pair sums of weight row w and
- * activation row r. The loop over t stays rolled: the 8 accumulators, the two weight registers
- * and a temporary then fit the 16 registers (a fully unrolled body makes the compiler hoist
- * loads and spill).
+ * The activation rows in the Q8_K layout; for Q4_K / Q5_K (one min per 32 values) the bsums
+ * of each block are replaced by the 8 sums of pairs, S_j = bsums[2j] + bsums[2j + 1] (at most
+ * 32 * 127: int16), so that four _mm256_madd_epi16 against (m_2i, m_2i+1) give the msum.
  */
-AI void kq_acc16(const struct kqw *W, const struct kqp *A, int t0, int t1, __m256i *c)
+AI void kq_prep(const void *x, size_t xs, int nr, int k, void *pv, int T)
 {
-    {
-        __m256i w0 = ld(W->q[0][t0]), w1 = ld(W->q[1][t0]);
-        UNROLL
-        for (int r = 0; r < GR; r++) {
-            __m256i a = ld(A->q[r][t0]);
-            c[r] = mubs(w0, a);
-            c[GR + r] = mubs(w1, a);
-        }
-    }
-#pragma GCC unroll 1
-    for (int t = t0 + 1; t < t1; t++) {
-        __m256i w0 = ld(W->q[0][t]), w1 = ld(W->q[1][t]);
-        UNROLL
-        for (int r = 0; r < GR; r++) {
-            __m256i a = ld(A->q[r][t]);
-            c[r] = _mm256_add_epi16(c[r], mubs(w0, a));
-            c[GR + r] = _mm256_add_epi16(c[GR + r], mubs(w1, a));
-        }
+    const int nb = k / 256;
+    size_t rowb = (size_t)nb * QB;
+    for (int r = 0; r < nr; r++) {
+        memcpy((char *)pv + r * rowb, (const char *)x + r * xs, rowb);
+        if (!kq_fam8(T))
+            continue;
+        struct ob_block_q8_k *a = (struct ob_block_q8_k *)((char *)pv + r * rowb);
+        for (int b = 0; b < nb; b++)
+            for (int j = 0; j < 8; j++)
+                a[b].bsums[j] = (int16_t)(a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
     }
 }
-
-/* A tile: GW weight rows (W) x GR activation rows (A) over nb blocks; out[w * GR + r]. */
-AI void kq_tile(const struct kqw *W, const struct kqp *A, int nb, float *out, int T)
-{
-    const int ph = T == T_Q6 ? 2 : T == T_Q5 ? 4 : 8;  /* registers per int16 sum */
-    __m256 P[8];
-    UNROLL
-    for (int j = 0; j < 8; j++)
-        P[j] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++, W++, A++) {
-        __m256i e[GW * GR];
-        const __m256i sc0 = ld(W->sc[0]), sc1 = ld(W->sc[1]);
-        UNROLL
-        for (int t0 = 0; t0 < 8; t0 += ph) {
-            __m256i c[GW * GR];
-            kq_acc16(W, A, t0, t0 + ph, c);
-            UNROLL
-            for (int r = 0; r < GR; r++) {
-                __m256i x0 = _mm256_madd_epi16(c[r], sc0), x1 = _mm256_madd_epi16(c[GR + r], sc1);
-                e[r] = t0 == 0 ? x0 : _mm256_add_epi32(e[r], x0);
-                e[GR + r] = t0 == 0 ? x1 : _mm256_add_epi32(e[GR + r], x1);
-            }
-        }
-        __m256i is = hsum8v(e);                          /* lane p = w * GR + r */
-        __m256i ms = _mm256_madd_epi16(bcast128(A->bs[0]), ld(W->mn[0]));
-        UNROLL
-        for (int i = 1; i < 4; i++)
-            ms = _mm256_add_epi32(ms, _mm256_madd_epi16(bcast128(A->bs[i]), ld(W->mn[i])));
-        if (!kq_fam8(T)) {
-            UNROLL
-            for (int i = 4; i < 8; i++)
-                ms = _mm256_add_epi32(ms, _mm256_madd_epi16(bcast128(A->bs[i]), ld(W->mn[i])));
-        }
-        __m256 dw = _mm256_loadu_ps(W->d);
-        __m256 da = _mm256_castsi256_ps(bcast128(A->d));
-        __m256 v;
-        if (kq_has_min(T)) {
-            v = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(is));
-            __m256 dm = _mm256_loadu_ps(W->dm);
-            v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(ms)));
-        } else {
-            is = _mm256_sub_epi32(is, ms);
-            v = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(is));
-        }
-        P[b & 7] = _mm256_add_ps(P[b & 7], v);
-    }
-    _mm256_storeu_ps(out, fold8v(P));
-}
-
-#define NPAIR 4                    /* weight pairs decoded at once */
 
 static size_t kq_scratch_bytes(int k)
 {
-    return (size_t)NPAIR * (k / 256) * sizeof(struct kqw);
+    return (size_t)(k / 256) * sizeof(struct kqd);
+}
+
+/*
+ * pshufb pattern taking, in every dword lane, byte b0 of the lane into int16 0 and byte b1
+ * into int16 1: zero-extended (hi = 0), or into the high byte with a zero low byte (hi = 1:
+ * an arithmetic shift right by 8 then sign-extends it)
+ */
+AI __m256i pat_pair(int b0, int b1, int hi)
+{
+    const char z = (char)0x80;
+    __m128i p = hi ? _mm_setr_epi8(z, (char)b0, z, (char)b1, z, (char)(4 + b0), z, (char)(4 + b1),
+                                   z, (char)(8 + b0), z, (char)(8 + b1), z, (char)(12 + b0), z, (char)(12 + b1))
+                   : _mm_setr_epi8((char)b0, z, (char)b1, z, (char)(4 + b0), z, (char)(4 + b1), z,
+                                   (char)(8 + b0), z, (char)(8 + b1), z, (char)(12 + b0), z, (char)(12 + b1), z);
+    return _mm256_broadcastsi128_si256(p);
+}
+
+/*
+ * Rows [0, rows) of a panel (row n at w + n * rb; the rest zeros) into nb blocks. Q4_K and
+ * Q6_K, the types of the common Q4_K_M files, transpose the rows' packed bytes first (half the
+ * data of the unpacked quants) and unpack and decode the scales lane-wise; the others unpack
+ * each row (kq_unpack, kq_scales) and transpose the results.
+ */
+AI void q4k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst)
+{
+    const __m256i m4 = _mm256_set1_epi8(15), m6 = _mm256_set1_epi16(63);
+    const __m256i m15 = _mm256_set1_epi16(15), m30 = _mm256_set1_epi16(0x30);
+    const size_t bb = sizeof(struct ob_block_q4_k);
+    for (int b = 0; b < nb; b++, dst++) {
+        const uint8_t *blk = w + (size_t)b * bb;
+        __m256i H[4], P[8];
+        tr8x4_ld(blk, rb, rows, H);                  /* d | dmin << 16, scales 0..3, 4..7, 8..11 */
+#pragma GCC unroll 1
+        for (int x = 0; x < 4; x++) {                /* packed dwords 8x .. 8x + 7 */
+            tr8x8_ld(blk + offsetof(struct ob_block_q4_k, qs) + 32 * x, rb, rows, P);
+            UNROLL
+            for (int i = 0; i < 8; i++) {            /* qs bytes 32x + 4i ..: values 64x + 4i .. */
+                st(dst->q[16 * x + i], _mm256_and_si256(P[i], m4));
+                st(dst->q[16 * x + 8 + i], _mm256_and_si256(_mm256_srli_epi16(P[i], 4), m4));
+            }
+        }
+        __m256i mj[8];
+        UNROLL
+        for (int j = 0; j < 8; j++) {                /* ob_k4_scale_min, lane-wise, as int16
+                                                        pairs (sc_j, sc_j) and (m_j, m_j) */
+            __m256i sc, m;
+            if (j < 4) {
+                __m256i pj = pat_pair(j, j, 0);
+                sc = _mm256_and_si256(_mm256_shuffle_epi8(H[1], pj), m6);
+                m = _mm256_and_si256(_mm256_shuffle_epi8(H[2], pj), m6);
+            } else {
+                __m256i pj = pat_pair(j - 4, j - 4, 0);
+                __m256i a = _mm256_shuffle_epi8(H[3], pj);           /* scales byte j + 4 */
+                __m256i b = _mm256_shuffle_epi8(H[1], pj);           /* byte j - 4 */
+                __m256i c = _mm256_shuffle_epi8(H[2], pj);           /* byte j */
+                sc = _mm256_or_si256(_mm256_and_si256(a, m15), _mm256_and_si256(_mm256_srli_epi16(b, 2), m30));
+                m = _mm256_or_si256(_mm256_srli_epi16(a, 4), _mm256_and_si256(_mm256_srli_epi16(c, 2), m30));
+            }
+            st(dst->sc[j], sc);
+            mj[j] = m;
+        }
+        UNROLL
+        for (int i = 0; i < 4; i++)                  /* (m_2i, m_2i+1) */
+            st(dst->mn[i], _mm256_blend_epi16(mj[2 * i], mj[2 * i + 1], 0xaa));
+        _mm256_storeu_ps(dst->d, f16_lanes8(H[0], 0));
+        _mm256_storeu_ps(dst->dm, f16_lanes8(H[0], 1));
+    }
+}
+
+AI void q6k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst)
+{
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    const size_t bb = sizeof(struct ob_block_q6_k);
+    for (int b = 0; b < nb; b++, dst++) {
+        const uint8_t *blk = w + (size_t)b * bb;
+        __m256i L[8], Q[8], S[4];
+#pragma GCC unroll 1
+        for (int h = 0; h < 2; h++) {                /* values 128h .. 128h + 127 */
+            tr8x8_ld(blk + offsetof(struct ob_block_q6_k, qh) + 32 * h, rb, rows, Q);
+#pragma GCC unroll 1
+            for (int x = 0; x < 2; x++) {            /* ql dwords 16h + 8x .. + 7 */
+                tr8x8_ld(blk + offsetof(struct ob_block_q6_k, ql) + 64 * h + 32 * x, rb, rows, L);
+                UNROLL
+                for (int nib = 0; nib < 2; nib++)
+                    UNROLL
+                    for (int i = 0; i < 8; i++) {
+                        /* value dword D0 = 16 nib + 8x + i of the half: ql dword 8x + i, nibble
+                         * nib; qh dword i, bits 2p, 2p + 1 with p = D0 / 8 (blocks.h) */
+                        int D0 = 16 * nib + 8 * x + i, p = D0 / 8;
+                        __m256i lo = nib ? _mm256_srli_epi16(L[i], 4) : L[i], hi = Q[i];
+                        hi = p < 2 ? _mm256_slli_epi16(hi, 4 - 2 * p)
+                                   : p > 2 ? _mm256_srli_epi16(hi, 2 * p - 4) : hi;
+                        st(dst->q[32 * h + D0], _mm256_or_si256(_mm256_and_si256(lo, m4),
+                                                                _mm256_and_si256(hi, m30)));
+                    }
+            }
+        }
+        tr8x4_ld(blk + offsetof(struct ob_block_q6_k, scales), rb, rows, S);
+        UNROLL
+        for (int j = 0; j < 16; j++)                 /* int8 scale j, sign-extended: (sc, sc) */
+            st(dst->sc[j], _mm256_srai_epi16(_mm256_shuffle_epi8(S[j / 4], pat_pair(j % 4, j % 4, 1)), 8));
+        UNROLL
+        for (int i = 0; i < 8; i++)                  /* (-32 sc_2i, -32 sc_2i+1): sc << 8 >> 3 */
+            st(dst->mn[i], _mm256_sub_epi16(_mm256_setzero_si256(),
+                                            _mm256_srai_epi16(_mm256_shuffle_epi8(S[i / 2], pat_pair(2 * i % 4, 2 * i % 4 + 1, 1)), 3)));
+        _mm256_storeu_ps(dst->d, rows > 0 ? f16x8_n(blk + offsetof(struct ob_block_q6_k, d), rb,
+                                                     rows) : _mm256_setzero_ps());
+        _mm256_storeu_ps(dst->dm, _mm256_setzero_ps());
+    }
+}
+
+AI void kq_decode8_any(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst, int T)
+{
+    const size_t bb = kq_bb(T);
+    for (int b = 0; b < nb; b++, dst++) {
+        const uint8_t *blk = w + (size_t)b * bb;
+        __m256i u[8][8], s0[8], s1[8], mn[8];        /* row n: quants, scale pairs, mins */
+#pragma GCC unroll 1
+        for (int n = 0; n < 8; n++) {
+            if (n >= rows) {
+                for (int g = 0; g < 8; g++)
+                    u[n][g] = _mm256_setzero_si256();
+                s0[n] = s1[n] = mn[n] = _mm256_setzero_si256();
+                continue;
+            }
+            const uint8_t *bn = blk + n * rb;
+            __m256i sc16, mn16;
+            kq_unpack(bn, T, u[n]);
+            kq_scales(bn, T, &sc16, &mn16);
+            __m256i lo = _mm256_unpacklo_epi16(sc16, sc16), hi = _mm256_unpackhi_epi16(sc16, sc16);
+            s0[n] = _mm256_permute2x128_si256(lo, hi, 0x20);        /* (sc_j, sc_j), j < 8 */
+            s1[n] = _mm256_permute2x128_si256(lo, hi, 0x31);        /* j = 8 .. 15 */
+            if (!kq_has_min(T))                      /* -4 sc or -32 sc */
+                mn16 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(mn16, kq_corr_shift(T)));
+            if (kq_fam8(T))                          /* m0 m0 m1 m1 .. -> m0 m1 .. m7 */
+                mn16 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(mn16, _mm256_setr_epi8(
+                           0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+                           0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1)), 0x08);
+            mn[n] = mn16;
+        }
+#pragma GCC unroll 1
+        for (int g = 0; g < 8; g++) {                /* values 32g .. 32g + 31 */
+            __m256i v[8];
+            UNROLL
+            for (int n = 0; n < 8; n++)
+                v[n] = u[n][g];
+            tr8x8_32(v);
+            UNROLL
+            for (int i = 0; i < 8; i++)
+                st(dst->q[8 * g + i], v[i]);
+        }
+        tr8x8_32(s0);
+        tr8x8_32(s1);
+        tr8x8_32(mn);
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            st(dst->sc[j], s0[j]);
+            st(dst->sc[8 + j], s1[j]);
+            st(dst->mn[j], mn[j]);
+        }
+        __m256 d = _mm256_setzero_ps(), dm = _mm256_setzero_ps();
+        if (rows > 0) {
+            d = f16x8_n(blk + kq_doff(T), rb, rows < 8 ? rows : 8);
+            if (kq_has_min(T))
+                dm = f16x8_n(blk + kq_doff(T) + 2, rb, rows < 8 ? rows : 8);
+        }
+        _mm256_storeu_ps(dst->d, d);
+        _mm256_storeu_ps(dst->dm, dm);
+    }
+}
+
+AI void kq_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst, int T)
+{
+    if (T == T_Q4)
+        q4k_decode8(w, rb, rows, nb, dst);
+    else if (T == T_Q6)
+        q6k_decode8(w, rb, rows, nb, dst);
+    else
+        kq_decode8_any(w, rb, rows, nb, dst, T);
+}
+
+AI __m256i bcast32(const uint8_t *p)
+{
+    return _mm256_set1_epi32((int)ld32(p));
+}
+
+/* M[r] = the sum of the int16 pairs mn[i] (i < nmn) times the activation's bsum pairs */
+AI void kq_mins(const struct kqd *wb, const uint8_t *ab, size_t ast, int nmn, int RA, __m256i *M)
+{
+    UNROLL
+    for (int i = 0; i < nmn; i++) {
+        __m256i mv = ld(wb->mn[i]);
+        UNROLL
+        for (int r = 0; r < RA; r++) {
+            __m256i x = _mm256_madd_epi16(mv, bcast32(ab + r * ast + QB_BS + 4 * i));
+            M[r] = i == 0 ? x : _mm256_add_epi32(M[r], x);
+        }
+    }
+}
+
+/*
+ * A tile: the panel's 8 weight rows (W, nb blocks) against RA activation rows (a, ast bytes
+ * apart); y[r * ldy + n] for the first nv rows n of the panel. Block b adds into partial b mod 8
+ * (part[b & 7], in memory), which fold lane-wise in ob_fold8's order.
+ */
+AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float *y, size_t ldy,
+                int nv, const char *pf, size_t pfn, int T, int RA)
+{
+    const int nsub = kq_fam8(T) ? 8 : 16, tps = 64 / nsub;     /* dwords per sub-block */
+    const int ph = T == T_Q6 ? 2 : T == T_Q5 ? 4 : tps;       /* dwords per int16 sum */
+    const int nmn = kq_fam8(T) ? 4 : 8;                         /* mins pairs */
+    __m256 part[8][RT];
+    for (int c = 0; c < 8; c++)
+        UNROLL
+        for (int r = 0; r < RA; r++)
+            part[c][r] = _mm256_setzero_ps();
+#pragma GCC unroll 1
+    for (int b = 0; b < nb; b++) {
+        const struct kqd *wb = W + b;
+        const uint8_t *ab = a + (size_t)b * QB;
+        prefetch_span(pf + pfn * b / nb, pf + pfn * (b + 1) / nb);
+        /* I: isum; Q3_K, Q6_K: starting from the offset's share, taken from the bsums first */
+        __m256i I[RT];
+        if (kq_has_min(T))
+            UNROLL
+            for (int r = 0; r < RA; r++)
+                I[r] = _mm256_setzero_si256();
+        else
+            kq_mins(wb, ab, ast, nmn, RA, I);
+#pragma GCC unroll 1
+        for (int j = 0; j < nsub; j++) {
+            const __m256i scv = ld(wb->sc[j]);
+            UNROLL
+            for (int h = 0; h < tps; h += ph) {
+                __m256i C[RT];
+                UNROLL
+                for (int t = 0; t < ph; t++) {
+                    int d = j * tps + h + t;
+                    __m256i wv = ld(wb->q[d]);
+                    UNROLL
+                    for (int r = 0; r < RA; r++) {
+                        if (t == 0)
+                            C[r] = mubs(wv, bcast32(ab + r * ast + QB_QS + 4 * d));
+                        else
+                            mubs_add_b32(&C[r], wv, ab + r * ast + QB_QS + 4 * d);
+                    }
+                }
+                UNROLL
+                for (int r = 0; r < RA; r++)
+                    I[r] = _mm256_add_epi32(I[r], _mm256_madd_epi16(C[r], scv));
+            }
+        }
+        /* msum from the bsums */
+        __m256i M[RT];
+        if (kq_has_min(T))
+            kq_mins(wb, ab, ast, nmn, RA, M);
+        __m256 dw = _mm256_loadu_ps(wb->d), dm = _mm256_loadu_ps(wb->dm);
+        UNROLL
+        for (int r = 0; r < RA; r++) {
+            __m256 da = _mm256_set1_ps(ldf(ab + r * ast));
+            __m256 v;
+            if (kq_has_min(T)) {
+                v = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(I[r]));
+                v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(M[r])));
+            } else {
+                v = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(I[r]));
+            }
+            part[b & 7][r] = _mm256_add_ps(part[b & 7][r], v);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < RA; r++) {
+        __m256 p[8];
+        UNROLL
+        for (int c = 0; c < 8; c++)
+            p[c] = part[c][r];
+        store_lanes(y + (size_t)r * ldy, fold8v(p), nv);
+    }
 }
 
 AI void kq_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr, float *y,
                size_t ldy, void *scratch, int T)
 {
-    const int nb = k / 256, ng = (nr + GR - 1) / GR;
-    struct kqw *dec = scratch;
-    const struct kqp *p = pv;
-    for (int n = n0; n < n1; n += GW * NPAIR) {
-        int np = 0;
-        for (; np < NPAIR && n + GW * np < n1; np++)
-            UNROLL
-            for (int i = 0; i < GW; i++) {
-                int row = n + GW * np + i;
-                kq_decode(row < n1 ? (const uint8_t *)w + (size_t)row * rb : NULL, k,
-                          dec + np * nb, i, T);
+    const int nb = k / 256;
+    const size_t ast = (size_t)nb * QB;
+    struct kqd *dec = scratch;
+    const uint8_t *p = pv;
+    for (int n = n0; n < n1; n += PW) {
+        int nv = n1 - n < PW ? n1 - n : PW;
+        /* the next panel's rows, fetched while this one computes */
+        int pn = n1 - n - PW < PW ? n1 - n - PW : PW;
+        const char *pf = (const char *)w + (size_t)(n + PW) * rb;
+        size_t pfn = pn > 0 ? (size_t)pn * rb : 0;
+        kq_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, T);
+        /* tiles of RT rows or as few fewer as balance the row count (8 rows: 4 + 4) */
+        int nt = (nr + RT - 1) / RT;
+        for (int i = 0, r = 0; i < nt; i++) {
+            int m = nr / nt + (i < nr % nt);
+            const uint8_t *a = p + r * ast;
+            float *yr = y + (size_t)r * ldy + n;
+            /* tile i fetches part i of the next panel */
+            const char *tpf = pf + pfn * i / nt;
+            size_t tpfn = pfn * (i + 1) / nt - pfn * i / nt;
+            switch (m) {
+            case 1: kq_tile(dec, a, ast, nb, yr, ldy, nv, tpf, tpfn, T, 1); break;
+            case 2: kq_tile(dec, a, ast, nb, yr, ldy, nv, tpf, tpfn, T, 2); break;
+            case 3: kq_tile(dec, a, ast, nb, yr, ldy, nv, tpf, tpfn, T, 3); break;
+            case 4: kq_tile(dec, a, ast, nb, yr, ldy, nv, tpf, tpfn, T, 4); break;
+            case 5: kq_tile(dec, a, ast, nb, yr, ldy, nv, tpf, tpfn, T, 5); break;
+            default: kq_tile(dec, a, ast, nb, yr, ldy, nv, tpf, tpfn, T, 6); break;
             }
-        for (int g = 0; g < ng; g++) {
-            int rr = nr - g * GR < GR ? nr - g * GR : GR;
-            for (int q = 0; q < np; q++) {
-                float out[GW * GR];
-                kq_tile(dec + q * nb, p + (size_t)g * nb, nb, out, T);
-                tile_store(out, y, ldy, n + GW * q, n1, g * GR, rr);
-            }
+            r += m;
         }
     }
 }
@@ -628,12 +741,13 @@ GEMM_ENTRIES(kq, q4_k, T_Q4)
 GEMM_ENTRIES(kq, q5_k, T_Q5)
 GEMM_ENTRIES(kq, q6_k, T_Q6)
 
-/* min_rows: where the GEMM overtakes the dot kernel (measured on Zen 3; hot weights) */
+/* min_rows: where the GEMM overtakes the dot kernel, weights from memory (bench/kernels on an
+ * AVX-512 Xeon held at avx2; hot weights favour the GEMM from 2 or 3 rows) */
 void ob_kernels_avx2_kq(struct ob_kernel_table *t)
 {
-    GEMM_SET(t, OB_Q2_K, kq, q2_k, 4, GW * NPAIR);
-    GEMM_SET(t, OB_Q3_K, kq, q3_k, 6, GW * NPAIR);
-    GEMM_SET(t, OB_Q4_K, kq, q4_k, 4, GW * NPAIR);
-    GEMM_SET(t, OB_Q5_K, kq, q5_k, 4, GW * NPAIR);
-    GEMM_SET(t, OB_Q6_K, kq, q6_k, 6, GW * NPAIR);
+    GEMM_SET(t, OB_Q2_K, kq, q2_k, 4, PW);
+    GEMM_SET(t, OB_Q3_K, kq, q3_k, 4, PW);
+    GEMM_SET(t, OB_Q4_K, kq, q4_k, 4, PW);
+    GEMM_SET(t, OB_Q5_K, kq, q5_k, 4, PW);
+    GEMM_SET(t, OB_Q6_K, kq, q6_k, 5, PW);
 }
