@@ -373,16 +373,7 @@ AI __m256i dot_u8s8(__m256i u, __m256i s)       /* 8 int32 of 4-byte sums */
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
-/* ---- the many-row (GEMM) path: shared shapes --------------------------------------------------- */
-
-/*
- * The GEMM kernels (struct ob_gemm in kernels.h) work on tiles of 2 weight rows x 4 activation
- * rows. Activation rows are prepared once per call in groups of GR = 4 (missing rows of the
- * last group are zeros: their results are computed and dropped); weight rows are decoded in
- * pairs (a missing second row of an odd N is zeros too) into per-thread scratch.
- */
-#define GR 4
-#define GW 2
+/* ---- the table entries ------------------------------------------------------------------------ */
 
 /* The dot kernel rows_NAME of one weight type of a family FAM whose FAM_rows takes the type
  * (KIND) and the row count (1 to 4, a constant in each instance) as its last arguments. */
@@ -442,19 +433,6 @@ AI void store_lanes(float *y, __m256 f, int nv)
     _mm256_storeu_ps(o, f);
     for (int n = 0; n < nv; n++)
         y[n] = o[n];
-}
-
-/* a tile's results out[i * GR + r] (weight row row0 + i, activation row r0 + r) into
- * y[activation row * ldy + weight row]: rr real activation rows, weight rows from n1 on dropped */
-AI void tile_store(const float *out, float *y, size_t ldy, int row0, int n1, int r0, int rr)
-{
-    UNROLL
-    for (int i = 0; i < GW; i++) {
-        if (row0 + i >= n1)
-            break;
-        for (int r = 0; r < rr; r++)
-            y[(size_t)(r0 + r) * ldy + row0 + i] = out[i * GR + r];
-    }
 }
 
 #endif
