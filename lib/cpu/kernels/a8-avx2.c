@@ -301,12 +301,10 @@ AI void a8v_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv,
     const int nb = k / 32;
     const size_t gs = (size_t)(nb + 7) / 8;
     const struct a8v *p = pv;
-    const char *end = (const char *)w + (size_t)n1 * rb;
+    ob_pf_task(w, rb, n0, n1);           /* the dot path's prefetch (kernels.h) */
     for (int n = n0; n < n1; n++) {
         const uint8_t *wn = (const uint8_t *)w + (size_t)n * rb;
-        /* the rows OB_PF_BYTES bytes on into every cache level, as the dot path's driver does */
-        const char *pf = (const char *)wn + OB_PF_BYTES;
-        prefetch_span(pf, pf + rb < end ? pf + rb : end);
+        ob_pf_row(w, rb, n, n1);
         for (int r = 0; r < nr; r += OB_MAXR) {
             const struct a8v *g = p + (size_t)r * gs;
             float *yr = y + (size_t)r * ldy + n;

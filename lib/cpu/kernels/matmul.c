@@ -164,20 +164,16 @@ static void mm_task(void *ctx, int task, int thread)
     ob_dotrows_fn dot = j->kt->dot[w->type];
     int n0 = task * j->chunk, n1 = n0 + j->chunk < w->n ? n0 + j->chunk : w->n;
     float out[OB_MAXR];
+    if (j->prefetch)
+        ob_pf_task(w->data, w->row_bytes, n0, n1);
     for (int r0 = 0; r0 < j->nr; r0 += RTILE) {
         int r1 = r0 + RTILE < j->nr ? r0 + RTILE : j->nr;
         for (int n = n0; n < n1; n++) {
             const char *wr = (const char *)w->data + (size_t)n * w->row_bytes;
-            /* decode streams each weight once: prefetch OB_PF_BYTES ahead (about twice memory
-             * latency x bandwidth), since the hardware prefetchers stop at page boundaries
-             * (quantised rows only: float rows stream well without, and F32 lost a little).
-             * Into every cache level (prefetcht0): the non-temporal hint streamed 35-40 % slower
-             * on an AVX-512 Xeon (bench/kernels, 1024x3072 Q4_K: 6.7 against 10.5 GB/s). */
-            if (j->prefetch) {
-                size_t at = (size_t)n * w->row_bytes + OB_PF_BYTES, end = (size_t)n1 * w->row_bytes;
-                for (size_t o = 0; o < w->row_bytes && at + o < end; o += 64)
-                    __builtin_prefetch((const char *)w->data + at + o, 0, 3);
-            }
+            /* decode streams each weight once: prefetch ahead (kernels.h; quantised rows only:
+             * float rows stream well without, and F32 lost a little) */
+            if (j->prefetch)
+                ob_pf_row(w->data, w->row_bytes, n, n1);
             for (int r = r0; r < r1; r += OB_MAXR) {
                 int m = r1 - r < OB_MAXR ? r1 - r : OB_MAXR;
                 dot(wr, (const char *)j->x + (size_t)r * j->x_stride, j->x_stride, m, w->k, out);
