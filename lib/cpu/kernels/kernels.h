@@ -83,23 +83,23 @@ struct ob_kernel_table {
  * faster so, at 1 and 2 threads), then before row n the row OB_PF_BYTES on, never past the
  * range's end.
  */
-static inline void ob_pf_span(const void *p, size_t n, const void *end)
+static inline void ob_pf_span(const void *base, size_t at, size_t n, size_t end)
 {
-    const char *c = p, *e = end;
-    for (size_t o = 0; o < n && c + o < e; o += 64)
-        __builtin_prefetch(c + o, 0, 3);
+    /* offsets, not pointers: bounded by a comparison with a pointer past the range's end,
+     * GCC 12 dropped the whole loop (such a pointer may not exist, so it may assume the
+     * comparison away) and decode lost 14 % */
+    for (size_t o = 0; o < n && at + o < end; o += 64)
+        __builtin_prefetch((const char *)base + at + o, 0, 3);
 }
 
 static inline void ob_pf_task(const void *w, size_t row_bytes, int n0, int n1)
 {
-    const char *c = w;
-    ob_pf_span(c + (size_t)n0 * row_bytes, OB_PF_BYTES, c + (size_t)n1 * row_bytes);
+    ob_pf_span(w, (size_t)n0 * row_bytes, OB_PF_BYTES, (size_t)n1 * row_bytes);
 }
 
 static inline void ob_pf_row(const void *w, size_t row_bytes, int n, int n1)
 {
-    const char *c = w;
-    ob_pf_span(c + (size_t)n * row_bytes + OB_PF_BYTES, row_bytes, c + (size_t)n1 * row_bytes);
+    ob_pf_span(w, (size_t)n * row_bytes + OB_PF_BYTES, row_bytes, (size_t)n1 * row_bytes);
 }
 
 /* the table of one ISA; entries a level does not have are filled from the level below */
