@@ -28,8 +28,8 @@
  * ob_sample_token adds them up in ob_logsumexp's shape instead of computing them twice.
  */
 #include <float.h>
-#include <pthread.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 

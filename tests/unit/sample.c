@@ -448,7 +448,7 @@ static void test_distribution(void)
     ob_sample_scratch_free(ss);
 }
 
-/* The loops compiled for hardware fma (the default on x86-64 with AVX2) and the plain ones
+/* The exp and expsum kernels of the best SIMD level (the default) and the scalar references
  * (OB_SIMD=scalar) give the same bits; the log-sum-exp that ob_sample_token takes from the
  * T = 1 weights equals ob_logsumexp. */
 static void test_paths(void)
@@ -491,7 +491,8 @@ static void test_paths(void)
             rows++;
         }
     }
-    ok(same, "fma and plain loops: same candidates, weights and tokens (%d rows)", rows);
+    ok(same, "best SIMD level and scalar references: same candidates, weights and tokens (%d "
+       "rows)", rows);
     ok(lse_same, "ob_sample_token's m and log l are ob_logsumexp's bits (fused at T = 1 too)");
     free(z);
     free(w1);
@@ -545,9 +546,9 @@ static void test_speed(void)
     }
     printf("#   %-28s %7.3f ms\n", "T 1 top_p 0.9 + top 20", ms);
     worst = ms > worst ? ms : worst;
-    /* A full sort of the row alone takes about 10 ms here (qsort); the fma loops sample any
-     * configuration in under 10 ms, the plain ones (OB_SIMD=scalar: a libm call per fmaf) in
-     * under 20. The bounds leave room for a slower machine while catching an O(V log V) sort
+    /* A full sort of the row alone takes about 10 ms here (qsort); the SIMD levels sample any
+     * configuration in under 10 ms, the scalar references (OB_SIMD=scalar: a libm call per
+     * fmaf) in under 20. The bounds leave room for a slower machine while catching an O(V log V) sort
      * per token. */
     const char *simd = getenv("OB_SIMD");
     double bound = simd && !strcmp(simd, "scalar") ? 60.0 : 25.0;
