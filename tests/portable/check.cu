@@ -57,7 +57,7 @@ __global__ void device_check(float *x, const float *w, uint16_t *h, struct dev_b
     ob_rope(scratch, w, w + 64, 128, 1);
     ob_rope(scratch + 128, w, w + 64, 128, 0);
     ob_logsumexp(scratch, 256, &m, &ll);
-    out[35] = m + ll + ob_lse_logl(scratch, 100, m);
+    out[35] = m + ll + ob_lse_logl(scratch, 100, m) + ob_lse_sum(scratch, 99, m);
     ob_kv_put(h, scratch, 256);
     ob_attn_head(x, h, h + 64, 128, 2, 64, ob_attn_scale(64), scratch, scratch + 256, out + 64);
 
