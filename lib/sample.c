@@ -138,9 +138,10 @@ int ob_logits_lse(const float *z, uint32_t n, float *m, float *logl)
     int e = check_row(z, n, &zmax);
     if (e)
         return e;
-    /* ob_logsumexp's operations, the sum of exponentials through the ISA's kernel */
-    *m = ob_max_f32(z, (int)n);
-    *logl = lse(selected_ops(), z, n, *m, NULL);
+    /* ob_logsumexp's operations (its m is check_row's maximum: the same value on every row
+     * check_row accepts), the sum of exponentials through the ISA's kernel */
+    *m = zmax;
+    *logl = lse(selected_ops(), z, n, zmax, NULL);
     return 0;
 }
 
