@@ -8,7 +8,7 @@
 # slower). The bits do not change either way: this and the prefetch check below are the
 # structural guards of that speed.
 # Decode streams every weight once, and the few-row paths prefetch it ahead: the dot driver
-# (mm_task) and every GEMV run keep their prefetch instructions (a loop bounded by a pointer
+# (mm_task) and every GEMV run keep their L2 prefetch instructions (a loop bounded by a pointer
 # past the range's end was compiled away whole by GCC 12, and decode lost 14 %).
 . "$(dirname "$0")/lib.sh"
 objs=()
@@ -77,13 +77,14 @@ print(len(entries), " ".join(bad))
 done
 # not vacuous: the entries were found (13 types x dot and GEMM, quantisers, ops, at two levels)
 [ "$total" -ge 60 ]; ok $? "table entries found in the kernel objects: $total"
-# the prefetches: mm_task holds two (a task's first bytes, each row's), every run_v_* GEMV too
+# the prefetches, into the L2 (prefetcht2, kernels.h): mm_task holds two (a task's first bytes,
+# each row's), every run_v_* GEMV too
 pf=$(for o in "$OB_TOP"/lib/cpu/kernels/matmul.o "$OB_TOP"/lib/cpu/kernels/a8-avx2.o \
               "$OB_TOP"/lib/cpu/kernels/a8-avx512.o; do
          [ -f "$o" ] && objdump -d --no-show-raw-insn "$o" |
              awk -v o="$(basename "$o")" '/^[0-9a-f]+ <.*>:/ { f = $2 }
-                 /prefetcht0/ { c[f]++ } f ~ /^<(mm_task|run_v_[a-z0-9_]+)>:$/ { seen[f] = 1 }
+                 /prefetcht2/ { c[f]++ } f ~ /^<(mm_task|run_v_[a-z0-9_]+)>:$/ { seen[f] = 1 }
                  END { for (k in seen) printf "%s%s=%d ", o, k, c[k] }'
      done)
 n=$(grep -o '=[0-9]*' <<<"$pf" | wc -l); short=$(grep -oE '[^ ]*=[01]( |$)' <<<"$pf" | tr -d '\n')
-[ "$n" -ge 5 ] && [ -z "$short" ]; ok $? "weight prefetch compiled into the dot driver and $((n - 1)) GEMV runs${short:+; without: $short}"
+[ "$n" -ge 5 ] && [ -z "$short" ]; ok $? "weight prefetch (L2) compiled into the dot driver and $((n - 1)) GEMV runs${short:+; without: $short}"

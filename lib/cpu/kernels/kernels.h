@@ -77,11 +77,14 @@ struct ob_kernel_table {
 #define OB_PF_BYTES 2048
 
 /*
- * The few-row paths' prefetch (into every cache level: the non-temporal hint streamed 35-40 %
- * slower on an AVX-512 Xeon). A task over weight rows [n0, n1) first fetches the first
- * OB_PF_BYTES of its range at once (the window ahead never covers them: R = 1 streamed 2-8 %
- * faster so, at 1 and 2 threads), then before row n the row OB_PF_BYTES on, never past the
- * range's end.
+ * The few-row paths' prefetch, into the L2 (prefetcht2, locality 1) and not the L1: an L1
+ * prefetch holds one of the core's few L1 fill buffers until its line arrives, which capped
+ * one core's stream below the plain streaming read (Q8_0 and Q6_K R = 1 at 80-85 % of it on an
+ * AVX-512 Xeon, 95-110 % with the L2 hint; the non-temporal hint streamed 35-40 % slower, and
+ * on the GEMMs' panel prefetch the hint made no difference). A task over weight rows [n0, n1)
+ * first fetches the first OB_PF_BYTES of its range at once (the window ahead never covers them:
+ * R = 1 streamed 2-8 % faster so, at 1 and 2 threads), then before row n the row OB_PF_BYTES
+ * on, never past the range's end.
  */
 static inline void ob_pf_span(const void *base, size_t at, size_t n, size_t end)
 {
@@ -89,7 +92,7 @@ static inline void ob_pf_span(const void *base, size_t at, size_t n, size_t end)
      * GCC 12 dropped the whole loop (such a pointer may not exist, so it may assume the
      * comparison away) and decode lost 14 % */
     for (size_t o = 0; o < n && at + o < end; o += 64)
-        __builtin_prefetch((const char *)base + at + o, 0, 3);
+        __builtin_prefetch((const char *)base + at + o, 0, 1);
 }
 
 static inline void ob_pf_task(const void *w, size_t row_bytes, int n0, int n1)
