@@ -17,8 +17,11 @@
  * tiles; the npu routes multiply those, the ref route dequantises them.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "quant.h"
 #include "cpu/kernels/kernels.h"   /* which types have kernels, activation block sizes */
@@ -181,6 +184,129 @@ norms:
     return 0;
 }
 
+/* ---- the cpu route's copy of the weights (model.h ob_model_weights) -------------------- */
+
+struct ob_wcopy {
+    pthread_mutex_t mu;
+    bool done;                     /* decided (and copied, or not) */
+    int err;                       /* the first call's error, returned again */
+    char *msg;                     /* its message */
+    struct ob_weights v;
+    void *map;                     /* the anonymous mapping holding the copy, or NULL */
+    size_t map_len;
+};
+
+#define HUGE_BYTES ((size_t)2 << 20)
+
+/* transparent huge pages can back anonymous memory (the bracketed choice is not never) */
+static bool thp_on(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char line[128] = "";
+    if (!f)
+        return false;
+    bool ok = fgets(line, sizeof line, f) && !strstr(line, "[never]");
+    fclose(f);
+    return ok;
+}
+
+/* bytes of memory available without swapping (MemAvailable), 0 when unknown */
+static size_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    unsigned long long kb = 0;
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}
+
+static int wcopy_make(const struct ob_model *m, struct ob_wcopy *c)
+{
+    const char *env = getenv("OB_WEIGHTS");
+    bool force = env && !strcmp(env, "copy");
+    if (env && *env && strcmp(env, "auto") && strcmp(env, "copy") && strcmp(env, "map"))
+        return ob_seterr(OB_EUSAGE, "OB_WEIGHTS=%s: expected auto, copy or map", env);
+    if (m->pack || (env && !strcmp(env, "map")))
+        return 0;
+    /* the tensors' bytes: [lo, hi) of the mapping */
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (uint64_t i = 0; i < ob_gguf_n_tensors(m->g); i++) {
+        const struct ob_gguf_tensor *t = ob_gguf_tensor_at(m->g, i);
+        if (!t->nbytes)
+            continue;
+        uintptr_t a = (uintptr_t)t->data;
+        lo = a < lo ? a : lo;
+        hi = a + t->nbytes > hi ? a + t->nbytes : hi;
+    }
+    if (hi <= lo)
+        return 0;
+    size_t len = hi - lo;
+    if (!force && (!thp_on() || len > mem_available() / 2))
+        return 0;
+    /* the copy keeps every address's offset in its 4 KB page (the kernels see the alignment
+     * they see in the mapping) and starts within a 2 MB page */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), skew = lo % page;
+    size_t map_len = len + skew + HUGE_BYTES;
+    void *r = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED) {
+        if (!force)
+            return 0;
+        return ob_seterr(OB_ENOMEM, "OB_WEIGHTS=copy: no memory for a copy of %zu MB of "
+                         "weights", len >> 20);
+    }
+    char *base = (char *)(((uintptr_t)r + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1));
+    (void)madvise(base, len + skew, MADV_HUGEPAGE);   /* EINVAL without THP: 4 KB pages */
+    char *at = base + skew;
+    /* a part at a time; the mapping's pages each part came from are dropped after it (they
+     * would be read again from the page cache, the same bytes: the mapping is read-only) */
+    for (size_t o = 0; o < len; o += HUGE_BYTES * 16) {
+        size_t n = len - o < HUGE_BYTES * 16 ? len - o : HUGE_BYTES * 16;
+        memcpy(at + o, (const char *)lo + o, n);
+        uintptr_t p0 = (lo + o + page - 1) / page * page, p1 = (lo + o + n) / page * page;
+        if (p1 > p0)
+            (void)madvise((void *)p0, p1 - p0, MADV_DONTNEED);
+    }
+    (void)mprotect(base, len + skew, PROT_READ);      /* nothing writes weights */
+    c->map = r;
+    c->map_len = map_len;
+    c->v = (struct ob_weights){(const char *)lo, at, len};
+    return 0;
+}
+
+int ob_model_weights(const struct ob_model *m, struct ob_weights *v)
+{
+    struct ob_wcopy *c = m->wcopy;
+    pthread_mutex_lock(&c->mu);
+    if (!c->done) {
+        c->err = wcopy_make(m, c);
+        if (c->err && !(c->msg = strdup(ob_errmsg())))
+            c->err = ob_seterr(OB_ENOMEM, "out of memory");
+        c->done = true;
+    } else if (c->err) {
+        ob_seterr(c->err, "%s", c->msg ? c->msg : "out of memory");
+    }
+    int e = c->err;
+    *v = c->v;
+    pthread_mutex_unlock(&c->mu);
+    return e;
+}
+
+static void wcopy_free(struct ob_wcopy *c)
+{
+    if (!c)
+        return;
+    if (c->map)
+        munmap(c->map, c->map_len);
+    free(c->msg);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
 int ob_model_open(const char *arg, struct ob_model **out)
 {
     struct ob_model *m = calloc(1, sizeof *m);
@@ -188,6 +314,11 @@ int ob_model_open(const char *arg, struct ob_model **out)
         return ob_seterr(OB_ENOMEM, "out of memory");
     pthread_mutex_init(&m->sha_mu, NULL);
     int e;
+    if (!(m->wcopy = calloc(1, sizeof *m->wcopy))) {
+        e = ob_seterr(OB_ENOMEM, "out of memory");
+        goto fail;
+    }
+    pthread_mutex_init(&m->wcopy->mu, NULL);
     if (!(m->arg = strdup(arg))) {
         e = ob_seterr(OB_ENOMEM, "out of memory");
         goto fail;
@@ -254,6 +385,7 @@ void ob_model_close(struct ob_model *m)
     else
         ob_gguf_close(m->g);
     pthread_mutex_destroy(&m->sha_mu);
+    wcopy_free(m->wcopy);
     free(m->path);
     free(m->arg);
     free(m);

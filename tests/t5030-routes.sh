@@ -2,11 +2,12 @@
 # The route registry (lib/route.c) and contexts (lib/ctx.c): routes found by name, a route that
 # is not built in (exit 4) and an unknown one (exit 2, the routes listed), device options
 # (index, memory limit), the device a route names, and a backend's optional whole-layer op;
-# a route without the gemma3 ops refuses a gemma3 model.
+# a route without the gemma3 ops refuses a gemma3 model; OB_WEIGHTS (the cpu route's copy of
+# the weights) other than auto, copy or map is a usage error (exit 2).
 . "$(dirname "$0")/lib.sh"
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
-plan 3
+plan 4
 1b-synth --preset gemma3-tiny -o gemma3.gguf
 out=$("$UNIT/route" "$S" gemma3.gguf 2>&1); rc=$?
 ok $rc "registry and contexts ($(grep -c '^ok' <<<"$out") checks)" || grep -v '^ok' <<<"$out" | head -20 | sed 's/^/# /'
@@ -18,3 +19,6 @@ ok $? "1b-gen -d nosuch: exit 2, the routes this build has ($(cat err.txt))"
 1b-gen -m "$S" -d npu < one.jsonl > /dev/null 2> err.txt; rc=$?
 [ $rc -eq 4 ] && grep -q "route 'npu' is not built into this binary: build with make XRT=1" err.txt
 ok $? "1b-gen -d npu: exit 4, not built in ($(cat err.txt))"
+OB_WEIGHTS=mmap 1b-gen -m "$S" < one.jsonl > out.jsonl 2> err.txt; rc=$?
+[ $rc -eq 2 ] && [ ! -s out.jsonl ] && grep -q "OB_WEIGHTS=mmap: expected auto, copy or map" err.txt
+ok $? "OB_WEIGHTS=mmap: exit 2, nothing written ($(cat err.txt))"

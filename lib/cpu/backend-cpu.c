@@ -1,7 +1,9 @@
 /*
  * backend-cpu.c — the cpu route: canonical kernels (lib/cpu/kernels/) on host memory.
  *
- * Buffers are row-major float arrays [max_rows][width]. A matmul quantises its input rows into
+ * The matrices are read from the model's copy of its weights on 2 MB pages (model.h
+ * ob_model_weights; OB_WEIGHTS=map reads the mapped file). Buffers are row-major float arrays
+ * [max_rows][width]. A matmul quantises its input rows into
  * the weight type's activation format once and keeps them while the buffer is unchanged (q, k
  * and v share one quantised copy of XN). The KV cache holds fp16 keys and values:
  * kc[layer][slot][pos][n_head_kv * hd]. Matmuls and attention run on the thread pool, split
@@ -25,6 +27,7 @@
 
 struct ob_be {
     const struct ob_model *m;
+    struct ob_weights w;           /* where the matrices are read (ob_model_weights) */
     struct ob_be_params p;
     int isa;                       /* the SIMD level (ob_isa_select) */
     struct ob_batch b;             /* the batch being run (begin) */
@@ -92,6 +95,8 @@ static int cpu_open(const struct ob_model *m, const struct ob_be_params *p, stru
     }
     be->kt = ob_kernels(be->isa);
     be->ops = ob_ops(be->isa);
+    if ((e = ob_model_weights(m, &be->w)))
+        goto fail;
     int hd = (int)hp->head_dim, E = (int)hp->n_embd;
     be->width[OB_BX] = be->width[OB_BXN] = be->width[OB_BOUT] = E;
     be->width[OB_BQ] = be->width[OB_BATT] = (int)hp->n_head * hd;
@@ -142,6 +147,15 @@ fail:
     return e;
 }
 
+/* matrix w as this route reads it: in the weights' copy (model.h ob_model_weights) */
+static const struct ob_matrix *wmat(const struct ob_be *be, const struct ob_matrix *w,
+                                    struct ob_matrix *tmp)
+{
+    *tmp = *w;
+    tmp->data = ob_weights_at(&be->w, w->data);
+    return tmp;
+}
+
 static const char *cpu_device(const struct ob_be *be) { return ob_isa_name(be->isa); }
 
 static int cpu_begin(struct ob_be *be, const struct ob_batch *b)
@@ -152,7 +166,8 @@ static int cpu_begin(struct ob_be *be, const struct ob_batch *b)
 
 static int cpu_embed(struct ob_be *be)
 {
-    const struct ob_matrix *w = &be->m->tok_embd;
+    struct ob_matrix tmp;
+    const struct ob_matrix *w = wmat(be, &be->m->tok_embd, &tmp);
     const int32_t *tok = be->b.tok;
     int n = be->b.n;
     float *x = be->buf[OB_BX];
@@ -211,7 +226,8 @@ static int quantised(struct ob_be *be, int src, uint32_t wtype, int k, int n)
 static int cpu_matmul(struct ob_be *be, int l, int role, int src, int dst)
 {
     int n = be->b.n;
-    const struct ob_matrix *w = ob_layer_matrix(be->m, l, role);
+    struct ob_matrix tmp;
+    const struct ob_matrix *w = wmat(be, ob_layer_matrix(be->m, l, role), &tmp);
     quantised(be, src, w->type, w->k, n);
     int e = ob_matmul(be->pool, be->isa, w, be->xq, be->xq_stride, n, be->buf[dst],
                       (size_t)be->width[dst]);
@@ -348,7 +364,8 @@ static int cpu_add(struct ob_be *be, int dst, int src)
 
 static int cpu_logits(struct ob_be *be, const int32_t *rows, int nrows, float *out32, double *out64)
 {
-    const struct ob_matrix *w = &be->m->output;
+    struct ob_matrix tmp;
+    const struct ob_matrix *w = wmat(be, &be->m->output, &tmp);
     int E = (int)be->m->hp.n_embd;
     int fmt = ob_type_actfmt(w->type);
     size_t stride = ob_act_row_bytes(fmt, E);

@@ -10,6 +10,10 @@
  *   - hrx-sim is in every build and runs on the host; hrx without a GPU build is not built in;
  *     npu-sim is in every build, npu only with make XRT=1, and npu-sim refuses a GGUF;
  *     ob_route_fit reports a route's device and whether a context fits it.
+ *   - the cpu route's copy of the weights (model.h ob_model_weights): OB_WEIGHTS=copy makes one
+ *     copy of the tensor data (the same bytes, each at its offset in its 4 KB page) shared by
+ *     every call, map reads in place, both give the same logits as the default; another value
+ *     is OB_EUSAGE, from every call and from the route's open;
  *   - with GEMMA3 (a gemma3 model): a route without the gemma ops (geglu NULL, as every route
  *     written before them) is refused by ob_forward with OB_EUNSUPP instead of computing
  *     llama's graph; the cpu route's own ops run it.
@@ -168,9 +172,56 @@ int main(int argc, char **argv)
     ok(ea == 0 && eb == 0 && n_layer_calls == (int)ob_model_hparams(m)->n_layer &&
        memcmp(a, b, V * sizeof *a) == 0, "a whole-layer op is called once per layer (%d) and "
        "gives the same bits", n_layer_calls);
-    free(a);
     free(b);
     ob_model_close(m);
+
+    /* the weights' copy: one model per OB_WEIGHTS choice (each model decides once) */
+    const char *modes[3] = {"copy", "map", "bogus"};
+    float *wl[2] = {malloc(V * sizeof(float)), malloc(V * sizeof(float))};
+    for (int i = 0; i < 3; i++) {
+        struct ob_model *mw;
+        setenv("OB_WEIGHTS", modes[i], 1);
+        if (ob_model_open(argv[1], &mw)) {
+            printf("not ok - open: %s\n", ob_errmsg());
+            return tap_done() | 1;
+        }
+        struct ob_weights v1, v2;
+        int e1 = ob_model_weights(mw, &v1), e2 = ob_model_weights(mw, &v2);
+        const void *wq = mw->layers[0].wq.data, *out = mw->output.data;
+        if (i == 0) {
+            ok(e1 == 0 && e2 == 0 && v1.len > 0 && v1.at != v1.lo && v2.at == v1.at &&
+               v2.len == v1.len && memcmp(v1.at, v1.lo, v1.len) == 0 &&
+               (uintptr_t)v1.at % 4096 == (uintptr_t)v1.lo % 4096,
+               "OB_WEIGHTS=copy: one copy of %zu bytes, shared, the same bytes at the same page "
+               "offsets", v1.len);
+            ok(ob_weights_at(&v1, wq) == v1.at + ((const char *)wq - v1.lo) &&
+               ob_weights_at(&v1, out) == v1.at + ((const char *)out - v1.lo) &&
+               ob_weights_at(&v1, wl[0]) == (const void *)wl[0],
+               "the copy: matrices are read in it, other memory in place");
+        } else if (i == 1) {
+            ok(e1 == 0 && e2 == 0 && v1.len == 0 && ob_weights_at(&v1, wq) == wq,
+               "OB_WEIGHTS=map: no copy, matrices read in place");
+        } else {
+            ok(e1 == OB_EUSAGE && e2 == OB_EUSAGE &&
+               strstr(ob_errmsg(), "OB_WEIGHTS=bogus: expected auto, copy or map"),
+               "OB_WEIGHTS=bogus: OB_EUSAGE from every call (%s)", ob_errmsg());
+            float *t = malloc(V * sizeof *t);
+            e = run(&ob_be_cpu, mw, t);
+            ok(e == OB_EUSAGE, "OB_WEIGHTS=bogus: the cpu route does not open (%s)",
+               ob_errmsg());
+            free(t);
+        }
+        if (i < 2) {
+            e = run(&ob_be_cpu, mw, wl[i]);
+            ok(e == 0 && memcmp(wl[i], a, V * sizeof *a) == 0, "OB_WEIGHTS=%s: the logits "
+               "of the default's bits", modes[i]);
+        }
+        ob_model_close(mw);
+    }
+    unsetenv("OB_WEIGHTS");
+    free(wl[0]);
+    free(wl[1]);
+    free(a);
 
     if (argc == 3) {
         if (ob_model_open(argv[2], &m)) {
