@@ -3,9 +3,9 @@
  *
  * The matrices are read from the model's copy of its weights on 2 MB pages (model.h
  * ob_model_weights; OB_WEIGHTS=map reads the mapped file). Buffers are row-major float arrays
- * [max_rows][width]. A matmul quantises its input rows into
- * the weight type's activation format once and keeps them while the buffer is unchanged (q, k
- * and v share one quantised copy of XN). The KV cache holds fp16 keys and values:
+ * [max_rows][width]. A matmul quantises its input rows into the weight type's activation
+ * format once and keeps them while the buffer is unchanged (q, k and v share one quantised
+ * copy of XN). The KV cache holds fp16 keys and values:
  * kc[layer][slot][pos][n_head_kv * hd]. Matmuls and attention run on the thread pool, split
  * by output rows and by (row, head); every task computes whole results, so the bits do not
  * depend on the number of threads.

@@ -156,8 +156,8 @@ struct mm_job {
 };
 
 /*
- * Tasks per thread: the GEMMs take 8 (load balance); the few-row paths, which stream their
- * weights once, take 2: every task restarts the prefetch (its first lines fetched at once, the
+ * Tasks per thread: the GEMMs take 8 (load balance); the few-row paths (up to OB_MAXR
+ * activation rows), which stream their weights once, take 2: every task restarts the prefetch (its first lines fetched at once, the
  * window ahead stopping at its end), and with 8 a 2-thread decode of Qwen3-0.6B Q4_K_M ran 5 %
  * slower (bench/gen, 48.3 against 51.2 tok/s on an AVX-512 Xeon; 1 thread the same).
  */
@@ -251,8 +251,8 @@ int ob_matmul(struct ob_pool *pool, int isa, const struct ob_matrix *w, const vo
         return run_prepared(pool, kt, gm, w, x, x_stride, nr, y, ldy, 1, GEMM_TASKS);
     if (gv->run && nr >= gv->min_rows)
         return run_prepared(pool, kt, gv, w, x, x_stride, nr, y, ldy, 4, STREAM_TASKS);
-    /* tasks of whole weight rows (STREAM_TASKS a thread) */
-    int chunk = w->n / (threads * STREAM_TASKS);
+    /* tasks of whole weight rows; many activation rows (float weights) balance like a GEMM */
+    int chunk = w->n / (threads * (nr <= OB_MAXR ? STREAM_TASKS : GEMM_TASKS));
     if (chunk < 4)
         chunk = 4;
     struct mm_job j = {.kt = kt, .w = w, .x = x, .x_stride = x_stride, .nr = nr, .y = y,
