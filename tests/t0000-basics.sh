@@ -8,7 +8,7 @@ cmds=()
 # the C commands and those written in Python (cmd/1b-*.py, built into bin/ by make)
 for c in "$OB_TOP"/cmd/1b-*.c "$OB_TOP"/cmd/1b-*.py; do [ -e "$c" ] && b=$(basename "$c") && cmds+=("${b%.*}"); done
 pages=("$OB_TOP"/man/*.[17])
-plan $(( ${#cmds[@]} * 6 + ${#pages[@]} + 2 + ${#cmds[@]} + 6 + 2 ))
+plan $(( ${#cmds[@]} * 6 + ${#pages[@]} + 2 + ${#cmds[@]} + 6 + 3 ))
 
 for c in "${cmds[@]}"; do
     out=$("$BIN/$c" --help 2>&1); rc=$?
@@ -59,6 +59,10 @@ for c in "${cmds[@]}"; do
 done
 [ -z "$miss_b" ]; ok $? "bash completion is registered for every command${miss_b:+: not$miss_b}"
 [ -z "$miss_z" ]; ok $? "zsh completion is registered for every command${miss_z:+: not$miss_z}"
+# bash completes --preset NAME with exactly 1b-synth's presets (its --help lists them)
+line=$(bash -c 'source "$1/completions/1b.bash"; COMP_WORDS=(1b-synth --preset ""); COMP_CWORD=2; _1b_complete; printf "%s\n" "${COMPREPLY[@]}"' _ "$OB_TOP" | sort | tr '\n' ' ')
+want=$("$BIN/1b-synth" --help | sed -n 's/.*--preset NAME .*preset: //p' | tr -d ',' | sed 's/ (default)//' | tr ' ' '\n' | grep . | sort | tr '\n' ' ')
+[ -n "$want" ] && [ "$line" = "$want" ]; ok $? "bash completion offers 1b-synth's presets (${line:-none}; 1b-synth: ${want:-none})"
 
 # what does not reach standard output is a failure: --help, --version and --list-options to
 # /dev/full exit 5 (1b-agree: 2, its "trouble") with one line naming stdout
