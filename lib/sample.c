@@ -92,16 +92,23 @@ static float lse(const struct ob_ops *ops, const float *z, uint32_t n, float m, 
     return ob_logf(e ? ob_sum_f32(e, (int)n) : ops->expsum(z, n, m));
 }
 
-/* the ops of the level OB_SIMD selects (the best this CPU runs when unset or invalid) */
+/* the ops of the level OB_SIMD selects now (the best this CPU runs when unset; the references
+ * when OB_SIMD is invalid or names a level the CPU lacks: the route reports that error) */
+static const struct ob_ops *level_ops(void)
+{
+    int isa;
+    if (ob_isa_select(&isa))
+        isa = OB_ISA_SCALAR;
+    return ob_ops(isa);
+}
+
+/* level_ops() as first asked, for the calls without a scratch */
 static const struct ob_ops *sel_ops;
 static pthread_once_t sel_once = PTHREAD_ONCE_INIT;
 
 static void sel_init(void)
 {
-    int isa;
-    if (ob_isa_select(&isa))
-        isa = OB_ISA_SCALAR;
-    sel_ops = ob_ops(isa);
+    sel_ops = level_ops();
 }
 
 static const struct ob_ops *selected_ops(void)
@@ -323,10 +330,7 @@ int ob_sample_scratch_new(uint32_t n_vocab, struct ob_sample_scratch **out)
                ob_seterr(OB_ENOMEM, "out of memory");
     }
     s->n_vocab = n_vocab;
-    int isa;
-    if (ob_isa_select(&isa))
-        isa = OB_ISA_SCALAR;
-    s->ops = ob_ops(isa);
+    s->ops = level_ops();           /* per scratch: OB_SIMD as it is now */
     *out = s;
     return 0;
 }
