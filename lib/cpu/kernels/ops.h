@@ -1,8 +1,7 @@
 /*
  * ops.h — the cpu route's elementwise and attention kernels (not matmuls), with their ISA
  * dispatch. References: ob_expf, ob_lse_sum, ob_kv_put, ob_silu, ob_gelu and ob_attn_head in
- * lib/arith/arith.h; every version here
- * must equal them bit for bit (tests/unit/ops.c).
+ * lib/arith/arith.h; every version here must equal them bit for bit (tests/unit/ops.c).
  */
 #ifndef OB_OPS_H
 #define OB_OPS_H
