@@ -513,77 +513,69 @@ AI void kq_sub(const struct kqd *W, const uint8_t *ab, size_t ast, int j, int tp
 }
 
 /*
- * A tile: the panel's 32 weight rows (W, nb blocks) against RA activation rows (a, ast bytes
- * apart); y[r * ldy + n] for the first nv rows n of the panel.
+ * Block wb of the panel (32 weight rows) against RA activation rows (block ab of each, ast
+ * bytes apart): V[r][h] = the block's term of rows 16h .. 16h + 15, the reference's
+ *     (d_w * d_a) * (float)isum - (dmin_w * d_a) * (float)msum   (or without the min)
  */
-AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float *y, size_t ldy,
-                int nv, int T, int RA)
+AI void kq_bterm(const struct kqd *wb, const uint8_t *ab, size_t ast, int T, int RA, __m512 V[][2])
 {
     const int nsub = kq_fam8(T) ? 8 : 16, tps = 64 / nsub;     /* dwords per sub-block */
-    __m512 part[8][RT][2];
-#pragma GCC unroll 1
-    for (int c = 0; c < 8; c++) {
+    __m512i I0[RT], I1[RT], S0[RT], S1[RT];
+    kq_sub(wb, ab, ast, 0, tps, RA, S0, S1);
+    {
+        __m512i sc0 = ld512(wb->sc[0][0]), sc1 = ld512(wb->sc[0][1]);
         UNROLL
-        for (int r = 0; r < RA; r++)
-            part[c][r][0] = part[c][r][1] = _mm512_setzero_ps();
-#pragma GCC unroll 1
-        for (int b = c; b < nb; b += 8) {
-            const struct kqd *wb = W + b;
-            const uint8_t *ab = a + (size_t)b * QB;
-            __m512i I0[RT], I1[RT], S0[RT], S1[RT];
-            kq_sub(wb, ab, ast, 0, tps, RA, S0, S1);
-            {
-                __m512i sc0 = ld512(wb->sc[0][0]), sc1 = ld512(wb->sc[0][1]);
-                UNROLL
-                for (int r = 0; r < RA; r++) {
-                    I0[r] = _mm512_mullo_epi32(S0[r], sc0);
-                    I1[r] = _mm512_mullo_epi32(S1[r], sc1);
-                }
-            }
-#pragma GCC unroll 1
-            for (int j = 1; j < nsub; j++) {
-                kq_sub(wb, ab, ast, j, tps, RA, S0, S1);
-                __m512i sc0 = ld512(wb->sc[j][0]), sc1 = ld512(wb->sc[j][1]);
-                UNROLL
-                for (int r = 0; r < RA; r++) {
-                    I0[r] = _mm512_add_epi32(I0[r], _mm512_mullo_epi32(S0[r], sc0));
-                    I1[r] = _mm512_add_epi32(I1[r], _mm512_mullo_epi32(S1[r], sc1));
-                }
-            }
-            /* msum (or the offset's share of isum) from the bsums */
-            UNROLL
-            for (int r = 0; r < RA; r++)
-                S0[r] = S1[r] = _mm512_setzero_si512();
-            UNROLL
-            for (int i = 0; i < 8; i++) {
-                __m512i m0 = ld512(wb->mn[i][0]), m1 = ld512(wb->mn[i][1]);
-                UNROLL
-                for (int r = 0; r < RA; r++) {
-                    __m512i x = bcast32(ab + r * ast + QB_BS + 4 * i);
-                    S0[r] = dpwssd(S0[r], m0, x);
-                    S1[r] = dpwssd(S1[r], m1, x);
-                }
-            }
-            UNROLL
-            for (int h = 0; h < 2; h++) {
-                __m512 dw = _mm512_loadu_ps(wb->d[h]), dm = _mm512_loadu_ps(wb->dm[h]);
-                UNROLL
-                for (int r = 0; r < RA; r++) {
-                    __m512 da = _mm512_set1_ps(ldf(ab + r * ast));
-                    __m512i is = h ? I1[r] : I0[r], ms = h ? S1[r] : S0[r];
-                    __m512 v;
-                    if (kq_has_min(T)) {
-                        v = _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(is));
-                        v = _mm512_sub_ps(v, _mm512_mul_ps(_mm512_mul_ps(dm, da), _mm512_cvtepi32_ps(ms)));
-                    } else {
-                        v = _mm512_mul_ps(_mm512_mul_ps(dw, da),
-                                          _mm512_cvtepi32_ps(_mm512_add_epi32(is, ms)));
-                    }
-                    part[c][r][h] = _mm512_add_ps(part[c][r][h], v);
-                }
-            }
+        for (int r = 0; r < RA; r++) {
+            I0[r] = _mm512_mullo_epi32(S0[r], sc0);
+            I1[r] = _mm512_mullo_epi32(S1[r], sc1);
         }
     }
+#pragma GCC unroll 1
+    for (int j = 1; j < nsub; j++) {
+        kq_sub(wb, ab, ast, j, tps, RA, S0, S1);
+        __m512i sc0 = ld512(wb->sc[j][0]), sc1 = ld512(wb->sc[j][1]);
+        UNROLL
+        for (int r = 0; r < RA; r++) {
+            I0[r] = _mm512_add_epi32(I0[r], _mm512_mullo_epi32(S0[r], sc0));
+            I1[r] = _mm512_add_epi32(I1[r], _mm512_mullo_epi32(S1[r], sc1));
+        }
+    }
+    /* msum (or the offset's share of isum) from the bsums */
+    UNROLL
+    for (int r = 0; r < RA; r++)
+        S0[r] = S1[r] = _mm512_setzero_si512();
+    UNROLL
+    for (int i = 0; i < 8; i++) {
+        __m512i m0 = ld512(wb->mn[i][0]), m1 = ld512(wb->mn[i][1]);
+        UNROLL
+        for (int r = 0; r < RA; r++) {
+            __m512i x = bcast32(ab + r * ast + QB_BS + 4 * i);
+            S0[r] = dpwssd(S0[r], m0, x);
+            S1[r] = dpwssd(S1[r], m1, x);
+        }
+    }
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        __m512 dw = _mm512_loadu_ps(wb->d[h]), dm = _mm512_loadu_ps(wb->dm[h]);
+        UNROLL
+        for (int r = 0; r < RA; r++) {
+            __m512 da = _mm512_set1_ps(ldf(ab + r * ast));
+            __m512i is = h ? I1[r] : I0[r], ms = h ? S1[r] : S0[r];
+            __m512 v;
+            if (kq_has_min(T)) {
+                v = _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(is));
+                v = _mm512_sub_ps(v, _mm512_mul_ps(_mm512_mul_ps(dm, da), _mm512_cvtepi32_ps(ms)));
+            } else {
+                v = _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(_mm512_add_epi32(is, ms)));
+            }
+            V[r][h] = v;
+        }
+    }
+}
+
+/* the 8 partials part[c][r][h] of RA rows, folded, to y[r * ldy + n] for the first nv rows n */
+AI void kq_store(__m512 part[8][RT][2], float *y, size_t ldy, int nv, int RA)
+{
     UNROLL
     for (int h = 0; h < 2; h++) {
         int m = nv - 16 * h;
@@ -601,6 +593,144 @@ AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float
     }
 }
 
+/*
+ * A tile: the panel's 32 weight rows (W, nb decoded blocks) against RA activation rows (a, ast
+ * bytes apart); y[r * ldy + n] for the first nv rows n of the panel. Partial c (blocks c,
+ * c + 8, ...) is complete before the next one starts, so that it stays in registers.
+ */
+AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float *y, size_t ldy,
+                int nv, int T, int RA)
+{
+    __m512 part[8][RT][2];
+#pragma GCC unroll 1
+    for (int c = 0; c < 8; c++) {
+        UNROLL
+        for (int r = 0; r < RA; r++)
+            part[c][r][0] = part[c][r][1] = _mm512_setzero_ps();
+#pragma GCC unroll 1
+        for (int b = c; b < nb; b += 8) {
+            __m512 V[RT][2];
+            kq_bterm(W + b, a + (size_t)b * QB, ast, T, RA, V);
+            UNROLL
+            for (int r = 0; r < RA; r++) {
+                part[c][r][0] = _mm512_add_ps(part[c][r][0], V[r][0]);
+                part[c][r][1] = _mm512_add_ps(part[c][r][1], V[r][1]);
+            }
+        }
+    }
+    kq_store(part, y, ldy, nv, RA);
+}
+
+/* RA activation rows (a, ast apart) against block b of a decoded panel: its term into part */
+AI void kq_tile_block(const struct kqd *wb, const uint8_t *a, size_t ast, int b, int T, int RA,
+                      __m512 part[8][RT][2])
+{
+    __m512 V[RT][2];
+    kq_bterm(wb, a + (size_t)b * QB, ast, T, RA, V);
+    UNROLL
+    for (int r = 0; r < RA; r++) {
+        part[b & 7][r][0] = _mm512_add_ps(part[b & 7][r][0], V[r][0]);
+        part[b & 7][r][1] = _mm512_add_ps(part[b & 7][r][1], V[r][1]);
+    }
+}
+
+/*
+ * Block 0 of a panel's nv rows (row n at w + n * rb) into dec. Not inlined: the decoders' own
+ * constants would stay in registers across the tiles' loop, and its accumulators spilled.
+ */
+static __attribute__((noinline)) void kq_decode_block(const uint8_t *w, size_t rb, int nv,
+                                                      struct kqd *dec, int T)
+{
+    switch (T) {
+#define KQ_DEC(t)                                                                                  \
+    case t:                                                                                        \
+        kq_decode_half(w, rb, nv < 16 ? nv : 16, 1, dec, 0, t);                                    \
+        kq_decode_half(w + 16 * rb, rb, nv - 16, 1, dec, 1, t);                                    \
+        break;
+    KQ_DEC(T_Q2) KQ_DEC(T_Q3) KQ_DEC(T_Q4) KQ_DEC(T_Q5) KQ_DEC(T_Q6)
+#undef KQ_DEC
+    }
+}
+
+/*
+ * Block t of the weight stream the few-row run reads, panel by panel (t counted in blocks from
+ * block 0 of the panel at row n; nothing from row n1 on), into the L2 (prefetcht2, as the dot
+ * path: an L1 prefetch would push the decoded block out).
+ */
+#define PF_BLOCKS 2                /* how many blocks ahead (a block of 32 rows: 4.5 .. 6.7 KB) */
+
+AI void kq_pf_block(const uint8_t *w, size_t rb, int n, int n1, int nb, int t, size_t bb)
+{
+    int pn = n + PW * (t / nb), rows = n1 - pn < PW ? n1 - pn : PW;
+    if (rows <= 0)
+        return;
+    const char *q = (const char *)w + (size_t)pn * rb + (size_t)(t % nb) * bb;
+    for (int r = 0; r < rows; r++, q += rb)
+        for (const char *l = q - ((uintptr_t)q & 63); l < q + bb; l += 64)
+            _mm_prefetch(l, _MM_HINT_T2);
+}
+
+/*
+ * Few activation rows (nr <= SMALL_R: decode at a batch width): the panel at row n (of a range
+ * ending at n1) against two tiles of RA0 and RA1 rows (RA1 may be 0), y[r * ldy + n ..]. There
+ * a panel costs more to fetch and decode than its tiles cost to run, so the run goes block by
+ * block: block b of the panel's 32 rows is decoded into one kqd (11 KB, in the L1, where the
+ * whole decoded panel of a 3072-value row is 130 KB, in the L2), both tiles take it at once
+ * and add its terms into their partials (in memory) in kq_tile's order, while the block
+ * PF_BLOCKS on is fetched.
+ */
+#define SMALL_R 8
+
+AI void kq_panel_small(const uint8_t *w, size_t rb, int n, int n1, int nb, const uint8_t *p,
+                       size_t ast, float *y, size_t ldy, struct kqd *dec, int T, int RA0, int RA1)
+{
+    const size_t bb = kq_bb(T);
+    const uint8_t *wn = w + (size_t)n * rb;
+    const int nv = n1 - n < PW ? n1 - n : PW;
+    __m512 part0[8][RT][2], part1[8][RT][2];
+    for (int c = 0; c < 8; c++)
+        UNROLL
+        for (int r = 0; r < RT; r++) {
+            if (r < RA0)
+                part0[c][r][0] = part0[c][r][1] = _mm512_setzero_ps();
+            if (r < RA1)
+                part1[c][r][0] = part1[c][r][1] = _mm512_setzero_ps();
+        }
+#pragma GCC unroll 1
+    for (int b = 0; b < nb; b++) {
+        kq_pf_block(w, rb, n, n1, nb, b + PF_BLOCKS, bb);
+        kq_decode_block(wn + b * bb, rb, nv, dec, T);
+        kq_tile_block(dec, p, ast, b, T, RA0, part0);
+        if (RA1)
+            kq_tile_block(dec, p + RA0 * ast, ast, b, T, RA1, part1);
+    }
+    kq_store(part0, y + n, ldy, nv, RA0);
+    if (RA1)
+        kq_store(part1, y + RA0 * ldy + n, ldy, nv, RA1);
+}
+
+AI void kq_run_small(const uint8_t *w, size_t rb, int n0, int n1, int k, const uint8_t *p, int nr,
+                     float *y, size_t ldy, struct kqd *dec, int T)
+{
+    const int nb = k / 256;
+    const size_t ast = (size_t)nb * QB;
+    for (int t = 0; t < PF_BLOCKS; t++)           /* the first blocks: nothing before fetches them */
+        kq_pf_block(w, rb, n0, n1, nb, t, kq_bb(T));
+    for (int n = n0; n < n1; n += PW) {
+        /* tiles of up to 4 rows, balanced (8 rows: 4 + 4, 7: 4 + 3) */
+        switch (nr) {
+        case 1: kq_panel_small(w, rb, n, n1, nb, p, ast, y, ldy, dec, T, 1, 0); break;
+        case 2: kq_panel_small(w, rb, n, n1, nb, p, ast, y, ldy, dec, T, 2, 0); break;
+        case 3: kq_panel_small(w, rb, n, n1, nb, p, ast, y, ldy, dec, T, 3, 0); break;
+        case 4: kq_panel_small(w, rb, n, n1, nb, p, ast, y, ldy, dec, T, 4, 0); break;
+        case 5: kq_panel_small(w, rb, n, n1, nb, p, ast, y, ldy, dec, T, 3, 2); break;
+        case 6: kq_panel_small(w, rb, n, n1, nb, p, ast, y, ldy, dec, T, 3, 3); break;
+        case 7: kq_panel_small(w, rb, n, n1, nb, p, ast, y, ldy, dec, T, 4, 3); break;
+        default: kq_panel_small(w, rb, n, n1, nb, p, ast, y, ldy, dec, T, 4, 4); break;
+        }
+    }
+}
+
 AI void kq_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr, float *y,
                size_t ldy, void *scratch, int T)
 {
@@ -608,6 +738,10 @@ AI void kq_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, 
     const size_t ast = (size_t)nb * QB;
     struct kqd *dec = scratch;
     const uint8_t *p = pv;
+    if (nr <= SMALL_R) {
+        kq_run_small(w, rb, n0, n1, k, p, nr, y, ldy, dec, T);
+        return;
+    }
     for (int n = n0; n < n1; n += PW) {
         int nv = n1 - n < PW ? n1 - n : PW;
         const uint8_t *wn = (const uint8_t *)w + (size_t)n * rb;
@@ -639,16 +773,17 @@ GEMM_ENTRIES512(kq, q5_k, T_Q5)
 GEMM_ENTRIES512(kq, q6_k, T_Q6)
 
 /*
- * min_rows: where the GEMM overtakes the dot kernel (measured: bench/kernels). Q4_K and Q6_K
- * were measured again once the dot path prefetched into the L2 from 2 MB pages (Mdot/s at 2
- * threads, 1024 x 3072 and 1024 x 151936, AVX-512 Xeon): Q4_K dot 80-91 against GEMM 51-74 at
- * R = 3, 4, GEMM ahead from 5; Q6_K dot 70-87 against GEMM 54-75 at R = 4..7, even at 8.
+ * min_rows: where the GEMM overtakes the dot kernel (measured: bench/kernels, Mdot/s at 2
+ * threads, 1024 x 2048, 3072 x 1024 and 1024 x 151936, weights from memory, AVX-512 Xeon),
+ * measured again with the block-by-block few-row run: Q4_K dot 79-95 against GEMM 80-85 at
+ * R = 3, 91-95 against 102-110 at 4 (3072 x 1024: 30 against 40); Q6_K dot 77-82 against GEMM
+ * 65-68 at R = 4, 66-74 against 71-83 at 5 and 6 (3072 x 1024: 18-21 against 28-31).
  */
 void ob_kernels_avx512_kq(struct ob_kernel_table *t)
 {
     GEMM_SET(t, OB_Q2_K, kq, q2_k, 4, PW);
     GEMM_SET(t, OB_Q3_K, kq, q3_k, 4, PW);
-    GEMM_SET(t, OB_Q4_K, kq, q4_k, 5, PW);
+    GEMM_SET(t, OB_Q4_K, kq, q4_k, 4, PW);
     GEMM_SET(t, OB_Q5_K, kq, q5_k, 4, PW);
-    GEMM_SET(t, OB_Q6_K, kq, q6_k, 8, PW);
+    GEMM_SET(t, OB_Q6_K, kq, q6_k, 5, PW);
 }
