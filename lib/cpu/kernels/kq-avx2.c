@@ -288,76 +288,7 @@ AI void kq_block(const uint8_t *blk, const uint8_t *a, size_t as, int T, int NR,
     }
 }
 
-AI void kq_rows(const void *w, const void *a, size_t as, int k, float *out, int T, int NR)
-{
-    const int nb = k / 256;
-    const size_t bb = kq_bb(T);
-    const uint8_t *wb = w, *ab = a;
-    __m256 P[OB_MAXR];
-    UNROLL
-    for (int r = 0; r < NR; r++)
-        P[r] = _mm256_setzero_ps();
-    for (int b0 = 0; b0 < nb; b0 += 8) {
-        int m = nb - b0 < 8 ? nb - b0 : 8;
-        const uint8_t *b0p = wb + (size_t)b0 * bb, *a0p = ab + (size_t)b0 * QB;
-        __m256i iv[8][OB_MAXR], mv[8][OB_MAXR];
-        if (m <= 4) {
-            /* a short group (K = 1024 has 4 blocks): isum and msum share one reduction
-             * (lanes 0..3 isum, 4..7 msum) and the epilogue is 4 lanes wide */
-#pragma GCC unroll 1
-            for (int j = 0; j < m; j++)
-                kq_block(b0p + j * bb, a0p + j * QB, as, T, NR, iv[j], mv[j]);
-#pragma GCC unroll 1
-            for (int j = m; j < 4; j++)
-                for (int r = 0; r < NR; r++)
-                    iv[j][r] = mv[j][r] = _mm256_setzero_si256();
-            __m128 dw = f16x4_n(b0p + kq_doff(T), bb, m);
-            __m128 dm = kq_has_min(T) ? f16x4_n(b0p + kq_doff(T) + 2, bb, m) : _mm_setzero_ps();
-            UNROLL
-            for (int r = 0; r < NR; r++) {
-                __m128 da = _mm_castsi128_ps(i32x4_n(a0p + r * as, QB, m));
-                __m128 v;
-                if (kq_has_min(T)) {
-                    __m256i h = hsum8(iv[0][r], iv[1][r], iv[2][r], iv[3][r], mv[0][r], mv[1][r],
-                                      mv[2][r], mv[3][r]);
-                    __m128i is = _mm256_castsi256_si128(h), ms = _mm256_extracti128_si256(h, 1);
-                    v = _mm_mul_ps(_mm_mul_ps(dw, da), _mm_cvtepi32_ps(is));
-                    v = _mm_sub_ps(v, _mm_mul_ps(_mm_mul_ps(dm, da), _mm_cvtepi32_ps(ms)));
-                } else {
-                    __m128i is = hsum4(iv[0][r], iv[1][r], iv[2][r], iv[3][r]);
-                    v = _mm_mul_ps(_mm_mul_ps(dw, da), _mm_cvtepi32_ps(is));
-                }
-                P[r] = add_lanes4(P[r], v, m);
-            }
-            continue;
-        }
-#pragma GCC unroll 1
-        for (int j = 0; j < m; j++)
-            kq_block(b0p + j * bb, a0p + j * QB, as, T, NR, iv[j], mv[j]);
-#pragma GCC unroll 1
-        for (int j = m; j < 8; j++)
-            for (int r = 0; r < NR; r++)
-                iv[j][r] = mv[j][r] = _mm256_setzero_si256();
-        __m256 dw = f16x8_n(b0p + kq_doff(T), bb, m);
-        __m256 dm = kq_has_min(T) ? f16x8_n(b0p + kq_doff(T) + 2, bb, m) : _mm256_setzero_ps();
-        UNROLL
-        for (int r = 0; r < NR; r++) {
-            __m256i is = hsum8(iv[0][r], iv[1][r], iv[2][r], iv[3][r], iv[4][r], iv[5][r],
-                               iv[6][r], iv[7][r]);
-            __m256 da = f32x8_n(a0p + r * as, QB, m);
-            __m256 v = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(is));
-            if (kq_has_min(T)) {
-                __m256i ms = hsum8(mv[0][r], mv[1][r], mv[2][r], mv[3][r], mv[4][r], mv[5][r],
-                                   mv[6][r], mv[7][r]);
-                v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(ms)));
-            }
-            P[r] = add_lanes(P[r], v, m);
-        }
-    }
-    UNROLL
-    for (int r = 0; r < NR; r++)
-        out[r] = fold8(P[r]);
-}
+#include "cpu/kernels/kq-rows.h"
 
 DOT_ROWS(kq, q2_k, T_Q2)
 DOT_ROWS(kq, q3_k, T_Q3)
@@ -741,6 +672,14 @@ GEMM_ENTRIES(kq, q4_k, T_Q4)
 GEMM_ENTRIES(kq, q5_k, T_Q5)
 GEMM_ENTRIES(kq, q6_k, T_Q6)
 
+/* ---- few rows with prepared activations: GEMV (kq-rows.h) ----------------------------------- */
+
+GEMM_ENTRIES(kqv, v_q2_k, T_Q2)
+GEMM_ENTRIES(kqv, v_q3_k, T_Q3)
+GEMM_ENTRIES(kqv, v_q4_k, T_Q4)
+GEMM_ENTRIES(kqv, v_q5_k, T_Q5)
+GEMM_ENTRIES(kqv, v_q6_k, T_Q6)
+
 /* min_rows: where the GEMM overtakes the dot kernel, weights from memory (bench/kernels on an
  * AVX-512 Xeon held at avx2; hot weights favour the GEMM from 2 or 3 rows) */
 void ob_kernels_avx2_kq(struct ob_kernel_table *t)
@@ -750,4 +689,9 @@ void ob_kernels_avx2_kq(struct ob_kernel_table *t)
     GEMM_SET(t, OB_Q4_K, kq, q4_k, 4, PW);
     GEMM_SET(t, OB_Q5_K, kq, q5_k, 4, PW);
     GEMM_SET(t, OB_Q6_K, kq, q6_k, 5, PW);
+    GEMV_SET(t, OB_Q2_K, kqv, v_q2_k);
+    GEMV_SET(t, OB_Q3_K, kqv, v_q3_k);
+    GEMV_SET(t, OB_Q4_K, kqv, v_q4_k);
+    GEMV_SET(t, OB_Q5_K, kqv, v_q5_k);
+    GEMV_SET(t, OB_Q6_K, kqv, v_q6_k);
 }
