@@ -25,6 +25,27 @@ AI void a8v_row(const uint8_t *w, const struct a8v *g, size_t gs, int nb, float 
         y[r * ldy] = fold8(P[r]);
 }
 
+/*
+ * Two weight rows (w, w + rb) against one prepared row: y[0], y[1], each a8v_row's bits (the
+ * same groups in the same order), two independent chains sharing the loop.
+ */
+AI void a8v_row2(const uint8_t *w, size_t rb, const struct a8v *g, int nb, float *y, int kind)
+{
+    const size_t bb = a8_bb(kind);
+    __m256 P[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    int b0 = 0;
+    for (; b0 + 8 <= nb; b0 += 8, g++) {
+        a8v_group(w + b0 * bb, g, 0, P, 8, kind, 1);
+        a8v_group(w + rb + b0 * bb, g, 0, P + 1, 8, kind, 1);
+    }
+    if (b0 < nb) {                       /* the last 1..7 blocks */
+        a8v_group(w + b0 * bb, g, 0, P, nb - b0, kind, 1);
+        a8v_group(w + rb + b0 * bb, g, 0, P + 1, nb - b0, kind, 1);
+    }
+    y[0] = fold8(P[0]);
+    y[1] = fold8(P[1]);
+}
+
 AI void a8v_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
                 float *y, size_t ldy, void *scratch, int kind)
 {
@@ -33,7 +54,17 @@ AI void a8v_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv,
     const size_t gs = (size_t)(nb + 7) / 8;
     const struct a8v *p = pv;
     ob_pf_task(w, rb, n0, n1);           /* the dot path's prefetch (kernels.h) */
-    for (int n = n0; n < n1; n++) {
+    int n = n0;
+    /* at R = 1 two weight rows a call for Q4_0 and Q5_0 (bench/kernels R = 1 from memory, an
+     * AVX-512 Xeon: 81-88 -> 89-92 % and 82-87 -> 90-96 % of the streaming read at AVX-512,
+     * AVX2 about even); Q4_1 and Q5_1, whose min term takes more registers, ran 3-5 % slower */
+    if (nr == 1 && !a8_has_m(kind))
+        for (; n + 2 <= n1; n += 2) {
+            ob_pf_row(w, rb, n, n1);
+            ob_pf_row(w, rb, n + 1, n1);
+            a8v_row2((const uint8_t *)w + (size_t)n * rb, rb, p, nb, y + n, kind);
+        }
+    for (; n < n1; n++) {
         const uint8_t *wn = (const uint8_t *)w + (size_t)n * rb;
         ob_pf_row(w, rb, n, n1);
         for (int r = 0; r < nr; r += OB_MAXR) {
