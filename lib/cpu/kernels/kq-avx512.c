@@ -15,13 +15,15 @@
  *        (d_w * d_a) * (float)isum                                  (Q3_K, Q6_K)
  *    cvtdq2ps rounds like the C cast; fp16 scales are converted with F16C (exact; a signalling
  *    NaN comes out quiet, and the first multiplication quietens the reference's too).
- *  - one row: lane j of a register is block b0 + j of 8 consecutive blocks (b0 a multiple of
- *    8), so it adds into partial j = the reference's partial b mod 8; a group of fewer than 8
- *    blocks adds under a mask; the fold is ob_fold8's.
+ *  - one row (dot, and the GEMV's one or two weight rows a call: kq-rows.h): lane j of a
+ *    register is block b0 + j of 8 consecutive blocks (b0 a multiple of 8), so it adds into
+ *    partial j = the reference's partial b mod 8; a group of fewer than 8 blocks blends the
+ *    untouched lanes back; the fold is ob_fold8's.
  *  - GEMM: lane n of a register is weight row n0 + n of a 16-row panel, one register per
  *    activation row; blocks b = c, c + 8, c + 16, ... add into that register in increasing b
- *    (the reference's partial c), the 8 partials are kept and fold lane-wise in ob_fold8's
- *    order.
+ *    (the reference's partial c; the few-row run, block by block, keeps the 8 partials in
+ *    memory and adds block b into partial b mod 8, the same sums), and the 8 partials fold
+ *    lane-wise in ob_fold8's order.
  */
 #include <stddef.h>
 
