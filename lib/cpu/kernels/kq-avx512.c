@@ -725,9 +725,5 @@ void ob_kernels_avx512_kq(struct ob_kernel_table *t)
     GEMM_SET(t, OB_Q4_K, kq, q4_k, 4, PW);
     GEMM_SET(t, OB_Q5_K, kq, q5_k, 4, PW);
     GEMM_SET(t, OB_Q6_K, kq, q6_k, 5, PW);
-    GEMV_SET(t, OB_Q2_K, kqv, v_q2_k);
-    GEMV_SET(t, OB_Q3_K, kqv, v_q3_k);
-    GEMV_SET(t, OB_Q4_K, kqv, v_q4_k);
-    GEMV_SET(t, OB_Q5_K, kqv, v_q5_k);
-    GEMV_SET(t, OB_Q6_K, kqv, v_q6_k);
+    KQV_SET(t);
 }

@@ -151,4 +151,15 @@ AI void kqv_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv,
     }
 }
 
+/* the five GEMV entries into a level's table, once it has made them (its GEMM_ENTRIES macro
+ * over kqv, names v_q2_k .. v_q6_k) */
+#define KQV_SET(t)                                                                              \
+    do {                                                                                        \
+        GEMV_SET(t, OB_Q2_K, kqv, v_q2_k);                                                      \
+        GEMV_SET(t, OB_Q3_K, kqv, v_q3_k);                                                      \
+        GEMV_SET(t, OB_Q4_K, kqv, v_q4_k);                                                      \
+        GEMV_SET(t, OB_Q5_K, kqv, v_q5_k);                                                      \
+        GEMV_SET(t, OB_Q6_K, kqv, v_q6_k);                                                      \
+    } while (0)
+
 #endif
