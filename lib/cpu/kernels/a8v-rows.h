@@ -56,8 +56,9 @@ AI void a8v_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv,
     ob_pf_task(w, rb, n0, n1);           /* the dot path's prefetch (kernels.h) */
     int n = n0;
     /* at R = 1 two weight rows a call for Q4_0 and Q5_0 (bench/kernels R = 1 from memory, an
-     * AVX-512 Xeon: 81-88 -> 89-92 % and 82-87 -> 90-96 % of the streaming read at AVX-512,
-     * AVX2 about even); Q4_1 and Q5_1, whose min term takes more registers, ran 3-5 % slower */
+     * AVX-512 Xeon, interleaved runs: 81-88 -> 88-97 % and 82-89 -> 90-96 % of the streaming
+     * read at AVX-512, AVX2 about even); Q4_1 and Q5_1, whose min term takes more registers,
+     * ran 3-5 % slower */
     if (nr == 1 && !a8_has_m(kind))
         for (; n + 2 <= n1; n += 2) {
             ob_pf_row(w, rb, n, n1);
