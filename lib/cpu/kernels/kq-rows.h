@@ -39,22 +39,26 @@ AI void kq_rows_g(const uint8_t *w, size_t ws, const uint8_t *a, size_t as, int 
             for (int j = m; j < 4; j++)
                 for (int u = 0; u < NU; u++)
                     iv[j][u] = mv[j][u] = _mm256_setzero_si256();
+            __m128 dw[OB_MAXR], dm[OB_MAXR];      /* each weight row's scales, once */
+            UNROLL
+            for (int v = 0; v < NW; v++) {
+                const uint8_t *b0p = w + v * ws + (size_t)b0 * bb;
+                dw[v] = f16x4_n(b0p + kq_doff(T), bb, m);
+                dm[v] = kq_has_min(T) ? f16x4_n(b0p + kq_doff(T) + 2, bb, m) : _mm_setzero_ps();
+            }
             UNROLL
             for (int u = 0; u < NU; u++) {
-                const uint8_t *b0p = w + (u / NR) * ws + (size_t)b0 * bb;
-                __m128 dw = f16x4_n(b0p + kq_doff(T), bb, m);
                 __m128 da = _mm_castsi128_ps(i32x4_n(a0p + (u % NR) * as, QB, m));
                 __m128 v;
                 if (kq_has_min(T)) {
-                    __m128 dm = f16x4_n(b0p + kq_doff(T) + 2, bb, m);
                     __m256i h = hsum8(iv[0][u], iv[1][u], iv[2][u], iv[3][u], mv[0][u], mv[1][u],
                                       mv[2][u], mv[3][u]);
                     __m128i is = _mm256_castsi256_si128(h), ms = _mm256_extracti128_si256(h, 1);
-                    v = _mm_mul_ps(_mm_mul_ps(dw, da), _mm_cvtepi32_ps(is));
-                    v = _mm_sub_ps(v, _mm_mul_ps(_mm_mul_ps(dm, da), _mm_cvtepi32_ps(ms)));
+                    v = _mm_mul_ps(_mm_mul_ps(dw[u / NR], da), _mm_cvtepi32_ps(is));
+                    v = _mm_sub_ps(v, _mm_mul_ps(_mm_mul_ps(dm[u / NR], da), _mm_cvtepi32_ps(ms)));
                 } else {
                     __m128i is = hsum4(iv[0][u], iv[1][u], iv[2][u], iv[3][u]);
-                    v = _mm_mul_ps(_mm_mul_ps(dw, da), _mm_cvtepi32_ps(is));
+                    v = _mm_mul_ps(_mm_mul_ps(dw[u / NR], da), _mm_cvtepi32_ps(is));
                 }
                 P[u] = add_lanes4(P[u], v, m);
             }
@@ -64,19 +68,24 @@ AI void kq_rows_g(const uint8_t *w, size_t ws, const uint8_t *a, size_t as, int 
         for (int j = m; j < 8; j++)
             for (int u = 0; u < NU; u++)
                 iv[j][u] = mv[j][u] = _mm256_setzero_si256();
+        __m256 dw[OB_MAXR], dm[OB_MAXR];
+        UNROLL
+        for (int v = 0; v < NW; v++) {
+            const uint8_t *b0p = w + v * ws + (size_t)b0 * bb;
+            dw[v] = f16x8_n(b0p + kq_doff(T), bb, m);
+            dm[v] = kq_has_min(T) ? f16x8_n(b0p + kq_doff(T) + 2, bb, m) : _mm256_setzero_ps();
+        }
         UNROLL
         for (int u = 0; u < NU; u++) {
-            const uint8_t *b0p = w + (u / NR) * ws + (size_t)b0 * bb;
-            __m256 dw = f16x8_n(b0p + kq_doff(T), bb, m);
             __m256i is = hsum8(iv[0][u], iv[1][u], iv[2][u], iv[3][u], iv[4][u], iv[5][u],
                                iv[6][u], iv[7][u]);
             __m256 da = f32x8_n(a0p + (u % NR) * as, QB, m);
-            __m256 v = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(is));
+            __m256 v = _mm256_mul_ps(_mm256_mul_ps(dw[u / NR], da), _mm256_cvtepi32_ps(is));
             if (kq_has_min(T)) {
-                __m256 dm = f16x8_n(b0p + kq_doff(T) + 2, bb, m);
                 __m256i ms = hsum8(mv[0][u], mv[1][u], mv[2][u], mv[3][u], mv[4][u], mv[5][u],
                                    mv[6][u], mv[7][u]);
-                v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(ms)));
+                v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_mul_ps(dm[u / NR], da),
+                                                   _mm256_cvtepi32_ps(ms)));
             }
             P[u] = add_lanes(P[u], v, m);
         }
