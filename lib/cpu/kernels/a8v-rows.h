@@ -6,44 +6,33 @@
 #ifndef OB_KERNELS_A8V_ROWS_H
 #define OB_KERNELS_A8V_ROWS_H
 
-/* one weight row against NR prepared rows (gs groups apart): y[r * ldy] */
-AI void a8v_row(const uint8_t *w, const struct a8v *g, size_t gs, int nb, float *y, size_t ldy,
-                int kind, int NR)
+/*
+ * NW weight rows (rb bytes apart) against NR prepared rows (gs groups apart), NW * NR <=
+ * OB_MAXR: y[r * ldy + v] = dot(weight row v, row r). Each product takes the same groups in
+ * the same order whatever NW is; two weight rows at once (R = 1) run two independent chains.
+ */
+AI void a8v_rows(const uint8_t *w, size_t rb, const struct a8v *g, size_t gs, int nb, float *y,
+                 size_t ldy, int kind, int NW, int NR)
 {
     const size_t bb = a8_bb(kind);
     __m256 P[OB_MAXR];
     UNROLL
-    for (int r = 0; r < NR; r++)
-        P[r] = _mm256_setzero_ps();
+    for (int u = 0; u < NW * NR; u++)
+        P[u] = _mm256_setzero_ps();
     int b0 = 0;
     for (; b0 + 8 <= nb; b0 += 8, g++)
-        a8v_group(w + b0 * bb, g, gs, P, 8, kind, NR);
+        UNROLL
+        for (int v = 0; v < NW; v++)
+            a8v_group(w + v * rb + b0 * bb, g, gs, P + v * NR, 8, kind, NR);
     if (b0 < nb)                         /* the last 1..7 blocks */
-        a8v_group(w + b0 * bb, g, gs, P, nb - b0, kind, NR);
+        UNROLL
+        for (int v = 0; v < NW; v++)
+            a8v_group(w + v * rb + b0 * bb, g, gs, P + v * NR, nb - b0, kind, NR);
     UNROLL
-    for (int r = 0; r < NR; r++)
-        y[r * ldy] = fold8(P[r]);
-}
-
-/*
- * Two weight rows (w, w + rb) against one prepared row: y[0], y[1], each a8v_row's bits (the
- * same groups in the same order), two independent chains sharing the loop.
- */
-AI void a8v_row2(const uint8_t *w, size_t rb, const struct a8v *g, int nb, float *y, int kind)
-{
-    const size_t bb = a8_bb(kind);
-    __m256 P[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    int b0 = 0;
-    for (; b0 + 8 <= nb; b0 += 8, g++) {
-        a8v_group(w + b0 * bb, g, 0, P, 8, kind, 1);
-        a8v_group(w + rb + b0 * bb, g, 0, P + 1, 8, kind, 1);
-    }
-    if (b0 < nb) {                       /* the last 1..7 blocks */
-        a8v_group(w + b0 * bb, g, 0, P, nb - b0, kind, 1);
-        a8v_group(w + rb + b0 * bb, g, 0, P + 1, nb - b0, kind, 1);
-    }
-    y[0] = fold8(P[0]);
-    y[1] = fold8(P[1]);
+    for (int v = 0; v < NW; v++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            y[r * ldy + v] = fold8(P[v * NR + r]);
 }
 
 AI void a8v_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
@@ -63,7 +52,7 @@ AI void a8v_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv,
         for (; n + 2 <= n1; n += 2) {
             ob_pf_row(w, rb, n, n1);
             ob_pf_row(w, rb, n + 1, n1);
-            a8v_row2((const uint8_t *)w + (size_t)n * rb, rb, p, nb, y + n, kind);
+            a8v_rows((const uint8_t *)w + (size_t)n * rb, rb, p, gs, nb, y + n, ldy, kind, 2, 1);
         }
     for (; n < n1; n++) {
         const uint8_t *wn = (const uint8_t *)w + (size_t)n * rb;
@@ -72,10 +61,10 @@ AI void a8v_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv,
             const struct a8v *g = p + (size_t)r * gs;
             float *yr = y + (size_t)r * ldy + n;
             switch (nr - r) {
-            case 1: a8v_row(wn, g, gs, nb, yr, ldy, kind, 1); break;
-            case 2: a8v_row(wn, g, gs, nb, yr, ldy, kind, 2); break;
-            case 3: a8v_row(wn, g, gs, nb, yr, ldy, kind, 3); break;
-            default: a8v_row(wn, g, gs, nb, yr, ldy, kind, 4); break;
+            case 1: a8v_rows(wn, 0, g, gs, nb, yr, ldy, kind, 1, 1); break;
+            case 2: a8v_rows(wn, 0, g, gs, nb, yr, ldy, kind, 1, 2); break;
+            case 3: a8v_rows(wn, 0, g, gs, nb, yr, ldy, kind, 1, 3); break;
+            default: a8v_rows(wn, 0, g, gs, nb, yr, ldy, kind, 1, 4); break;
             }
         }
     }
