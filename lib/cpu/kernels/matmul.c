@@ -157,9 +157,10 @@ struct mm_job {
 
 /*
  * Tasks per thread: the GEMMs take 8 (load balance); the few-row paths (up to OB_MAXR
- * activation rows), which stream their weights once, take 2: every task restarts the prefetch (its first lines fetched at once, the
- * window ahead stopping at its end), and with 8 a 2-thread decode of Qwen3-0.6B Q4_K_M ran 5 %
- * slower (bench/gen, 48.3 against 51.2 tok/s on an AVX-512 Xeon; 1 thread the same).
+ * activation rows), which stream their weights once, take 2: every task restarts the prefetch
+ * (its first lines fetched at once, the window ahead stopping at its end), and with 8 a
+ * 2-thread decode of Qwen3-0.6B Q4_K_M ran 5 % slower (bench/gen, 48.3 against 51.2 tok/s on
+ * an AVX-512 Xeon; 1 thread the same).
  */
 #define GEMM_TASKS 8
 #define STREAM_TASKS 2
