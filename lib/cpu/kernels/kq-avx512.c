@@ -527,7 +527,8 @@ AI void kq_store(__m512 part[8][RT][2], float *y, size_t ldy, int nv, int RA)
 /*
  * A tile: the panel's 32 weight rows (W, nb decoded blocks) against RA activation rows (a, ast
  * bytes apart); y[r * ldy + n] for the first nv rows n of the panel. Partial c (blocks c,
- * c + 8, ...) is complete before the next one starts, so that it stays in registers.
+ * c + 8, ...) is complete before the next one starts, so that it can stay in registers across
+ * its blocks.
  */
 AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float *y, size_t ldy,
                 int nv, int T, int RA)
