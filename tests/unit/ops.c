@@ -7,6 +7,9 @@
  *  - expsum (the log-sum-exp's sum) against ob_lse_sum: rows of every length 1..70 and a few
  *    long ones (151936, 262144), every partial of the 32 and every tail, -Inf logits (masked
  *    tokens), huge spreads whose terms underflow, NaN;
+ *  - row_max (the sampler's check of a row) against the loop it stands for, at every level
+ *    including the scalar one: the same lengths, maxima anywhere, ties, a largest zero whose
+ *    first occurrence is -0 or +0, rows of -Inf, NaN and +Inf anywhere (the flag);
  *  - f16_put (the KV cache's fp16 stores) against ob_f32_to_fp16 on every 61st float bit
  *    pattern (both signs, NaNs signalling and quiet, Inf, subnormal halves, rounding ties) and
  *    on the ties and overflow edges themselves;
@@ -71,18 +74,59 @@ int main(void)
     int n_isa = ob_isa_best() + 1;
     const struct ob_ops *ref = ob_ops(OB_ISA_SCALAR);
     /* the table, not a list kept here: every entry set at every level, and no entry this test
-     * does not compare (struct ob_ops holds only function pointers: exp, expsum, f16_put,
-     * swiglu, geglu, attn_group) */
+     * does not compare (struct ob_ops holds only function pointers: exp, expsum, row_max,
+     * f16_put, swiglu, geglu, attn_group) */
     int missing = 0;
     for (int isa = 0; isa < OB_ISA_COUNT; isa++) {
         const struct ob_ops *o = ob_ops(isa);
-        missing += !o->exp + !o->expsum + !o->f16_put + !o->swiglu + !o->geglu + !o->attn_group;
+        missing += !o->exp + !o->expsum + !o->row_max + !o->f16_put + !o->swiglu + !o->geglu +
+                   !o->attn_group;
     }
-    ok(sizeof(struct ob_ops) == 6 * sizeof(void (*)(void)) && missing == 0,
-       "ops tables: the 6 entries compared here (a new op needs its comparison), set at every "
+    ok(sizeof(struct ob_ops) == 7 * sizeof(void (*)(void)) && missing == 0,
+       "ops tables: the 7 entries compared here (a new op needs its comparison), set at every "
        "level (%d missing)", missing);
     enum { N = 1 << 20 };
     static float x[N], y0[N], y1[N];
+    for (int isa = 0; isa < n_isa; isa++) {
+        const struct ob_ops *o = ob_ops(isa);
+        long bad = 0, rows = 0;
+        static const size_t longs[] = {151936, 4099, 262144, 1000003};
+        for (int it = 0; it < 70 * 8 + 4 * 8; it++) {
+            size_t m = it < 560 ? (size_t)it / 8 + 1 : longs[(it - 560) / 8];
+            int kind = it % 8;
+            for (size_t i = 0; i < m; i++) {
+                float f = frand(kind == 1 ? 1e30f : 50.0f);
+                x[i] = kind == 2 ? (float)(int)(f / 10.0f) : f;    /* kind 2: many ties */
+            }
+            size_t at = (size_t)(tap_rand() % m), at2 = (size_t)(tap_rand() % m);
+            if (kind == 3 || kind == 4) {           /* the largest is a zero: -0 or +0 first */
+                for (size_t i = 0; i < m; i++)
+                    x[i] = -1.0f - fabsf(x[i]);
+                x[at] = kind == 3 ? -0.0f : 0.0f;
+                x[at2 > at ? at2 : m - 1] = kind == 3 ? 0.0f : -0.0f;
+            }
+            if (kind == 5)                          /* masked tokens; now and then all of them */
+                for (size_t i = 0; i < m; i++)
+                    if (i % 3 != 1 || it % 16 == 5)
+                        x[i] = -INFINITY;
+            if (kind == 6)
+                x[at] = it % 16 == 6 ? NAN : -NAN;
+            if (kind == 7)
+                x[at] = INFINITY;
+            float want = -INFINITY;
+            int wbad = 0, gbad = -1;
+            for (size_t i = 0; i < m; i++) {
+                wbad |= x[i] != x[i] || x[i] == INFINITY;
+                want = x[i] > want ? x[i] : want;
+            }
+            float got = o->row_max(x, m, &gbad);
+            bad += gbad != wbad || (!wbad && memcmp(&want, &got, 4) != 0);
+            rows++;
+        }
+        ok(bad == 0, "%s row_max: %ld rows (lengths 1-70, 151936, 4099, 262144, 1000003; ties, "
+           "a largest -0 / +0, -Inf, NaN, +Inf) equal the loop's maximum and flag", ob_isa_name(isa),
+           rows);
+    }
     for (int isa = 1; isa < n_isa; isa++) {
         const struct ob_ops *o = ob_ops(isa);
         long bad = 0, total = 0;
@@ -254,7 +298,7 @@ int main(void)
     /* a level this CPU lacks was not compared with the reference here: one skip line each, whose
      * reason tests/run knows ("cpu lacks LEVEL": a failure in CI unless LEVEL is optional) */
     for (int isa = n_isa; isa < OB_ISA_COUNT; isa++)
-        printf("ok %d - %s exp, expsum, f16_put, swiglu, geglu and attention # SKIP cpu lacks %s\n", ++n_test,
+        printf("ok %d - %s exp, expsum, row_max, f16_put, swiglu, geglu and attention # SKIP cpu lacks %s\n", ++n_test,
                ob_isa_name(isa), ob_isa_name(isa));
     return tap_done();
 }

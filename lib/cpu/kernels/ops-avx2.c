@@ -1,7 +1,9 @@
 /*
- * ops-avx2.c — AVX2 versions of exp, expsum, f16_put, swiglu, geglu and the attention head.
+ * ops-avx2.c — AVX2 versions of exp, expsum, row_max, f16_put, swiglu, geglu and the attention
+ * head.
  * References: ob_expf, ob_lse_sum, ob_kv_put, ob_silu, ob_gelu, ob_attn_head
- * (lib/arith/arith.h); each must be equal to them bit for bit.
+ * (lib/arith/arith.h), and for row_max the loop ops.h gives; each must be equal to them bit
+ * for bit.
  *
  * exp: the reference's operations lane by lane (the same constants, fmadd for its fmaf,
  * _mm256_round_ps for ob_rint — equal for the |x| <= 150 it sees). The reference's final
@@ -79,6 +81,45 @@ static float expsum_avx2(const float *z, size_t n, float m)
         p[g] = add_lanes(p[g], e, left);
     }
     return fold32(p[0], p[1], p[2], p[3]);
+}
+
+/*
+ * row_max: vmaxps(v, m) is v > m ? v : m, lane by lane the reference's step, so every lane
+ * keeps the first of its largest values; a largest value other than zero has one bit pattern,
+ * which any fold of the lanes returns, and a largest zero is the row's first zero, found again.
+ * A compare "not less than +Inf" (unordered: true) flags NaN and +Inf.
+ */
+static float row_max_avx2(const float *z, size_t n, int *bad)
+{
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    __m256 m[4], b[4];
+    for (int g = 0; g < 4; g++) {
+        m[g] = _mm256_set1_ps(-INFINITY);
+        b[g] = _mm256_setzero_ps();
+    }
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int g = 0; g < 4; g++) {
+            __m256 v = _mm256_loadu_ps(z + i + 8 * g);
+            m[g] = _mm256_max_ps(v, m[g]);
+            b[g] = _mm256_or_ps(b[g], _mm256_cmp_ps(v, inf, _CMP_NLT_UQ));
+        }
+    __m256 mv = _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3]));
+    __m256 bv = _mm256_or_ps(_mm256_or_ps(b[0], b[1]), _mm256_or_ps(b[2], b[3]));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    float r = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    int fl = _mm256_movemask_ps(bv) != 0;
+    for (; i < n; i++) {
+        fl |= z[i] != z[i] || z[i] == INFINITY;
+        r = z[i] > r ? z[i] : r;
+    }
+    *bad = fl;
+    if (r == 0.0f && !fl)
+        for (i = 0; i < n; i++)
+            if (z[i] == 0.0f)
+                return z[i];
+    return r;
 }
 
 /*
@@ -304,6 +345,7 @@ void ob_ops_avx2(struct ob_ops *t)
 {
     t->exp = exp_avx2;
     t->expsum = expsum_avx2;
+    t->row_max = row_max_avx2;
     t->f16_put = f16_put_avx2;
     t->swiglu = swiglu_avx2;
     t->geglu = geglu_avx2;

@@ -19,6 +19,18 @@ static float expsum_ref(const float *z, size_t n, float m)
     return ob_lse_sum(z, n, m);
 }
 
+static float row_max_ref(const float *z, size_t n, int *bad)
+{
+    float m = -ob_inf();
+    int b = 0;
+    for (size_t i = 0; i < n; i++) {
+        b |= z[i] != z[i] || z[i] == ob_inf();
+        m = z[i] > m ? z[i] : m;
+    }
+    *bad = b;
+    return m;
+}
+
 static void f16_put_ref(uint16_t *h, const float *x, size_t n)
 {
     ob_kv_put(h, x, (int)n);
@@ -55,6 +67,7 @@ void ob_ops_avx512(struct ob_ops *t) { (void)t; }
 static void init(void)
 {
     tables[OB_ISA_SCALAR] = (struct ob_ops){.exp = exp_ref, .expsum = expsum_ref,
+                                            .row_max = row_max_ref,
                                             .f16_put = f16_put_ref, .swiglu = swiglu_ref,
                                             .geglu = geglu_ref, .attn_group = attn_group_ref};
     tables[OB_ISA_AVX2] = tables[OB_ISA_SCALAR];
