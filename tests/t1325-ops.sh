@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The cpu route's exp, swiglu and attention kernels at every SIMD level against arith.h, bit
-# for bit (tests/unit/ops.c).
+# The cpu route's elementwise kernels (exp, expsum, row_max, f16_put, swiglu, geglu) and
+# attention at every SIMD level against their references, bit for bit (tests/unit/ops.c).
 . "$(dirname "$0")/lib.sh"
 out=$("$UNIT/ops" 2>&1); rc=$?
 skips=$(grep -E '^ok [0-9]+ - .*# SKIP' <<<"$out")
