@@ -54,16 +54,25 @@ AI int kq_fam8(int T)                  /* 8 sub-blocks of 32 (else 16 of 16) */
     return T == T_Q4 || T == T_Q5;
 }
 
-/* Q4_K / Q5_K: the 8 6-bit scales (bytes 0..7) and mins (bytes 8..15); ob_k4_scale_min with
- * 32-bit masks and shifts */
+/*
+ * Q4_K / Q5_K: the 8 6-bit scales (bytes 0..7) and mins (bytes 8..15); ob_k4_scale_min with
+ * 32-bit masks and shifts, lane-wise on the three scale dwords u0, u1, u2 (loaded with the d /
+ * dmin dword before them, the block's own, so one 16-byte load):
+ *   s_lo = u0 & 0x3f..,   s_hi = (u2 & 0x0f..) | ((u0 >> 2) & 0x30..)   (= ((u0 >> 6) & 3) << 4)
+ *   m_lo = u1 & 0x3f..,   m_hi = ((u2 >> 4) & 0x0f..) | ((u1 >> 2) & 0x30..)
+ * (in general-purpose registers, then moved into a vector, the same took four vector-port
+ * inserts a block)
+ */
 AI __m128i k4_scales(const uint8_t *q)
 {
-    uint32_t u0 = ld32(q), u1 = ld32(q + 4), u2 = ld32(q + 8);
-    uint32_t s_lo = u0 & 0x3f3f3f3fu;
-    uint32_t s_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
-    uint32_t m_lo = u1 & 0x3f3f3f3fu;
-    uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
-    return _mm_setr_epi32((int)s_lo, (int)s_hi, (int)m_lo, (int)m_hi);
+    __m128i x = _mm_loadu_si128((const __m128i *)(q - 4));          /* d|dmin, u0, u1, u2 */
+    __m128i a = _mm_shuffle_epi32(x, _MM_SHUFFLE(3, 2, 3, 1));       /* u0, u2, u1, u2 */
+    __m128i b = _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 2, 1, 1));       /* u0, u0, u1, u1 */
+    __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                               _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    __m128i hi = _mm_and_si128(_mm_srli_epi32(b, 2),
+                               _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(lo, hi);
 }
 
 /* Q3_K: the 16 scales (ob_q3k_scale) as int8 */
