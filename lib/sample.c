@@ -123,7 +123,7 @@ static const struct ob_ops *selected_ops(void)
 /* ---- the row ------------------------------------------------------------------------------ */
 
 /* NaN and +Inf are refused; -Inf is a masked token. *zmax = the largest logit (finite): the
- * ISA's row_max, which is the loop m = z[i] > m ? z[i] : m's value at every level. */
+ * ISA's row_max, ob_max_f32's value at every level. */
 static int check_row(const struct ob_ops *ops, const float *z, uint32_t n, float *zmax)
 {
     if (!z || n == 0)

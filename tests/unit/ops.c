@@ -7,9 +7,9 @@
  *  - expsum (the log-sum-exp's sum) against ob_lse_sum: rows of every length 1..70 and a few
  *    long ones (151936, 262144), every partial of the 32 and every tail, -Inf logits (masked
  *    tokens), huge spreads whose terms underflow, NaN;
- *  - row_max (the sampler's check of a row) against the loop it stands for, at every level
- *    including the scalar one: the same lengths, maxima anywhere, ties, a largest zero whose
- *    first occurrence is -0 or +0, rows of -Inf, NaN and +Inf anywhere (the flag);
+ *  - row_max (the sampler's check of a row) against ob_max_f32's loop written out, at every
+ *    level including the scalar one: the same lengths, maxima anywhere, ties, a largest zero
+ *    whose first occurrence is -0 or +0, rows of -Inf, NaN and +Inf anywhere (the flag);
  *  - f16_put (the KV cache's fp16 stores) against ob_f32_to_fp16 on every 61st float bit
  *    pattern (both signs, NaNs signalling and quiet, Inf, subnormal halves, rounding ties) and
  *    on the ties and overflow edges themselves;

@@ -1,9 +1,8 @@
 /*
  * ops-avx2.c — AVX2 versions of exp, expsum, row_max, f16_put, swiglu, geglu and the attention
  * head.
- * References: ob_expf, ob_lse_sum, ob_kv_put, ob_silu, ob_gelu, ob_attn_head
- * (lib/arith/arith.h), and for row_max the loop ops.h gives; each must be equal to them bit
- * for bit.
+ * References: ob_expf, ob_lse_sum, ob_max_f32 (row_max), ob_kv_put, ob_silu, ob_gelu,
+ * ob_attn_head (lib/arith/arith.h); each must be equal to them bit for bit.
  *
  * exp: the reference's operations lane by lane (the same constants, fmadd for its fmaf,
  * _mm256_round_ps for ob_rint — equal for the |x| <= 150 it sees). The reference's final
@@ -84,7 +83,7 @@ static float expsum_avx2(const float *z, size_t n, float m)
 }
 
 /*
- * row_max: vmaxps(v, m) is v > m ? v : m, lane by lane the reference's step, so every lane
+ * row_max: vmaxps(v, m) is v > m ? v : m, lane by lane ob_max_f32's step, so every lane
  * keeps the first of its largest values; a largest value other than zero has one bit pattern,
  * which any fold of the lanes returns, and a largest zero is the row's first zero, found again.
  * A compare "not less than +Inf" (unordered: true) flags NaN and +Inf.
@@ -110,9 +109,11 @@ static float row_max_avx2(const float *z, size_t n, int *bad)
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     float r = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
     int fl = _mm256_movemask_ps(bv) != 0;
-    for (; i < n; i++) {
-        fl |= z[i] != z[i] || z[i] == INFINITY;
-        r = z[i] > r ? z[i] : r;
+    for (size_t t = i; t < n; t++)
+        fl |= z[t] != z[t] || z[t] == INFINITY;
+    if (i < n) {
+        float t = ob_max_f32(z + i, (int)(n - i));
+        r = t > r ? t : r;
     }
     *bad = fl;
     if (r == 0.0f && !fl)

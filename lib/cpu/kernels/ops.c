@@ -21,14 +21,11 @@ static float expsum_ref(const float *z, size_t n, float m)
 
 static float row_max_ref(const float *z, size_t n, int *bad)
 {
-    float m = -ob_inf();
     int b = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         b |= z[i] != z[i] || z[i] == ob_inf();
-        m = z[i] > m ? z[i] : m;
-    }
     *bad = b;
-    return m;
+    return ob_max_f32(z, (int)n);
 }
 
 static void f16_put_ref(uint16_t *h, const float *x, size_t n)

@@ -1,8 +1,8 @@
 /*
  * ops.h — the cpu route's elementwise and attention kernels (not matmuls), with their ISA
- * dispatch. References: ob_expf, ob_lse_sum, ob_kv_put, ob_silu, ob_gelu and ob_attn_head in
- * lib/arith/arith.h, and for row_max the loop its comment gives; every version here must equal
- * them bit for bit (tests/unit/ops.c).
+ * dispatch. References: ob_expf, ob_lse_sum, ob_max_f32, ob_kv_put, ob_silu, ob_gelu and
+ * ob_attn_head in lib/arith/arith.h; every version here must equal them bit for bit
+ * (tests/unit/ops.c).
  */
 #ifndef OB_OPS_H
 #define OB_OPS_H
@@ -15,8 +15,8 @@ struct ob_ops {
     void (*exp)(const float *x, float *y, size_t n);
     /* ob_lse_sum(z, n, m): the sum of ob_expf(z[i] - m) in the 32-partial shape */
     float (*expsum)(const float *z, size_t n, float m);
-    /* the largest of z[0..n) as the loop m = z[i] > m ? z[i] : m from m = -Inf leaves it (of
-     * equal zeros the first); 1 in *bad if some z[i] is NaN or +Inf (the value is then any) */
+    /* ob_max_f32(z, n), n >= 1 (of equal zeros the first); 1 in *bad if some z[i] is NaN or
+     * +Inf (the value is then any) */
     float (*row_max)(const float *z, size_t n, int *bad);
     /* h[i] = ob_f32_to_fp16(x[i]) (ob_kv_put: the KV cache's stores) */
     void (*f16_put)(uint16_t *h, const float *x, size_t n);
