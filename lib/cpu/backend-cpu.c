@@ -196,14 +196,15 @@ static void rms_row(const struct ob_be *be, const float *x, const float *w, floa
 
 /*
  * The per-row steps between the matmuls (norms, activation quantisation, QK-norm and RoPE,
- * swiglu) run one row a pool task from two rows on: at width 8 they were 2 % of a decode step's samples on the
- * calling thread while the others waited (perf, AVX2 level, 2 threads). Rows are independent,
- * so the bits are the same whoever runs a row.
+ * swiglu) run one row a pool task from two rows on: at width 8 they were 2 % of a decode
+ * step's samples on the calling thread while the others waited (perf, AVX2 level, 2 threads).
+ * Rows are independent, so the bits are the same whoever runs a row.
  */
 struct row_job {
     struct ob_be *be;
     const float *w;                /* rmsnorm: the norm's weights */
-    int src, dst, width, fmt;      /* fmt: quantised's activation format; rope: src = layer */
+    int src, dst, width, fmt;      /* fmt: quantised's activation format */
+    int layer;                     /* rope */
 };
 
 static void rmsnorm_task(void *ctx, int i, int thread)
@@ -285,15 +286,15 @@ static int cpu_matmul(struct ob_be *be, int l, int role, int src, int dst)
 }
 
 /* one row's query and key heads: QK-norm where the model has it, then RoPE at the row's
- * position (row_job: src = the layer) */
+ * position */
 static void rope_task(void *ctx, int i, int thread)
 {
     const struct row_job *j = ctx;
     struct ob_be *be = j->be;
     const struct ob_hparams *hp = &be->m->hp;
-    const struct ob_layer *L = &be->m->layers[j->src];
+    const struct ob_layer *L = &be->m->layers[j->layer];
     int hd = (int)hp->head_dim, half = (int)hp->n_rot / 2, neox = hp->rope_type == OB_ROPE_NEOX;
-    bool swa = ob_hparams_layer_swa(hp, (uint32_t)j->src);
+    bool swa = ob_hparams_layer_swa(hp, (uint32_t)j->layer);
     const float *tc = swa ? be->swa_cs : be->rope_cs, *ts = swa ? be->swa_sn : be->rope_sn;
     const float *cs = tc + (size_t)be->b.pos[i] * half, *sn = ts + (size_t)be->b.pos[i] * half;
     for (uint32_t h = 0; h < hp->n_head; h++) {
@@ -313,7 +314,7 @@ static void rope_task(void *ctx, int i, int thread)
 
 static int cpu_qk_rope(struct ob_be *be, int l)
 {
-    struct row_job j = {.be = be, .src = l};
+    struct row_job j = {.be = be, .layer = l};
     each_row(be, rope_task, &j, be->b.n);
     be->version[OB_BQ]++;
     be->version[OB_BK]++;
