@@ -265,7 +265,7 @@ static struct stream_result stream_read(struct ob_pool *pool, const uint64_t *bu
 /* ---- options --------------------------------------------------------------------------------- */
 
 enum {
-    OPT_TYPES = 256, OPT_SHAPES, OPT_THREADS, OPT_WIDTHS, OPT_ISA, OPT_REPS, OPT_TIME,
+    OPT_TYPES = 256, OPT_SHAPES, OPT_THREADS, OPT_WIDTHS, OPT_ISA, OPT_LAYOUT, OPT_REPS, OPT_TIME,
     OPT_MAXTIME, OPT_MAXCALL, OPT_ROTATE, OPT_HOT, OPT_STREAM, OPT_QUICK, OPT_JSON, OPT_SEED,
 };
 
@@ -275,6 +275,7 @@ static const struct ob_option options[] = {
     {"threads", OPT_THREADS, "LIST", "thread counts (default 1,2)"},
     {"widths", OPT_WIDTHS, "LIST", "batch widths R, activation rows per call (default 1,4,16,64,512)"},
     {"isa", OPT_ISA, "LIST", "scalar, avx2, avx512 (default: OB_SIMD, else the best the CPU runs)"},
+    {"layout", OPT_LAYOUT, "LIST", "route, rows, panels: how W is held (default route: as the cpu route's copy holds the type at the level)"},
     {"reps", OPT_REPS, "N", "at least N timed calls per case (default 5)"},
     {"time", OPT_TIME, "SEC", "at least SEC seconds of calls per case (default 0.1)"},
     {"max-time", OPT_MAXTIME, "SEC", "stop a case after SEC seconds (default 0.5; one call at least)"},
@@ -299,12 +300,31 @@ struct cfg {
     int threads[MAXL], nthreads;
     int widths[MAXL], nwidths;
     int isas[OB_ISA_COUNT], nisas;
+    int layouts[3], nlayouts;      /* enum lay */
+    struct level { int isa, lay; } lv[3 * OB_ISA_COUNT];   /* isas x layouts */
+    int nlv;
     int reps;
     double time, max_time, max_call;
     double rotate_mb, stream_mb;
     bool hot, json;
     uint64_t seed;
 };
+
+enum lay { LAY_ROUTE, LAY_ROWS, LAY_PANELS };
+static const char *const lay_names[] = {"route", "rows", "panels"};
+
+/* whether level l holds weights of this type in panels (where a shape allows) */
+static bool lv_panels(const struct level *l, uint32_t type)
+{
+    return l->lay == LAY_PANELS || (l->lay == LAY_ROUTE && (ob_kernels(l->isa)->panels >> type & 1));
+}
+
+/* the level's name in the tables: the ISA, "/p8" when W is in panels */
+static const char *lv_name(const struct level *l, uint32_t type, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s", ob_isa_name(l->isa), lv_panels(l, type) ? "/p8" : "");
+    return buf;
+}
 
 static const uint32_t all_types[] = {OB_F32, OB_F16, OB_BF16, OB_Q4_0, OB_Q4_1, OB_Q5_0,
                                      OB_Q5_1, OB_Q8_0, OB_Q2_K, OB_Q3_K, OB_Q4_K, OB_Q5_K,
@@ -413,6 +433,30 @@ static int parse_isas(const char *arg, struct cfg *c, int best)
     return 0;
 }
 
+static int parse_layouts(const char *arg, struct cfg *c)
+{
+    char buf[256], *item[MAXL];
+    snprintf(buf, sizeof buf, "%s", arg);
+    int m = split(buf, item);
+    if (m <= 0 || m > 3) {
+        fprintf(stderr, PROG ": --layout: expected a list of route, rows, panels\n");
+        return OB_EXIT_USAGE;
+    }
+    for (int i = 0; i < m; i++) {
+        int found = -1;
+        for (int l = 0; l < 3; l++)
+            if (strcmp(item[i], lay_names[l]) == 0)
+                found = l;
+        if (found < 0) {
+            fprintf(stderr, PROG ": --layout: '%s': expected route, rows or panels\n", item[i]);
+            return OB_EXIT_USAGE;
+        }
+        c->layouts[i] = found;
+    }
+    c->nlayouts = m;
+    return 0;
+}
+
 /* ---- one case ---------------------------------------------------------------------------------- */
 
 struct result {
@@ -425,15 +469,15 @@ struct result {
 
 static void print_header(void)
 {
-    printf("%-5s %-6s %3s %5s %7s %4s %6s %5s %10s %10s %8s %9s %7s %9s %6s\n", "type", "isa",
+    printf("%-5s %-9s %3s %5s %7s %4s %6s %5s %10s %10s %8s %9s %7s %9s %6s\n", "type", "isa",
            "thr", "K", "N", "R", "copies", "calls", "us", "best", "GB/s", "Mdot/s", "xR1",
            "actq_us", "%bw");
 }
 
-static void print_line(uint32_t type, int isa, int thr, struct shape s, int r,
+static void print_line(uint32_t type, const char *level, int thr, struct shape s, int r,
                        const struct result *res, bool hot_flag, double skipped_pred)
 {
-    printf("%-5s %-6s %3d %5d %7d %4d ", ob_type_name(type), ob_isa_name(isa), thr, s.k, s.n, r);
+    printf("%-5s %-9s %3d %5d %7d %4d ", ob_type_name(type), level, thr, s.k, s.n, r);
     if (res->skipped) {
         printf("skipped: predicted %.1f s per call > --max-call\n", skipped_pred);
         return;
@@ -448,17 +492,19 @@ static void print_line(uint32_t type, int isa, int thr, struct shape s, int r,
            hot_flag ? " hot" : "");
 }
 
-static void json_line(uint32_t type, int isa, int thr, struct shape s, int r, size_t wbytes,
-                      const struct result *res, bool hot_flag, double stream_gbps, double pred)
+static void json_line(uint32_t type, int isa, bool panels, int thr, struct shape s, int r,
+                      size_t wbytes, const struct result *res, bool hot_flag, double stream_gbps,
+                      double pred)
 {
     char id[128];
-    snprintf(id, sizeof id, "kernels/%s/%s/t%d/%dx%d/r%d", ob_type_name(type), ob_isa_name(isa),
-             thr, s.k, s.n, r);
+    snprintf(id, sizeof id, "kernels/%s/%s%s/t%d/%dx%d/r%d", ob_type_name(type), ob_isa_name(isa),
+             panels ? "/p8" : "", thr, s.k, s.n, r);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", id);
     cJSON_AddStringToObject(o, "bench", "kernels");
     cJSON_AddStringToObject(o, "type", ob_type_name(type));
     cJSON_AddStringToObject(o, "isa", ob_isa_name(isa));
+    cJSON_AddStringToObject(o, "layout", panels ? "panels" : "rows");
     cJSON_AddNumberToObject(o, "threads", thr);
     cJSON_AddNumberToObject(o, "k", s.k);
     cJSON_AddNumberToObject(o, "n", s.n);
@@ -490,7 +536,7 @@ static void json_line(uint32_t type, int isa, int thr, struct shape s, int r, si
 
 /* time ob_matmul on one case; W copy i % copies for call i */
 static void time_matmul(const struct cfg *c, struct ob_pool *pool, int isa, uint32_t type,
-                        struct shape s, size_t rb, const uint8_t *arena, int copies,
+                        struct shape s, size_t rb, const uint8_t *arena, int layout, int copies,
                         const void *xq, size_t xs, int r, float *y, double *times, int maxcalls,
                         struct result *res)
 {
@@ -498,7 +544,8 @@ static void time_matmul(const struct cfg *c, struct ob_pool *pool, int isa, uint
     double start = now();
     int calls = 0;
     for (;;) {
-        struct ob_matrix w = {type, s.k, s.n, rb, arena + (size_t)(calls % copies) * mbytes};
+        struct ob_matrix w = {type, s.k, s.n, rb, arena + (size_t)(calls % copies) * mbytes,
+                              layout};
         double t0 = now();
         int rc = ob_matmul(pool, isa, &w, xq, xs, r, y, (size_t)s.n);
         double t1 = now();
@@ -612,6 +659,7 @@ int main(int argc, char **argv)
             set_isa = true;
             break;
         }
+        case OPT_LAYOUT: cl.bad = parse_layouts(optarg, &c) != 0; break;
         case OPT_REPS:
             if (ob_parse_i64(optarg, 1, 10000, &v)) {
                 fprintf(stderr, PROG ": --reps: %s\n", ob_errmsg());
@@ -685,6 +733,11 @@ int main(int argc, char **argv)
         c.isas[0] = isa;
         c.nisas = 1;
     }
+    if (!c.nlayouts)
+        c.layouts[c.nlayouts++] = LAY_ROUTE;
+    for (int i = 0; i < c.nisas; i++)
+        for (int l = 0; l < c.nlayouts; l++)
+            c.lv[c.nlv++] = (struct level){c.isas[i], c.layouts[l]};
     if (c.hot)
         c.rotate_mb = 0;
 #if defined(__x86_64__)
@@ -753,7 +806,7 @@ int main(int argc, char **argv)
     int wmax = 0;
     for (int i = 0; i < c.nwidths; i++)
         wmax = c.widths[i] > wmax ? c.widths[i] : wmax;
-    size_t nsum = (size_t)c.ntypes * c.nisas * c.nthreads * c.nshapes;
+    size_t nsum = (size_t)c.ntypes * c.nlv * c.nthreads * c.nshapes;
     struct result *r1 = calloc(nsum, sizeof *r1), *rbig = calloc(nsum, sizeof *rbig);
     /* the streaming read measured just before each type's cases: [type][threads], GB/s */
     double *st = calloc((size_t)c.ntypes * c.nthreads, sizeof *st);
@@ -811,8 +864,12 @@ int main(int argc, char **argv)
             st[(size_t)ti * c.nthreads + t] = sr[t].best;
         const double *stream_gbps = st + (size_t)ti * c.nthreads;
 
-        for (int ii = 0; ii < c.nisas; ii++) {
-            int isa = c.isas[ii];
+        uint8_t *parena = NULL;            /* the arena's copies of W in panels, for one shape */
+        struct shape pshape = {0, 0};
+        for (int ii = 0; ii < c.nlv; ii++) {
+            int isa = c.lv[ii].isa;
+            char lname[32];
+            lv_name(&c.lv[ii], type, lname, sizeof lname);
             for (int si = 0; si < c.nshapes; si++) {
                 struct shape s = c.shapes[si];
                 if (s.k % unit) {
@@ -826,6 +883,23 @@ int main(int argc, char **argv)
                 if (copies < 1)
                     copies = 1;
                 bool hot_flag = copies * mbytes <= l3 || (c.hot && mbytes <= l3);
+                /* W in panels: each copy packed from the row layout's (once per shape) */
+                struct ob_matrix wr = {type, s.k, s.n, rb, arena, OB_LAYOUT_ROWS};
+                bool pan = lv_panels(&c.lv[ii], type) && ob_panel_fits(&wr);
+                if (lv_panels(&c.lv[ii], type) && !pan) {
+                    fprintf(stderr, "%s: %dx%d skipped for %s: not a matrix panels hold\n",
+                            ob_type_name(type), s.k, s.n, lname);
+                    continue;
+                }
+                if (pan && (pshape.k != s.k || pshape.n != s.n)) {
+                    if (!parena)
+                        parena = hmalloc(abytes);
+                    for (int cp = 0; cp < copies; cp++) {
+                        wr.data = arena + (size_t)cp * mbytes;
+                        ob_panel_pack(&wr, parena + (size_t)cp * mbytes);
+                    }
+                    pshape = s;
+                }
                 int fmt = ob_type_actfmt(type);
                 size_t xs = ob_act_row_bytes(fmt, s.k);
                 /* activation quantisation, once per width (independent of threads) */
@@ -837,7 +911,7 @@ int main(int argc, char **argv)
                     double ref_mdots = 0;
                     double prev_med = 0;
                     int prev_w = 0;
-                    size_t idx = (((size_t)ti * c.nisas + ii) * c.nthreads + th) * c.nshapes + si;
+                    size_t idx = (((size_t)ti * c.nlv + ii) * c.nthreads + th) * c.nshapes + si;
                     for (int wi = 0; wi < c.nwidths; wi++) {
                         int r = c.widths[wi];
                         /* xq holds rows 0 .. max width - 1: time_actq quantised them */
@@ -848,7 +922,8 @@ int main(int argc, char **argv)
                             res.skipped = true;
                         } else {
                             res.copies = copies;
-                            time_matmul(&c, pools[th], isa, type, s, rb, arena, copies, xq, xs, r,
+                            time_matmul(&c, pools[th], isa, type, s, rb, pan ? parena : arena,
+                                        pan ? OB_LAYOUT_P8 : OB_LAYOUT_ROWS, copies, xq, xs, r,
                                         y, times, MAXCALLS, &res);
                             res.actq = actq[wi];
                             res.gbps = (double)mbytes / res.med * 1e-9;
@@ -865,16 +940,18 @@ int main(int argc, char **argv)
                             prev_w = r;
                         }
                         if (c.json)
-                            json_line(type, isa, c.threads[th], s, r, mbytes, &res, hot_flag,
+                            json_line(type, isa, pan, c.threads[th], s, r, mbytes, &res, hot_flag,
                                       stream_gbps[th], pred);
                         else
-                            print_line(type, isa, c.threads[th], s, r, &res, hot_flag, pred);
+                            print_line(type, lname, c.threads[th], s, r, &res, hot_flag, pred);
                         fflush(stdout);
                     }
                 }
             }
         }
         hfree(arena, abytes);
+        if (parena)
+            hfree(parena, abytes);
     }
 
     /* ---- bandwidth once more, then the summary ---- */
@@ -902,18 +979,20 @@ int main(int argc, char **argv)
         if (rmax > 1)
             printf("# %s = Mdot/s at R=%d / at R=1 over the shapes measured at both;\n", xh, rmax);
         printf("# tok/s = Qwen3-0.6B decode estimate from the matmuls alone (R=1, all six shapes)\n"
-               "%-5s %-6s %3s %10s %6s %8s %7s %9s\n",
+               "%-5s %-9s %3s %10s %6s %8s %7s %9s\n",
                "type", "isa", "thr", "decGB/s", "%bw", xh, "shapes", "tok/s");
     }
     for (int ti = 0; ti < c.ntypes; ti++)
-        for (int ii = 0; ii < c.nisas; ii++)
+        for (int ii = 0; ii < c.nlv; ii++)
             for (int th = 0; th < c.nthreads; th++) {
+                char lname[32];
+                lv_name(&c.lv[ii], c.types[ti], lname, sizeof lname);
                 double bytes = 0, t1 = 0, t1b = 0, dots = 0, tbig = 0;
                 int nboth = 0;
                 double shape_t[6] = {0};
                 bool have_q3[6] = {false};
                 for (int si = 0; si < c.nshapes; si++) {
-                    size_t idx = (((size_t)ti * c.nisas + ii) * c.nthreads + th) * c.nshapes + si;
+                    size_t idx = (((size_t)ti * c.nlv + ii) * c.nthreads + th) * c.nshapes + si;
                     const struct result *a = &r1[idx], *b = &rbig[idx];
                     if (a->calls == 0)
                         continue;
@@ -948,12 +1027,13 @@ int main(int argc, char **argv)
                 if (c.json) {
                     char id[96];
                     snprintf(id, sizeof id, "summary/%s/%s/t%d", ob_type_name(c.types[ti]),
-                             ob_isa_name(c.isas[ii]), c.threads[th]);
+                             lname, c.threads[th]);
                     cJSON *o = cJSON_CreateObject();
                     cJSON_AddStringToObject(o, "id", id);
                     cJSON_AddStringToObject(o, "bench", "kernels-summary");
                     cJSON_AddStringToObject(o, "type", ob_type_name(c.types[ti]));
-                    cJSON_AddStringToObject(o, "isa", ob_isa_name(c.isas[ii]));
+                    cJSON_AddStringToObject(o, "isa", ob_isa_name(c.lv[ii].isa));
+                    cJSON_AddStringToObject(o, "layout", lv_panels(&c.lv[ii], c.types[ti]) ? "panels" : "rows");
                     cJSON_AddNumberToObject(o, "threads", c.threads[th]);
                     cJSON_AddNumberToObject(o, "decode_gbps", gbps);
                     cJSON_AddNumberToObject(o, "stream_gbps", sg);
@@ -975,8 +1055,8 @@ int main(int argc, char **argv)
                     }
                     if (tok > 0)
                         snprintf(toks, sizeof toks, "%.1f", tok);
-                    printf("%-5s %-6s %3d %10.2f %5.0f%% %8s %7s %9s\n", ob_type_name(c.types[ti]),
-                           ob_isa_name(c.isas[ii]), c.threads[th], gbps,
+                    printf("%-5s %-9s %3d %10.2f %5.0f%% %8s %7s %9s\n", ob_type_name(c.types[ti]),
+                           lname, c.threads[th], gbps,
                            100 * gbps / sg, xs, ns, toks);
                 }
             }

@@ -1,18 +1,44 @@
 /*
  * matrix.h — a weight matrix as every route sees it: n rows of k values of a GGUF type, row
- * by row in the mapped model file (row_bytes apart). Internal to lib/.
+ * by row in the mapped model file (row_bytes apart), or, in the cpu route's copy of the
+ * weights, in panels. Internal to lib/.
+ *
+ * The panel layout (OB_LAYOUT_P8) holds the same bytes as the rows, rearranged so that a SIMD
+ * kernel reads the 8 rows of a panel as one stream, one row per 32-bit lane: panel p (rows
+ * 8p .. 8p + 7) takes the bytes rows 8p .. 8p + 7 take in the row layout (from data +
+ * 8p * row_bytes), block b of the panel the 8 * S bytes from 8 * S * b on (S the type's block
+ * bytes, a multiple of 4), and in it dword d of row r's block b sits at byte 32 * d + 4 * r.
+ * Only types whose blocks are whole dwords have it (ob_panel_type), only matrices whose row
+ * count is a multiple of 8; the bits of every product are the same in either layout.
  */
 #ifndef OB_MATRIX_H
 #define OB_MATRIX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+enum ob_layout { OB_LAYOUT_ROWS = 0, OB_LAYOUT_P8 = 1 };
+
+#define OB_PANEL_ROWS 8
 
 struct ob_matrix {
     uint32_t type;                 /* enum ob_type */
     int k, n;                      /* values per row, rows */
     size_t row_bytes;
     const void *data;
+    int layout;                    /* enum ob_layout */
 };
+
+/* whether the row-layout matrix m can be held in panels: blocks of whole dwords, rows of
+ * whole blocks back to back, a multiple of 8 rows */
+bool ob_panel_fits(const struct ob_matrix *m);
+
+/* the rows of a row-layout matrix m into panels at dst (m->n * m->row_bytes bytes, not
+ * overlapping m's data; m must pass ob_panel_fits) */
+void ob_panel_pack(const struct ob_matrix *m, void *dst);
+
+/* row i of a panel-layout matrix m into dst (m->row_bytes bytes) */
+void ob_panel_row(const struct ob_matrix *m, int i, void *dst);
 
 #endif

@@ -194,6 +194,7 @@ struct ob_wcopy {
     struct ob_weights v;
     void *map;                     /* the anonymous mapping holding the copy, or NULL */
     size_t map_len;
+    uintptr_t *panels;             /* v.panels */
 };
 
 #define HUGE_BYTES ((size_t)2 << 20)
@@ -225,7 +226,77 @@ static size_t mem_available(void)
     return (size_t)kb * 1024;
 }
 
-static int wcopy_make(const struct ob_model *m, struct ob_wcopy *c)
+/* matrices by their data's address */
+static int cmp_mat_data(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)(*(const struct ob_matrix *const *)a)->data;
+    uintptr_t y = (uintptr_t)(*(const struct ob_matrix *const *)b)->data;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * The matrices of the types in `panels` into panels in the copy (at holds the mapping's bytes
+ * from lo on), each once (a matrix two roles share is one), a panel at a time through a
+ * buffer of its 8 rows; c->panels lists their data addresses in the mapping, ascending.
+ */
+static int wcopy_panels(const struct ob_model *m, struct ob_wcopy *c, uint64_t panels,
+                        char *at, uintptr_t lo)
+{
+    size_t cap = (size_t)m->hp.n_layer * 7 + 1, n = 0;
+    const struct ob_matrix **mats = malloc(cap * sizeof *mats);
+    uintptr_t *addr = malloc(cap * sizeof *addr);
+    char *buf = NULL;
+    if (!mats || !addr)
+        goto oom;
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        const struct ob_layer *L = &m->layers[l];
+        const struct ob_matrix *lm[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
+                                         &L->w_down};
+        for (int i = 0; i < 7; i++)
+            mats[n++] = lm[i];
+    }
+    if (m->output.data != m->tok_embd.data)
+        mats[n++] = &m->output;
+    size_t np = 0, maxrb = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct ob_matrix *w = mats[i];
+        if (w->type < 64 && (panels >> w->type & 1) && ob_panel_fits(w)) {
+            mats[np++] = w;
+            maxrb = w->row_bytes > maxrb ? w->row_bytes : maxrb;
+        }
+    }
+    /* sorted by address, each matrix once */
+    qsort(mats, np, sizeof *mats, cmp_mat_data);
+    size_t nu = 0;
+    for (size_t i = 0; i < np; i++)
+        if (!nu || mats[i]->data != mats[nu - 1]->data)
+            mats[nu++] = mats[i];
+    if (nu && !(buf = malloc(OB_PANEL_ROWS * maxrb)))
+        goto oom;
+    for (size_t i = 0; i < nu; i++) {
+        const struct ob_matrix *w = mats[i];
+        char *dst = at + ((uintptr_t)w->data - lo);
+        size_t pb = OB_PANEL_ROWS * w->row_bytes;
+        struct ob_matrix p = {w->type, w->k, OB_PANEL_ROWS, w->row_bytes, buf, OB_LAYOUT_ROWS};
+        for (int r = 0; r < w->n; r += OB_PANEL_ROWS) {
+            memcpy(buf, dst + (size_t)r * w->row_bytes, pb);
+            ob_panel_pack(&p, dst + (size_t)r * w->row_bytes);
+        }
+        addr[i] = (uintptr_t)w->data;
+    }
+    free(buf);
+    free(mats);
+    c->panels = addr;
+    c->v.panels = addr;
+    c->v.n_panels = nu;
+    return 0;
+oom:
+    free(mats);
+    free(addr);
+    return ob_seterr(OB_ENOMEM, "out of memory arranging the weights' copy");
+}
+
+static int wcopy_make(const struct ob_model *m, struct ob_wcopy *c, uint64_t panels)
 {
     const char *env = getenv("OB_WEIGHTS");
     bool force = env && !strcmp(env, "copy");
@@ -271,19 +342,20 @@ static int wcopy_make(const struct ob_model *m, struct ob_wcopy *c)
         if (p1 > p0)
             (void)madvise((void *)p0, p1 - p0, MADV_DONTNEED);
     }
-    (void)mprotect(base, len + skew, PROT_READ);      /* nothing writes weights */
     c->map = r;
     c->map_len = map_len;
-    c->v = (struct ob_weights){(const char *)lo, at, len};
-    return 0;
+    c->v = (struct ob_weights){(const char *)lo, at, len, NULL, 0};
+    int e = panels ? wcopy_panels(m, c, panels, at, lo) : 0;
+    (void)mprotect(base, len + skew, PROT_READ);      /* nothing writes weights */
+    return e;
 }
 
-int ob_model_weights(const struct ob_model *m, struct ob_weights *v)
+int ob_model_weights(const struct ob_model *m, uint64_t panels, struct ob_weights *v)
 {
     struct ob_wcopy *c = m->wcopy;
     pthread_mutex_lock(&c->mu);
     if (!c->done) {
-        c->err = wcopy_make(m, c);
+        c->err = wcopy_make(m, c, panels);
         if (c->err && !(c->msg = strdup(ob_errmsg())))
             c->err = ob_seterr(OB_ENOMEM, "out of memory");
         c->done = true;
@@ -302,6 +374,7 @@ static void wcopy_free(struct ob_wcopy *c)
         return;
     if (c->map)
         munmap(c->map, c->map_len);
+    free(c->panels);
     free(c->msg);
     pthread_mutex_destroy(&c->mu);
     free(c);

@@ -58,11 +58,15 @@ struct ob_model {
 
 /*
  * Where a route reads the matrices: the bytes [lo, lo + len) of the mapping are read at at
- * instead (ob_weights_at); len 0 reads every matrix in place.
+ * instead (ob_weights_at); len 0 reads every matrix in place. The matrices whose data (their
+ * address in the mapping) is one of panels[0 .. n_panels) (ascending) are held in panels there
+ * (matrix.h OB_LAYOUT_P8; ob_weights_layout).
  */
 struct ob_weights {
     const char *lo, *at;
     size_t len;
+    const uintptr_t *panels;
+    size_t n_panels;
 };
 
 /*
@@ -73,16 +77,37 @@ struct ob_weights {
  * anonymous memory advised to 2 MB pages (read-only from then on) and every later call shares
  * that copy, until ob_model_close. OB_WEIGHTS chooses: auto (unset; the default) copies when
  * transparent huge pages are not off and the data takes at most half the available memory,
- * copy always does, map never does (*v then reads in place). The bits are the same either way.
- * Fails with OB_EUSAGE for another OB_WEIGHTS value, OB_ENOMEM when a forced copy does not fit.
+ * copy always does, map never does (*v then reads in place). The copy holds the matrices of
+ * the types in panels (bit 1 << type: the types the caller's kernels read faster so; struct
+ * ob_kernel_table's panels) in panels where their shape allows (ob_panel_fits); the token
+ * embeddings, whose rows are looked up, stay rows. The first call decides, later ones share
+ * its copy whatever they ask, and read each matrix's layout with ob_weights_layout. The bits
+ * are the same either way. Fails with OB_EUSAGE for another OB_WEIGHTS value, OB_ENOMEM when a
+ * forced copy does not fit (or there is no memory to rearrange it).
  */
-int ob_model_weights(const struct ob_model *m, struct ob_weights *v);
+int ob_model_weights(const struct ob_model *m, uint64_t panels, struct ob_weights *v);
 
 /* where the view reads p, a pointer into the model's mapping */
 static inline const void *ob_weights_at(const struct ob_weights *v, const void *p)
 {
     uintptr_t a = (uintptr_t)p, lo = (uintptr_t)v->lo;
     return a - lo < v->len ? v->at + (a - lo) : p;
+}
+
+/* the layout the view holds the matrix whose data (in the mapping) is p in */
+static inline int ob_weights_layout(const struct ob_weights *v, const void *p)
+{
+    size_t lo = 0, hi = v->n_panels;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v->panels[mid] == (uintptr_t)p)
+            return OB_LAYOUT_P8;
+        if (v->panels[mid] < (uintptr_t)p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return OB_LAYOUT_ROWS;
 }
 
 /* ob_hparams_read over the GGUF's tensors and extra ones that are not in it (a Q4NX pack's

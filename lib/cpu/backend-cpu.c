@@ -95,7 +95,7 @@ static int cpu_open(const struct ob_model *m, const struct ob_be_params *p, stru
     }
     be->kt = ob_kernels(be->isa);
     be->ops = ob_ops(be->isa);
-    if ((e = ob_model_weights(m, &be->w)))
+    if ((e = ob_model_weights(m, be->kt->panels, &be->w)))
         goto fail;
     int hd = (int)hp->head_dim, E = (int)hp->n_embd;
     be->width[OB_BX] = be->width[OB_BXN] = be->width[OB_BOUT] = E;
@@ -153,6 +153,7 @@ static const struct ob_matrix *wmat(const struct ob_be *be, const struct ob_matr
 {
     *tmp = *w;
     tmp->data = ob_weights_at(&be->w, w->data);
+    tmp->layout = ob_weights_layout(&be->w, w->data);
     return tmp;
 }
 

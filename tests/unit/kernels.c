@@ -18,7 +18,9 @@
  *    through the GEMM and GEMV entries directly, at odd shapes (partial block octets, odd N, every row count up
  *    to 13 and more), with weight rows holding NaN, Inf, subnormal and zero fp16 scales (F16C
  *    converts a signalling NaN to a quiet one: the products must still match), against the
- *    scalar reference element by element.
+ *    scalar reference element by element;
+ *  - matrices in panels (the layout the cpu route's copy holds some types in) through
+ *    ob_matmul and the panel entries, against the scalar reference on the rows.
  * Prints the first differing value when something differs.
  */
 #include <math.h>
@@ -132,17 +134,30 @@ static void tables_check(void)
             const struct ob_kernel_table *kt = ob_kernels(isa);
             if (kt->dot[t] && !ref->dot[t])
                 WHY(" %s dot %s: no scalar reference;", ob_isa_name(isa), ob_type_name(t));
-            for (int e = 0; e < 2; e++) {
-                const struct ob_gemm *g = e ? &kt->gemv[t] : &kt->gemm[t];
+            static const char *const en[4] = {"gemm", "gemv", "panel gemm", "panel gemv"};
+            for (int e = 0; e < 4; e++) {
+                const struct ob_gemm *g = e == 0 ? &kt->gemm[t] : e == 1 ? &kt->gemv[t]
+                                        : e == 2 ? &kt->pgemm[t] : &kt->pgemv[t];
                 if (g->run && !ref->dot[t])
-                    WHY(" %s %s %s: no scalar reference;", ob_isa_name(isa), e ? "gemv" : "gemm",
+                    WHY(" %s %s %s: no scalar reference;", ob_isa_name(isa), en[e],
                         ob_type_name(t));
                 if (g->run && (!g->prep || !g->prep_bytes || !g->scratch_bytes ||
                                g->panel < 1 || g->min_rows < 1))
-                    WHY(" %s %s %s: incomplete entry;", ob_isa_name(isa), e ? "gemv" : "gemm",
-                        ob_type_name(t));
+                    WHY(" %s %s %s: incomplete entry;", ob_isa_name(isa), en[e], ob_type_name(t));
+                /* the panel entries take whole panels */
+                if (e >= 2 && g->run && g->panel % OB_PANEL_ROWS)
+                    WHY(" %s %s %s: panel %d;", ob_isa_name(isa), en[e], ob_type_name(t),
+                        g->panel);
             }
+            /* a level that wants a type in panels reads them with its own kernels, from one row
+             * on (else the copy in panels would run through the rows copied back) */
+            if ((kt->panels >> t & 1) && (!kt->pgemv[t].run || kt->pgemv[t].min_rows != 1 ||
+                                          !kt->pgemm[t].run))
+                WHY(" %s %s: wanted in panels without panel kernels;", ob_isa_name(isa),
+                    ob_type_name(t));
         }
+        if (ref->panels >> t & 1)
+            WHY(" scalar %s: wanted in panels;", ob_type_name(t));
     }
     for (int fmt = 0; fmt < 3; fmt++)
         for (int isa = 0; isa < OB_ISA_COUNT; isa++)
@@ -611,6 +626,144 @@ static void gemm_shapes(void)
 }
 
 /*
+ * Matrices in panels (matrix.h OB_LAYOUT_P8), for every type some level has panel entries for
+ * or wants in panels: ob_panel_row gives each row back; ob_matmul over the panels at every
+ * level this CPU runs (the panel entries, or the scalar level's rows copied back) at 1 to 3
+ * threads, and the panel entries directly over two ranges split at a panel, equal the scalar
+ * reference on the rows. Weight rows: quantised, random bytes with finite scales, a special
+ * scale, quants at their extremes (all 0xff, all 0x80) with scales 1.0; activation rows:
+ * random, large, zero, all +1, all -1.
+ */
+static void panels(void)
+{
+    enum { MAXK = 3072, MAXN = 40, MAXR = 37 };
+    static const int ks[] = {256, 1024, 3072}, ns[] = {8, 16, 40};
+    static const int rs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 37};
+    static float x[MAXK], wf[MAXK], want[MAXR * MAXN], got[MAXR * MAXN];
+    static uint8_t row[MAXK * 2];
+    struct ob_pool *pools[3];
+    for (int i = 0; i < 3; i++)
+        ob_pool_new(i + 1, &pools[i]);
+    const struct ob_kernel_table *ref = ob_kernels(OB_ISA_SCALAR);
+    for (uint32_t t = 0; t < OB_TYPE_COUNT; t++) {
+        bool any = false;
+        for (int isa = 0; isa < OB_ISA_COUNT; isa++) {
+            const struct ob_kernel_table *kt = ob_kernels(isa);
+            any |= kt->pgemm[t].run || kt->pgemv[t].run || (kt->panels >> t & 1);
+        }
+        if (!any)
+            continue;
+        int fmt = ob_type_actfmt(t);
+        long bad = 0, n_vals = 0, n_rows = 0, bad_rows = 0;
+        char why[256] = "";
+        for (int ki = 0; ki < 3; ki++)
+            for (int ni = 0; ni < 3; ni++) {
+                int K = ks[ki], N = ns[ni];
+                uint64_t rb;
+                ob_type_row_bytes(t, (uint64_t)K, &rb);
+                size_t as = ob_act_row_bytes(fmt, K);
+                uint8_t *w = malloc((size_t)N * rb), *wp = malloc((size_t)N * rb);
+                uint8_t *xq = malloc(MAXR * as);
+                if (!w || !wp || !xq) {
+                    ok(0, "out of memory");
+                    return;
+                }
+                for (int n = 0; n < N; n++) {
+                    uint8_t *r = w + (size_t)n * rb;
+                    if (n % 4 == 0) {
+                        for (int i = 0; i < K; i++)
+                            wf[i] = gauss() * (n % 8 ? 0.01f : 1.0f);
+                        ob_quant_row(t, wf, r, K);
+                    } else if (n % 4 == 3) {
+                        memset(r, n % 8 == 3 ? 0xff : 0x80, rb);
+                        int offs[2], nf = scale_fields(t, offs);
+                        for (uint64_t b = 0; b < rb; b += ob_type_size(t))
+                            for (int f = 0; f < nf; f++)
+                                memcpy(r + b + offs[f], &(uint16_t){0x3c00}, 2);
+                    } else {
+                        for (uint64_t i = 0; i < rb; i++)
+                            r[i] = (uint8_t)tap_rand();
+                        fix_scales(t, r, rb);
+                        if (n % 4 == 2)
+                            special_scale(t, r, K, (int)(tap_rand() % 11));
+                    }
+                }
+                struct ob_matrix mr = {t, K, N, rb, w, OB_LAYOUT_ROWS};
+                struct ob_matrix mp = {t, K, N, rb, wp, OB_LAYOUT_P8};
+                if (!ob_panel_fits(&mr)) {
+                    bad++;
+                    snprintf(why, sizeof why, "K=%d N=%d: ob_panel_fits says no", K, N);
+                    continue;
+                }
+                ob_panel_pack(&mr, wp);
+                for (int n = 0; n < N; n++) {
+                    memset(row, 0x5a, rb);
+                    ob_panel_row(&mp, n, row);
+                    bad_rows += memcmp(row, w + (size_t)n * rb, rb) != 0;
+                    n_rows++;
+                }
+                for (int r = 0; r < MAXR; r++) {
+                    for (int i = 0; i < K; i++)
+                        x[i] = r == 5 ? 0.0f : r == 7 ? 1.0f : r == 8 ? -1.0f
+                             : gauss() * (r % 3 == 1 ? 50.0f : 1.0f);
+                    ref->actq[fmt](x, xq + r * as, K);
+                }
+                for (int r = 0; r < MAXR; r++)
+                    for (int n = 0; n < N; n++)
+                        ref->dot[t](w + (size_t)n * rb, xq + r * as, as, 1, K, &want[r * N + n]);
+                for (int isa = 0; isa < n_isa; isa++) {
+                    const struct ob_kernel_table *kt = ob_kernels(isa);
+                    for (int ri = 0; ri < (int)(sizeof rs / sizeof rs[0]); ri++) {
+                        int R = rs[ri];
+                        for (int e = 0; e < 5; e++) {    /* ob_matmul at 1, 2, 3 threads, the entries */
+                            const struct ob_gemm *gm = e == 3 ? &kt->pgemm[t] : &kt->pgemv[t];
+                            memset(got, 0xff, sizeof got);
+                            if (e < 3) {
+                                ob_matmul(pools[e], isa, &mp, xq, as, R, got, (size_t)N);
+                            } else if (gm->run) {
+                                void *p = NULL, *sc = NULL;
+                                if (posix_memalign(&p, 64, gm->prep_bytes(K, R)) ||
+                                    posix_memalign(&sc, 64, gm->scratch_bytes(K))) {
+                                    ok(0, "out of memory");
+                                    return;
+                                }
+                                gm->prep(xq, as, R, K, p);
+                                gm->run(wp, rb, 0, OB_PANEL_ROWS, K, p, R, got, (size_t)N, sc);
+                                gm->run(wp, rb, OB_PANEL_ROWS, N, K, p, R, got, (size_t)N, sc);
+                                free(p);
+                                free(sc);
+                            } else {
+                                continue;
+                            }
+                            for (int i = 0; i < R * N; i++)
+                                if (memcmp(&got[i], &want[i], 4) != 0) {
+                                    if (!bad)
+                                        snprintf(why, sizeof why, "%s %s K=%d N=%d R=%d y[%d][%d]: "
+                                                 "%08x != %08x", ob_isa_name(isa),
+                                                 e < 3 ? "matmul" : e == 3 ? "panel gemm" : "panel gemv",
+                                                 K, N, R, i / N, i % N, ob_f32_bits(got[i]),
+                                                 ob_f32_bits(want[i]));
+                                    bad++;
+                                }
+                            n_vals += R * N;
+                        }
+                    }
+                }
+                free(w);
+                free(wp);
+                free(xq);
+            }
+        ok(bad_rows == 0 && n_rows > 0, "%s in panels: %ld rows read back as they were",
+           ob_type_name(t), n_rows);
+        ok(bad == 0 && n_vals > 0, "%s in panels: %ld values (matmul, panel entries; random, "
+           "special and extreme rows) equal the scalar reference%s%s", ob_type_name(t), n_vals,
+           bad ? ": " : "", why);
+    }
+    for (int i = 0; i < 3; i++)
+        ob_pool_free(pools[i]);
+}
+
+/*
  * The int16 bounds of the SIMD kernels (maddubs pair sums, added in int16 before widening):
  * weight rows whose quant bytes are all 0xff (every quant at its maximum, K-quant scales at
  * their largest 6-bit value or int8 -1), all 0x80 (Q8_0 -128, Q6_K scales -128) or a random
@@ -720,6 +873,7 @@ int main(int argc, char **argv)
     matmul();
     gemm_shapes();
     extremes();
+    panels();
     /* the levels this CPU lacks were not compared with the reference: one skip line each */
     for (int isa = n_isa; isa < OB_ISA_COUNT; isa++)
         printf("ok %d - %s dot products, quantisers and matmul # SKIP cpu lacks %s\n", ++n_test,

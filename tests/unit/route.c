@@ -13,7 +13,10 @@
  *   - the cpu route's copy of the weights (model.h ob_model_weights): OB_WEIGHTS=copy makes one
  *     copy of the tensor data (the same bytes, each at its offset in its 4 KB page) shared by
  *     every call, map reads in place, both give the same logits as the default; another value
- *     is OB_EUSAGE, from every call and from the route's open;
+ *     is OB_EUSAGE, from every call and from the route's open; a copy asked for in panels
+ *     holds the Q4_K matrices so (each reads back as the file's rows, the rest is the file's
+ *     bytes) and gives the logits of the model read in place at every level this CPU runs
+ *     (on GEMMA3 when given, which has Q4_K matrices; else on MODEL);
  *   - with GEMMA3 (a gemma3 model): a route without the gemma ops (geglu NULL, as every route
  *     written before them) is refused by ob_forward with OB_EUNSUPP instead of computing
  *     llama's graph; the cpu route's own ops run it.
@@ -66,6 +69,79 @@ static int run(const struct ob_be_ops *ops, struct ob_model *m, float *out)
     e = ob_forward(ops, be, m, &b, rows, 1, out, NULL);
     ops->close(be);
     return e;
+}
+
+/*
+ * A copy holding the Q4_K matrices in panels (what a level wanting them asks for): each such
+ * matrix in it reads back row by row as the file's, everything else is the file's bytes, the
+ * token embeddings stay rows; every level this CPU runs (the scalar one copying the panels'
+ * rows back) gives the logits of the model read in place.
+ */
+static void panel_copy(const char *path)
+{
+    struct ob_model *mp;
+    setenv("OB_WEIGHTS", "map", 1);
+    if (ob_model_open(path, &mp)) {
+        printf("not ok - open %s: %s\n", path, ob_errmsg());
+        return;
+    }
+    uint32_t V = ob_model_hparams(mp)->n_vocab;
+    float *a = malloc(V * sizeof *a), *t = malloc(V * sizeof *t);
+    int e = run(&ob_be_cpu, mp, a);
+    ob_model_close(mp);
+    setenv("OB_WEIGHTS", "copy", 1);
+    if (e || ob_model_open(path, &mp)) {
+        printf("not ok - %s: %s\n", path, ob_errmsg());
+        free(a);
+        free(t);
+        return;
+    }
+    struct ob_weights v;
+    e = ob_model_weights(mp, (uint64_t)1 << OB_Q4_K, &v);
+    size_t n_q4k = 0, bad_rows = 0, bad_other = 0, covered = 0;
+    static char rowbuf[1 << 16];
+    for (uint32_t l = 0; e == 0 && l < mp->hp.n_layer; l++)
+        for (int r = OB_W_Q; r <= OB_W_DOWN; r++) {
+            const struct ob_matrix *w = ob_layer_matrix(mp, l, r);
+            size_t bytes = (size_t)w->n * w->row_bytes;
+            const char *in = ob_weights_at(&v, w->data);
+            if (w->type == OB_Q4_K && ob_panel_fits(w)) {
+                n_q4k++;
+                struct ob_matrix pm = *w;
+                pm.data = in;
+                pm.layout = ob_weights_layout(&v, w->data);
+                bad_rows += pm.layout != OB_LAYOUT_P8 || w->row_bytes > sizeof rowbuf;
+                for (int i = 0; pm.layout == OB_LAYOUT_P8 && i < w->n; i++) {
+                    ob_panel_row(&pm, i, rowbuf);
+                    bad_rows += memcmp(rowbuf, (const char *)w->data + (size_t)i * w->row_bytes,
+                                       w->row_bytes) != 0;
+                }
+            } else {
+                bad_other += ob_weights_layout(&v, w->data) != OB_LAYOUT_ROWS ||
+                             memcmp(in, w->data, bytes) != 0;
+            }
+            covered += bytes;
+        }
+    bool sorted = true;
+    for (size_t i = 1; i < v.n_panels; i++)
+        sorted &= v.panels[i - 1] < v.panels[i];
+    ok(e == 0 && n_q4k > 0 && v.n_panels == n_q4k && sorted && bad_rows == 0 &&
+       bad_other == 0 && ob_weights_layout(&v, mp->tok_embd.data) == OB_LAYOUT_ROWS &&
+       memcmp(ob_weights_at(&v, mp->tok_embd.data), mp->tok_embd.data,
+              (size_t)mp->tok_embd.n * mp->tok_embd.row_bytes) == 0,
+       "a copy in panels: %zu Q4_K matrices read back row by row, the other matrices and the "
+       "token embeddings are the file's bytes (%zu KB of layer matrices)", n_q4k, covered >> 10);
+    for (int isa = 0; isa <= ob_isa_best(); isa++) {
+        setenv("OB_SIMD", ob_isa_name(isa), 1);
+        e = run(&ob_be_cpu, mp, t);
+        ok(e == 0 && memcmp(t, a, V * sizeof *a) == 0, "the copy in panels at the %s level: the "
+           "logits of the model read in place%s", ob_isa_name(isa), e ? ob_errmsg() : "");
+    }
+    unsetenv("OB_SIMD");
+    unsetenv("OB_WEIGHTS");
+    ob_model_close(mp);
+    free(a);
+    free(t);
 }
 
 int main(int argc, char **argv)
@@ -186,7 +262,7 @@ int main(int argc, char **argv)
             return tap_done() | 1;
         }
         struct ob_weights v1, v2;
-        int e1 = ob_model_weights(mw, &v1), e2 = ob_model_weights(mw, &v2);
+        int e1 = ob_model_weights(mw, 0, &v1), e2 = ob_model_weights(mw, 0, &v2);
         const void *wq = mw->layers[0].wq.data, *out = mw->output.data;
         if (i == 0) {
             ok(e1 == 0 && e2 == 0 && v1.len > 0 && v1.at != v1.lo && v2.at == v1.at &&
@@ -240,5 +316,6 @@ int main(int argc, char **argv)
         free(a);
         ob_model_close(m);
     }
+    panel_copy(argc == 3 ? argv[2] : argv[1]);
     return tap_done();
 }

@@ -70,6 +70,17 @@ struct ob_kernel_table {
     ob_actq_fn actq[3];
     struct ob_gemm gemm[OB_TYPE_COUNT];
     struct ob_gemm gemv[OB_TYPE_COUNT];
+    /*
+     * The same two entries over a matrix held in panels (matrix.h OB_LAYOUT_P8): w is the
+     * matrix's data, row_bytes its rows' bytes, n0 and n1 multiples of 8 (panel is 8). Where a
+     * level has none for a type, ob_matmul copies each panel's rows back and runs the dot
+     * entry (slow; the same bits).
+     */
+    struct ob_gemm pgemm[OB_TYPE_COUNT];
+    struct ob_gemm pgemv[OB_TYPE_COUNT];
+    /* the types (bit 1 << type) this level reads faster in panels: the cpu route's copy of the
+     * weights holds its matrices of these types so (model.h ob_model_weights) */
+    uint64_t panels;
 };
 
 /* how far ahead the few-row paths prefetch weights: about twice memory latency x bandwidth

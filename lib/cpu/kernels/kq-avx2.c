@@ -310,7 +310,13 @@ DOT_ROWS(kq, q6_k, T_Q6)
  * the weight register and a broadcast fit the 16 registers.
  */
 #define PW 8                       /* weight rows of a panel */
-#define RT 6                       /* activation rows of a tile */
+#define RT 6
+
+
+
+
+
+
 
 struct kqd {                       /* one block of an 8-row panel */
     uint8_t q[64][32];             /* dword d (values 4d .. 4d + 3) of row n in lane n */
@@ -373,18 +379,29 @@ AI __m256i pat_pair(int b0, int b1, int hi)
  * data of the unpacked quants) and unpack and decode the scales lane-wise; the others unpack
  * each row (kq_unpack, kq_scales) and transpose the results.
  */
-AI void q4k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst)
+AI void q4k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst, int P8)
 {
     const __m256i m4 = _mm256_set1_epi8(15), m6 = _mm256_set1_epi16(63);
     const __m256i m15 = _mm256_set1_epi16(15), m30 = _mm256_set1_epi16(0x30);
     const size_t bb = sizeof(struct ob_block_q4_k);
     for (int b = 0; b < nb; b++, dst++) {
-        const uint8_t *blk = w + (size_t)b * bb;
+        /* rows: block b of each row; a panel (P8, matrix.h): the 8 rows' block b, transposed */
+        const uint8_t *blk = w + (size_t)b * bb * (P8 ? PW : 1);
         __m256i H[4], P[8];
-        tr8x4_ld(blk, rb, rows, H);                  /* d | dmin << 16, scales 0..3, 4..7, 8..11 */
+        if (P8)
+            UNROLL
+            for (int d = 0; d < 4; d++)
+                H[d] = ld(blk + 32 * d);
+        else
+            tr8x4_ld(blk, rb, rows, H);              /* d | dmin << 16, scales 0..3, 4..7, 8..11 */
 #pragma GCC unroll 1
         for (int x = 0; x < 4; x++) {                /* packed dwords 8x .. 8x + 7 */
-            tr8x8_ld(blk + offsetof(struct ob_block_q4_k, qs) + 32 * x, rb, rows, P);
+            if (P8)
+                UNROLL
+                for (int i = 0; i < 8; i++)
+                    P[i] = ld(blk + 32 * (4 + 8 * x + i));
+            else
+                tr8x8_ld(blk + offsetof(struct ob_block_q4_k, qs) + 32 * x, rb, rows, P);
             UNROLL
             for (int i = 0; i < 8; i++) {            /* qs bytes 32x + 4i ..: values 64x + 4i .. */
                 st(dst->q[16 * x + i], _mm256_and_si256(P[i], m4));
@@ -524,7 +541,7 @@ AI void kq_decode8_any(const uint8_t *w, size_t rb, int rows, int nb, struct kqd
 AI void kq_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst, int T)
 {
     if (T == T_Q4)
-        q4k_decode8(w, rb, rows, nb, dst);
+        q4k_decode8(w, rb, rows, nb, dst, 0);
     else if (T == T_Q6)
         q6k_decode8(w, rb, rows, nb, dst);
     else
@@ -630,8 +647,8 @@ AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float
     }
 }
 
-AI void kq_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr, float *y,
-               size_t ldy, void *scratch, int T)
+AI void kq_run_l(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr, float *y,
+                 size_t ldy, void *scratch, int T, int P8)
 {
     const int nb = k / 256;
     const size_t ast = (size_t)nb * QB;
@@ -643,7 +660,10 @@ AI void kq_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, 
         int pn = n1 - n - PW < PW ? n1 - n - PW : PW;
         const char *pf = (const char *)w + (size_t)(n + PW) * rb;
         size_t pfn = pn > 0 ? (size_t)pn * rb : 0;
-        kq_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, T);
+        if (P8)
+            q4k_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, 1);
+        else
+            kq_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, T);
         /* tiles of RT rows or as few fewer as balance the row count (8 rows: 4 + 4) */
         int nt = (nr + RT - 1) / RT;
         for (int i = 0, r = 0; i < nt; i++) {
@@ -666,11 +686,147 @@ AI void kq_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, 
     }
 }
 
+AI void kq_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr, float *y,
+               size_t ldy, void *scratch, int T)
+{
+    kq_run_l(w, rb, n0, n1, k, pv, nr, y, ldy, scratch, T, 0);
+}
+
 GEMM_ENTRIES(kq, q2_k, T_Q2)
 GEMM_ENTRIES(kq, q3_k, T_Q3)
 GEMM_ENTRIES(kq, q4_k, T_Q4)
 GEMM_ENTRIES(kq, q5_k, T_Q5)
 GEMM_ENTRIES(kq, q6_k, T_Q6)
+
+/* ---- Q4_K in panels (matrix.h OB_LAYOUT_P8) ---------------------------------------------------- */
+
+/*
+ * NR (1 to 3) activation rows (ast bytes apart) against a panel of 8 Q4_K rows read as they
+ * lie: the tile's arithmetic (lane n is row n; int16 pair sums of 8 dwords of a sub-block,
+ * then times (sc, sc) into int32; the mins against prep's pair sums; block b into partial
+ * b mod 8, folded lane-wise), with the quants unpacked and the scales decoded in registers
+ * where the tile reads them decoded from scratch. The panels are one stream, prefetched a
+ * few blocks ahead (the task's first bytes were, by ob_pf_task), never past end: 2 blocks at
+ * one row, 4 at more (with 2, two rows streamed 20-40 % slower; 4 to 8 measured alike, and 4
+ * cost one row 3-5 % on the 151936-row matrix; bench/kernels on an AVX-512 Xeon at avx2).
+ */
+AI void q4k_panel_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t *a,
+                       size_t ast, float *y, size_t ldy, int NR)
+{
+    const __m256i m4 = _mm256_set1_epi8(15), m6 = _mm256_set1_epi16(63);
+    const __m256i m15 = _mm256_set1_epi16(15), m30 = _mm256_set1_epi16(0x30);
+    const size_t pb = PW * sizeof(struct ob_block_q4_k);
+    __m256 part[8][3];
+    UNROLL
+    for (int c = 0; c < 8; c++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            part[c][r] = _mm256_setzero_ps();
+#pragma GCC unroll 1
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *wb = w + at + (size_t)b * pb, *ab = a + (size_t)b * QB;
+        ob_pf_span(w, at + (size_t)(b + (NR == 1 ? 2 : 4)) * pb, pb, end);
+        const __m256i H1 = ld(wb + 32), H2 = ld(wb + 64), H3 = ld(wb + 96);
+        __m256i I[3];
+        UNROLL
+        for (int x = 0; x < 4; x++) {                /* sub-blocks 2x (low nibbles), 2x + 1 */
+            __m256i C0[3], C1[3];
+            UNROLL
+            for (int i = 0; i < 8; i++) {
+                __m256i q = ld(wb + 32 * (4 + 8 * x + i));
+                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                UNROLL
+                for (int r = 0; r < NR; r++) {
+                    const uint8_t *s = ab + r * ast + QB_QS + 64 * x + 4 * i;
+                    if (i == 0) {
+                        C0[r] = mubs(lo, bcast32(s));
+                        C1[r] = mubs(hi, bcast32(s + 32));
+                    } else {
+                        mubs_add_b32(&C0[r], lo, s);
+                        mubs_add_b32(&C1[r], hi, s + 32);
+                    }
+                }
+            }
+            __m256i sc[2];
+            UNROLL
+            for (int h = 0; h < 2; h++) {            /* ob_k4_scale_min's sc, lane-wise (sc, sc) */
+                int j = 2 * x + h;
+                if (j < 4) {
+                    sc[h] = _mm256_and_si256(_mm256_shuffle_epi8(H1, pat_pair(j, j, 0)), m6);
+                } else {
+                    __m256i pj = pat_pair(j - 4, j - 4, 0);
+                    sc[h] = _mm256_or_si256(_mm256_and_si256(_mm256_shuffle_epi8(H3, pj), m15),
+                                            _mm256_and_si256(_mm256_srli_epi16(_mm256_shuffle_epi8(H1, pj), 2), m30));
+                }
+            }
+            UNROLL
+            for (int r = 0; r < NR; r++) {
+                __m256i v = _mm256_add_epi32(_mm256_madd_epi16(C0[r], sc[0]),
+                                             _mm256_madd_epi16(C1[r], sc[1]));
+                I[r] = x == 0 ? v : _mm256_add_epi32(I[r], v);
+            }
+        }
+        /* msum: (m_2i, m_2i+1) against the pair sums S_2i, S_2i+1 */
+        __m256i M[3];
+        UNROLL
+        for (int i = 0; i < 4; i++) {
+            __m256i m;
+            if (i < 2) {
+                m = _mm256_and_si256(_mm256_shuffle_epi8(H2, pat_pair(2 * i, 2 * i + 1, 0)), m6);
+            } else {
+                __m256i pj = pat_pair(2 * i - 4, 2 * i - 3, 0);
+                m = _mm256_or_si256(_mm256_srli_epi16(_mm256_shuffle_epi8(H3, pj), 4),
+                                    _mm256_and_si256(_mm256_srli_epi16(_mm256_shuffle_epi8(H2, pj), 2), m30));
+            }
+            UNROLL
+            for (int r = 0; r < NR; r++) {
+                __m256i v = _mm256_madd_epi16(m, bcast32(ab + r * ast + QB_BS + 4 * i));
+                M[r] = i == 0 ? v : _mm256_add_epi32(M[r], v);
+            }
+        }
+        const __m256i H0 = ld(wb);
+        const __m256 dw = f16_lanes8(H0, 0), dm = f16_lanes8(H0, 1);
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            __m256 da = _mm256_set1_ps(ldf(ab + r * ast));
+            __m256 v = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(I[r]));
+            v = _mm256_sub_ps(v, _mm256_mul_ps(_mm256_mul_ps(dm, da), _mm256_cvtepi32_ps(M[r])));
+            part[b & 7][r] = _mm256_add_ps(part[b & 7][r], v);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        __m256 p[8];
+        UNROLL
+        for (int c = 0; c < 8; c++)
+            p[c] = part[c][r];
+        _mm256_storeu_ps(y + (size_t)r * ldy, fold8v(p));
+    }
+}
+
+/* the panel entries: up to 3 activation rows stream the panels (q4k_panel_rows), more run
+ * the tiles on panels decoded without the transposes */
+static void kqp_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
+                    float *y, size_t ldy, void *scratch)
+{
+    if (nr > 3) {
+        kq_run_l(w, rb, n0, n1, k, pv, nr, y, ldy, scratch, T_Q4, 1);
+        return;
+    }
+    const size_t ast = (size_t)(k / 256) * QB, end = (size_t)n1 * rb;
+    ob_pf_task(w, rb, n0, n1);
+    for (int n = n0; n < n1; n += PW)
+        switch (nr) {
+        case 1: q4k_panel_rows(w, (size_t)n * rb, end, k / 256, pv, ast, y + n, ldy, 1); break;
+        case 2: q4k_panel_rows(w, (size_t)n * rb, end, k / 256, pv, ast, y + n, ldy, 2); break;
+        default: q4k_panel_rows(w, (size_t)n * rb, end, k / 256, pv, ast, y + n, ldy, 3); break;
+        }
+}
+
+static void kqp_prep(const void *x, size_t xs, int nr, int k, void *p)
+{
+    kq_prep(x, xs, nr, k, p, T_Q4);
+}
 
 /* ---- few rows with prepared activations: GEMV (kq-rows.h) ----------------------------------- */
 
@@ -690,4 +846,9 @@ void ob_kernels_avx2_kq(struct ob_kernel_table *t)
     GEMM_SET(t, OB_Q5_K, kq, q5_k, 4, PW);
     GEMM_SET(t, OB_Q6_K, kq, q6_k, 5, PW);
     KQV_SET(t);
+    /* Q4_K in panels: R = 1 streams 7-12 % faster than the row layout's GEMV (bench/kernels,
+     * --layout); the GEMM skips its transposes */
+    t->pgemv[OB_Q4_K] = (struct ob_gemm){1, PW, kq_prep_bytes, kqp_prep, kq_scratch_bytes, kqp_run};
+    t->pgemm[OB_Q4_K] = (struct ob_gemm){4, PW, kq_prep_bytes, kqp_prep, kq_scratch_bytes, kqp_run};
+    t->panels |= (uint64_t)1 << OB_Q4_K;
 }

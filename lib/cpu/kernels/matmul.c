@@ -13,6 +13,9 @@
  *  - many rows (prefill, wide batches), where the level has a GEMM kernel for the type: the
  *    activation rows are converted once into the kernel's layout, then each thread decodes its
  *    weight rows into its own scratch once and runs every activation row against them.
+ * A matrix in panels (matrix.h; the cpu route's copy holds the types a level wants so) takes
+ * the level's panel entries instead (pgemv, pgemm), or, at a level without them, the dot
+ * kernel on each panel's rows copied back.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -150,7 +153,8 @@ struct mm_job {
     int chunk;                     /* weight rows per task */
     /* GEMM path */
     const void *prep;              /* activations in the kernel's layout */
-    char *scratch;                 /* per thread, sbytes each */
+    char *scratch;                 /* per thread, sbytes each (the dot path over panels: a
+                                      panel's rows copied back) */
     size_t sbytes;
     bool prefetch;                 /* dot path: prefetch weight rows ahead */
 };
@@ -180,6 +184,14 @@ static void mm_task(void *ctx, int task, int thread)
         int r1 = r0 + RTILE < j->nr ? r0 + RTILE : j->nr;
         for (int n = n0; n < n1; n++) {
             const char *wr = (const char *)w->data + (size_t)n * w->row_bytes;
+            if (w->layout == OB_LAYOUT_P8) {
+                /* a level without panel kernels: the panel's rows back in the row layout */
+                char *rows = j->scratch + (size_t)thread * j->sbytes;
+                if (n % OB_PANEL_ROWS == 0)
+                    for (int i = 0; i < OB_PANEL_ROWS; i++)
+                        ob_panel_row(w, n + i, rows + (size_t)i * w->row_bytes);
+                wr = rows + (size_t)(n % OB_PANEL_ROWS) * w->row_bytes;
+            }
             /* decode streams each weight once: prefetch ahead (kernels.h; quantised rows only:
              * float rows stream well without, and F32 lost a little) */
             if (j->prefetch)
@@ -247,19 +259,31 @@ int ob_matmul(struct ob_pool *pool, int isa, const struct ob_matrix *w, const vo
     if (!kt->dot[w->type])
         return ob_seterr(OB_EUNSUPP, "no kernel for %s weights", ob_type_name(w->type));
     int threads = ob_pool_threads(pool);
-    const struct ob_gemm *gm = &kt->gemm[w->type], *gv = &kt->gemv[w->type];
+    bool panels = w->layout == OB_LAYOUT_P8;
+    const struct ob_gemm *gm = panels ? &kt->pgemm[w->type] : &kt->gemm[w->type];
+    const struct ob_gemm *gv = panels ? &kt->pgemv[w->type] : &kt->gemv[w->type];
     if (gm->run && nr >= gm->min_rows)
         return run_prepared(pool, kt, gm, w, x, x_stride, nr, y, ldy, 1, GEMM_TASKS);
     if (gv->run && nr >= gv->min_rows)
         return run_prepared(pool, kt, gv, w, x, x_stride, nr, y, ldy, 4, STREAM_TASKS);
-    /* tasks of whole weight rows; many activation rows (float weights) balance like a GEMM */
+    /* tasks of whole weight rows (whole panels); many activation rows (float weights) balance
+     * like a GEMM */
     int chunk = w->n / (threads * (nr <= OB_MAXR ? STREAM_TASKS : GEMM_TASKS));
     if (chunk < 4)
         chunk = 4;
+    if (panels)
+        chunk = (chunk + OB_PANEL_ROWS - 1) / OB_PANEL_ROWS * OB_PANEL_ROWS;
     struct mm_job j = {.kt = kt, .w = w, .x = x, .x_stride = x_stride, .nr = nr, .y = y,
                        .ldy = ldy, .chunk = chunk,
-                       .prefetch = nr <= OB_MAXR && ob_type_actfmt(w->type) != OB_ACT_F32};
+                       .prefetch = !panels && nr <= OB_MAXR &&
+                                   ob_type_actfmt(w->type) != OB_ACT_F32};
+    if (panels) {
+        j.sbytes = (OB_PANEL_ROWS * w->row_bytes + 63) / 64 * 64;
+        if (!(j.scratch = alloc32(j.sbytes * (size_t)threads)))
+            return ob_seterr(OB_ENOMEM, "out of memory for a %d-row product", nr);
+    }
     ob_pool_run(pool, mm_task, &j, (w->n + chunk - 1) / chunk);
+    free(j.scratch);
     return 0;
 }
 
