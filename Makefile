@@ -325,7 +325,7 @@ bin/bench/%: bench/%.o $(HRX_GPU_OBJ) $(LIB) build/hrx-knobs
 # ---- top-level targets -----------------------------------------------------
 all: $(LIB) $(CMDS) $(PY_CMDS)
 
-check: all $(UNITS) $(REPLAYS)
+check: all $(UNITS) $(REPLAYS) $(BENCHES)
 	tests/run
 
 fuzz: $(FUZZERS)

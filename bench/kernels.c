@@ -3,7 +3,8 @@
  * bandwidth:
  *
  *   bin/bench/kernels [--types LIST] [--shapes LIST] [--threads LIST] [--widths LIST]
- *                     [--isa LIST] [--quick] [--hot] [--json] [...]       (--help for all)
+ *                     [--isa LIST] [--layout LIST] [--quick] [--hot] [--json] [...]
+ *                     (--help for all)
  *
  * For every weight type x ISA level x shape K x N x thread count x batch width R it times one
  * ob_matmul call: W (N rows of K values of the type) times R activation rows that are already
@@ -53,6 +54,12 @@
  *
  * The ISA level is ob_isa_select's (the best the CPU runs, or OB_SIMD=scalar|avx2|avx512);
  * --isa scalar,avx2 runs several levels side by side in one run.
+ *
+ * The layout of W: as the cpu route's copy of the weights holds the type at that level
+ * (--layout route, the default: in panels for the types the level wants so, kernels.h), or
+ * rows, or panels (matrix.h; each copy of W packed from the row layout's, once per shape);
+ * --layout rows,panels runs both side by side. A level's name carries "/p8" when W is in
+ * panels; shapes panels cannot hold (N not a multiple of 8) are skipped for it.
  *
  * Exit status: 0 ok, 2 usage, 4 ISA not available, 5 other failure.
  */

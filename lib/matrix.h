@@ -7,9 +7,13 @@
  * kernel reads the 8 rows of a panel as one stream, one row per 32-bit lane: panel p (rows
  * 8p .. 8p + 7) takes the bytes rows 8p .. 8p + 7 take in the row layout (from data +
  * 8p * row_bytes), block b of the panel the 8 * S bytes from 8 * S * b on (S the type's block
- * bytes, a multiple of 4), and in it dword d of row r's block b sits at byte 32 * d + 4 * r.
- * Only types whose blocks are whole dwords have it (ob_panel_type), only matrices whose row
- * count is a multiple of 8; the bits of every product are the same in either layout.
+ * bytes), and in it dword d of row r's block b sits at byte 32 * d + 4 * r. Q5_0, whose
+ * 22-byte blocks are not whole dwords, has its own panel block: the 8 rows' qh at 4 * r, their
+ * bits rearranged so that the high bits of a qs dword's values sit where a shift puts them
+ * (bit 4d + i of qh to bit d of byte i, bit 16 + 4d + i to bit 4 + d of byte i), then qs
+ * dword d of row r at 32 + 32 * d + 4 * r, then the fp16 d of row r at 160 + 2 * r. Types
+ * with whole-dword blocks and Q5_0 have it, matrices whose row count is a multiple of 8
+ * (ob_panel_fits); the bits of every product are the same in either layout.
  */
 #ifndef OB_MATRIX_H
 #define OB_MATRIX_H
@@ -30,8 +34,8 @@ struct ob_matrix {
     int layout;                    /* enum ob_layout */
 };
 
-/* whether the row-layout matrix m can be held in panels: blocks of whole dwords, rows of
- * whole blocks back to back, a multiple of 8 rows */
+/* whether the row-layout matrix m can be held in panels: blocks of whole dwords (or Q5_0),
+ * rows of whole blocks back to back, a multiple of 8 rows */
 bool ob_panel_fits(const struct ob_matrix *m);
 
 /* the rows of a row-layout matrix m into panels at dst (m->n * m->row_bytes bytes, not

@@ -4,13 +4,14 @@
 # (index, memory limit), the device a route names, and a backend's optional whole-layer op;
 # a route without the gemma3 ops refuses a gemma3 model; OB_WEIGHTS (the cpu route's copy of
 # the weights) other than auto, copy or map is a usage error (exit 2); a copy in panels (the
-# gemma3 model in Q4_K_M) gives the logits of the file read in place at every level.
+# gemma3 model in Q4_K_M and in Q5_0) gives the logits of the file read in place at every level.
 . "$(dirname "$0")/lib.sh"
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
 plan 4
 1b-synth --preset gemma3-tiny --type q4_k_m -o gemma3.gguf
-out=$("$UNIT/route" "$S" gemma3.gguf 2>&1); rc=$?
+1b-synth --preset gemma3-tiny --type q5_0 -o q5.gguf
+out=$("$UNIT/route" "$S" gemma3.gguf q5.gguf 2>&1); rc=$?
 ok $rc "registry and contexts ($(grep -c '^ok' <<<"$out") checks)" || grep -v '^ok' <<<"$out" | head -20 | sed 's/^/# /'
 grep '^ok\|^not ok' <<<"$out" | sed 's/^/#   /'
 echo '{"prompt":"a","max_tokens":1}' > one.jsonl

@@ -14,13 +14,14 @@
  *     copy of the tensor data (the same bytes, each at its offset in its 4 KB page) shared by
  *     every call, map reads in place, both give the same logits as the default; another value
  *     is OB_EUSAGE, from every call and from the route's open; a copy asked for in panels
- *     holds the Q4_K matrices so (each reads back as the file's rows, the rest is the file's
- *     bytes) and gives the logits of the model read in place at every level this CPU runs
- *     (on GEMMA3 when given, which has Q4_K matrices; else on MODEL);
+ *     holds the Q4_K and Q5_0 matrices so (each reads back as the file's rows, the rest is
+ *     the file's bytes) and gives the logits of the model read in place at every level this
+ *     CPU runs (on GEMMA3 and MORE when given, models with Q4_K or Q5_0 matrices; else on
+ *     MODEL);
  *   - with GEMMA3 (a gemma3 model): a route without the gemma ops (geglu NULL, as every route
  *     written before them) is refused by ob_forward with OB_EUNSUPP instead of computing
  *     llama's graph; the cpu route's own ops run it.
- * Usage: route MODEL [GEMMA3]
+ * Usage: route MODEL [GEMMA3 [MORE...]]
  */
 #include <stdlib.h>
 #include <string.h>
@@ -72,10 +73,10 @@ static int run(const struct ob_be_ops *ops, struct ob_model *m, float *out)
 }
 
 /*
- * A copy holding the Q4_K matrices in panels (what a level wanting them asks for): each such
- * matrix in it reads back row by row as the file's, everything else is the file's bytes, the
- * token embeddings stay rows; every level this CPU runs (the scalar one copying the panels'
- * rows back) gives the logits of the model read in place.
+ * A copy holding the Q4_K and Q5_0 matrices in panels (what the AVX2 level asks for): each
+ * such matrix in it reads back row by row as the file's, everything else is the file's bytes,
+ * the token embeddings stay rows; every level this CPU runs (the scalar one copying the
+ * panels' rows back) gives the logits of the model read in place.
  */
 static void panel_copy(const char *path)
 {
@@ -97,16 +98,17 @@ static void panel_copy(const char *path)
         return;
     }
     struct ob_weights v;
-    e = ob_model_weights(mp, (uint64_t)1 << OB_Q4_K, &v);
-    size_t n_q4k = 0, bad_rows = 0, bad_other = 0, covered = 0;
+    const uint64_t types = (uint64_t)1 << OB_Q4_K | (uint64_t)1 << OB_Q5_0;
+    e = ob_model_weights(mp, types, &v);
+    size_t n_pan = 0, bad_rows = 0, bad_other = 0, covered = 0;
     static char rowbuf[1 << 16];
     for (uint32_t l = 0; e == 0 && l < mp->hp.n_layer; l++)
         for (int r = OB_W_Q; r <= OB_W_DOWN; r++) {
             const struct ob_matrix *w = ob_layer_matrix(mp, l, r);
             size_t bytes = (size_t)w->n * w->row_bytes;
             const char *in = ob_weights_at(&v, w->data);
-            if (w->type == OB_Q4_K && ob_panel_fits(w)) {
-                n_q4k++;
+            if ((types >> w->type & 1) && ob_panel_fits(w)) {
+                n_pan++;
                 struct ob_matrix pm = *w;
                 pm.data = in;
                 pm.layout = ob_weights_layout(&v, w->data);
@@ -125,17 +127,18 @@ static void panel_copy(const char *path)
     bool sorted = true;
     for (size_t i = 1; i < v.n_panels; i++)
         sorted &= v.panels[i - 1] < v.panels[i];
-    ok(e == 0 && n_q4k > 0 && v.n_panels == n_q4k && sorted && bad_rows == 0 &&
+    ok(e == 0 && n_pan > 0 && v.n_panels == n_pan && sorted && bad_rows == 0 &&
        bad_other == 0 && ob_weights_layout(&v, mp->tok_embd.data) == OB_LAYOUT_ROWS &&
        memcmp(ob_weights_at(&v, mp->tok_embd.data), mp->tok_embd.data,
               (size_t)mp->tok_embd.n * mp->tok_embd.row_bytes) == 0,
-       "a copy in panels: %zu Q4_K matrices read back row by row, the other matrices and the "
-       "token embeddings are the file's bytes (%zu KB of layer matrices)", n_q4k, covered >> 10);
+       "%s: a copy in panels: %zu Q4_K and Q5_0 matrices read back row by row, the other "
+       "matrices and the token embeddings are the file's bytes (%zu KB of layer matrices)",
+       path, n_pan, covered >> 10);
     for (int isa = 0; isa <= ob_isa_best(); isa++) {
         setenv("OB_SIMD", ob_isa_name(isa), 1);
         e = run(&ob_be_cpu, mp, t);
-        ok(e == 0 && memcmp(t, a, V * sizeof *a) == 0, "the copy in panels at the %s level: the "
-           "logits of the model read in place%s", ob_isa_name(isa), e ? ob_errmsg() : "");
+        ok(e == 0 && memcmp(t, a, V * sizeof *a) == 0, "%s: the copy in panels at the %s level: "
+           "the logits of the model read in place%s", path, ob_isa_name(isa), e ? ob_errmsg() : "");
     }
     unsetenv("OB_SIMD");
     unsetenv("OB_WEIGHTS");
@@ -146,8 +149,8 @@ static void panel_copy(const char *path)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 && argc != 3) {
-        fprintf(stderr, "usage: route MODEL [GEMMA3]\n");
+    if (argc < 2) {
+        fprintf(stderr, "usage: route MODEL [GEMMA3 [MORE...]]\n");
         return 2;
     }
     const struct ob_route *r = NULL;
@@ -299,7 +302,7 @@ int main(int argc, char **argv)
     free(wl[1]);
     free(a);
 
-    if (argc == 3) {
+    if (argc >= 3) {
         if (ob_model_open(argv[2], &m)) {
             printf("not ok - open %s: %s\n", argv[2], ob_errmsg());
             return tap_done() | 1;
@@ -316,6 +319,7 @@ int main(int argc, char **argv)
         free(a);
         ob_model_close(m);
     }
-    panel_copy(argc == 3 ? argv[2] : argv[1]);
+    for (int i = argc > 2 ? 2 : 1; i < argc; i++)
+        panel_copy(argv[i]);
     return tap_done();
 }

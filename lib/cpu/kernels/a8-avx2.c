@@ -488,8 +488,105 @@ AI void a8_tile(const uint8_t *W, const uint8_t *a, size_t ast, int nb, float *y
     }
 }
 
-AI void a8_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr, float *y,
-               size_t ldy, void *scratch, int kind)
+/* ---- Q5_0 in panels (matrix.h OB_LAYOUT_P8) ------------------------------------------------ */
+
+/*
+ * qs dword d of a panel block's 8 rows (values 4d .. 4d + 3 in the low nibbles, 16 + 4d .. in
+ * the high ones) as unsigned q5 bytes, *lo and *hi, with their high bits from the rearranged
+ * qh (matrix.h): bit d of each byte shifted onto bit 4 for the low values, bit 4 + d for the
+ * high ones (a 16-bit shift; what crosses a byte falls outside the mask).
+ */
+AI void q5p_vals(__m256i qh, __m256i q, int d, __m256i *lo, __m256i *hi)
+{
+    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
+    __m256i hl = _mm256_slli_epi16(qh, 4 - d), hh = d ? _mm256_srli_epi16(qh, d) : qh;
+    *lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(hl, b4));
+    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_and_si256(hh, b4));
+}
+
+/* a8_decode8's Q5_0 from panels: nb panel blocks (the panel at w) into the tile's blocks */
+AI void q5p_decode8(const uint8_t *w, int nb, uint8_t *dst)
+{
+    const size_t pb = PW * sizeof(struct ob_block_q5_0), ds = a8d_size(K_Q5_0);
+    for (int b = 0; b < nb; b++, dst += ds) {
+        const uint8_t *wb = w + (size_t)b * pb;
+        const __m256i qh = ld(wb);
+        UNROLL
+        for (int d = 0; d < 4; d++) {
+            __m256i lo, hi;
+            q5p_vals(qh, ld(wb + 32 + 32 * d), d, &lo, &hi);
+            st(dst + 32 * d, lo);
+            st(dst + 32 * (4 + d), hi);
+        }
+        _mm256_storeu_ps((float *)(dst + 256), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 160))));
+        _mm256_storeu_ps((float *)(dst + 288), _mm256_setzero_ps());
+    }
+}
+
+/*
+ * NR (1 to 3) activation rows (prepared by a8_prep: the offset's share as an int32; ast
+ * bytes apart) against a panel of 8 Q5_0 rows read as they lie: the tile's arithmetic (lane n
+ * is row n; the int16 pair sums of 4 dwords added before widening, 4 * 7874 = 31496; the
+ * offset off in int32; block b into partial b mod 8, folded lane-wise), the quants unpacked in
+ * registers. Prefetched as q4k_panel_rows (kq-avx2.c) does, by bytes: 2304 ahead at one row,
+ * 4608 at more.
+ */
+AI void q5p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t *a, size_t ast,
+                 float *y, size_t ldy, int NR)
+{
+    const size_t pb = PW * sizeof(struct ob_block_q5_0), pf = NR == 1 ? 2304 : 4608;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 part[8][3];
+    UNROLL
+    for (int c = 0; c < 8; c++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            part[c][r] = _mm256_setzero_ps();
+#pragma GCC unroll 1
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *wb = w + at + (size_t)b * pb, *ab = a + (size_t)b * AB;
+        ob_pf_span(w, at + (size_t)b * pb + pf, pb, end);
+        const __m256i qh = ld(wb);
+        __m256i CL[3], CH[3];
+        UNROLL
+        for (int d = 0; d < 4; d++) {
+            __m256i lo, hi;
+            q5p_vals(qh, ld(wb + 32 + 32 * d), d, &lo, &hi);
+            UNROLL
+            for (int r = 0; r < NR; r++) {
+                const uint8_t *s = ab + r * ast + offsetof(struct ob_act_a8, qs) + 4 * d;
+                if (d == 0) {
+                    CL[r] = mubs(lo, _mm256_set1_epi32((int)ld32(s)));
+                    CH[r] = mubs(hi, _mm256_set1_epi32((int)ld32(s + 16)));
+                } else {
+                    mubs_add_b32(&CL[r], lo, s);
+                    mubs_add_b32(&CH[r], hi, s + 16);
+                }
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 160)));
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *ar = ab + r * ast;
+            __m256i is = _mm256_add_epi32(_mm256_madd_epi16(CL[r], ones), _mm256_madd_epi16(CH[r], ones));
+            /* sum (q - 16) a = sum q a - 16 sum a (prep's int32) */
+            is = _mm256_sub_epi32(is, _mm256_set1_epi32((int32_t)ld32(ar + offsetof(struct ob_act_a8, sum))));
+            __m256 v = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(ldf(ar))), _mm256_cvtepi32_ps(is));
+            part[b & 7][r] = _mm256_add_ps(part[b & 7][r], v);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        __m256 p[8];
+        UNROLL
+        for (int c = 0; c < 8; c++)
+            p[c] = part[c][r];
+        _mm256_storeu_ps(y + (size_t)r * ldy, fold8v(p));
+    }
+}
+
+AI void a8_run_l(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
+                 float *y, size_t ldy, void *scratch, int kind, int P8)
 {
     const int nb = k / 32;
     const size_t ast = (size_t)nb * AB;
@@ -501,7 +598,10 @@ AI void a8_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, 
         int pn = n1 - n - PW < PW ? n1 - n - PW : PW;
         const char *pf = (const char *)w + (size_t)(n + PW) * rb;
         size_t pfn = pn > 0 ? (size_t)pn * rb : 0;
-        a8_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, kind);
+        if (P8)
+            q5p_decode8((const uint8_t *)w + (size_t)n * rb, nb, dec);
+        else
+            a8_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, kind);
         /* tiles of RT rows or as few fewer as balance the row count (8 rows: 4 + 4) */
         int nt = (nr + RT - 1) / RT;
         for (int i = 0, r = 0; i < nt; i++) {
@@ -522,6 +622,37 @@ AI void a8_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, 
             r += m;
         }
     }
+}
+
+AI void a8_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr, float *y,
+               size_t ldy, void *scratch, int kind)
+{
+    a8_run_l(w, rb, n0, n1, k, pv, nr, y, ldy, scratch, kind, 0);
+}
+
+/* the Q5_0 panel entries: up to 3 activation rows stream the panels (q5p_rows), more run the
+ * tiles on panels decoded without the transposes */
+static void q5p_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
+                    float *y, size_t ldy, void *scratch)
+{
+    if (nr > 3) {
+        a8_run_l(w, rb, n0, n1, k, pv, nr, y, ldy, scratch, K_Q5_0, 1);
+        return;
+    }
+    const int nb = k / 32;
+    const size_t ast = (size_t)nb * AB, end = (size_t)n1 * rb;
+    ob_pf_task(w, rb, n0, n1);
+    for (int n = n0; n < n1; n += PW)
+        switch (nr) {
+        case 1: q5p_rows(w, (size_t)n * rb, end, nb, pv, ast, y + n, ldy, 1); break;
+        case 2: q5p_rows(w, (size_t)n * rb, end, nb, pv, ast, y + n, ldy, 2); break;
+        default: q5p_rows(w, (size_t)n * rb, end, nb, pv, ast, y + n, ldy, 3); break;
+        }
+}
+
+static void q5p_prep(const void *x, size_t xs, int nr, int k, void *p)
+{
+    a8_prep(x, xs, nr, k, p, K_Q5_0);
 }
 
 GEMM_ENTRIES(a8, q4_0, K_Q4_0)
@@ -547,4 +678,8 @@ void ob_kernels_avx2_a8(struct ob_kernel_table *t)
     GEMV_SET(t, OB_Q4_1, a8v, v_q4_1);
     GEMV_SET(t, OB_Q5_0, a8v, v_q5_0);
     GEMV_SET(t, OB_Q5_1, a8v, v_q5_1);
+    /* Q5_0 in panels (its high bits rearranged for shifts) */
+    t->pgemv[OB_Q5_0] = (struct ob_gemm){1, PW, a8_prep_bytes, q5p_prep, a8_scratch_bytes_q, q5p_run};
+    t->pgemm[OB_Q5_0] = (struct ob_gemm){4, PW, a8_prep_bytes, q5p_prep, a8_scratch_bytes_q, q5p_run};
+    t->panels |= (uint64_t)1 << OB_Q5_0;
 }
