@@ -24,6 +24,7 @@
  * Prints the first differing value when something differs.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -471,6 +472,30 @@ static void matmul(void)
 }
 
 /*
+ * Count the values of got (R x N) whose bits differ from want's in *bad; for the first
+ * difference of all (*bad was 0), why gets the case (fmt, ...) and the value's place and bits.
+ */
+__attribute__((format(printf, 8, 9)))
+static void diff_vals(const float *got, const float *want, int R, int N, long *bad, char *why,
+                      size_t wn, const char *fmt, ...)
+{
+    for (int i = 0; i < R * N; i++) {
+        if (memcmp(&got[i], &want[i], 4) == 0)
+            continue;
+        if (!*bad) {
+            va_list ap;
+            va_start(ap, fmt);
+            int n = vsnprintf(why, wn, fmt, ap);
+            va_end(ap);
+            if (n >= 0 && (size_t)n < wn)
+                snprintf(why + n, wn - (size_t)n, " y[%d][%d]: %08x != %08x", i / N, i % N,
+                         ob_f32_bits(got[i]), ob_f32_bits(want[i]));
+        }
+        (*bad)++;
+    }
+}
+
+/*
  * One special value in a weight row: a quantised type gets one fp16 scale field of one block
  * set to a NaN (signalling or quiet, either sign, with payload), an infinity, a subnormal or
  * -0; a float type one element. One per row, so that the reference's result never depends on
@@ -571,14 +596,8 @@ static void gemm_shapes(void)
                             struct ob_matrix m = {t, K, N, rb, w};
                             memset(got, 0xff, sizeof got);
                             ob_matmul(pools[pi], isa, &m, xq, as, R, got, (size_t)N);
-                            for (int i = 0; i < R * N; i++)
-                                if (memcmp(&got[i], &want[i], 4) != 0) {
-                                    if (!bad)
-                                        snprintf(why, sizeof why, "matmul K=%d N=%d R=%d threads=%d "
-                                                 "y[%d][%d]: %08x != %08x", K, N, R, pi + 1, i / N,
-                                                 i % N, ob_f32_bits(got[i]), ob_f32_bits(want[i]));
-                                    bad++;
-                                }
+                            diff_vals(got, want, R, N, &bad, why, sizeof why,
+                                      "matmul K=%d N=%d R=%d threads=%d", K, N, R, pi + 1);
                             n_dots += R * N;
                         }
                         /* the GEMM and GEMV entries themselves, whatever R (the driver uses
@@ -599,15 +618,8 @@ static void gemm_shapes(void)
                             int split = N > 3 ? 3 : N;
                             gm->run(w, rb, 0, split, K, p, R, got, (size_t)N, sc);
                             gm->run(w, rb, split, N, K, p, R, got, (size_t)N, sc);
-                            for (int i = 0; i < R * N; i++)
-                                if (memcmp(&got[i], &want[i], 4) != 0) {
-                                    if (!bad)
-                                        snprintf(why, sizeof why, "%s K=%d N=%d R=%d y[%d][%d]: "
-                                                 "%08x != %08x", e ? "gemv" : "gemm", K, N, R,
-                                                 i / N, i % N, ob_f32_bits(got[i]),
-                                                 ob_f32_bits(want[i]));
-                                    bad++;
-                                }
+                            diff_vals(got, want, R, N, &bad, why, sizeof why, "%s K=%d N=%d R=%d",
+                                      e ? "gemv" : "gemm", K, N, R);
                             n_gemm += R * N;
                             free(p);
                             free(sc);
@@ -735,16 +747,10 @@ static void panels(void)
                             } else {
                                 continue;
                             }
-                            for (int i = 0; i < R * N; i++)
-                                if (memcmp(&got[i], &want[i], 4) != 0) {
-                                    if (!bad)
-                                        snprintf(why, sizeof why, "%s %s K=%d N=%d R=%d y[%d][%d]: "
-                                                 "%08x != %08x", ob_isa_name(isa),
-                                                 e < 3 ? "matmul" : e == 3 ? "panel gemm" : "panel gemv",
-                                                 K, N, R, i / N, i % N, ob_f32_bits(got[i]),
-                                                 ob_f32_bits(want[i]));
-                                    bad++;
-                                }
+                            diff_vals(got, want, R, N, &bad, why, sizeof why,
+                                      "%s %s K=%d N=%d R=%d", ob_isa_name(isa),
+                                      e < 3 ? "matmul" : e == 3 ? "panel gemm" : "panel gemv", K,
+                                      N, R);
                             n_vals += R * N;
                         }
                     }

@@ -435,4 +435,21 @@ AI void store_lanes(float *y, __m256 f, int nv)
         y[n] = o[n];
 }
 
+/*
+ * The panel kernels' end: activation row r's 8 partials, part[c * stride + r] (c < 8, lane n
+ * weight row n), folded lane-wise in ob_fold8's order (fold8v); the first nv lanes to
+ * y + r * ldy, for r < NR.
+ */
+AI void fold_store_rows(const __m256 *part, int stride, int NR, float *y, size_t ldy, int nv)
+{
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        __m256 p[8];
+        UNROLL
+        for (int c = 0; c < 8; c++)
+            p[c] = part[c * stride + r];
+        store_lanes(y + (size_t)r * ldy, fold8v(p), nv);
+    }
+}
+
 #endif

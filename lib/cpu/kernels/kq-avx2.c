@@ -637,14 +637,7 @@ AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float
             part[b & 7][r] = _mm256_add_ps(part[b & 7][r], v);
         }
     }
-    UNROLL
-    for (int r = 0; r < RA; r++) {
-        __m256 p[8];
-        UNROLL
-        for (int c = 0; c < 8; c++)
-            p[c] = part[c][r];
-        store_lanes(y + (size_t)r * ldy, fold8v(p), nv);
-    }
+    fold_store_rows((const __m256 *)part, RT, RA, y, ldy, nv);
 }
 
 AI void kq_run_l(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr, float *y,
@@ -794,14 +787,7 @@ AI void q4k_panel_rows(const uint8_t *w, size_t at, size_t end, int nb, const ui
             part[b & 7][r] = _mm256_add_ps(part[b & 7][r], v);
         }
     }
-    UNROLL
-    for (int r = 0; r < NR; r++) {
-        __m256 p[8];
-        UNROLL
-        for (int c = 0; c < 8; c++)
-            p[c] = part[c][r];
-        _mm256_storeu_ps(y + (size_t)r * ldy, fold8v(p));
-    }
+    fold_store_rows((const __m256 *)part, 3, NR, y, ldy, PW);
 }
 
 /* the panel entries: up to 3 activation rows stream the panels (q4k_panel_rows), more run
