@@ -235,12 +235,12 @@ static int cmp_mat_data(const void *a, const void *b)
 }
 
 /*
- * The matrices of the types in `panels` into panels in the copy (at holds the mapping's bytes
- * from lo on), each once (a matrix two roles share is one), a panel at a time through a
- * buffer of its 8 rows; c->panels lists their data addresses in the mapping, ascending.
+ * The matrices of the types in `panels` into panels in the copy (at holds the len bytes of the
+ * mapping from lo on), each once (a matrix two roles share is one), a panel at a time through
+ * a buffer of its 8 rows; c->panels lists their data addresses in the mapping, ascending.
  */
 static int wcopy_panels(const struct ob_model *m, struct ob_wcopy *c, uint64_t panels,
-                        char *at, uintptr_t lo)
+                        char *at, uintptr_t lo, size_t len)
 {
     size_t cap = (size_t)m->hp.n_layer * 7 + 1, n = 0;
     const struct ob_matrix **mats = malloc(cap * sizeof *mats);
@@ -260,7 +260,9 @@ static int wcopy_panels(const struct ob_model *m, struct ob_wcopy *c, uint64_t p
     size_t np = 0, maxrb = 0;
     for (size_t i = 0; i < n; i++) {
         const struct ob_matrix *w = mats[i];
-        if (w->type < 64 && (panels >> w->type & 1) && ob_panel_fits(w)) {
+        size_t off = (uintptr_t)w->data - lo;
+        if (w->type < 64 && (panels >> w->type & 1) && ob_panel_fits(w) && off < len &&
+            (size_t)w->n * w->row_bytes <= len - off) {
             mats[np++] = w;
             maxrb = w->row_bytes > maxrb ? w->row_bytes : maxrb;
         }
@@ -345,7 +347,7 @@ static int wcopy_make(const struct ob_model *m, struct ob_wcopy *c, uint64_t pan
     c->map = r;
     c->map_len = map_len;
     c->v = (struct ob_weights){(const char *)lo, at, len, NULL, 0};
-    int e = panels ? wcopy_panels(m, c, panels, at, lo) : 0;
+    int e = panels ? wcopy_panels(m, c, panels, at, lo, len) : 0;
     (void)mprotect(base, len + skew, PROT_READ);      /* nothing writes weights */
     return e;
 }
