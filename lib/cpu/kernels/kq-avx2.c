@@ -310,13 +310,7 @@ DOT_ROWS(kq, q6_k, T_Q6)
  * the weight register and a broadcast fit the 16 registers.
  */
 #define PW 8                       /* weight rows of a panel */
-#define RT 6
-
-
-
-
-
-
+#define RT 6                       /* activation rows of a tile */
 
 struct kqd {                       /* one block of an 8-row panel */
     uint8_t q[64][32];             /* dword d (values 4d .. 4d + 3) of row n in lane n */
@@ -842,8 +836,8 @@ void ob_kernels_avx2_kq(struct ob_kernel_table *t)
     GEMM_SET(t, OB_Q5_K, kq, q5_k, 4, PW);
     GEMM_SET(t, OB_Q6_K, kq, q6_k, 5, PW);
     KQV_SET(t);
-    /* Q4_K in panels: R = 1 streams 7-12 % faster than the row layout's GEMV (bench/kernels,
-     * --layout rows,panels), and the GEMM skips its transposes */
+    /* Q4_K in panels: R = 1 streams 7-12 % faster than the row layout's GEMV (bench/kernels
+     * --layout rows,panels), and from 9 rows on the tiles run without the transposes */
     t->pgemv[OB_Q4_K] = (struct ob_gemm){1, PW, kq_prep_bytes, kqp_prep, kq_scratch_bytes, kqp_run};
     t->pgemm[OB_Q4_K] = (struct ob_gemm){4, PW, kq_prep_bytes, kqp_prep, kq_scratch_bytes, kqp_run};
     t->panels |= (uint64_t)1 << OB_Q4_K;
