@@ -36,12 +36,8 @@ static uint32_t q5_bits_out(uint32_t o)
     return h;
 }
 
-/*
- * Where dword d (d < s / 4) of a block of row r sits in its panel block, bytes from its start.
- * Q5_0 (d, qh, qs: 22 bytes, no whole dwords) has its own: the 8 rows' qh (bits rearranged)
- * at 4 * r, their qs dword d at 32 + 32 * d + 4 * r, their d at 160 + 2 * r. Other types:
- * dword d of row r at 32 * d + 4 * r.
- */
+/* where dword d of row r's block sits among the panel block's dwords (matrix.h): bytes from
+ * their start (the panel block's, or for Q5_0 its qs's) */
 static size_t panel_dword(int r, size_t d)
 {
     return 32 * d + 4 * (size_t)r;
@@ -55,9 +51,9 @@ static void panel_put(uint32_t type, size_t s, uint8_t *pb, int r, const uint8_t
         memcpy(&h, blk + 2, 4);
         h = q5_bits_in(h);
         memcpy(pb + 4 * r, &h, 4);
-        memcpy(pb + 160 + 2 * r, blk, 2);
+        memcpy(pb + OB_P8_Q5_D + 2 * r, blk, 2);
         for (size_t d = 0; d < 4; d++)
-            memcpy(pb + 32 + panel_dword(r, d), blk + 6 + 4 * d, 4);
+            memcpy(pb + OB_P8_Q5_QS + panel_dword(r, d), blk + 6 + 4 * d, 4);
         return;
     }
     for (size_t d = 0; d < s / 4; d++)
@@ -72,9 +68,9 @@ static void panel_get(uint32_t type, size_t s, const uint8_t *pb, int r, uint8_t
         memcpy(&h, pb + 4 * r, 4);
         h = q5_bits_out(h);
         memcpy(blk + 2, &h, 4);
-        memcpy(blk, pb + 160 + 2 * r, 2);
+        memcpy(blk, pb + OB_P8_Q5_D + 2 * r, 2);
         for (size_t d = 0; d < 4; d++)
-            memcpy(blk + 6 + 4 * d, pb + 32 + panel_dword(r, d), 4);
+            memcpy(blk + 6 + 4 * d, pb + OB_P8_Q5_QS + panel_dword(r, d), 4);
         return;
     }
     for (size_t d = 0; d < s / 4; d++)

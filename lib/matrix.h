@@ -26,6 +26,11 @@ enum ob_layout { OB_LAYOUT_ROWS = 0, OB_LAYOUT_P8 = 1 };
 
 #define OB_PANEL_ROWS 8
 
+/* Q5_0's panel block (176 bytes): the 8 rows' rearranged qh from 0, qs from OB_P8_Q5_QS, the
+ * fp16 d from OB_P8_Q5_D */
+#define OB_P8_Q5_QS 32
+#define OB_P8_Q5_D 160
+
 struct ob_matrix {
     uint32_t type;                 /* enum ob_type */
     int k, n;                      /* values per row, rows */

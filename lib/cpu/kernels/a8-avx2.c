@@ -507,11 +507,11 @@ AI void q5p_decode8(const uint8_t *w, int nb, uint8_t *dst)
         UNROLL
         for (int d = 0; d < 4; d++) {
             __m256i lo, hi;
-            q5p_vals(qh, ld(wb + 32 + 32 * d), d, &lo, &hi);
+            q5p_vals(qh, ld(wb + OB_P8_Q5_QS + 32 * d), d, &lo, &hi);
             st(dst + 32 * d, lo);
             st(dst + 32 * (4 + d), hi);
         }
-        _mm256_storeu_ps((float *)(dst + 256), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 160))));
+        _mm256_storeu_ps((float *)(dst + 256), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + OB_P8_Q5_D))));
         _mm256_storeu_ps((float *)(dst + 288), _mm256_setzero_ps());
     }
 }
@@ -521,13 +521,12 @@ AI void q5p_decode8(const uint8_t *w, int nb, uint8_t *dst)
  * bytes apart) against a panel of 8 Q5_0 rows read as they lie: the tile's arithmetic (lane n
  * is row n; the int16 pair sums of 4 dwords added before widening, 4 * 7874 = 31496; the
  * offset off in int32; block b into partial b mod 8, folded lane-wise), the quants unpacked in
- * registers. Prefetched as q4k_panel_rows (kq-avx2.c) does, by bytes: 2304 ahead at one row,
- * 4608 at more.
+ * registers. Prefetched ob_pf_panel ahead, as q4k_panel_rows (kq-avx2.c) is.
  */
 AI void q5p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t *a, size_t ast,
                  float *y, size_t ldy, int NR)
 {
-    const size_t pb = PW * sizeof(struct ob_block_q5_0), pf = NR == 1 ? 2304 : 4608;
+    const size_t pb = PW * sizeof(struct ob_block_q5_0), pf = ob_pf_panel(NR);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 part[8][3];
     UNROLL
@@ -544,7 +543,7 @@ AI void q5p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t 
         UNROLL
         for (int d = 0; d < 4; d++) {
             __m256i lo, hi;
-            q5p_vals(qh, ld(wb + 32 + 32 * d), d, &lo, &hi);
+            q5p_vals(qh, ld(wb + OB_P8_Q5_QS + 32 * d), d, &lo, &hi);
             UNROLL
             for (int r = 0; r < NR; r++) {
                 const uint8_t *s = ab + r * ast + offsetof(struct ob_act_a8, qs) + 4 * d;
@@ -557,7 +556,7 @@ AI void q5p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t 
                 }
             }
         }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 160)));
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + OB_P8_Q5_D)));
         UNROLL
         for (int r = 0; r < NR; r++) {
             const uint8_t *ar = ab + r * ast;

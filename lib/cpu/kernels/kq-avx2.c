@@ -692,10 +692,8 @@ GEMM_ENTRIES(kq, q6_k, T_Q6)
  * lie: the tile's arithmetic (lane n is row n; int16 pair sums of 8 dwords of a sub-block,
  * then times (sc, sc) into int32; the mins against prep's pair sums; block b into partial
  * b mod 8, folded lane-wise), with the quants unpacked and the scales decoded in registers
- * where the tile reads them decoded from scratch. The panels are one stream, prefetched a
- * few blocks ahead (the task's first bytes were, by ob_pf_task), never past end: 2 blocks at
- * one row, 4 at more (with 2, two rows streamed 20-40 % slower; 4 to 8 measured alike, and 4
- * cost one row 3-5 % on the 151936-row matrix; bench/kernels on an AVX-512 Xeon at avx2).
+ * where the tile reads them decoded from scratch. The panels are one stream, prefetched
+ * ob_pf_panel(NR) bytes ahead (the task's first bytes were, by ob_pf_task), never past end.
  */
 AI void q4k_panel_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t *a,
                        size_t ast, float *y, size_t ldy, int NR)
@@ -712,7 +710,7 @@ AI void q4k_panel_rows(const uint8_t *w, size_t at, size_t end, int nb, const ui
 #pragma GCC unroll 1
     for (int b = 0; b < nb; b++) {
         const uint8_t *wb = w + at + (size_t)b * pb, *ab = a + (size_t)b * QB;
-        ob_pf_span(w, at + (size_t)(b + (NR == 1 ? 2 : 4)) * pb, pb, end);
+        ob_pf_span(w, at + (size_t)b * pb + ob_pf_panel(NR), pb, end);
         const __m256i H1 = ld(wb + 32), H2 = ld(wb + 64), H3 = ld(wb + 96);
         __m256i I[4];
         UNROLL
