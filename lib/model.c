@@ -370,6 +370,19 @@ int ob_model_weights(const struct ob_model *m, uint64_t panels, struct ob_weight
     return e;
 }
 
+static int cmp_uintptr(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int ob_weights_layout(const struct ob_weights *v, const void *p)
+{
+    uintptr_t key = (uintptr_t)p;
+    return v->n_panels && bsearch(&key, v->panels, v->n_panels, sizeof key, cmp_uintptr)
+               ? OB_LAYOUT_P8 : OB_LAYOUT_ROWS;
+}
+
 static void wcopy_free(struct ob_wcopy *c)
 {
     if (!c)

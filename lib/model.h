@@ -95,20 +95,7 @@ static inline const void *ob_weights_at(const struct ob_weights *v, const void *
 }
 
 /* the layout the view holds the matrix whose data (in the mapping) is p in */
-static inline int ob_weights_layout(const struct ob_weights *v, const void *p)
-{
-    size_t lo = 0, hi = v->n_panels;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v->panels[mid] == (uintptr_t)p)
-            return OB_LAYOUT_P8;
-        if (v->panels[mid] < (uintptr_t)p)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return OB_LAYOUT_ROWS;
-}
+int ob_weights_layout(const struct ob_weights *v, const void *p);
 
 /* ob_hparams_read over the GGUF's tensors and extra ones that are not in it (a Q4NX pack's
  * tiles: lib/npu/pack.c), as if they were */
