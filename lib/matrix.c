@@ -2,15 +2,21 @@
  * matrix.c — the panel layout of weight matrices (matrix.h): packing rows into panels and
  * reading a row back. Byte and bit moves; the kernels that read panels are in lib/cpu/kernels/.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "1b.h"
+#include "arith/blocks.h"
 #include "matrix.h"
+
+/* Q6_K's d is the last 2 bytes of its block, after 52 dwords */
+OB_STATIC_ASSERT(offsetof(struct ob_block_q6_k, d) == sizeof(struct ob_block_q6_k) - 2 &&
+                 OB_P8_Q6_D == 32 * (sizeof(struct ob_block_q6_k) / 4), "q6_k panel block");
 
 bool ob_panel_fits(const struct ob_matrix *m)
 {
     uint32_t blk = ob_type_blck(m->type), size = ob_type_size(m->type);
-    return m->layout == OB_LAYOUT_ROWS && blk > 1 && (size % 4 == 0 || m->type == OB_Q5_0) &&
+    return m->layout == OB_LAYOUT_ROWS && blk > 1 && (size % 4 == 0 || m->type == OB_Q5_0 || m->type == OB_Q6_K) &&
            m->k > 0 && m->k % (int)blk == 0 &&
            m->row_bytes == (size_t)(m->k / (int)blk) * size && m->n > 0 &&
            m->n % OB_PANEL_ROWS == 0;
@@ -58,6 +64,8 @@ static void panel_put(uint32_t type, size_t s, uint8_t *pb, int r, const uint8_t
     }
     for (size_t d = 0; d < s / 4; d++)
         memcpy(pb + panel_dword(r, d), blk + 4 * d, 4);
+    if (type == OB_Q6_K)
+        memcpy(pb + OB_P8_Q6_D + 2 * r, blk + s - 2, 2);
 }
 
 /* row r's block out of the panel block pb into blk */
@@ -75,6 +83,8 @@ static void panel_get(uint32_t type, size_t s, const uint8_t *pb, int r, uint8_t
     }
     for (size_t d = 0; d < s / 4; d++)
         memcpy(blk + 4 * d, pb + panel_dword(r, d), 4);
+    if (type == OB_Q6_K)
+        memcpy(blk + s - 2, pb + OB_P8_Q6_D + 2 * r, 2);
 }
 
 void ob_panel_pack(const struct ob_matrix *m, void *dst)

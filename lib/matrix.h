@@ -11,9 +11,11 @@
  * 22-byte blocks are not whole dwords, has its own panel block: the 8 rows' qh at 4 * r, their
  * bits rearranged so that the high bits of a qs dword's values sit where a shift puts them
  * (bit 4d + i of qh to bit d of byte i, bit 16 + 4d + i to bit 4 + d of byte i), then qs
- * dword d of row r at 32 + 32 * d + 4 * r, then the fp16 d of row r at 160 + 2 * r. Types
- * with whole-dword blocks and Q5_0 have it, matrices whose row count is a multiple of 8
- * (ob_panel_fits); the bits of every product are the same in either layout.
+ * dword d of row r at 32 + 32 * d + 4 * r, then the fp16 d of row r at 160 + 2 * r. Q6_K's
+ * 210-byte blocks are 52 dwords and a trailing fp16 d: the dwords as above (ql 0 .. 31, qh
+ * 32 .. 47, scales 48 .. 51), then the d of row r at 1664 + 2 * r. Types with whole-dword
+ * blocks, Q5_0 and Q6_K have it, matrices whose row count is a multiple of 8 (ob_panel_fits);
+ * the bits of every product are the same in either layout.
  */
 #ifndef OB_MATRIX_H
 #define OB_MATRIX_H
@@ -31,6 +33,10 @@ enum ob_layout { OB_LAYOUT_ROWS = 0, OB_LAYOUT_P8 = 1 };
 #define OB_P8_Q5_QS 32
 #define OB_P8_Q5_D 160
 
+/* Q6_K's panel block (1680 bytes): dword d of row r at 32 * d + 4 * r, the fp16 d at
+ * OB_P8_Q6_D + 2 * r */
+#define OB_P8_Q6_D 1664
+
 struct ob_matrix {
     uint32_t type;                 /* enum ob_type */
     int k, n;                      /* values per row, rows */
@@ -39,7 +45,7 @@ struct ob_matrix {
     int layout;                    /* enum ob_layout */
 };
 
-/* whether the row-layout matrix m can be held in panels: blocks of whole dwords (or Q5_0),
+/* whether the row-layout matrix m can be held in panels: blocks of whole dwords (or Q5_0, Q6_K),
  * rows of whole blocks back to back, a multiple of 8 rows */
 bool ob_panel_fits(const struct ob_matrix *m);
 

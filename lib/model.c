@@ -255,8 +255,7 @@ static int wcopy_panels(const struct ob_model *m, struct ob_wcopy *c, uint64_t p
         for (int i = 0; i < 7; i++)
             mats[n++] = lm[i];
     }
-    if (m->output.data != m->tok_embd.data)
-        mats[n++] = &m->output;
+    mats[n++] = &m->output;        /* the token embeddings too where they are tied to it */
     size_t np = 0, maxrb = 0;
     for (size_t i = 0; i < n; i++) {
         const struct ob_matrix *w = mats[i];

@@ -79,8 +79,10 @@ struct ob_weights {
  * transparent huge pages are not off and the data takes at most half the available memory,
  * copy always does, map never does (*v then reads in place). The copy holds the matrices of
  * the types in panels (bit 1 << type: the types the caller's kernels read faster so; struct
- * ob_kernel_table's panels) in panels where their shape allows (ob_panel_fits); the token
- * embeddings, whose rows are looked up, stay rows. The first call decides, later ones share
+ * ob_kernel_table's panels) in panels where their shape allows (ob_panel_fits): the layer
+ * matrices and the output matrix, and so the token embeddings where they are tied to it (a
+ * lookup then reads its row back with ob_panel_row); untied embeddings, only ever looked up,
+ * stay rows. The first call decides, later ones share
  * its copy whatever they ask, and read each matrix's layout with ob_weights_layout. The bits
  * are the same either way. Fails with OB_EUSAGE for another OB_WEIGHTS value, OB_ENOMEM when a
  * forced copy does not fit (or there is no memory to rearrange it).

@@ -51,6 +51,8 @@ struct ob_be {
     size_t scratch_per_task;
     float *logit_x;                /* [max_rows][n_embd] normed rows for the output matmul */
     void *logit_q;
+    void *embd_row;                /* a token's embedding row read out of panels (the copy holds
+                                      tied embeddings so, as the output matrix) */
 };
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
@@ -76,6 +78,7 @@ static void cpu_close(struct ob_be *be)
     free(be->scratch);
     free(be->logit_x);
     free(be->logit_q);
+    free(be->embd_row);
     ob_pool_free(be->pool);
     free(be);
 }
@@ -128,14 +131,14 @@ static int cpu_open(const struct ob_model *m, const struct ob_be_params *p, stru
             goto oom;
         ob_rope_fill((double)hp->rope_base_swa, (int)hp->n_rot, p->n_ctx, be->swa_cs, be->swa_sn);
     }
-    /* attention scratch per (row, head) task: scores for n_ctx keys + 2 * hd chunk sums */
     /* attention scratch per thread: scores of a group's heads for n_ctx keys, 2 hd sums each */
     size_t group = hp->n_head / hp->n_head_kv;
     be->scratch_per_task = group * ((size_t)p->n_ctx + 2 * (size_t)hd) + 16;
     be->scratch = malloc(be->scratch_per_task * (size_t)p->n_threads * sizeof(float));
     be->logit_x = malloc(R * (size_t)E * sizeof(float));
     be->logit_q = malloc(R * (size_t)E * sizeof(float));
-    if (!be->scratch || !be->logit_x || !be->logit_q)
+    be->embd_row = malloc(m->tok_embd.row_bytes);
+    if (!be->scratch || !be->logit_x || !be->logit_q || !be->embd_row)
         goto oom;
     *out = be;
     return 0;
@@ -175,8 +178,12 @@ static int cpu_embed(struct ob_be *be)
     for (int i = 0; i < n; i++) {
         if (tok[i] < 0 || tok[i] >= w->n)
             return ob_seterr(OB_ERANGE, "token id %d is outside the vocabulary of %d", tok[i], w->n);
-        int e = ob_dequant_row(w->type, (const char *)w->data + (size_t)tok[i] * w->row_bytes,
-                               x + (size_t)i * w->k, w->k);
+        const void *row = (const char *)w->data + (size_t)tok[i] * w->row_bytes;
+        if (w->layout == OB_LAYOUT_P8) {
+            ob_panel_row(w, tok[i], be->embd_row);
+            row = be->embd_row;
+        }
+        int e = ob_dequant_row(w->type, row, x + (size_t)i * w->k, w->k);
         if (e)
             return e;
         if (be->m->hp.embd_scale)

@@ -73,10 +73,38 @@ static int run(const struct ob_be_ops *ops, struct ob_model *m, float *out)
 }
 
 /*
- * A copy holding the Q4_K and Q5_0 matrices in panels (what the AVX2 level asks for): each
- * such matrix in it reads back row by row as the file's, everything else is the file's bytes,
- * the token embeddings stay rows; every level this CPU runs (the scalar one copying the
- * panels' rows back) gives the logits of the model read in place.
+ * Matrix w in the copy v: if its type is one of `types` and it fits, in panels, each row read
+ * back as the file's (*n_pan counts it, *bad_rows the rows that differ); else rows, the
+ * file's bytes (*bad_other).
+ */
+static void check_copied(const struct ob_weights *v, const struct ob_matrix *w, uint64_t types,
+                         size_t *n_pan, size_t *bad_rows, size_t *bad_other)
+{
+    static char rowbuf[1 << 16];
+    const char *in = ob_weights_at(v, w->data);
+    if (!((types >> w->type & 1) && ob_panel_fits(w))) {
+        *bad_other += ob_weights_layout(v, w->data) != OB_LAYOUT_ROWS ||
+                      memcmp(in, w->data, (size_t)w->n * w->row_bytes) != 0;
+        return;
+    }
+    (*n_pan)++;
+    struct ob_matrix pm = *w;
+    pm.data = in;
+    pm.layout = ob_weights_layout(v, w->data);
+    *bad_rows += pm.layout != OB_LAYOUT_P8 || w->row_bytes > sizeof rowbuf;
+    for (int i = 0; pm.layout == OB_LAYOUT_P8 && i < w->n; i++) {
+        ob_panel_row(&pm, i, rowbuf);
+        *bad_rows += memcmp(rowbuf, (const char *)w->data + (size_t)i * w->row_bytes,
+                            w->row_bytes) != 0;
+    }
+}
+
+/*
+ * A copy holding the Q4_K, Q5_0 and Q6_K matrices in panels (what the AVX2 level asks for):
+ * each such matrix in it reads back row by row as the file's, the output matrix too (and with
+ * it the token embeddings where they are tied to it), everything else is the file's bytes;
+ * every level this CPU runs (the scalar one copying the panels' rows back) gives the logits of
+ * the model read in place, the embedding lookup reading rows back out of the panels.
  */
 static void panel_copy(const char *path)
 {
@@ -98,42 +126,31 @@ static void panel_copy(const char *path)
         return;
     }
     struct ob_weights v;
-    const uint64_t types = (uint64_t)1 << OB_Q4_K | (uint64_t)1 << OB_Q5_0;
+    const uint64_t types = (uint64_t)1 << OB_Q4_K | (uint64_t)1 << OB_Q5_0 | (uint64_t)1 << OB_Q6_K;
     e = ob_model_weights(mp, types, &v);
     size_t n_pan = 0, bad_rows = 0, bad_other = 0, covered = 0;
-    static char rowbuf[1 << 16];
     for (uint32_t l = 0; e == 0 && l < mp->hp.n_layer; l++)
         for (int r = OB_W_Q; r <= OB_W_DOWN; r++) {
             const struct ob_matrix *w = ob_layer_matrix(mp, l, r);
-            size_t bytes = (size_t)w->n * w->row_bytes;
-            const char *in = ob_weights_at(&v, w->data);
-            if ((types >> w->type & 1) && ob_panel_fits(w)) {
-                n_pan++;
-                struct ob_matrix pm = *w;
-                pm.data = in;
-                pm.layout = ob_weights_layout(&v, w->data);
-                bad_rows += pm.layout != OB_LAYOUT_P8 || w->row_bytes > sizeof rowbuf;
-                for (int i = 0; pm.layout == OB_LAYOUT_P8 && i < w->n; i++) {
-                    ob_panel_row(&pm, i, rowbuf);
-                    bad_rows += memcmp(rowbuf, (const char *)w->data + (size_t)i * w->row_bytes,
-                                       w->row_bytes) != 0;
-                }
-            } else {
-                bad_other += ob_weights_layout(&v, w->data) != OB_LAYOUT_ROWS ||
-                             memcmp(in, w->data, bytes) != 0;
-            }
-            covered += bytes;
+            check_copied(&v, w, types, &n_pan, &bad_rows, &bad_other);
+            covered += (size_t)w->n * w->row_bytes;
         }
+    bool tied = mp->output.data == mp->tok_embd.data;
+    size_t out_pan = 0;
+    if (e == 0) {
+        check_copied(&v, &mp->output, types, &out_pan, &bad_rows, &bad_other);
+        if (!tied)
+            check_copied(&v, &mp->tok_embd, 0, &n_pan, &bad_rows, &bad_other);
+    }
     bool sorted = true;
     for (size_t i = 1; i < v.n_panels; i++)
         sorted &= v.panels[i - 1] < v.panels[i];
-    ok(e == 0 && n_pan > 0 && v.n_panels == n_pan && sorted && bad_rows == 0 &&
-       bad_other == 0 && ob_weights_layout(&v, mp->tok_embd.data) == OB_LAYOUT_ROWS &&
-       memcmp(ob_weights_at(&v, mp->tok_embd.data), mp->tok_embd.data,
-              (size_t)mp->tok_embd.n * mp->tok_embd.row_bytes) == 0,
-       "%s: a copy in panels: %zu Q4_K and Q5_0 matrices read back row by row, the other "
-       "matrices and the token embeddings are the file's bytes (%zu KB of layer matrices)",
-       path, n_pan, covered >> 10);
+    ok(e == 0 && n_pan > 0 && v.n_panels == n_pan + out_pan && sorted && bad_rows == 0 &&
+       bad_other == 0,
+       "%s: a copy in panels: %zu Q4_K, Q5_0 and Q6_K layer matrices read back row by row, the "
+       "output matrix%s %s, the other matrices are the file's bytes (%zu KB of layer matrices)",
+       path, n_pan, tied ? " (tied to the token embeddings)" : "",
+       out_pan ? "in panels too" : "rows", covered >> 10);
     for (int isa = 0; isa <= ob_isa_best(); isa++) {
         setenv("OB_SIMD", ob_isa_name(isa), 1);
         e = run(&ob_be_cpu, mp, t);

@@ -430,44 +430,84 @@ AI void q4k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *d
     }
 }
 
-AI void q6k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst)
+/*
+ * Q6_K lane-wise, from the 8 rows' dwords one row to a lane (transposed rows, or a panel):
+ * value dword D0 = 16 nib + 8x + i of a half (values 4 D0 .. 4 D0 + 3) is nibble nib of ql
+ * dword 8x + i with bits 2p, 2p + 1 (p = D0 / 8 = 2 nib + x) of qh dword i on top (blocks.h);
+ * scale j sign-extended as int16 pairs (sc_j, sc_j); the offset pairs (-32 sc_2i,
+ * -32 sc_2i+1) (sc << 8 >> 3) against the bsums. In a panel block (matrix.h) ql dword d is
+ * dword d, qh dword e dword Q6P_QH + e, scale dword s dword Q6P_SC + s.
+ */
+#define Q6P_QH 32
+#define Q6P_SC 48
+
+AI __m256i q6k_vals(__m256i l, __m256i q, int nib, int p, __m256i m4, __m256i m30)
+{
+    __m256i lo = nib ? _mm256_srli_epi16(l, 4) : l;
+    __m256i hi = p < 2 ? _mm256_slli_epi16(q, 4 - 2 * p) : p > 2 ? _mm256_srli_epi16(q, 2 * p - 4) : q;
+    return _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(hi, m30));
+}
+
+AI __m256i q6k_sc(const __m256i *S, int j)
+{
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(S[j / 4], pat_pair(j % 4, j % 4, 1)), 8);
+}
+
+AI __m256i q6k_mn(const __m256i *S, int i)
+{
+    return _mm256_sub_epi16(_mm256_setzero_si256(),
+                            _mm256_srai_epi16(_mm256_shuffle_epi8(S[i / 2], pat_pair(2 * i % 4, 2 * i % 4 + 1, 1)), 3));
+}
+
+AI void q6k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst, int P8)
 {
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     const size_t bb = sizeof(struct ob_block_q6_k);
     for (int b = 0; b < nb; b++, dst++) {
-        const uint8_t *blk = w + (size_t)b * bb;
+        /* rows: block b of each row; a panel (P8, matrix.h): the 8 rows' block b, transposed */
+        const uint8_t *blk = w + (size_t)b * bb * (P8 ? PW : 1);
         __m256i L[8], Q[8], S[4];
 #pragma GCC unroll 1
         for (int h = 0; h < 2; h++) {                /* values 128h .. 128h + 127 */
-            tr8x8_ld(blk + offsetof(struct ob_block_q6_k, qh) + 32 * h, rb, rows, Q);
+            if (P8)
+                UNROLL
+                for (int i = 0; i < 8; i++)
+                    Q[i] = ld(blk + 32 * (Q6P_QH + 8 * h + i));
+            else
+                tr8x8_ld(blk + offsetof(struct ob_block_q6_k, qh) + 32 * h, rb, rows, Q);
 #pragma GCC unroll 1
             for (int x = 0; x < 2; x++) {            /* ql dwords 16h + 8x .. + 7 */
-                tr8x8_ld(blk + offsetof(struct ob_block_q6_k, ql) + 64 * h + 32 * x, rb, rows, L);
+                if (P8)
+                    UNROLL
+                    for (int i = 0; i < 8; i++)
+                        L[i] = ld(blk + 32 * (16 * h + 8 * x + i));
+                else
+                    tr8x8_ld(blk + offsetof(struct ob_block_q6_k, ql) + 64 * h + 32 * x, rb, rows, L);
                 UNROLL
                 for (int nib = 0; nib < 2; nib++)
                     UNROLL
-                    for (int i = 0; i < 8; i++) {
-                        /* value dword D0 = 16 nib + 8x + i of the half: ql dword 8x + i, nibble
-                         * nib; qh dword i, bits 2p, 2p + 1 with p = D0 / 8 (blocks.h) */
-                        int D0 = 16 * nib + 8 * x + i, p = D0 / 8;
-                        __m256i lo = nib ? _mm256_srli_epi16(L[i], 4) : L[i], hi = Q[i];
-                        hi = p < 2 ? _mm256_slli_epi16(hi, 4 - 2 * p)
-                                   : p > 2 ? _mm256_srli_epi16(hi, 2 * p - 4) : hi;
-                        st(dst->q[32 * h + D0], _mm256_or_si256(_mm256_and_si256(lo, m4),
-                                                                _mm256_and_si256(hi, m30)));
-                    }
+                    for (int i = 0; i < 8; i++)
+                        st(dst->q[32 * h + 16 * nib + 8 * x + i], q6k_vals(L[i], Q[i], nib, 2 * nib + x, m4, m30));
             }
         }
-        tr8x4_ld(blk + offsetof(struct ob_block_q6_k, scales), rb, rows, S);
+        if (P8)
+            UNROLL
+            for (int i = 0; i < 4; i++)
+                S[i] = ld(blk + 32 * (Q6P_SC + i));
+        else
+            tr8x4_ld(blk + offsetof(struct ob_block_q6_k, scales), rb, rows, S);
         UNROLL
-        for (int j = 0; j < 16; j++)                 /* int8 scale j, sign-extended: (sc, sc) */
-            st(dst->sc[j], _mm256_srai_epi16(_mm256_shuffle_epi8(S[j / 4], pat_pair(j % 4, j % 4, 1)), 8));
+        for (int j = 0; j < 16; j++)
+            st(dst->sc[j], q6k_sc(S, j));
         UNROLL
-        for (int i = 0; i < 8; i++)                  /* (-32 sc_2i, -32 sc_2i+1): sc << 8 >> 3 */
-            st(dst->mn[i], _mm256_sub_epi16(_mm256_setzero_si256(),
-                                            _mm256_srai_epi16(_mm256_shuffle_epi8(S[i / 2], pat_pair(2 * i % 4, 2 * i % 4 + 1, 1)), 3)));
-        _mm256_storeu_ps(dst->d, rows > 0 ? f16x8_n(blk + offsetof(struct ob_block_q6_k, d), rb,
-                                                     rows) : _mm256_setzero_ps());
+        for (int i = 0; i < 8; i++)
+            st(dst->mn[i], q6k_mn(S, i));
+        __m256 d = _mm256_setzero_ps();
+        if (P8)
+            d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + OB_P8_Q6_D)));
+        else if (rows > 0)
+            d = f16x8_n(blk + offsetof(struct ob_block_q6_k, d), rb, rows);
+        _mm256_storeu_ps(dst->d, d);
         _mm256_storeu_ps(dst->dm, _mm256_setzero_ps());
     }
 }
@@ -537,7 +577,7 @@ AI void kq_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *ds
     if (T == T_Q4)
         q4k_decode8(w, rb, rows, nb, dst, 0);
     else if (T == T_Q6)
-        q6k_decode8(w, rb, rows, nb, dst);
+        q6k_decode8(w, rb, rows, nb, dst, 0);
     else
         kq_decode8_any(w, rb, rows, nb, dst, T);
 }
@@ -647,8 +687,10 @@ AI void kq_run_l(const void *w, size_t rb, int n0, int n1, int k, const void *pv
         int pn = n1 - n - PW < PW ? n1 - n - PW : PW;
         const char *pf = (const char *)w + (size_t)(n + PW) * rb;
         size_t pfn = pn > 0 ? (size_t)pn * rb : 0;
-        if (P8)
+        if (P8 && T == T_Q4)
             q4k_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, 1);
+        else if (P8)
+            q6k_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, 1);
         else
             kq_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, T);
         /* tiles of RT rows or as few fewer as balance the row count (8 rows: 4 + 4) */
@@ -782,18 +824,105 @@ AI void q4k_panel_rows(const uint8_t *w, size_t at, size_t end, int nb, const ui
     fold_store_rows((const __m256 *)part, 4, NR, y, ldy, PW);
 }
 
+/* ---- Q6_K in panels ------------------------------------------------------------------------ */
+
 /*
- * The panel entries: up to 8 activation rows stream the panels (q4k_panel_rows), 4 rows a
- * pass over each panel (its later passes read it from the L1); more run the tiles on panels
- * decoded without the transposes. Against those tiles (bench/kernels, an AVX-512 Xeon at
- * avx2, the six Qwen3-0.6B shapes together): 4 rows 13 % (1 thread) and 23 % (2 threads)
- * faster, 8 rows 4-8 % faster at 2 threads and 3-6 % slower at 1.
+ * NR (1 to 4) activation rows against a panel of 8 Q6_K rows read as they lie, as
+ * q4k_panel_rows does Q4_K: the tile's arithmetic (isum from the offset's share against the
+ * bsums, then per sub-block the int16 pair sums of 2 dwords times (sc, sc) into int32), the
+ * quants and scales decoded in registers (q6k_vals, q6k_sc, q6k_mn).
  */
-static void kqp_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
-                    float *y, size_t ldy, void *scratch)
+AI void q6k_panel_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t *a,
+                       size_t ast, float *y, size_t ldy, int NR)
 {
-    if (nr > 8) {
-        kq_run_l(w, rb, n0, n1, k, pv, nr, y, ldy, scratch, T_Q4, 1);
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    const size_t pb = PW * sizeof(struct ob_block_q6_k);
+    __m256 part[8][4];
+    UNROLL
+    for (int c = 0; c < 8; c++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            part[c][r] = _mm256_setzero_ps();
+#pragma GCC unroll 1
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *wb = w + at + (size_t)b * pb, *ab = a + (size_t)b * QB;
+        ob_pf_span(w, at + (size_t)b * pb + ob_pf_panel(NR), pb, end);
+        __m256i S[4], I[4];
+        UNROLL
+        for (int i = 0; i < 4; i++)
+            S[i] = ld(wb + 32 * (Q6P_SC + i));
+        UNROLL
+        for (int i = 0; i < 8; i++) {                /* the offset's share: -32 sc against bsums */
+            __m256i mn = q6k_mn(S, i);
+            UNROLL
+            for (int r = 0; r < NR; r++) {
+                __m256i v = _mm256_madd_epi16(mn, bcast32(ab + r * ast + QB_BS + 4 * i));
+                I[r] = i == 0 ? v : _mm256_add_epi32(I[r], v);
+            }
+        }
+        __m256i scs[16];                             /* (sc_j, sc_j), from the L1 below */
+        UNROLL
+        for (int j = 0; j < 16; j++)
+            scs[j] = q6k_sc(S, j);
+#pragma GCC unroll 1
+        for (int hi = 0; hi < 8; hi++) {             /* half h = hi / 4, qh dwords i, i + 1 */
+            const int h = hi / 4, i = hi % 4 * 2;
+            const uint8_t *ql = wb + 32 * (16 * h + i), *qh = wb + 32 * (Q6P_QH + 8 * h + i);
+            const __m256i Q0 = ld(qh), Q1 = ld(qh + 32);
+            UNROLL
+            for (int x = 0; x < 2; x++) {
+                const __m256i L0 = ld(ql + 256 * x), L1 = ld(ql + 256 * x + 32);
+                UNROLL
+                for (int nib = 0; nib < 2; nib++) {  /* value dwords D0, D0 + 1 of the half */
+                    const int D0 = 16 * nib + 8 * x + i;
+                    const __m256i v0 = q6k_vals(L0, Q0, nib, 2 * nib + x, m4, m30);
+                    const __m256i v1 = q6k_vals(L1, Q1, nib, 2 * nib + x, m4, m30);
+                    const __m256i sc = scs[8 * h + D0 / 4];
+                    UNROLL
+                    for (int r = 0; r < NR; r++) {
+                        const uint8_t *s = ab + r * ast + QB_QS + 4 * (32 * h + D0);
+                        __m256i C = mubs(v0, bcast32(s));
+                        mubs_add_b32(&C, v1, s + 4);
+                        I[r] = _mm256_add_epi32(I[r], _mm256_madd_epi16(C, sc));
+                    }
+                }
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + OB_P8_Q6_D)));
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            __m256 da = _mm256_set1_ps(ldf(ab + r * ast));
+            part[b & 7][r] = _mm256_add_ps(part[b & 7][r],
+                                           _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(I[r])));
+        }
+    }
+    fold_store_rows((const __m256 *)part, 4, NR, y, ldy, PW);
+}
+
+/*
+ * The panel entries (Q4_K, Q6_K): a few activation rows stream the panels (the type's
+ * panel-rows kernel), 4 rows a pass over each panel (its later passes read it from the L1);
+ * more run the tiles on panels decoded without the transposes. Against those tiles
+ * (bench/kernels, an AVX-512 Xeon at avx2): Q4_K over the six Qwen3-0.6B shapes together, 4
+ * rows 13 % (1 thread) and 23 % (2 threads) faster, 8 rows 4-8 % faster at 2 threads and
+ * 3-6 % slower at 1, so Q4_K streams up to 8 rows; Q6_K (1024 x 151936, 3072 x 1024) 2 to 4
+ * rows 25-55 % faster, but 8 rows 5-25 % slower (two passes of its costlier decode), so it
+ * streams up to 4.
+ */
+AI void panel_pass(const void *w, size_t at, size_t end, int nb, const uint8_t *a, size_t ast,
+                   float *y, size_t ldy, int T, int NR)
+{
+    if (T == T_Q4)
+        q4k_panel_rows(w, at, end, nb, a, ast, y, ldy, NR);
+    else
+        q6k_panel_rows(w, at, end, nb, a, ast, y, ldy, NR);
+}
+
+AI void kqp_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
+                float *y, size_t ldy, void *scratch, int T)
+{
+    if (nr > (T == T_Q6 ? 4 : 8)) {
+        kq_run_l(w, rb, n0, n1, k, pv, nr, y, ldy, scratch, T, 1);
         return;
     }
     const size_t ast = (size_t)(k / 256) * QB, end = (size_t)n1 * rb;
@@ -802,19 +931,21 @@ static void kqp_run(const void *w, size_t rb, int n0, int n1, int k, const void 
         for (int r = 0; r < nr; r += 4) {
             const uint8_t *a = (const uint8_t *)pv + r * ast;
             float *yr = y + (size_t)r * ldy + n;
+            size_t at = (size_t)n * rb;
             switch (nr - r) {
-            case 1: q4k_panel_rows(w, (size_t)n * rb, end, k / 256, a, ast, yr, ldy, 1); break;
-            case 2: q4k_panel_rows(w, (size_t)n * rb, end, k / 256, a, ast, yr, ldy, 2); break;
-            case 3: q4k_panel_rows(w, (size_t)n * rb, end, k / 256, a, ast, yr, ldy, 3); break;
-            default: q4k_panel_rows(w, (size_t)n * rb, end, k / 256, a, ast, yr, ldy, 4); break;
+            case 1: panel_pass(w, at, end, k / 256, a, ast, yr, ldy, T, 1); break;
+            case 2: panel_pass(w, at, end, k / 256, a, ast, yr, ldy, T, 2); break;
+            case 3: panel_pass(w, at, end, k / 256, a, ast, yr, ldy, T, 3); break;
+            default: panel_pass(w, at, end, k / 256, a, ast, yr, ldy, T, 4); break;
             }
         }
 }
 
-static void kqp_prep(const void *x, size_t xs, int nr, int k, void *p)
-{
-    kq_prep(x, xs, nr, k, p, T_Q4);
-}
+#define kqp_prep kq_prep
+#define kqp_prep_bytes kq_prep_bytes
+#define kqp_scratch_bytes kq_scratch_bytes
+GEMM_ENTRIES(kqp, p_q4_k, T_Q4)
+GEMM_ENTRIES(kqp, p_q6_k, T_Q6)
 
 /* ---- few rows with prepared activations: GEMV (kq-rows.h) ----------------------------------- */
 
@@ -836,7 +967,9 @@ void ob_kernels_avx2_kq(struct ob_kernel_table *t)
     KQV_SET(t);
     /* Q4_K in panels: R = 1 streams 7-12 % faster than the row layout's GEMV (bench/kernels
      * --layout rows,panels), and from 9 rows on the tiles run without the transposes */
-    t->pgemv[OB_Q4_K] = (struct ob_gemm){1, PW, kq_prep_bytes, kqp_prep, kq_scratch_bytes, kqp_run};
-    t->pgemm[OB_Q4_K] = (struct ob_gemm){4, PW, kq_prep_bytes, kqp_prep, kq_scratch_bytes, kqp_run};
-    t->panels |= (uint64_t)1 << OB_Q4_K;
+    t->pgemv[OB_Q4_K] = (struct ob_gemm){1, PW, kq_prep_bytes, prep_p_q4_k, kq_scratch_bytes, run_p_q4_k};
+    t->pgemm[OB_Q4_K] = (struct ob_gemm){4, PW, kq_prep_bytes, prep_p_q4_k, kq_scratch_bytes, run_p_q4_k};
+    t->pgemv[OB_Q6_K] = (struct ob_gemm){1, PW, kq_prep_bytes, prep_p_q6_k, kq_scratch_bytes, run_p_q6_k};
+    t->pgemm[OB_Q6_K] = (struct ob_gemm){4, PW, kq_prep_bytes, prep_p_q6_k, kq_scratch_bytes, run_p_q6_k};
+    t->panels |= (uint64_t)1 << OB_Q4_K | (uint64_t)1 << OB_Q6_K;
 }
