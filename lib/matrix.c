@@ -9,17 +9,28 @@
 #include "arith/blocks.h"
 #include "matrix.h"
 
-/* Q6_K's d is the last 2 bytes of its block, after 52 dwords */
-OB_STATIC_ASSERT(offsetof(struct ob_block_q6_k, d) == sizeof(struct ob_block_q6_k) - 2 &&
-                 OB_P8_Q6_D == 32 * (sizeof(struct ob_block_q6_k) / 4), "q6_k panel block");
+/* where the fp16 d sits in a block of s bytes that is not whole dwords (matrix.h): first, or
+ * last; -1: the type has no panel layout */
+static long d_at(uint32_t type, size_t s)
+{
+    switch (type) {
+    case OB_Q4_0: case OB_Q5_0: return 0;
+    case OB_Q6_K: return (long)s - 2;
+    }
+    return -1;
+}
+
+OB_STATIC_ASSERT(offsetof(struct ob_block_q4_0, d) == 0 && offsetof(struct ob_block_q5_0, d) == 0 &&
+                 offsetof(struct ob_block_q6_k, d) == sizeof(struct ob_block_q6_k) - 2,
+                 "the fp16 d first or last");
 
 bool ob_panel_fits(const struct ob_matrix *m)
 {
     uint32_t blk = ob_type_blck(m->type), size = ob_type_size(m->type);
-    return m->layout == OB_LAYOUT_ROWS && blk > 1 && (size % 4 == 0 || m->type == OB_Q5_0 || m->type == OB_Q6_K) &&
-           m->k > 0 && m->k % (int)blk == 0 &&
-           m->row_bytes == (size_t)(m->k / (int)blk) * size && m->n > 0 &&
-           m->n % OB_PANEL_ROWS == 0;
+    return m->layout == OB_LAYOUT_ROWS && blk > 1 &&
+           (size % 4 == 0 || (size % 4 == 2 && d_at(m->type, size) >= 0)) && m->k > 0 &&
+           m->k % (int)blk == 0 && m->row_bytes == (size_t)(m->k / (int)blk) * size &&
+           m->n > 0 && m->n % OB_PANEL_ROWS == 0;
 }
 
 /* Q5_0's high bits: bit 4d + i of qh (value 4d + i) to bit d of byte i, bit 16 + 4d + i to
@@ -42,49 +53,25 @@ static uint32_t q5_bits_out(uint32_t o)
     return h;
 }
 
-/* where dword d of row r's block sits among the panel block's dwords (matrix.h): bytes from
- * their start (the panel block's, or for Q5_0 its qs's) */
-static size_t panel_dword(int r, size_t d)
+/* block blk (s bytes) of row r into the panel block pb, or (out) back out of it: only the
+ * destination is written */
+static void panel_move(uint32_t type, size_t s, uint8_t *pb, int r, uint8_t *blk, bool out)
 {
-    return 32 * d + 4 * (size_t)r;
-}
-
-/* block blk (s bytes) of row r into the panel block pb */
-static void panel_put(uint32_t type, size_t s, uint8_t *pb, int r, const uint8_t *blk)
-{
-    if (type == OB_Q5_0) {
-        uint32_t h;
-        memcpy(&h, blk + 2, 4);
-        h = q5_bits_in(h);
-        memcpy(pb + 4 * r, &h, 4);
-        memcpy(pb + OB_P8_Q5_D + 2 * r, blk, 2);
-        for (size_t d = 0; d < 4; d++)
-            memcpy(pb + OB_P8_Q5_QS + panel_dword(r, d), blk + 6 + 4 * d, 4);
-        return;
+    uint8_t *body = blk;                     /* the dwords */
+    if (s % 4) {
+        long at = d_at(type, s);
+        uint8_t *d = blk + at, *pd = pb + ob_p8_d(s) + 2 * (size_t)r;
+        memcpy(out ? d : pd, out ? pd : d, 2);
+        body += at == 0 ? 2 : 0;
     }
-    for (size_t d = 0; d < s / 4; d++)
-        memcpy(pb + panel_dword(r, d), blk + 4 * d, 4);
-    if (type == OB_Q6_K)
-        memcpy(pb + OB_P8_Q6_D + 2 * r, blk + s - 2, 2);
-}
-
-/* row r's block out of the panel block pb into blk */
-static void panel_get(uint32_t type, size_t s, const uint8_t *pb, int r, uint8_t *blk)
-{
-    if (type == OB_Q5_0) {
-        uint32_t h;
-        memcpy(&h, pb + 4 * r, 4);
-        h = q5_bits_out(h);
-        memcpy(blk + 2, &h, 4);
-        memcpy(blk, pb + OB_P8_Q5_D + 2 * r, 2);
-        for (size_t d = 0; d < 4; d++)
-            memcpy(blk + 6 + 4 * d, pb + OB_P8_Q5_QS + panel_dword(r, d), 4);
-        return;
+    for (size_t i = 0; i < s / 4; i++) {
+        uint8_t *pw = pb + 32 * i + 4 * (size_t)r;
+        uint32_t v;
+        memcpy(&v, out ? pw : body + 4 * i, 4);
+        if (type == OB_Q5_0 && i == 0)
+            v = out ? q5_bits_out(v) : q5_bits_in(v);
+        memcpy(out ? body + 4 * i : pw, &v, 4);
     }
-    for (size_t d = 0; d < s / 4; d++)
-        memcpy(blk + 4 * d, pb + panel_dword(r, d), 4);
-    if (type == OB_Q6_K)
-        memcpy(blk + s - 2, pb + OB_P8_Q6_D + 2 * r, 2);
 }
 
 void ob_panel_pack(const struct ob_matrix *m, void *dst)
@@ -94,7 +81,7 @@ void ob_panel_pack(const struct ob_matrix *m, void *dst)
         const uint8_t *row = (const uint8_t *)m->data + (size_t)i * m->row_bytes;
         uint8_t *panel = (uint8_t *)dst + (size_t)(i / OB_PANEL_ROWS) * OB_PANEL_ROWS * m->row_bytes;
         for (size_t b = 0; b < nb; b++)
-            panel_put(m->type, s, panel + b * OB_PANEL_ROWS * s, i % OB_PANEL_ROWS, row + b * s);
+            panel_move(m->type, s, panel + b * OB_PANEL_ROWS * s, i % OB_PANEL_ROWS, (uint8_t *)row + b * s, false);
     }
 }
 
@@ -104,6 +91,6 @@ void ob_panel_row(const struct ob_matrix *m, int i, void *dst)
     const uint8_t *panel = (const uint8_t *)m->data +
                            (size_t)(i / OB_PANEL_ROWS) * OB_PANEL_ROWS * m->row_bytes;
     for (size_t b = 0; b < nb; b++)
-        panel_get(m->type, s, panel + b * OB_PANEL_ROWS * s, i % OB_PANEL_ROWS,
-                  (uint8_t *)dst + b * s);
+        panel_move(m->type, s, (uint8_t *)panel + b * OB_PANEL_ROWS * s, i % OB_PANEL_ROWS,
+                   (uint8_t *)dst + b * s, true);
 }

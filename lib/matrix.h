@@ -7,15 +7,14 @@
  * kernel reads the 8 rows of a panel as one stream, one row per 32-bit lane: panel p (rows
  * 8p .. 8p + 7) takes the bytes rows 8p .. 8p + 7 take in the row layout (from data +
  * 8p * row_bytes), block b of the panel the 8 * S bytes from 8 * S * b on (S the type's block
- * bytes), and in it dword d of row r's block b sits at byte 32 * d + 4 * r. Q5_0, whose
- * 22-byte blocks are not whole dwords, has its own panel block: the 8 rows' qh at 4 * r, their
- * bits rearranged so that the high bits of a qs dword's values sit where a shift puts them
- * (bit 4d + i of qh to bit d of byte i, bit 16 + 4d + i to bit 4 + d of byte i), then qs
- * dword d of row r at 32 + 32 * d + 4 * r, then the fp16 d of row r at 160 + 2 * r. Q6_K's
- * 210-byte blocks are 52 dwords and a trailing fp16 d: the dwords as above (ql 0 .. 31, qh
- * 32 .. 47, scales 48 .. 51), then the d of row r at 1664 + 2 * r. Types with whole-dword
- * blocks, Q5_0 and Q6_K have it, matrices whose row count is a multiple of 8 (ob_panel_fits);
- * the bits of every product are the same in either layout.
+ * bytes), and in it dword d of row r's block b sits at byte 32 * d + 4 * r. A block that is
+ * not whole dwords is whole dwords and one fp16 d, first (Q4_0, Q5_0) or last (Q6_K): its
+ * other bytes are the dwords, and the d of row r sits after them, at ob_p8_d(S) + 2 * r. In
+ * Q5_0's first dword, qh, the bits are rearranged so that the high bits of a qs dword's
+ * values sit where a shift puts them (bit 4d + i of qh to bit d of byte i, bit 16 + 4d + i to
+ * bit 4 + d of byte i). Those types and the ones with whole-dword blocks have the layout,
+ * matrices whose row count is a multiple of 8 (ob_panel_fits); the bits of every product are
+ * the same in either layout.
  */
 #ifndef OB_MATRIX_H
 #define OB_MATRIX_H
@@ -28,14 +27,15 @@ enum ob_layout { OB_LAYOUT_ROWS = 0, OB_LAYOUT_P8 = 1 };
 
 #define OB_PANEL_ROWS 8
 
-/* Q5_0's panel block (176 bytes): the 8 rows' rearranged qh from 0, qs from OB_P8_Q5_QS, the
- * fp16 d from OB_P8_Q5_D */
-#define OB_P8_Q5_QS 32
-#define OB_P8_Q5_D 160
+/* where a panel block holds the fp16 d of its row 0, for a type whose S-byte blocks are whole
+ * dwords and one fp16 d (Q4_0: 128, Q5_0: 160, Q6_K: 1664) */
+static inline size_t ob_p8_d(size_t S)
+{
+    return 32 * (S / 4);
+}
 
-/* Q6_K's panel block (1680 bytes): dword d of row r at 32 * d + 4 * r, the fp16 d at
- * OB_P8_Q6_D + 2 * r */
-#define OB_P8_Q6_D 1664
+/* where Q5_0's panel block holds its qs dwords: after the qh dword */
+#define OB_P8_Q5_QS 32
 
 struct ob_matrix {
     uint32_t type;                 /* enum ob_type */
@@ -45,8 +45,8 @@ struct ob_matrix {
     int layout;                    /* enum ob_layout */
 };
 
-/* whether the row-layout matrix m can be held in panels: blocks of whole dwords (or Q5_0, Q6_K),
- * rows of whole blocks back to back, a multiple of 8 rows */
+/* whether the row-layout matrix m can be held in panels: blocks of whole dwords (or Q4_0, Q5_0,
+ * Q6_K), rows of whole blocks back to back, a multiple of 8 rows */
 bool ob_panel_fits(const struct ob_matrix *m);
 
 /* the rows of a row-layout matrix m into panels at dst (m->n * m->row_bytes bytes, not

@@ -30,6 +30,7 @@
 
 #include "cpu/kernels/avx2.h"
 #include "cpu/kernels/blockinfo.h"
+#include "cpu/kernels/a8p.h"
 
 /* 32 nibbles: values 0..15 = low nibbles of qs[0..15], 16..31 = high nibbles */
 AI __m256i unpack_q4(const uint8_t *qs)
@@ -481,53 +482,40 @@ AI void a8_tile(const uint8_t *W, const uint8_t *a, size_t ast, int nb, float *y
     fold_store_rows((const __m256 *)part, RT, RA, y, ldy, nv);
 }
 
-/* ---- Q5_0 in panels (matrix.h OB_LAYOUT_P8) ------------------------------------------------ */
+/* ---- Q4_0, Q4_1 and Q5_0 in panels (matrix.h OB_LAYOUT_P8) -------------------------------- */
 
-/*
- * qs dword d of a panel block's 8 rows (values 4d .. 4d + 3 in the low nibbles, 16 + 4d .. in
- * the high ones) as unsigned q5 bytes, *lo and *hi, with their high bits from the rearranged
- * qh (matrix.h): bit d of each byte shifted onto bit 4 for the low values, bit 4 + d for the
- * high ones (a 16-bit shift; what crosses a byte falls outside the mask).
- */
-AI void q5p_vals(__m256i qh, __m256i q, int d, __m256i *lo, __m256i *hi)
+/* a8_decode8 from panels: nb panel blocks (the panel at w) into the tile's blocks */
+AI void a8p_decode8(const uint8_t *w, int nb, uint8_t *dst, int kind)
 {
-    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
-    __m256i hl = _mm256_slli_epi16(qh, 4 - d), hh = d ? _mm256_srli_epi16(qh, d) : qh;
-    *lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(hl, b4));
-    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_and_si256(hh, b4));
-}
-
-/* a8_decode8's Q5_0 from panels: nb panel blocks (the panel at w) into the tile's blocks */
-AI void q5p_decode8(const uint8_t *w, int nb, uint8_t *dst)
-{
-    const size_t pb = PW * sizeof(struct ob_block_q5_0), ds = a8d_size(K_Q5_0);
+    const size_t pb = PW * a8_bb(kind), ds = a8d_size(kind);
     for (int b = 0; b < nb; b++, dst += ds) {
         const uint8_t *wb = w + (size_t)b * pb;
-        const __m256i qh = ld(wb);
         UNROLL
         for (int d = 0; d < 4; d++) {
             __m256i lo, hi;
-            q5p_vals(qh, ld(wb + OB_P8_Q5_QS + 32 * d), d, &lo, &hi);
+            a8p_vals(wb, d, kind, &lo, &hi);
             st(dst + 32 * d, lo);
             st(dst + 32 * (4 + d), hi);
         }
-        _mm256_storeu_ps((float *)(dst + 256), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + OB_P8_Q5_D))));
-        _mm256_storeu_ps((float *)(dst + 288), _mm256_setzero_ps());
+        _mm256_storeu_ps((float *)(dst + 256), a8p_scale(wb, kind, 0));
+        _mm256_storeu_ps((float *)(dst + 288), kind == K_Q4_1 ? a8p_scale(wb, kind, 1) : _mm256_setzero_ps());
     }
 }
 
 /*
- * NR (1 to 3) activation rows (prepared by a8_prep: the offset's share as an int32; ast
- * bytes apart) against a panel of 8 Q5_0 rows read as they lie: the tile's arithmetic (lane n
- * is row n; the int16 pair sums of 4 dwords added before widening, 4 * 7874 = 31496; the
- * offset off in int32; block b into partial b mod 8, folded lane-wise), the quants unpacked in
- * registers. Prefetched ob_pf_panel ahead, as q4k_panel_rows (kq-avx2.c) is.
+ * NR (1 to 3) activation rows (prepared by a8_prep: the offset's share as an int32, or Q4_1's
+ * (float)sum; ast bytes apart) against a panel of 8 rows read as they lie: the tile's
+ * arithmetic (lane n is row n; the int16 pair sums of 8 dwords (Q4: 8 * 3810 = 30480) or 4
+ * (Q5: 4 * 7874 = 31496) added before widening; the offset off in int32; block b into partial
+ * b mod 8, folded lane-wise), the quants unpacked in registers. Prefetched ob_pf_panel ahead,
+ * as q4k_panel_rows (kq-avx2.c) is.
  */
-AI void q5p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t *a, size_t ast,
-                 float *y, size_t ldy, int NR)
+AI void a8p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t *a, size_t ast,
+                 float *y, size_t ldy, int kind, int NR)
 {
-    const size_t pb = PW * sizeof(struct ob_block_q5_0), pf = ob_pf_panel(NR);
+    const size_t pb = PW * a8_bb(kind), pf = ob_pf_panel(NR);
     const __m256i ones = _mm256_set1_epi16(1);
+    const int q5 = kind == K_Q5_0;
     __m256 part[8][3];
     UNROLL
     for (int c = 0; c < 8; c++)
@@ -538,32 +526,39 @@ AI void q5p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t 
     for (int b = 0; b < nb; b++) {
         const uint8_t *wb = w + at + (size_t)b * pb, *ab = a + (size_t)b * AB;
         ob_pf_span(w, at + (size_t)b * pb + pf, pb, end);
-        const __m256i qh = ld(wb);
-        __m256i CL[3], CH[3];
+        __m256i CL[3], CH[3];                        /* Q4: CL alone sums all 8 dwords */
         UNROLL
         for (int d = 0; d < 4; d++) {
             __m256i lo, hi;
-            q5p_vals(qh, ld(wb + OB_P8_Q5_QS + 32 * d), d, &lo, &hi);
+            a8p_vals(wb, d, kind, &lo, &hi);
             UNROLL
             for (int r = 0; r < NR; r++) {
                 const uint8_t *s = ab + r * ast + offsetof(struct ob_act_a8, qs) + 4 * d;
-                if (d == 0) {
+                if (d == 0)
                     CL[r] = mubs(lo, _mm256_set1_epi32((int)ld32(s)));
-                    CH[r] = mubs(hi, _mm256_set1_epi32((int)ld32(s + 16)));
-                } else {
+                else
                     mubs_add_b32(&CL[r], lo, s);
-                    mubs_add_b32(&CH[r], hi, s + 16);
-                }
+                if (d == 0 && q5)
+                    CH[r] = mubs(hi, _mm256_set1_epi32((int)ld32(s + 16)));
+                else
+                    mubs_add_b32(q5 ? &CH[r] : &CL[r], hi, s + 16);
             }
         }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + OB_P8_Q5_D)));
+        const __m256 dw = a8p_scale(wb, kind, 0);
         UNROLL
         for (int r = 0; r < NR; r++) {
-            const uint8_t *ar = ab + r * ast;
-            __m256i is = _mm256_add_epi32(_mm256_madd_epi16(CL[r], ones), _mm256_madd_epi16(CH[r], ones));
-            /* sum (q - 16) a = sum q a - 16 sum a (prep's int32) */
-            is = _mm256_sub_epi32(is, _mm256_set1_epi32((int32_t)ld32(ar + offsetof(struct ob_act_a8, sum))));
-            __m256 v = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(ldf(ar))), _mm256_cvtepi32_ps(is));
+            const uint8_t *ar = ab + r * ast, *as = ar + offsetof(struct ob_act_a8, sum);
+            const __m256 da = _mm256_set1_ps(ldf(ar));
+            __m256i is = _mm256_madd_epi16(CL[r], ones);
+            if (q5)
+                is = _mm256_add_epi32(is, _mm256_madd_epi16(CH[r], ones));
+            if (kind != K_Q4_1)                      /* sum (q - o) a = sum q a - o sum a */
+                is = _mm256_sub_epi32(is, _mm256_set1_epi32((int32_t)ld32(as)));
+            /* (d_w * d_a) * (float)isum [+ (m_w * d_a) * (float)sum_a] */
+            __m256 v = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(is));
+            if (kind == K_Q4_1)
+                v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_mul_ps(a8p_scale(wb, kind, 1), da),
+                                                   _mm256_set1_ps(ldf(as))));
             part[b & 7][r] = _mm256_add_ps(part[b & 7][r], v);
         }
     }
@@ -584,7 +579,7 @@ AI void a8_run_l(const void *w, size_t rb, int n0, int n1, int k, const void *pv
         const char *pf = (const char *)w + (size_t)(n + PW) * rb;
         size_t pfn = pn > 0 ? (size_t)pn * rb : 0;
         if (P8)
-            q5p_decode8((const uint8_t *)w + (size_t)n * rb, nb, dec);
+            a8p_decode8((const uint8_t *)w + (size_t)n * rb, nb, dec, kind);
         else
             a8_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, kind);
         /* tiles of RT rows or as few fewer as balance the row count (8 rows: 4 + 4) */
@@ -615,13 +610,13 @@ AI void a8_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, 
     a8_run_l(w, rb, n0, n1, k, pv, nr, y, ldy, scratch, kind, 0);
 }
 
-/* the Q5_0 panel entries: up to 3 activation rows stream the panels (q5p_rows), more run the
- * tiles on panels decoded without the transposes */
-static void q5p_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
-                    float *y, size_t ldy, void *scratch)
+/* the panel entries: up to 3 activation rows stream the panels (a8p_rows), more run the tiles
+ * on panels decoded without the transposes */
+AI void a8p_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
+                float *y, size_t ldy, void *scratch, int kind)
 {
     if (nr > 3) {
-        a8_run_l(w, rb, n0, n1, k, pv, nr, y, ldy, scratch, K_Q5_0, 1);
+        a8_run_l(w, rb, n0, n1, k, pv, nr, y, ldy, scratch, kind, 1);
         return;
     }
     const int nb = k / 32;
@@ -629,16 +624,16 @@ static void q5p_run(const void *w, size_t rb, int n0, int n1, int k, const void 
     ob_pf_task(w, rb, n0, n1);
     for (int n = n0; n < n1; n += PW)
         switch (nr) {
-        case 1: q5p_rows(w, (size_t)n * rb, end, nb, pv, ast, y + n, ldy, 1); break;
-        case 2: q5p_rows(w, (size_t)n * rb, end, nb, pv, ast, y + n, ldy, 2); break;
-        default: q5p_rows(w, (size_t)n * rb, end, nb, pv, ast, y + n, ldy, 3); break;
+        case 1: a8p_rows(w, (size_t)n * rb, end, nb, pv, ast, y + n, ldy, kind, 1); break;
+        case 2: a8p_rows(w, (size_t)n * rb, end, nb, pv, ast, y + n, ldy, kind, 2); break;
+        default: a8p_rows(w, (size_t)n * rb, end, nb, pv, ast, y + n, ldy, kind, 3); break;
         }
 }
 
-static void q5p_prep(const void *x, size_t xs, int nr, int k, void *p)
-{
-    a8_prep(x, xs, nr, k, p, K_Q5_0);
-}
+#define a8p_prep a8_prep
+GEMM_ENTRIES(a8p, p_q4_0, K_Q4_0)
+GEMM_ENTRIES(a8p, p_q4_1, K_Q4_1)
+GEMM_ENTRIES(a8p, p_q5_0, K_Q5_0)
 
 GEMM_ENTRIES(a8, q4_0, K_Q4_0)
 GEMM_ENTRIES(a8, q4_1, K_Q4_1)
@@ -663,8 +658,15 @@ void ob_kernels_avx2_a8(struct ob_kernel_table *t)
     GEMV_SET(t, OB_Q4_1, a8v, v_q4_1);
     GEMV_SET(t, OB_Q5_0, a8v, v_q5_0);
     GEMV_SET(t, OB_Q5_1, a8v, v_q5_1);
-    /* Q5_0 in panels (its high bits rearranged for shifts) */
-    t->pgemv[OB_Q5_0] = (struct ob_gemm){1, PW, a8_prep_bytes, q5p_prep, a8_scratch_bytes_q, q5p_run};
-    t->pgemm[OB_Q5_0] = (struct ob_gemm){4, PW, a8_prep_bytes, q5p_prep, a8_scratch_bytes_q, q5p_run};
-    t->panels |= (uint64_t)1 << OB_Q5_0;
+    /* Q4_0, Q4_1 and Q5_0 in panels (Q5_0's high bits rearranged for shifts) */
+#define A8P_SET(type, name)                                                                    \
+    do {                                                                                       \
+        t->pgemv[type] = (struct ob_gemm){1, PW, a8_prep_bytes, prep_##name, a8_scratch_bytes_q, run_##name}; \
+        t->pgemm[type] = (struct ob_gemm){4, PW, a8_prep_bytes, prep_##name, a8_scratch_bytes_q, run_##name}; \
+        t->panels |= (uint64_t)1 << type;                                                      \
+    } while (0)
+    A8P_SET(OB_Q4_0, p_q4_0);
+    A8P_SET(OB_Q4_1, p_q4_1);
+    A8P_SET(OB_Q5_0, p_q5_0);
+#undef A8P_SET
 }

@@ -20,6 +20,7 @@
 
 #include "cpu/kernels/avx512.h"
 #include "cpu/kernels/blockinfo.h"
+#include "cpu/kernels/a8p.h"
 
 /* log2 of the offset taken off isum with the activation sum (Q8_0: the flipped sign bit) */
 AI int a8_osh(int kind)
@@ -421,8 +422,41 @@ AI void a8_tile(const struct a8d *W, const uint8_t *a, size_t ast, int nb, float
     }
 }
 
-AI void a8_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr, float *y,
-               size_t ldy, void *scratch, int kind)
+/*
+ * a8_decode16's blocks from panels (matrix.h; Q4_0, Q4_1, Q5_0): the 32-row panel's nv rows
+ * are four 8-row panels (from w, 8 * rb bytes each; those past nv as zeros), each a half of one
+ * 16-lane register, read lane-wise (a8p.h) without the transposes
+ */
+AI void a8p_decode32(const uint8_t *w, size_t rb, int nv, int nb, struct a8d *dst, int kind)
+{
+    const size_t pb = 8 * a8_bb(kind);
+    for (int b = 0; b < nb; b++, dst++)
+        UNROLL
+        for (int p = 0; p < 4; p++) {
+            const int h = p / 2, o = 8 * (p % 2);
+            if (8 * p >= nv) {
+                UNROLL
+                for (int t = 0; t < 8; t++)
+                    st(dst->q[t][h] + 4 * o, _mm256_setzero_si256());
+                _mm256_storeu_ps(dst->d[h] + o, _mm256_setzero_ps());
+                _mm256_storeu_ps(dst->m[h] + o, _mm256_setzero_ps());
+                continue;
+            }
+            const uint8_t *wb = w + (size_t)p * 8 * rb + (size_t)b * pb;
+            UNROLL
+            for (int d = 0; d < 4; d++) {
+                __m256i lo, hi;
+                a8p_vals(wb, d, kind, &lo, &hi);
+                st(dst->q[d][h] + 4 * o, lo);
+                st(dst->q[4 + d][h] + 4 * o, hi);
+            }
+            _mm256_storeu_ps(dst->d[h] + o, a8p_scale(wb, kind, 0));
+            _mm256_storeu_ps(dst->m[h] + o, kind == K_Q4_1 ? a8p_scale(wb, kind, 1) : _mm256_setzero_ps());
+        }
+}
+
+AI void a8_run_l(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
+                 float *y, size_t ldy, void *scratch, int kind, int P8)
 {
     const int nb = k / 32;
     const size_t ast = (size_t)nb * sizeof(struct a8p);
@@ -431,8 +465,12 @@ AI void a8_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, 
     for (int n = n0; n < n1; n += PW) {
         int nv = n1 - n < PW ? n1 - n : PW;
         const uint8_t *wn = (const uint8_t *)w + (size_t)n * rb;
-        a8_decode16(wn, rb, nv < 16 ? nv : 16, nb, dec, 0, kind);
-        a8_decode16(wn + 16 * rb, rb, nv - 16, nb, dec, 1, kind);
+        if (P8) {
+            a8p_decode32(wn, rb, nv, nb, dec, kind);
+        } else {
+            a8_decode16(wn, rb, nv < 16 ? nv : 16, nb, dec, 0, kind);
+            a8_decode16(wn + 16 * rb, rb, nv - 16, nb, dec, 1, kind);
+        }
         /* tiles of RT rows or as few fewer as balance the row count (8 rows: 4 + 4) */
         int nt = (nr + RT - 1) / RT;
         for (int i = 0, r = 0; i < nt; i++) {
@@ -452,11 +490,27 @@ AI void a8_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, 
     }
 }
 
+AI void a8_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr, float *y,
+               size_t ldy, void *scratch, int kind)
+{
+    a8_run_l(w, rb, n0, n1, k, pv, nr, y, ldy, scratch, kind, 0);
+}
+
+AI void a8p_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
+                float *y, size_t ldy, void *scratch, int kind)
+{
+    a8_run_l(w, rb, n0, n1, k, pv, nr, y, ldy, scratch, kind, 1);
+}
+
 GEMM_ENTRIES512(a8, q4_0, K_Q4_0)
 GEMM_ENTRIES512(a8, q4_1, K_Q4_1)
 GEMM_ENTRIES512(a8, q5_0, K_Q5_0)
 GEMM_ENTRIES512(a8, q5_1, K_Q5_1)
 GEMM_ENTRIES512(a8, q8_0, K_Q8_0)
+#define a8p_prep a8_prep
+GEMM_ENTRIES512(a8p, p_q4_0, K_Q4_0)
+GEMM_ENTRIES512(a8p, p_q4_1, K_Q4_1)
+GEMM_ENTRIES512(a8p, p_q5_0, K_Q5_0)
 
 /* min_rows: where the GEMM overtakes the dot kernel (bench/kernels, hot weights) */
 void ob_kernels_avx512_a8(struct ob_kernel_table *t)
@@ -470,9 +524,12 @@ void ob_kernels_avx512_a8(struct ob_kernel_table *t)
     GEMV_SET(t, OB_Q4_1, a8v, v_q4_1);
     GEMV_SET(t, OB_Q5_0, a8v, v_q5_0);
     GEMV_SET(t, OB_Q5_1, a8v, v_q5_1);
-    /* no Q5_0 in panels here: the AVX2 panel entries stream one row faster than this level's
-     * GEMV (94-97 against 85-88 % of the streaming read), but 16 and 64 rows ran 1.2 and 1.9
-     * times as long through the AVX2 panel GEMM as through this level's (bench/kernels
-     * --layout rows,panels on an AVX-512 Xeon) */
-    t->panels &= ~((uint64_t)1 << OB_Q5_0);
+    /* Q4_0, Q4_1 and Q5_0 in panels (the AVX2 level asks for them): few rows take the AVX2
+     * panel entries (one row streams at 94-98 % of the streaming read against this level's
+     * GEMV's 83-89 %; 4 rows through the AVX2 tiles in 0.6-0.8 of the time), more this level's
+     * GEMM on 32-row panels decoded from four (bench/kernels --layout rows,panels on an
+     * AVX-512 Xeon) */
+    t->pgemm[OB_Q4_0] = (struct ob_gemm){8, PW, a8_prep_bytes, prep_p_q4_0, a8_scratch_bytes, run_p_q4_0};
+    t->pgemm[OB_Q4_1] = (struct ob_gemm){8, PW, a8_prep_bytes, prep_p_q4_1, a8_scratch_bytes, run_p_q4_1};
+    t->pgemm[OB_Q5_0] = (struct ob_gemm){8, PW, a8_prep_bytes, prep_p_q5_0, a8_scratch_bytes, run_p_q5_0};
 }

@@ -504,7 +504,7 @@ AI void q6k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *d
             st(dst->mn[i], q6k_mn(S, i));
         __m256 d = _mm256_setzero_ps();
         if (P8)
-            d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + OB_P8_Q6_D)));
+            d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + ob_p8_d(sizeof(struct ob_block_q6_k)))));
         else if (rows > 0)
             d = f16x8_n(blk + offsetof(struct ob_block_q6_k, d), rb, rows);
         _mm256_storeu_ps(dst->d, d);
@@ -888,7 +888,7 @@ AI void q6k_panel_rows(const uint8_t *w, size_t at, size_t end, int nb, const ui
                 }
             }
         }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + OB_P8_Q6_D)));
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + ob_p8_d(sizeof(struct ob_block_q6_k)))));
         UNROLL
         for (int r = 0; r < NR; r++) {
             __m256 da = _mm256_set1_ps(ldf(ab + r * ast));
