@@ -81,7 +81,8 @@ void ob_panel_pack(const struct ob_matrix *m, void *dst)
         const uint8_t *row = (const uint8_t *)m->data + (size_t)i * m->row_bytes;
         uint8_t *panel = (uint8_t *)dst + (size_t)(i / OB_PANEL_ROWS) * OB_PANEL_ROWS * m->row_bytes;
         for (size_t b = 0; b < nb; b++)
-            panel_move(m->type, s, panel + b * OB_PANEL_ROWS * s, i % OB_PANEL_ROWS, (uint8_t *)row + b * s, false);
+            panel_move(m->type, s, panel + b * OB_PANEL_ROWS * s, i % OB_PANEL_ROWS,
+                       (uint8_t *)row + b * s, false);
     }
 }
 

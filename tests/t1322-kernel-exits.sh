@@ -78,17 +78,18 @@ done
 # not vacuous: the entries were found (13 types x dot and GEMM, quantisers, ops, at two levels)
 [ "$total" -ge 60 ]; ok $? "table entries found in the kernel objects: $total"
 # the prefetches, into the L2 (prefetcht2, kernels.h): mm_task holds two (a task's first bytes,
-# each row's), every run_v_* GEMV too, and the panel entries' runs (kqp_run, q5p_run: a task's
-# first bytes, the blocks ahead)
+# each row's), every run_v_* GEMV too, and the AVX2 panel entries' runs (run_p_*: a task's first
+# bytes, the blocks ahead; AVX-512's run_p_* are GEMMs)
 pf=$(for o in "$OB_TOP"/lib/cpu/kernels/matmul.o "$OB_TOP"/lib/cpu/kernels/a8-avx2.o \
               "$OB_TOP"/lib/cpu/kernels/a8-avx512.o "$OB_TOP"/lib/cpu/kernels/kq-avx2.o \
               "$OB_TOP"/lib/cpu/kernels/kq-avx512.o; do
          [ -f "$o" ] && objdump -d --no-show-raw-insn "$o" |
              awk -v o="$(basename "$o")" '/^[0-9a-f]+ <.*>:/ { f = $2 }
-                 /prefetcht2/ { c[f]++ } f ~ /^<(mm_task|run_v_[a-z0-9_]+|kqp_run|q5p_run)>:$/ { seen[f] = 1 }
+                 /prefetcht2/ { c[f]++ }
+                 f ~ /^<(mm_task|run_v_[a-z0-9_]+)>:$/ || (o !~ /avx512/ && f ~ /^<run_p_[a-z0-9_]+>:$/) { seen[f] = 1 }
                  END { for (k in seen) printf "%s%s=%d ", o, k, c[k] }'
      done)
 n=$(grep -o '=[0-9]*' <<<"$pf" | wc -l); short=$(grep -oE '[^ ]*=[01]( |$)' <<<"$pf" | tr -d '\n')
 # (the dot driver, 4 nibble-format GEMVs and 5 K-quant GEMVs at each of the two levels, the
-# two AVX2 panel runs)
-[ "$n" -ge 21 ] && [ -z "$short" ]; ok $? "weight prefetch (L2) compiled into the dot driver and $((n - 1)) GEMV runs${short:+; without: $short}"
+# five AVX2 panel runs)
+[ "$n" -ge 24 ] && [ -z "$short" ]; ok $? "weight prefetch (L2) compiled into the dot driver and $((n - 1)) GEMV runs${short:+; without: $short}"

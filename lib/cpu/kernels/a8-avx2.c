@@ -498,7 +498,8 @@ AI void a8p_decode8(const uint8_t *w, int nb, uint8_t *dst, int kind)
             st(dst + 32 * (4 + d), hi);
         }
         _mm256_storeu_ps((float *)(dst + 256), a8p_scale(wb, kind, 0));
-        _mm256_storeu_ps((float *)(dst + 288), kind == K_Q4_1 ? a8p_scale(wb, kind, 1) : _mm256_setzero_ps());
+        _mm256_storeu_ps((float *)(dst + 288),
+                         kind == K_Q4_1 ? a8p_scale(wb, kind, 1) : _mm256_setzero_ps());
     }
 }
 
@@ -659,14 +660,9 @@ void ob_kernels_avx2_a8(struct ob_kernel_table *t)
     GEMV_SET(t, OB_Q5_0, a8v, v_q5_0);
     GEMV_SET(t, OB_Q5_1, a8v, v_q5_1);
     /* Q4_0, Q4_1 and Q5_0 in panels (Q5_0's high bits rearranged for shifts) */
-#define A8P_SET(type, name)                                                                    \
-    do {                                                                                       \
-        t->pgemv[type] = (struct ob_gemm){1, PW, a8_prep_bytes, prep_##name, a8_scratch_bytes_q, run_##name}; \
-        t->pgemm[type] = (struct ob_gemm){4, PW, a8_prep_bytes, prep_##name, a8_scratch_bytes_q, run_##name}; \
-        t->panels |= (uint64_t)1 << type;                                                      \
-    } while (0)
-    A8P_SET(OB_Q4_0, p_q4_0);
-    A8P_SET(OB_Q4_1, p_q4_1);
-    A8P_SET(OB_Q5_0, p_q5_0);
-#undef A8P_SET
+#define a8_scratch_bytes a8_scratch_bytes_q
+    PANEL_SET(t, OB_Q4_0, a8, p_q4_0, PW);
+    PANEL_SET(t, OB_Q4_1, a8, p_q4_1, PW);
+    PANEL_SET(t, OB_Q5_0, a8, p_q5_0, PW);
+#undef a8_scratch_bytes
 }

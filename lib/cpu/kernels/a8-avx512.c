@@ -451,7 +451,8 @@ AI void a8p_decode32(const uint8_t *w, size_t rb, int nv, int nb, struct a8d *ds
                 st(dst->q[4 + d][h] + 4 * o, hi);
             }
             _mm256_storeu_ps(dst->d[h] + o, a8p_scale(wb, kind, 0));
-            _mm256_storeu_ps(dst->m[h] + o, kind == K_Q4_1 ? a8p_scale(wb, kind, 1) : _mm256_setzero_ps());
+            _mm256_storeu_ps(dst->m[h] + o,
+                             kind == K_Q4_1 ? a8p_scale(wb, kind, 1) : _mm256_setzero_ps());
         }
 }
 
@@ -529,7 +530,10 @@ void ob_kernels_avx512_a8(struct ob_kernel_table *t)
      * GEMV's 83-89 %; 4 rows through the AVX2 tiles in 0.6-0.8 of the time), more this level's
      * GEMM on 32-row panels decoded from four (bench/kernels --layout rows,panels on an
      * AVX-512 Xeon) */
-    t->pgemm[OB_Q4_0] = (struct ob_gemm){8, PW, a8_prep_bytes, prep_p_q4_0, a8_scratch_bytes, run_p_q4_0};
-    t->pgemm[OB_Q4_1] = (struct ob_gemm){8, PW, a8_prep_bytes, prep_p_q4_1, a8_scratch_bytes, run_p_q4_1};
-    t->pgemm[OB_Q5_0] = (struct ob_gemm){8, PW, a8_prep_bytes, prep_p_q5_0, a8_scratch_bytes, run_p_q5_0};
+    t->pgemm[OB_Q4_0] = (struct ob_gemm){8, PW, a8_prep_bytes, prep_p_q4_0, a8_scratch_bytes,
+                                         run_p_q4_0};
+    t->pgemm[OB_Q4_1] = (struct ob_gemm){8, PW, a8_prep_bytes, prep_p_q4_1, a8_scratch_bytes,
+                                         run_p_q4_1};
+    t->pgemm[OB_Q5_0] = (struct ob_gemm){8, PW, a8_prep_bytes, prep_p_q5_0, a8_scratch_bytes,
+                                         run_p_q5_0};
 }

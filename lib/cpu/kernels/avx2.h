@@ -408,6 +408,17 @@ AI __m256i dot_u8s8(__m256i u, __m256i s)       /* 8 int32 of 4-byte sums */
                                            fam##_scratch_bytes, run_##name};                    \
     } while (0)
 
+/* a type in panels (struct ob_kernel_table's pgemv, pgemm, panels): one entry both ways, from
+ * one row and from 4 */
+#define PANEL_SET(t, type, fam, name, panel)                                                    \
+    do {                                                                                        \
+        (t)->pgemv[type] = (struct ob_gemm){1, panel, fam##_prep_bytes, prep_##name,            \
+                                            fam##_scratch_bytes, run_##name};                   \
+        (t)->pgemm[type] = (struct ob_gemm){4, panel, fam##_prep_bytes, prep_##name,            \
+                                            fam##_scratch_bytes, run_##name};                   \
+        (t)->panels |= (uint64_t)1 << (type);                                                   \
+    } while (0)
+
 /* the few-row entry with prepared activations (struct ob_kernel_table's gemv) */
 #define GEMV_SET(t, type, fam, name)                                                            \
     ((t)->gemv[type] = (struct ob_gemm){1, 1, fam##_prep_bytes, prep_##name,                    \

@@ -459,6 +459,12 @@ AI __m256i q6k_mn(const __m256i *S, int i)
                             _mm256_srai_epi16(_mm256_shuffle_epi8(S[i / 2], pat_pair(2 * i % 4, 2 * i % 4 + 1, 1)), 3));
 }
 
+/* the 8 rows' d of a Q6_K panel block pb (matrix.h) as floats */
+AI __m256 q6p_d(const uint8_t *pb)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + ob_p8_d(sizeof(struct ob_block_q6_k)))));
+}
+
 AI void q6k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst, int P8)
 {
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
@@ -487,7 +493,8 @@ AI void q6k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *d
                 for (int nib = 0; nib < 2; nib++)
                     UNROLL
                     for (int i = 0; i < 8; i++)
-                        st(dst->q[32 * h + 16 * nib + 8 * x + i], q6k_vals(L[i], Q[i], nib, 2 * nib + x, m4, m30));
+                        st(dst->q[32 * h + 16 * nib + 8 * x + i],
+                           q6k_vals(L[i], Q[i], nib, 2 * nib + x, m4, m30));
             }
         }
         if (P8)
@@ -504,7 +511,7 @@ AI void q6k_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *d
             st(dst->mn[i], q6k_mn(S, i));
         __m256 d = _mm256_setzero_ps();
         if (P8)
-            d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + ob_p8_d(sizeof(struct ob_block_q6_k)))));
+            d = q6p_d(blk);
         else if (rows > 0)
             d = f16x8_n(blk + offsetof(struct ob_block_q6_k, d), rb, rows);
         _mm256_storeu_ps(dst->d, d);
@@ -846,7 +853,6 @@ AI void q6k_panel_rows(const uint8_t *w, size_t at, size_t end, int nb, const ui
 #pragma GCC unroll 1
     for (int b = 0; b < nb; b++) {
         const uint8_t *wb = w + at + (size_t)b * pb, *ab = a + (size_t)b * QB;
-        ob_pf_span(w, at + (size_t)b * pb + ob_pf_panel(NR), pb, end);
         __m256i S[4], I[4];
         UNROLL
         for (int i = 0; i < 4; i++)
@@ -867,6 +873,9 @@ AI void q6k_panel_rows(const uint8_t *w, size_t at, size_t end, int nb, const ui
 #pragma GCC unroll 1
         for (int hi = 0; hi < 8; hi++) {             /* half h = hi / 4, qh dwords i, i + 1 */
             const int h = hi / 4, i = hi % 4 * 2;
+            /* an eighth of the panel block ob_pf_panel(NR) ahead: the whole block at once
+             * (26 lines) stalled on the fill buffers, one row 80 against 85 % of the stream */
+            ob_pf_span(w, at + (size_t)b * pb + ob_pf_panel(NR) + (size_t)hi * pb / 8, pb / 8, end);
             const uint8_t *ql = wb + 32 * (16 * h + i), *qh = wb + 32 * (Q6P_QH + 8 * h + i);
             const __m256i Q0 = ld(qh), Q1 = ld(qh + 32);
             UNROLL
@@ -888,7 +897,7 @@ AI void q6k_panel_rows(const uint8_t *w, size_t at, size_t end, int nb, const ui
                 }
             }
         }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + ob_p8_d(sizeof(struct ob_block_q6_k)))));
+        const __m256 dw = q6p_d(wb);
         UNROLL
         for (int r = 0; r < NR; r++) {
             __m256 da = _mm256_set1_ps(ldf(ab + r * ast));
@@ -942,8 +951,6 @@ AI void kqp_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv,
 }
 
 #define kqp_prep kq_prep
-#define kqp_prep_bytes kq_prep_bytes
-#define kqp_scratch_bytes kq_scratch_bytes
 GEMM_ENTRIES(kqp, p_q4_k, T_Q4)
 GEMM_ENTRIES(kqp, p_q6_k, T_Q6)
 
@@ -967,9 +974,6 @@ void ob_kernels_avx2_kq(struct ob_kernel_table *t)
     KQV_SET(t);
     /* Q4_K in panels: R = 1 streams 7-12 % faster than the row layout's GEMV (bench/kernels
      * --layout rows,panels), and from 9 rows on the tiles run without the transposes */
-    t->pgemv[OB_Q4_K] = (struct ob_gemm){1, PW, kq_prep_bytes, prep_p_q4_k, kq_scratch_bytes, run_p_q4_k};
-    t->pgemm[OB_Q4_K] = (struct ob_gemm){4, PW, kq_prep_bytes, prep_p_q4_k, kq_scratch_bytes, run_p_q4_k};
-    t->pgemv[OB_Q6_K] = (struct ob_gemm){1, PW, kq_prep_bytes, prep_p_q6_k, kq_scratch_bytes, run_p_q6_k};
-    t->pgemm[OB_Q6_K] = (struct ob_gemm){4, PW, kq_prep_bytes, prep_p_q6_k, kq_scratch_bytes, run_p_q6_k};
-    t->panels |= (uint64_t)1 << OB_Q4_K | (uint64_t)1 << OB_Q6_K;
+    PANEL_SET(t, OB_Q4_K, kq, p_q4_k, PW);
+    PANEL_SET(t, OB_Q6_K, kq, p_q6_k, PW);
 }
