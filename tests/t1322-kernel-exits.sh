@@ -92,4 +92,4 @@ pf=$(for o in "$OB_TOP"/lib/cpu/kernels/matmul.o "$OB_TOP"/lib/cpu/kernels/a8-av
 n=$(grep -o '=[0-9]*' <<<"$pf" | wc -l); short=$(grep -oE '[^ ]*=[01]( |$)' <<<"$pf" | tr -d '\n')
 # (the dot driver, 4 nibble-format GEMVs and 5 K-quant GEMVs at each of the two levels, the
 # five AVX2 panel runs)
-[ "$n" -ge 24 ] && [ -z "$short" ]; ok $? "weight prefetch (L2) compiled into the dot driver and $((n - 1)) GEMV runs${short:+; without: $short}"
+[ "$n" -ge 24 ] && [ -z "$short" ]; ok $? "weight prefetch (L2) compiled into the dot driver and $((n - 1)) GEMV and panel runs${short:+; without: $short}"
