@@ -14,13 +14,14 @@
 static long d_at(uint32_t type, size_t s)
 {
     switch (type) {
-    case OB_Q4_0: case OB_Q5_0: return 0;
+    case OB_Q4_0: case OB_Q5_0: case OB_Q8_0: return 0;
     case OB_Q6_K: return (long)s - 2;
     }
     return -1;
 }
 
 OB_STATIC_ASSERT(offsetof(struct ob_block_q4_0, d) == 0 && offsetof(struct ob_block_q5_0, d) == 0 &&
+                 offsetof(struct ob_block_q8_0, d) == 0 &&
                  offsetof(struct ob_block_q6_k, d) == sizeof(struct ob_block_q6_k) - 2,
                  "the fp16 d first or last");
 

@@ -487,18 +487,28 @@ AI void a8_tile(const uint8_t *W, const uint8_t *a, size_t ast, int nb, float *y
 /* a8_decode8 from panels: nb panel blocks (the panel at w) into the tile's blocks */
 AI void a8p_decode8(const uint8_t *w, int nb, uint8_t *dst, int kind)
 {
-    const size_t pb = PW * a8_bb(kind), ds = a8d_size(kind);
+    const size_t pb = PW * a8_bb(kind), ds = a8d_size(kind), qb = a8d_qbytes(kind);
+    const __m256i m4 = _mm256_set1_epi8(15), b8 = _mm256_set1_epi8(8);
     for (int b = 0; b < nb; b++, dst += ds) {
         const uint8_t *wb = w + (size_t)b * pb;
-        UNROLL
-        for (int d = 0; d < 4; d++) {
-            __m256i lo, hi;
-            a8p_vals(wb, d, kind, &lo, &hi);
-            st(dst + 32 * d, lo);
-            st(dst + 32 * (4 + d), hi);
+        if (kind == K_Q8_0) {                        /* l, then h + 8 (the GEMM's split) */
+            UNROLL
+            for (int d = 0; d < 8; d++) {
+                const __m256i q = ld(wb + 32 * d);
+                st(dst + 32 * d, _mm256_and_si256(q, m4));
+                st(dst + 256 + 32 * d, _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), b8));
+            }
+        } else {
+            UNROLL
+            for (int d = 0; d < 4; d++) {
+                __m256i lo, hi;
+                a8p_vals(wb, d, kind, &lo, &hi);
+                st(dst + 32 * d, lo);
+                st(dst + 32 * (4 + d), hi);
+            }
         }
-        _mm256_storeu_ps((float *)(dst + 256), a8p_scale(wb, kind, 0));
-        _mm256_storeu_ps((float *)(dst + 288),
+        _mm256_storeu_ps((float *)(dst + qb), a8p_scale(wb, kind, 0));
+        _mm256_storeu_ps((float *)(dst + qb + 32),
                          kind == K_Q4_1 ? a8p_scale(wb, kind, 1) : _mm256_setzero_ps());
     }
 }
@@ -507,8 +517,8 @@ AI void a8p_decode8(const uint8_t *w, int nb, uint8_t *dst, int kind)
  * NR (1 to 3) activation rows (prepared by a8_prep: the offset's share as an int32, or Q4_1's
  * (float)sum; ast bytes apart) against a panel of 8 rows read as they lie: the tile's
  * arithmetic (lane n is row n; the int16 pair sums of 8 dwords (Q4: 8 * 3810 = 30480) or 4
- * (Q5: 4 * 7874 = 31496) added before widening; the offset off in int32; block b into partial
- * b mod 8, folded lane-wise), the quants unpacked in registers. Prefetched ob_pf_panel ahead,
+ * (Q5: 4 * 7874 = 31496) added before widening, Q8_0 split into l and h + 8; the offset off
+ * in int32; block b into partial b mod 8, folded lane-wise), the quants unpacked in registers. Prefetched ob_pf_panel ahead,
  * as q4k_panel_rows (kq-avx2.c) is.
  */
 AI void a8p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t *a, size_t ast,
@@ -527,9 +537,28 @@ AI void a8p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t 
     for (int b = 0; b < nb; b++) {
         const uint8_t *wb = w + at + (size_t)b * pb, *ab = a + (size_t)b * AB;
         ob_pf_span(w, at + (size_t)b * pb + pf, pb, end);
-        __m256i CL[3], CH[3];                        /* Q4: CL alone sums all 8 dwords */
+        __m256i CL[3], CH[3];          /* Q4: CL alone sums all 8 dwords; Q8_0: l, h + 8 */
+        if (kind == K_Q8_0) {
+            const __m256i m4 = _mm256_set1_epi8(15), b8 = _mm256_set1_epi8(8);
+            UNROLL
+            for (int d = 0; d < 8; d++) {
+                const __m256i q = ld(wb + 32 * d), l = _mm256_and_si256(q, m4);
+                const __m256i h = _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), b8);
+                UNROLL
+                for (int r = 0; r < NR; r++) {
+                    const uint8_t *s = ab + r * ast + offsetof(struct ob_act_a8, qs) + 4 * d;
+                    if (d == 0) {
+                        const __m256i x = _mm256_set1_epi32((int)ld32(s));
+                        CL[r] = mubs(l, x);
+                        CH[r] = mubs(h, x);
+                    } else {
+                        mubs2_add_b32(&CL[r], &CH[r], l, h, s);
+                    }
+                }
+            }
+        }
         UNROLL
-        for (int d = 0; d < 4; d++) {
+        for (int d = 0; d < 4 && kind != K_Q8_0; d++) {
             __m256i lo, hi;
             a8p_vals(wb, d, kind, &lo, &hi);
             UNROLL
@@ -553,6 +582,8 @@ AI void a8p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t 
             __m256i is = _mm256_madd_epi16(CL[r], ones);
             if (q5)
                 is = _mm256_add_epi32(is, _mm256_madd_epi16(CH[r], ones));
+            if (kind == K_Q8_0)                      /* l + 16 (h + 8) */
+                is = _mm256_add_epi32(is, _mm256_madd_epi16(CH[r], _mm256_set1_epi16(16)));
             if (kind != K_Q4_1)                      /* sum (q - o) a = sum q a - o sum a */
                 is = _mm256_sub_epi32(is, _mm256_set1_epi32((int32_t)ld32(as)));
             /* (d_w * d_a) * (float)isum [+ (m_w * d_a) * (float)sum_a] */
@@ -635,6 +666,7 @@ AI void a8p_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv,
 GEMM_ENTRIES(a8p, p_q4_0, K_Q4_0)
 GEMM_ENTRIES(a8p, p_q4_1, K_Q4_1)
 GEMM_ENTRIES(a8p, p_q5_0, K_Q5_0)
+GEMM_ENTRIES(a8p, p_q8_0, K_Q8_0)
 
 GEMM_ENTRIES(a8, q4_0, K_Q4_0)
 GEMM_ENTRIES(a8, q4_1, K_Q4_1)
@@ -659,10 +691,13 @@ void ob_kernels_avx2_a8(struct ob_kernel_table *t)
     GEMV_SET(t, OB_Q4_1, a8v, v_q4_1);
     GEMV_SET(t, OB_Q5_0, a8v, v_q5_0);
     GEMV_SET(t, OB_Q5_1, a8v, v_q5_1);
-    /* Q4_0, Q4_1 and Q5_0 in panels (Q5_0's high bits rearranged for shifts) */
+    /* Q4_0, Q4_1, Q5_0 and Q8_0 in panels (Q5_0's high bits rearranged for shifts) */
 #define a8_scratch_bytes a8_scratch_bytes_q
     PANEL_SET(t, OB_Q4_0, a8, p_q4_0, PW);
     PANEL_SET(t, OB_Q4_1, a8, p_q4_1, PW);
     PANEL_SET(t, OB_Q5_0, a8, p_q5_0, PW);
+#undef a8_scratch_bytes
+#define a8_scratch_bytes a8_scratch_bytes_q8
+    PANEL_SET(t, OB_Q8_0, a8, p_q8_0, PW);
 #undef a8_scratch_bytes
 }

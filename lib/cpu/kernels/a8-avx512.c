@@ -423,9 +423,9 @@ AI void a8_tile(const struct a8d *W, const uint8_t *a, size_t ast, int nb, float
 }
 
 /*
- * a8_decode16's blocks from panels (matrix.h; Q4_0, Q4_1, Q5_0): the 32-row panel's nv rows
- * are four 8-row panels (from w, 8 * rb bytes each; those past nv as zeros), each a half of one
- * 16-lane register, read lane-wise (a8p.h) without the transposes
+ * a8_decode16's blocks from panels (matrix.h; Q4_0, Q4_1, Q5_0, Q8_0): the 32-row panel's nv
+ * rows are four 8-row panels (from w, 8 * rb bytes each; those past nv as zeros), each a half
+ * of one 16-lane register, read lane-wise (a8p.h) without the transposes
  */
 AI void a8p_decode32(const uint8_t *w, size_t rb, int nv, int nb, struct a8d *dst, int kind)
 {
@@ -443,13 +443,18 @@ AI void a8p_decode32(const uint8_t *w, size_t rb, int nv, int nb, struct a8d *ds
                 continue;
             }
             const uint8_t *wb = w + (size_t)p * 8 * rb + (size_t)b * pb;
-            UNROLL
-            for (int d = 0; d < 4; d++) {
-                __m256i lo, hi;
-                a8p_vals(wb, d, kind, &lo, &hi);
-                st(dst->q[d][h] + 4 * o, lo);
-                st(dst->q[4 + d][h] + 4 * o, hi);
-            }
+            if (kind == K_Q8_0)                      /* w + 128, as a8_u */
+                UNROLL
+                for (int t = 0; t < 8; t++)
+                    st(dst->q[t][h] + 4 * o, _mm256_xor_si256(ld(wb + 32 * t), _mm256_set1_epi8(-128)));
+            else
+                UNROLL
+                for (int d = 0; d < 4; d++) {
+                    __m256i lo, hi;
+                    a8p_vals(wb, d, kind, &lo, &hi);
+                    st(dst->q[d][h] + 4 * o, lo);
+                    st(dst->q[4 + d][h] + 4 * o, hi);
+                }
             _mm256_storeu_ps(dst->d[h] + o, a8p_scale(wb, kind, 0));
             _mm256_storeu_ps(dst->m[h] + o,
                              kind == K_Q4_1 ? a8p_scale(wb, kind, 1) : _mm256_setzero_ps());
@@ -512,6 +517,7 @@ GEMM_ENTRIES512(a8, q8_0, K_Q8_0)
 GEMM_ENTRIES512(a8p, p_q4_0, K_Q4_0)
 GEMM_ENTRIES512(a8p, p_q4_1, K_Q4_1)
 GEMM_ENTRIES512(a8p, p_q5_0, K_Q5_0)
+GEMM_ENTRIES512(a8p, p_q8_0, K_Q8_0)
 
 /* min_rows: where the GEMM overtakes the dot kernel (bench/kernels, hot weights) */
 void ob_kernels_avx512_a8(struct ob_kernel_table *t)
@@ -525,15 +531,18 @@ void ob_kernels_avx512_a8(struct ob_kernel_table *t)
     GEMV_SET(t, OB_Q4_1, a8v, v_q4_1);
     GEMV_SET(t, OB_Q5_0, a8v, v_q5_0);
     GEMV_SET(t, OB_Q5_1, a8v, v_q5_1);
-    /* Q4_0, Q4_1 and Q5_0 in panels (the AVX2 level asks for them): few rows take the AVX2
-     * panel entries (one row streams at 94-98 % of the streaming read against this level's
-     * GEMV's 83-89 %; 4 rows through the AVX2 tiles in 0.6-0.8 of the time), more this level's
-     * GEMM on 32-row panels decoded from four (bench/kernels --layout rows,panels on an
-     * AVX-512 Xeon) */
-    t->pgemm[OB_Q4_0] = (struct ob_gemm){8, PW, a8_prep_bytes, prep_p_q4_0, a8_scratch_bytes,
+    /* Q4_0, Q4_1, Q5_0 and Q8_0 in panels (the AVX2 level asks for them): up to 3 rows take
+     * the AVX2 panel entries (one row streams at 91-98 % of the streaming read against this
+     * level's GEMV's 83-90 %), from 4 rows this level's GEMM on 32-row panels decoded from
+     * four (4 and 6 rows in 0.7-1.05 of the time the AVX2 tiles took; 8 to 64 rows 0.65-0.95
+     * of the time this GEMM took on rows; bench/kernels --layout rows,panels on an AVX-512
+     * Xeon) */
+    t->pgemm[OB_Q4_0] = (struct ob_gemm){4, PW, a8_prep_bytes, prep_p_q4_0, a8_scratch_bytes,
                                          run_p_q4_0};
-    t->pgemm[OB_Q4_1] = (struct ob_gemm){8, PW, a8_prep_bytes, prep_p_q4_1, a8_scratch_bytes,
+    t->pgemm[OB_Q4_1] = (struct ob_gemm){4, PW, a8_prep_bytes, prep_p_q4_1, a8_scratch_bytes,
                                          run_p_q4_1};
-    t->pgemm[OB_Q5_0] = (struct ob_gemm){8, PW, a8_prep_bytes, prep_p_q5_0, a8_scratch_bytes,
+    t->pgemm[OB_Q5_0] = (struct ob_gemm){4, PW, a8_prep_bytes, prep_p_q5_0, a8_scratch_bytes,
                                          run_p_q5_0};
+    t->pgemm[OB_Q8_0] = (struct ob_gemm){4, PW, a8_prep_bytes, prep_p_q8_0, a8_scratch_bytes,
+                                         run_p_q8_0};
 }

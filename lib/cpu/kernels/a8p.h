@@ -1,7 +1,8 @@
 /*
- * a8p.h — the 32-value formats in panels (matrix.h OB_LAYOUT_P8: Q4_0, Q4_1, Q5_0) read lane-wise
- * with AVX2: a panel block's quants and scales, one weight row per 32-bit lane. Included by
- * a8-avx2.c (the panel kernels) and a8-avx512.c (its GEMM decodes 32-row panels from four).
+ * a8p.h — the 32-value formats in panels (matrix.h OB_LAYOUT_P8: Q4_0, Q4_1, Q5_0, Q8_0) read
+ * lane-wise with AVX2: a panel block's quants and scales, one weight row per 32-bit lane.
+ * Included by a8-avx2.c (the panel kernels) and a8-avx512.c (its GEMM decodes 32-row panels
+ * from four).
  */
 #ifndef OB_KERNELS_A8P_H
 #define OB_KERNELS_A8P_H
@@ -10,15 +11,15 @@
 #include "cpu/kernels/blockinfo.h"
 #include "matrix.h"
 
-/* where a panel block (matrix.h) holds its qs dwords: Q4_0 from 0, Q4_1 after its (d, m)
- * dword, Q5_0 after its qh dword */
+/* where a panel block (matrix.h) holds its qs dwords: Q4_0 and Q8_0 from 0, Q4_1 after its
+ * (d, m) dword, Q5_0 after its qh dword */
 AI size_t a8p_qs(int kind)
 {
-    return kind == K_Q4_0 ? 0 : 32;
+    return kind == K_Q4_0 || kind == K_Q8_0 ? 0 : 32;
 }
 
 /*
- * qs dword d of a panel block's 8 rows (values 4d .. 4d + 3 in the low nibbles, 16 + 4d .. in
+ * The nibble formats: qs dword d of a panel block's 8 rows (values 4d .. 4d + 3 in the low nibbles, 16 + 4d .. in
  * the high ones) as unsigned q bytes, *lo and *hi; Q5_0's high bits from the rearranged qh
  * (matrix.h): bit d of each byte shifted onto bit 4 for the low values, bit 4 + d for the
  * high ones (a 16-bit shift; what crosses a byte falls outside the mask).
