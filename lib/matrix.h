@@ -34,9 +34,6 @@ static inline size_t ob_p8_d(size_t S)
     return 32 * (S / 4);
 }
 
-/* where Q5_0's panel block holds its qs dwords: after the qh dword */
-#define OB_P8_Q5_QS 32
-
 struct ob_matrix {
     uint32_t type;                 /* enum ob_type */
     int k, n;                      /* values per row, rows */

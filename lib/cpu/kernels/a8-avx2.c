@@ -360,7 +360,7 @@ static size_t a8_scratch_bytes_q8(int k)
 AI void a8_decode8(const uint8_t *w, size_t rb, int rows, int nb, uint8_t *dst, int kind)
 {
     const size_t bb = a8_bb(kind), ds = a8d_size(kind), qb = a8d_qbytes(kind);
-    const __m256i m4 = _mm256_set1_epi8(15), b8 = _mm256_set1_epi8(8);
+    const __m256i m4 = _mm256_set1_epi8(15);
     for (int b = 0; b < nb; b++, dst += ds) {
         const uint8_t *blk = w + (size_t)b * bb;
         __m256i P[8];
@@ -379,8 +379,10 @@ AI void a8_decode8(const uint8_t *w, size_t rb, int rows, int nb, uint8_t *dst, 
             tr8x8_ld(blk + offsetof(struct ob_block_q8_0, qs), rb, rows, P);
             UNROLL
             for (int i = 0; i < 8; i++) {
-                st(dst + 32 * i, _mm256_and_si256(P[i], m4));
-                st(dst + 256 + 32 * i, _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(P[i], 4), m4), b8));
+                __m256i l, h8;
+                a8p_q8_split(P[i], &l, &h8);
+                st(dst + 32 * i, l);
+                st(dst + 256 + 32 * i, h8);
             }
             break;
         default:                                     /* Q5_0, Q5_1: whole rows, transposed */
@@ -482,21 +484,21 @@ AI void a8_tile(const uint8_t *W, const uint8_t *a, size_t ast, int nb, float *y
     fold_store_rows((const __m256 *)part, RT, RA, y, ldy, nv);
 }
 
-/* ---- Q4_0, Q4_1 and Q5_0 in panels (matrix.h OB_LAYOUT_P8) -------------------------------- */
+/* ---- Q4_0, Q4_1, Q5_0 and Q8_0 in panels (matrix.h OB_LAYOUT_P8) -------------------------- */
 
 /* a8_decode8 from panels: nb panel blocks (the panel at w) into the tile's blocks */
 AI void a8p_decode8(const uint8_t *w, int nb, uint8_t *dst, int kind)
 {
     const size_t pb = PW * a8_bb(kind), ds = a8d_size(kind), qb = a8d_qbytes(kind);
-    const __m256i m4 = _mm256_set1_epi8(15), b8 = _mm256_set1_epi8(8);
     for (int b = 0; b < nb; b++, dst += ds) {
         const uint8_t *wb = w + (size_t)b * pb;
-        if (kind == K_Q8_0) {                        /* l, then h + 8 (the GEMM's split) */
+        if (kind == K_Q8_0) {                        /* l, then h + 8 */
             UNROLL
             for (int d = 0; d < 8; d++) {
-                const __m256i q = ld(wb + 32 * d);
-                st(dst + 32 * d, _mm256_and_si256(q, m4));
-                st(dst + 256 + 32 * d, _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), b8));
+                __m256i l, h8;
+                a8p_q8_split(ld(wb + 32 * d), &l, &h8);
+                st(dst + 32 * d, l);
+                st(dst + 256 + 32 * d, h8);
             }
         } else {
             UNROLL
@@ -518,8 +520,8 @@ AI void a8p_decode8(const uint8_t *w, int nb, uint8_t *dst, int kind)
  * (float)sum; ast bytes apart) against a panel of 8 rows read as they lie: the tile's
  * arithmetic (lane n is row n; the int16 pair sums of 8 dwords (Q4: 8 * 3810 = 30480) or 4
  * (Q5: 4 * 7874 = 31496) added before widening, Q8_0 split into l and h + 8; the offset off
- * in int32; block b into partial b mod 8, folded lane-wise), the quants unpacked in registers. Prefetched ob_pf_panel ahead,
- * as q4k_panel_rows (kq-avx2.c) is.
+ * in int32; block b into partial b mod 8, folded lane-wise), the quants unpacked in registers.
+ * Prefetched ob_pf_panel ahead, as q4k_panel_rows (kq-avx2.c) is.
  */
 AI void a8p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t *a, size_t ast,
                  float *y, size_t ldy, int kind, int NR)
@@ -538,12 +540,11 @@ AI void a8p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t 
         const uint8_t *wb = w + at + (size_t)b * pb, *ab = a + (size_t)b * AB;
         ob_pf_span(w, at + (size_t)b * pb + pf, pb, end);
         __m256i CL[3], CH[3];          /* Q4: CL alone sums all 8 dwords; Q8_0: l, h + 8 */
-        if (kind == K_Q8_0) {
-            const __m256i m4 = _mm256_set1_epi8(15), b8 = _mm256_set1_epi8(8);
+        if (kind == K_Q8_0)
             UNROLL
             for (int d = 0; d < 8; d++) {
-                const __m256i q = ld(wb + 32 * d), l = _mm256_and_si256(q, m4);
-                const __m256i h = _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), b8);
+                __m256i l, h;
+                a8p_q8_split(ld(wb + 32 * d), &l, &h);
                 UNROLL
                 for (int r = 0; r < NR; r++) {
                     const uint8_t *s = ab + r * ast + offsetof(struct ob_act_a8, qs) + 4 * d;
@@ -556,7 +557,6 @@ AI void a8p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t 
                     }
                 }
             }
-        }
         UNROLL
         for (int d = 0; d < 4 && kind != K_Q8_0; d++) {
             __m256i lo, hi;

@@ -38,6 +38,15 @@ AI void a8p_vals(const uint8_t *wb, int d, int kind, __m256i *lo, __m256i *hi)
     }
 }
 
+/* Q8_0's values w = 16 h + l as the GEMM splits them: l = w & 15 and h + 8 = (w >> 4) + 8,
+ * both 0..15 (lane-wise over any 32 bytes) */
+AI void a8p_q8_split(__m256i q, __m256i *l, __m256i *h8)
+{
+    const __m256i m4 = _mm256_set1_epi8(15);
+    *l = _mm256_and_si256(q, m4);
+    *h8 = _mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_set1_epi8(8));
+}
+
 /* the 8 rows' d (hi: Q4_1's m) as floats */
 AI __m256 a8p_scale(const uint8_t *wb, int kind, int hi)
 {
