@@ -415,10 +415,7 @@ AI void a8_tile(const uint8_t *W, const uint8_t *a, size_t ast, int nb, float *y
     const int sh = a8_gsh(kind);
     const __m256i ones = _mm256_set1_epi16(1), x16 = _mm256_set1_epi16(16);
     __m256 part[8][RT];
-    for (int c = 0; c < 8; c++)
-        UNROLL
-        for (int r = 0; r < RA; r++)
-            part[c][r] = _mm256_setzero_ps();
+    clear_parts((__m256 *)part, RT, RA);
 #pragma GCC unroll 1
     for (int b = 0; b < nb; b++) {
         const uint8_t *wb = W + (size_t)b * ds;
@@ -530,11 +527,7 @@ AI void a8p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t 
     const __m256i ones = _mm256_set1_epi16(1);
     const int q5 = kind == K_Q5_0;
     __m256 part[8][3];
-    UNROLL
-    for (int c = 0; c < 8; c++)
-        UNROLL
-        for (int r = 0; r < NR; r++)
-            part[c][r] = _mm256_setzero_ps();
+    clear_parts((__m256 *)part, 3, NR);
 #pragma GCC unroll 1
     for (int b = 0; b < nb; b++) {
         const uint8_t *wb = w + at + (size_t)b * pb, *ab = a + (size_t)b * AB;

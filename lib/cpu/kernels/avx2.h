@@ -446,6 +446,17 @@ AI void store_lanes(float *y, __m256 f, int nv)
         y[n] = o[n];
 }
 
+/* The panel kernels' start: activation row r's 8 partials, part[c * stride + r] (c < 8), to
+ * zero, for r < NR */
+AI void clear_parts(__m256 *part, int stride, int NR)
+{
+    UNROLL
+    for (int c = 0; c < 8; c++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            part[c * stride + r] = _mm256_setzero_ps();
+}
+
 /*
  * The panel kernels' end: activation row r's 8 partials, part[c * stride + r] (c < 8, lane n
  * weight row n), folded lane-wise in ob_fold8's order (fold8v); the first nv lanes to

@@ -620,10 +620,7 @@ AI void kq_tile(const struct kqd *W, const uint8_t *a, size_t ast, int nb, float
     const int ph = T == T_Q6 ? 2 : T == T_Q5 ? 4 : tps;       /* dwords per int16 sum */
     const int nmn = kq_fam8(T) ? 4 : 8;                         /* mins pairs */
     __m256 part[8][RT];
-    for (int c = 0; c < 8; c++)
-        UNROLL
-        for (int r = 0; r < RA; r++)
-            part[c][r] = _mm256_setzero_ps();
+    clear_parts((__m256 *)part, RT, RA);
 #pragma GCC unroll 1
     for (int b = 0; b < nb; b++) {
         const struct kqd *wb = W + b;
@@ -751,11 +748,7 @@ AI void q4k_panel_rows(const uint8_t *w, size_t at, size_t end, int nb, const ui
     const __m256i m15 = _mm256_set1_epi16(15), m30 = _mm256_set1_epi16(0x30);
     const size_t pb = PW * sizeof(struct ob_block_q4_k);
     __m256 part[8][4];
-    UNROLL
-    for (int c = 0; c < 8; c++)
-        UNROLL
-        for (int r = 0; r < NR; r++)
-            part[c][r] = _mm256_setzero_ps();
+    clear_parts((__m256 *)part, 4, NR);
 #pragma GCC unroll 1
     for (int b = 0; b < nb; b++) {
         const uint8_t *wb = w + at + (size_t)b * pb, *ab = a + (size_t)b * QB;
@@ -845,11 +838,7 @@ AI void q6k_panel_rows(const uint8_t *w, size_t at, size_t end, int nb, const ui
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     const size_t pb = PW * sizeof(struct ob_block_q6_k);
     __m256 part[8][4];
-    UNROLL
-    for (int c = 0; c < 8; c++)
-        UNROLL
-        for (int r = 0; r < NR; r++)
-            part[c][r] = _mm256_setzero_ps();
+    clear_parts((__m256 *)part, 4, NR);
 #pragma GCC unroll 1
     for (int b = 0; b < nb; b++) {
         const uint8_t *wb = w + at + (size_t)b * pb, *ab = a + (size_t)b * QB;
