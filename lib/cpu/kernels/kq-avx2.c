@@ -904,8 +904,8 @@ AI void q6k_panel_rows(const uint8_t *w, size_t at, size_t end, int nb, const ui
  * (bench/kernels, an AVX-512 Xeon at avx2): Q4_K over the six Qwen3-0.6B shapes together, 4
  * rows 13 % (1 thread) and 23 % (2 threads) faster, 8 rows 4-8 % faster at 2 threads and
  * 3-6 % slower at 1, so Q4_K streams up to 8 rows; Q6_K (1024 x 151936, 3072 x 1024) 2 to 4
- * rows 25-55 % faster, but 8 rows 5-25 % slower (two passes of its costlier decode), so it
- * streams up to 4.
+ * rows in 0.6-0.85 of the tiles' time, but 8 rows (with 1024 x 2048) in 1.0-1.25 of it (two
+ * passes of its costlier decode), so it streams up to 4.
  */
 AI void panel_pass(const void *w, size_t at, size_t end, int nb, const uint8_t *a, size_t ast,
                    float *y, size_t ldy, int T, int NR)
