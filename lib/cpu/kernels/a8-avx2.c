@@ -550,23 +550,24 @@ AI void a8p_rows(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t 
                     }
                 }
             }
-        UNROLL
-        for (int d = 0; d < 4 && kind != K_Q8_0; d++) {
-            __m256i lo, hi;
-            a8p_vals(wb, d, kind, &lo, &hi);
+        else
             UNROLL
-            for (int r = 0; r < NR; r++) {
-                const uint8_t *s = ab + r * ast + offsetof(struct ob_act_a8, qs) + 4 * d;
-                if (d == 0)
-                    CL[r] = mubs(lo, _mm256_set1_epi32((int)ld32(s)));
-                else
-                    mubs_add_b32(&CL[r], lo, s);
-                if (d == 0 && q5)
-                    CH[r] = mubs(hi, _mm256_set1_epi32((int)ld32(s + 16)));
-                else
-                    mubs_add_b32(q5 ? &CH[r] : &CL[r], hi, s + 16);
+            for (int d = 0; d < 4; d++) {
+                __m256i lo, hi;
+                a8p_vals(wb, d, kind, &lo, &hi);
+                UNROLL
+                for (int r = 0; r < NR; r++) {
+                    const uint8_t *s = ab + r * ast + offsetof(struct ob_act_a8, qs) + 4 * d;
+                    if (d == 0)
+                        CL[r] = mubs(lo, _mm256_set1_epi32((int)ld32(s)));
+                    else
+                        mubs_add_b32(&CL[r], lo, s);
+                    if (d == 0 && q5)
+                        CH[r] = mubs(hi, _mm256_set1_epi32((int)ld32(s + 16)));
+                    else
+                        mubs_add_b32(q5 ? &CH[r] : &CL[r], hi, s + 16);
+                }
             }
-        }
         const __m256 dw = a8p_scale(wb, kind, 0);
         UNROLL
         for (int r = 0; r < NR; r++) {

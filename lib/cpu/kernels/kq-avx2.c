@@ -579,12 +579,14 @@ AI void kq_decode8_any(const uint8_t *w, size_t rb, int rows, int nb, struct kqd
     }
 }
 
-AI void kq_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst, int T)
+/* rows [0, rows) of a panel into nb blocks (kq_decode8_any), or (P8: Q4_K, Q6_K) a panel of
+ * matrix.h's layout */
+AI void kq_decode8(const uint8_t *w, size_t rb, int rows, int nb, struct kqd *dst, int T, int P8)
 {
     if (T == T_Q4)
-        q4k_decode8(w, rb, rows, nb, dst, 0);
+        q4k_decode8(w, rb, rows, nb, dst, P8);
     else if (T == T_Q6)
-        q6k_decode8(w, rb, rows, nb, dst, 0);
+        q6k_decode8(w, rb, rows, nb, dst, P8);
     else
         kq_decode8_any(w, rb, rows, nb, dst, T);
 }
@@ -691,12 +693,7 @@ AI void kq_run_l(const void *w, size_t rb, int n0, int n1, int k, const void *pv
         int pn = n1 - n - PW < PW ? n1 - n - PW : PW;
         const char *pf = (const char *)w + (size_t)(n + PW) * rb;
         size_t pfn = pn > 0 ? (size_t)pn * rb : 0;
-        if (P8 && T == T_Q4)
-            q4k_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, 1);
-        else if (P8)
-            q6k_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, 1);
-        else
-            kq_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, T);
+        kq_decode8((const uint8_t *)w + (size_t)n * rb, rb, nv, nb, dec, T, P8);
         /* tiles of RT rows or as few fewer as balance the row count (8 rows: 4 + 4) */
         int nt = (nr + RT - 1) / RT;
         for (int i = 0, r = 0; i < nt; i++) {
