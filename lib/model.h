@@ -83,8 +83,9 @@ struct ob_weights {
  * matrices and the output matrix, and so the token embeddings where they are tied to it (a
  * lookup then reads its row back with ob_panel_row); untied embeddings, only ever looked up,
  * stay rows. The first call decides, later ones share its copy whatever they ask, and read
- * each matrix's layout with ob_weights_layout. The bits are the same either way. Fails with OB_EUSAGE for another OB_WEIGHTS value, OB_ENOMEM when a
- * forced copy does not fit (or there is no memory to rearrange it).
+ * each matrix's layout with ob_weights_layout. The bits are the same either way. Fails with
+ * OB_EUSAGE for another OB_WEIGHTS value, OB_ENOMEM when a forced copy does not fit (or there
+ * is no memory to rearrange it).
  */
 int ob_model_weights(const struct ob_model *m, uint64_t panels, struct ob_weights *v);
 
