@@ -57,19 +57,23 @@ override OB_EXACT_CXX := -std=gnu++17 -pthread -fno-strict-aliasing -ffp-contrac
            -fno-reciprocal-math -fno-finite-math-only -fsigned-zeros -fno-math-errno \
            -fno-exceptions -fno-rtti -fno-threadsafe-statics
 # nvcc (CUDA=1): no contraction, no flush to zero, correctly rounded division and square root,
-# the host side as above; device code for sm_80 and sm_90 (A100, H100/H200) in one fatbin.
+# the host side as above; device code for each of CUDA_ARCH (compute capabilities without the
+# dot: 80 A100, 90 H100/H200; one fatbin), so a build for one GPU compiles its code only.
+CUDA_ARCH ?= 80 90
+HIP_ARCH  ?= gfx90a gfx1030
 override OB_EXACT_NVCC := -std=c++17 -x cu --fmad=false --ftz=false --prec-div=true \
            --prec-sqrt=true -Xcompiler -ffp-contract=off,-fno-fast-math,-fno-math-errno \
-           -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
-# hipcc (HIP=1): the same for clang's HIP; device code for gfx90a (MI200) and gfx1030 (RDNA2):
-# Debian 12's ROCm 5.2 has device libraries for gfx803..gfx940, gfx90a, gfx1010..gfx1036.
+           $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$a,code=sm_$a)
+# hipcc (HIP=1): the same for clang's HIP; device code for each of HIP_ARCH (default gfx90a,
+# MI200, and gfx1030, RDNA2): Debian 12's ROCm 5.2 has device libraries for gfx803..gfx940,
+# gfx90a, gfx1010..gfx1036; gfx1150 / gfx1151 (Ryzen AI) need ROCm 6.3 or later (INSTALL).
 # (not -fno-unsafe-math-optimizations: to clang it also means trapping math, which the GPU
 # targets do not have and warn about; its other parts are given one by one)
 override OB_EXACT_HIPCC := -std=c++17 -x hip -ffp-contract=off -fno-fast-math \
            -fno-associative-math -fno-reciprocal-math -fno-finite-math-only -fsigned-zeros \
            -fno-math-errno \
            -fno-gpu-flush-denormals-to-zero -fhip-fp32-correctly-rounded-divide-sqrt \
-           --offload-arch=gfx90a --offload-arch=gfx1030
+           $(foreach a,$(HIP_ARCH),--offload-arch=$a)
 PKGS    := libcjson libcurl libmicrohttpd libarchive libpcre2-8 libcrypto openblas
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -175,14 +179,17 @@ HRX_GPU_LIBS += -lamdhip64
 endif
 HRX_GPU_LIBS += $(if $(HRX_GPU_OBJ),-lstdc++)
 override OB_HRX_KNOBS := CUDA=$(CUDA) HIP=$(HIP)
+# the GPU objects are compiled again when the architectures change
+build/arch-knobs: FORCE
+	@mkdir -p build; k='$(CUDA_ARCH) / $(HIP_ARCH)'; [ "$$(cat $@ 2>/dev/null)" = "$$k" ] || echo "$$k" > $@
 
 lib/hrx/sim-%.o: lib/hrx/%.hip
 	$(CXX) $(ALL_CPPFLAGS) $(call ob_cxxflags,$<) -x c++ -c -o $@ $<
 lib/hrx/%.o: lib/hrx/%.cc
 	$(CXX) $(ALL_CPPFLAGS) $(call ob_cxxflags,$<) -c -o $@ $<
-lib/hrx/cuda-%.o: lib/hrx/%.hip
+lib/hrx/cuda-%.o: lib/hrx/%.hip build/arch-knobs
 	$(NVCC) $(ALL_CPPFLAGS) $(NVCCFLAGS) $(OB_EXACT_NVCC) -c -o $@ $<
-lib/hrx/hip-%.o: lib/hrx/%.hip
+lib/hrx/hip-%.o: lib/hrx/%.hip build/arch-knobs
 	$(HIPCC) $(ALL_CPPFLAGS) $(HIPCCFLAGS) $(OB_EXACT_HIPCC) -c -o $@ $<
 
 # programs are linked again when CUDA= or HIP= changes (the file changes only then)
