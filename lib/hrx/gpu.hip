@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hrx/shim.h"
 
@@ -67,12 +68,77 @@
 #error "gpu.hip is compiled by nvcc or hipcc only"
 #endif
 
+/* OB_HRX_PROFILE=1: every launch and copy is waited for, and the wall time since the previous
+ * one is added to its name's line; the table goes to stderr when the queue closes. The time of
+ * an op includes the host's work before it (sampling shows in the first copy of a step). */
+#define PROF_MAX 96
+struct gpu_stat {
+    char name[56];
+    long calls;
+    double sec;
+};
+
 struct gpu_queue {
     int dev;
     gpuStream_t s;
+    bool prof;
+    double t_last;
+    int n_stat;
+    gpu_stat stat[PROF_MAX];
 };
 
 static gpu_queue *Q(ob_hrx_q *q) { return (gpu_queue *)q; }
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* profiling: wait for the queue, then charge the time since the last mark to `name` */
+static void prof_mark(gpu_queue *g, const char *name)
+{
+    if (!g->prof)
+        return;
+    (void)gpuStreamSynchronize(g->s);
+    double t = now_sec();
+    int i = 0;
+    while (i < g->n_stat && strcmp(g->stat[i].name, name))
+        i++;
+    if (i == g->n_stat) {
+        if (i == PROF_MAX)
+            i = PROF_MAX - 1;      /* the last line takes whatever does not fit */
+        else
+            snprintf(g->stat[g->n_stat++].name, sizeof g->stat[i].name, "%s", name);
+    }
+    g->stat[i].calls++;
+    g->stat[i].sec += t - g->t_last;
+    g->t_last = t;
+}
+
+static int stat_cmp(const void *a, const void *b)
+{
+    double x = ((const gpu_stat *)a)->sec, y = ((const gpu_stat *)b)->sec;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void prof_print(gpu_queue *g)
+{
+    double total = 0;
+    for (int i = 0; i < g->n_stat; i++)
+        total += g->stat[i].sec;
+    if (!g->prof || total <= 0)
+        return;
+    qsort(g->stat, (size_t)g->n_stat, sizeof g->stat[0], stat_cmp);
+    fprintf(stderr, "hrx profile (%s %d, OB_HRX_PROFILE): %.1f ms in all\n"
+            "  %-44s %9s %11s %10s %6s\n", GPU_API, g->dev, 1e3 * total, "op", "calls",
+            "total ms", "mean us", "%");
+    for (int i = 0; i < g->n_stat; i++)
+        fprintf(stderr, "  %-44s %9ld %11.2f %10.2f %6.2f\n", g->stat[i].name, g->stat[i].calls,
+                1e3 * g->stat[i].sec, 1e6 * g->stat[i].sec / (double)g->stat[i].calls,
+                100.0 * g->stat[i].sec / total);
+}
 
 /* OB_EDEVICE naming the call and the runtime's error (0 for success) */
 static int check(gpuError_t err, const char *what)
@@ -91,7 +157,9 @@ ob_gpu_stream_t OB_HRX_FN(stream)(struct ob_hrx_q *q)
 
 extern "C" int OB_HRX_FN(launched)(struct ob_hrx_q *q, const char *kernel)
 {
-    return check(gpuGetLastError(), kernel);
+    int e = check(gpuGetLastError(), kernel);
+    prof_mark(Q(q), kernel);
+    return e;
 }
 
 static int gpu_count(void)
@@ -126,6 +194,7 @@ static void gpu_close(ob_hrx_q *q)
     if (!q)
         return;
     (void)gpuSetDevice(Q(q)->dev);
+    prof_print(Q(q));
     (void)gpuStreamDestroy(Q(q)->s);
     free(q);
 }
@@ -142,6 +211,9 @@ static int gpu_open(int index, int n_threads, ob_hrx_q **out)
         free(g);
         return e;
     }
+    const char *pr = getenv("OB_HRX_PROFILE");
+    g->prof = pr && *pr && strcmp(pr, "0");
+    g->t_last = now_sec();
     *out = (ob_hrx_q *)g;
     return 0;
 }
@@ -163,8 +235,10 @@ static void gpu_free(ob_hrx_q *q, void *p)
 static int gpu_h2d(ob_hrx_q *q, void *dst, const void *src, size_t n)
 {
     (void)gpuSetDevice(Q(q)->dev);
-    return n ? check(gpuMemcpyAsync(dst, src, n, gpuMemcpyHostToDevice, Q(q)->s), "copy to device")
-             : 0;
+    int e = n ? check(gpuMemcpyAsync(dst, src, n, gpuMemcpyHostToDevice, Q(q)->s), "copy to device")
+              : 0;
+    prof_mark(Q(q), "copy to device");
+    return e;
 }
 
 static int gpu_d2h(ob_hrx_q *q, void *dst, const void *src, size_t n)
@@ -172,20 +246,26 @@ static int gpu_d2h(ob_hrx_q *q, void *dst, const void *src, size_t n)
     (void)gpuSetDevice(Q(q)->dev);
     int e = n ? check(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToHost, Q(q)->s), "copy to host")
               : 0;
-    return e ? e : check(gpuStreamSynchronize(Q(q)->s), "sync");
+    e = e ? e : check(gpuStreamSynchronize(Q(q)->s), "sync");
+    prof_mark(Q(q), "copy to host");
+    return e;
 }
 
 static int gpu_d2d(ob_hrx_q *q, void *dst, const void *src, size_t n)
 {
     (void)gpuSetDevice(Q(q)->dev);
-    return n ? check(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToDevice, Q(q)->s), "copy")
-             : 0;
+    int e = n ? check(gpuMemcpyAsync(dst, src, n, gpuMemcpyDeviceToDevice, Q(q)->s), "copy")
+              : 0;
+    prof_mark(Q(q), "copy on device");
+    return e;
 }
 
 static int gpu_sync(ob_hrx_q *q)
 {
     (void)gpuSetDevice(Q(q)->dev);
-    return check(gpuStreamSynchronize(Q(q)->s), "sync");
+    int e = check(gpuStreamSynchronize(Q(q)->s), "sync");
+    prof_mark(Q(q), "sync");
+    return e;
 }
 
 #if !defined(__HIP_DEVICE_COMPILE__)        /* host code only (table.hip says why) */

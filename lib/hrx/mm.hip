@@ -29,6 +29,8 @@
  * 128 pairs: fewer blocks, fewer fiber switches), unless OB_HRX_SIM_TILES=gpu asks for the
  * GPU's (tests/unit/hrx runs both). The kernels are the same; only the launch differs.
  */
+#include <stdio.h>
+
 #include "hrx/shim.h"
 #include "arith/dot.h"
 
@@ -286,6 +288,202 @@ __global__ static void k_mm_q(struct ob_hrx_mat w, const char *xq, size_t stride
     }
 }
 
+/* ---- quantised weights on a GPU: a warp a weight row ------------------------------------------------ */
+
+/*
+ * The integer sums of part p of a block (mm's phase 1) for TR activation rows at once: the
+ * weight's values are read once, as words, and meet each row's activations four bytes at a
+ * time (ob_dp4a). The integers are those of T::part (exact in any order); types without a
+ * word form below use T::part itself, row by row.
+ */
+template <class T, int TR>
+struct mv_part {
+    __device__ static void run(const typename T::W *w, const typename T::A *const *a, int p,
+                               int *is, int *ms)
+    {
+        OB_UNROLL
+        for (int r = 0; r < TR; r++)
+            T::part(w, a[r], p, &is[r], &ms[r]);
+    }
+};
+
+/* Q4_K part j: the nibbles (j & 1) of qs[(j >> 1) * 32 ..] against a->qs[32 j ..]; sc and m
+ * from ob_k4_scale_min(j) */
+template <int TR>
+struct mv_part<t_q4_k, TR> {
+    __device__ static void run(const struct ob_block_q4_k *w, const struct ob_block_q8_k *const *a,
+                               int j, int *is, int *ms)
+    {
+        uint8_t sc, m;
+        ob_k4_scale_min(j, w->scales, &sc, &m);
+        const uint8_t *qs = w->qs + (j >> 1) * 32;
+        int sh = 4 * (j & 1);
+        uint32_t q[8];
+        OB_UNROLL
+        for (int k = 0; k < 8; k++)
+            q[k] = (ob_ld4(qs + 4 * k) >> sh) & 0x0F0F0F0Fu;
+        OB_UNROLL
+        for (int r = 0; r < TR; r++) {
+            const int8_t *x = a[r]->qs + 32 * j;
+            int s = 0;
+            OB_UNROLL
+            for (int k = 0; k < 8; k++)
+                s = ob_dp4a((int)q[k], (int)ob_ld4(x + 4 * k), s);
+            is[r] = sc * s;
+            ms[r] = m * (a[r]->bsums[2 * j] + a[r]->bsums[2 * j + 1]);
+        }
+    }
+};
+
+/* Q6_K part p: values 32 p .. 32 p + 31, sub-blocks 2p and 2p + 1; q = lo + 16 hi in 0..63, so
+ * sum (q - 32) a = sum q a - 32 bsums (the block is 210 bytes: halfword-aligned words) */
+template <int TR>
+struct mv_part<t_q6_k, TR> {
+    __device__ static void run(const struct ob_block_q6_k *w, const struct ob_block_q8_k *const *a,
+                               int p, int *is, int *ms)
+    {
+        const uint8_t *ql = w->ql + (p >> 2) * 64 + 32 * (p & 1), *qh = w->qh + (p >> 2) * 32;
+        int shl = 4 * ((p >> 1) & 1), shh = 2 * (p & 3);
+        uint32_t q[8];
+        OB_UNROLL
+        for (int k = 0; k < 8; k++)
+            q[k] = ((ob_ld4_a2(ql + 4 * k) >> shl) & 0x0F0F0F0Fu) |
+                   (((ob_ld4_a2(qh + 4 * k) >> shh) & 0x03030303u) << 4);
+        int sc0 = w->scales[2 * p], sc1 = w->scales[2 * p + 1];
+        OB_UNROLL
+        for (int r = 0; r < TR; r++) {
+            const int8_t *x = a[r]->qs + 32 * p;
+            int s0 = 0, s1 = 0;
+            OB_UNROLL
+            for (int k = 0; k < 4; k++) {
+                s0 = ob_dp4a((int)q[k], (int)ob_ld4(x + 4 * k), s0);
+                s1 = ob_dp4a((int)q[k + 4], (int)ob_ld4(x + 16 + 4 * k), s1);
+            }
+            is[r] = sc0 * (s0 - 32 * a[r]->bsums[2 * p]) + sc1 * (s1 - 32 * a[r]->bsums[2 * p + 1]);
+            ms[r] = 0;
+        }
+    }
+};
+
+/*
+ * y[r][i] for TR activation rows r0 .. r0 + TR - 1 (rows past n repeat row n - 1 and are not
+ * stored): a warp takes weight row i, MV_WARPS warps a block. In a round the warp covers
+ * 32 / S blocks: lane l takes part l % S of block l / S (K-quants: 8 parts of 32 values, so 4
+ * blocks; 32-value formats: a block a lane, r_b = ob_blk_<type>). A block's parts are summed
+ * by shuffles within their 8 lanes (exact integers), then the epilogue gives r_b (T::epi,
+ * ob_blk_<type>'s float operations in its order). Lane u < 8 holds partial u and adds the r_b
+ * with b mod 8 = u in increasing b; lane 0 folds the 8 partials (ob_fold8) and adds the bias:
+ * ob_dot_<type>'s operations, each with its operands, so the bits of every row are the
+ * reference's.
+ */
+#define MV_WARPS 4
+
+template <class T, int TR>
+__global__ static void k_mv_q(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
+                              const float *bias, float *y, size_t ldy)
+{
+    typedef typename T::W W;
+    typedef typename T::A A;
+    enum { S = T::S, BPR = OB_WARP / T::S };
+    int lane = (int)threadIdx.x & (OB_WARP - 1);
+    int wn = (int)blockIdx.x * MV_WARPS + (int)threadIdx.x / OB_WARP, r0 = (int)blockIdx.y * TR;
+    int nb = w.k / T::QK, g = lane / S, p = lane % S;
+    if (wn >= w.n)
+        return;                    /* the whole warp: no shuffle is left half-reached */
+    const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
+    const A *ar[TR];
+    float acc[TR];
+    OB_UNROLL
+    for (int r = 0; r < TR; r++) {
+        ar[r] = (const A *)(xq + (size_t)(r0 + r < n ? r0 + r : n - 1) * stride);
+        acc[r] = 0.0f;
+    }
+    for (int b0 = 0; b0 < nb; b0 += BPR) {
+        int b = b0 + g;
+        bool live = b < nb;
+        float rb[TR];
+        if (S == 1) {
+            OB_UNROLL
+            for (int r = 0; r < TR; r++)
+                rb[r] = live ? T::blk(wr + b, ar[r] + b) : 0.0f;
+        } else {
+            int is[TR], ms[TR];
+            if (live) {
+                const A *ab[TR];
+                OB_UNROLL
+                for (int r = 0; r < TR; r++)
+                    ab[r] = ar[r] + b;
+                mv_part<T, TR>::run(wr + b, ab, p, is, ms);
+            } else {
+                OB_UNROLL
+                for (int r = 0; r < TR; r++)
+                    is[r] = ms[r] = 0;
+            }
+            OB_UNROLL
+            for (int r = 0; r < TR; r++) {
+                OB_UNROLL
+                for (int s = 1; s < S; s <<= 1) {
+                    is[r] += ob_shfl_xor(is[r], s);
+                    ms[r] += ob_shfl_xor(ms[r], s);
+                }
+                rb[r] = live ? T::epi(wr + b, ar[r] + b, is[r], ms[r]) : 0.0f;
+            }
+        }
+        /* partial u (lane u < 8) takes this round's blocks b = u mod 8, in increasing b */
+        if (S == 1) {               /* 32 blocks: u, u + 8, u + 16, u + 24 */
+            OB_UNROLL
+            for (int m8 = 0; m8 < 4; m8++) {
+                int src = (lane & 7) + 8 * m8;
+                OB_UNROLL
+                for (int r = 0; r < TR; r++) {
+                    float v = ob_shfl(rb[r], src);
+                    if (lane < 8 && b0 + src < nb)
+                        acc[r] = acc[r] + v;
+                }
+            }
+        } else {                    /* 4 blocks, b0 a multiple of 4: partials (b0 & 7) .. + 3 */
+            int src = lane & 3;
+            bool mine = lane < 8 && (lane >> 2) == ((b0 >> 2) & 1) && b0 + src < nb;
+            OB_UNROLL
+            for (int r = 0; r < TR; r++) {
+                float v = ob_shfl(rb[r], src * S);
+                if (mine)
+                    acc[r] = acc[r] + v;
+            }
+        }
+    }
+    OB_UNROLL
+    for (int r = 0; r < TR; r++) {
+        float pp[8];
+        OB_UNROLL
+        for (int u = 0; u < 8; u++)
+            pp[u] = ob_shfl(acc[r], u);
+        if (lane == 0 && r0 + r < n) {
+            float v = ob_fold8(pp);
+            if (bias)
+                v = v + bias[wn];
+            y[(size_t)(r0 + r) * ldy + wn] = v;
+        }
+    }
+}
+
+template <class T>
+static void mv_launch(struct ob_hrx_q *q, struct ob_hrx_mat w, const char *x, size_t stride,
+                      int n, const float *b, float *y, size_t ldy)
+{
+    int tr = n >= 5 ? 8 : n >= 3 ? 4 : n;
+    dim3 grid((unsigned)((w.n + MV_WARPS - 1) / MV_WARPS), (unsigned)((n + tr - 1) / tr));
+    dim3 block(MV_WARPS * OB_WARP);
+#define MV_K(T, TR) k_mv_q<T, TR>  /* one macro argument for the template's two */
+    switch (tr) {
+    case 1: OB_LAUNCH(q, MV_K(T, 1), grid, block, w, x, stride, n, b, y, ldy); break;
+    case 2: OB_LAUNCH(q, MV_K(T, 2), grid, block, w, x, stride, n, b, y, ldy); break;
+    case 4: OB_LAUNCH(q, MV_K(T, 4), grid, block, w, x, stride, n, b, y, ldy); break;
+    default: OB_LAUNCH(q, MV_K(T, 8), grid, block, w, x, stride, n, b, y, ldy); break;
+    }
+#undef MV_K
+}
+
 /* ---- float weights ------------------------------------------------------------------------------ */
 
 template <int TYPE>
@@ -343,10 +541,14 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
     dim3 grid((unsigned)((w.n + g.tn - 1) / g.tn), (unsigned)((n + g.tr - 1) / g.tr));
     dim3 block(MM_THREADS);
     const char *x = (const char *)xq;
+    bool tiles = OB_HRX_FN(big_tiles)(q);   /* hrx-sim's own geometry: the tiled kernel */
     switch (w.type) {
 #define MM_Q(T, name)                                                                   \
     case T:                                                                             \
-        OB_LAUNCH(q, k_mm_q<t_##name>, grid, block, w, x, stride, n, b, y, ldy, g);     \
+        if (tiles)                                                                      \
+            OB_LAUNCH(q, k_mm_q<t_##name>, grid, block, w, x, stride, n, b, y, ldy, g); \
+        else                                                                            \
+            mv_launch<t_##name>(q, w, x, stride, n, b, y, ldy);                         \
         break;
     MM_Q(OB_Q4_0, q4_0)
     MM_Q(OB_Q4_1, q4_1)
@@ -365,5 +567,8 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
     default:
         return ob_seterr(OB_EUNSUPP, "hrx: no kernel for %s weights", ob_type_name(w.type));
     }
-    return OB_HRX_FN(launched)(q, "matmul");
+    char name[56];                 /* the matmul's own line in OB_HRX_PROFILE's table */
+    snprintf(name, sizeof name, "matmul %s %dx%d %s", ob_type_name(w.type), w.n, w.k,
+             n == 1 ? "w1" : n <= 8 ? "w2-8" : "w9+");
+    return OB_HRX_FN(launched)(q, name);
 }

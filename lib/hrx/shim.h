@@ -119,6 +119,44 @@ static inline bool OB_HRX_FN(big_tiles)(struct ob_hrx_q *q) { return false; }
  * an OB_E* code with its message set on the calling thread */
 extern "C" int OB_HRX_FN(launched)(struct ob_hrx_q *q, const char *kernel);
 
+/* ---- integer helpers (exact: any target, any order gives the same integers) ------------------ */
+
+/* c + the sum of the four products of a's and b's signed bytes (CUDA: the dp4a instruction) */
+__device__ static inline int ob_dp4a(int a, int b, int c)
+{
+#if defined(OB_HRX_CUDA)
+    return __dp4a(a, b, c);
+#else
+    for (int k = 0; k < 32; k += 8)
+        c += (int)(int8_t)(uint32_t(a) >> k) * (int)(int8_t)(uint32_t(b) >> k);
+    return c;
+#endif
+}
+
+/* four bytes at p as one little-endian word: p 4-byte aligned (ob_ld4), or only 2-byte aligned
+ * (ob_ld4_a2: blocks of an odd number of halfwords, Q6_K's 210 bytes) */
+__device__ static inline uint32_t ob_ld4(const void *p)
+{
+#if defined(OB_HRX_SIM)
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+#else
+    return *(const uint32_t *)p;
+#endif
+}
+__device__ static inline uint32_t ob_ld4_a2(const void *p)
+{
+    const uint16_t *h = (const uint16_t *)p;
+#if defined(OB_HRX_SIM)
+    uint16_t v[2];
+    memcpy(v, h, 4);
+    return v[0] | (uint32_t)v[1] << 16;
+#else
+    return h[0] | (uint32_t)h[1] << 16;
+#endif
+}
+
 /* ---- warp reductions with the bits of lib/arith/ -------------------------------------------- */
 
 /*
