@@ -118,6 +118,123 @@ __global__ static void k_attention(struct ob_hrx_attn a, const float *Q, const u
     }
 }
 
+/*
+ * The same on a GPU with more of the chip (hrx-sim runs k_attention above unless
+ * OB_HRX_SIM_TILES=gpu): one block of AW_THREADS (8 warps) per (query head, row);
+ *   scores   a warp a key, lane j holding partial j (d = j, j + 32, ... in increasing d: the
+ *            shape of ob_dot_f32), folded by ob_warp_fold32 (ob_fold32's additions), times
+ *            the scale;
+ *   maximum  each thread scans its keys from s_0 as above; the (value, position) candidates
+ *            meet pairwise, the larger value winning and the lower position on a tie — the
+ *            candidate the sequential scan keeps, whatever order the pairs meet in;
+ *   chunks   G = AW_THREADS / hd chunks at a time (at most AW_G): e_t = ob_expf(s_t - m) for
+ *            their positions; thread (c, d) runs o_c[d]'s fmaf chain in increasing t; thread c
+ *            sums l_c in increasing t; then thread d adds the G chunks' o_c[d] to o[d] and
+ *            thread 0 their l_c to l, in increasing c — every chunk's sums and every
+ *            addition of the reference, in its order.
+ */
+#define AW_THREADS 256
+#define AW_WARPS (AW_THREADS / OB_WARP)
+#define AW_G 32                    /* chunks at a time: hd >= AW_THREADS / AW_G = 8 */
+
+__global__ static void k_attention_w(struct ob_hrx_attn a, const float *Q, const uint16_t *kc,
+                                     const uint16_t *vc, const int32_t *pos, const int32_t *seq,
+                                     float *out, float *scratch)
+{
+    __shared__ float e[AW_G * OB_ATT_CHUNK], oc[AW_THREADS], lc[AW_G], cand[AW_WARPS];
+    __shared__ int cand_at[AW_WARPS];
+    __shared__ float shared_m;
+    int h = (int)blockIdx.x, i = (int)blockIdx.y, t = (int)threadIdx.x;
+    int lane = t & (OB_WARP - 1), wp = t / OB_WARP;
+    int hd = a.hd, kvw = a.n_head_kv * hd, group = a.n_head / a.n_head_kv;
+    int k0 = ob_attn_first_key(pos[i], a.window), nk = pos[i] + 1 - k0;
+    const float *q = Q + ((size_t)i * a.n_head + h) * hd;
+    size_t base = ((size_t)seq[i] * a.n_ctx + (size_t)k0) * kvw + (size_t)(h / group) * hd;
+    const uint16_t *k = kc + base, *v = vc + base;
+    float *s = scratch + ((size_t)i * a.n_head + h) * a.n_ctx;
+
+    for (int tt = wp; tt < nk; tt += AW_WARPS) {
+        const uint16_t *kr = k + (size_t)tt * kvw;
+        float p = 0.0f;
+        for (int d = lane; d < hd; d += OB_WARP)
+            p = fmaf(q[d], ob_fp16_to_f32(kr[d]), p);
+        p = ob_warp_fold32(p);
+        if (lane == 0)
+            s[tt] = p * a.scale;
+    }
+    __syncthreads();
+
+    float m = s[0];
+    int at = 0;
+    for (int tt = t; tt < nk; tt += AW_THREADS)
+        if (tt > 0 && s[tt] > m) {
+            m = s[tt];
+            at = tt;
+        }
+    OB_UNROLL
+    for (int sh = 16; sh > 0; sh >>= 1) {
+        float om = ob_shfl_xor(m, sh);
+        int oat = ob_shfl_xor(at, sh);
+        if (om > m || (om == m && oat < at)) {
+            m = om;
+            at = oat;
+        }
+    }
+    if (lane == 0) {
+        cand[wp] = m;
+        cand_at[wp] = at;
+    }
+    __syncthreads();
+    if (t == 0) {
+        for (int u = 1; u < AW_WARPS; u++)
+            if (cand[u] > m || (cand[u] == m && cand_at[u] < at)) {
+                m = cand[u];
+                at = cand_at[u];
+            }
+        shared_m = m;
+    }
+    __syncthreads();
+    m = shared_m;
+
+    int G = AW_THREADS / hd < AW_G ? AW_THREADS / hd : AW_G;
+    int mc = t / hd, md = t % hd;          /* this thread's (chunk of the group, dimension) */
+    float o = 0.0f, l = 0.0f;              /* o[t] (t < hd), l (thread 0) */
+    for (int g0 = 0; g0 < nk; g0 += G * OB_ATT_CHUNK) {
+        int g1 = g0 + G * OB_ATT_CHUNK < nk ? g0 + G * OB_ATT_CHUNK : nk;
+        for (int tt = g0 + t; tt < g1; tt += AW_THREADS)
+            e[tt - g0] = ob_expf(s[tt] - m);
+        __syncthreads();
+        int c0 = g0 + mc * OB_ATT_CHUNK;
+        if (mc < G && c0 < g1) {
+            int c1 = c0 + OB_ATT_CHUNK < g1 ? c0 + OB_ATT_CHUNK : g1;
+            float acc = 0.0f;
+            for (int tt = c0; tt < c1; tt++)
+                acc = fmaf(e[tt - g0], ob_fp16_to_f32(v[(size_t)tt * kvw + md]), acc);
+            oc[t] = acc;
+            if (md == 0) {
+                float sum = 0.0f;
+                for (int tt = c0; tt < c1; tt++)
+                    sum = sum + e[tt - g0];
+                lc[mc] = sum;
+            }
+        }
+        __syncthreads();
+        int nc = (g1 - g0 + OB_ATT_CHUNK - 1) / OB_ATT_CHUNK;
+        if (t < hd)
+            for (int c = 0; c < nc; c++)
+                o = o + oc[c * hd + t];
+        if (t == 0)
+            for (int c = 0; c < nc; c++)
+                l = l + lc[c];
+        __syncthreads();
+    }
+    if (t == 0)
+        lc[0] = l;
+    __syncthreads();
+    if (t < hd)
+        out[((size_t)i * a.n_head + h) * hd + t] = o / lc[0];
+}
+
 extern "C" int OB_HRX_FN(attention)(struct ob_hrx_q *q, struct ob_hrx_attn a, const float *Q,
                                     const uint16_t *kc, const uint16_t *vc, const int32_t *pos,
                                     const int32_t *seq, int n, float *out, float *scratch)
@@ -128,9 +245,14 @@ extern "C" int OB_HRX_FN(attention)(struct ob_hrx_q *q, struct ob_hrx_attn a, co
                          a.n_head_kv, AT_MAXD * AT_THREADS);
     for (int r0 = 0; r0 < n; r0 += AT_ROWS) {
         int rows = n - r0 < AT_ROWS ? n - r0 : AT_ROWS;
-        OB_LAUNCH(q, k_attention, dim3((unsigned)a.n_head, (unsigned)rows), dim3(AT_THREADS), a,
-                  Q + (size_t)r0 * a.n_head * a.hd, kc, vc, pos + r0, seq + r0,
-                  out + (size_t)r0 * a.n_head * a.hd, scratch);
+        if (OB_HRX_FN(big_tiles)(q))
+            OB_LAUNCH(q, k_attention, dim3((unsigned)a.n_head, (unsigned)rows), dim3(AT_THREADS),
+                      a, Q + (size_t)r0 * a.n_head * a.hd, kc, vc, pos + r0, seq + r0,
+                      out + (size_t)r0 * a.n_head * a.hd, scratch);
+        else
+            OB_LAUNCH(q, k_attention_w, dim3((unsigned)a.n_head, (unsigned)rows),
+                      dim3(AW_THREADS), a, Q + (size_t)r0 * a.n_head * a.hd, kc, vc, pos + r0,
+                      seq + r0, out + (size_t)r0 * a.n_head * a.hd, scratch);
         int e = OB_HRX_FN(launched)(q, "attention");
         if (e)
             return e;

@@ -56,6 +56,65 @@ __global__ static void k_actq(int fmt, const float *x, int n, int k, char *xq, s
         ((float *)dst)[b] = src[0];
 }
 
+/*
+ * The same on a GPU, a warp a block: lane l takes values l * V .. l * V + V - 1 (V = 8 of Q8_K's
+ * 256, 1 of A8's 32). amax is ob_act_amax's: the largest |x| is one value whichever order
+ * finds it (a NaN never wins a comparison, -0 never beats the starting +0), so each lane scans
+ * its values from +0 and the lanes' maxima meet by shuffles; then each value's q as
+ * ob_act_q, and the sums (bsums over 16 values: two lanes; A8's sum over the 32) are integers.
+ */
+template <int V>
+__global__ static void k_actq_w(const float *x, int n, int k, char *xq, size_t stride)
+{
+    enum { BL = V * OB_WARP };
+    int lane = (int)threadIdx.x & (OB_WARP - 1), nb = k / BL;
+    long blk = (long)blockIdx.x * (blockDim.x / OB_WARP) + (long)threadIdx.x / OB_WARP;
+    if (blk >= (long)n * nb)
+        return;                    /* the whole warp */
+    long r = blk / nb, b = blk % nb;
+    const float *src = x + r * k + b * BL + lane * V;
+    float v[V], amax = 0.0f;
+    OB_UNROLL
+    for (int i = 0; i < V; i++) {
+        v[i] = src[i];
+        float a = v[i] < 0.0f ? -v[i] : v[i];
+        amax = a > amax ? a : amax;
+    }
+    OB_UNROLL
+    for (int s = 16; s > 0; s >>= 1) {
+        float o = ob_shfl_xor(amax, s);
+        amax = o > amax ? o : amax;
+    }
+    float is = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int8_t qv[V];
+    int sum = 0;
+    OB_UNROLL
+    for (int i = 0; i < V; i++) {
+        qv[i] = (int8_t)ob_act_q(v[i], is);
+        sum += qv[i];
+    }
+    char *row = xq + (size_t)r * stride;
+    if (V == 8) {
+        struct ob_block_q8_k *y = (struct ob_block_q8_k *)row + b;
+        OB_UNROLL
+        for (int i = 0; i < V; i++)
+            y->qs[lane * V + i] = qv[i];
+        sum += ob_shfl_xor(sum, 1);        /* lanes 2j and 2j + 1: values 16 j .. 16 j + 15 */
+        if ((lane & 1) == 0)
+            y->bsums[lane >> 1] = (int16_t)sum;
+        if (lane == 0)
+            y->d = amax / 127.0f;
+    } else {
+        struct ob_act_a8 *y = (struct ob_act_a8 *)row + b;
+        y->qs[lane] = qv[0];
+        sum = ob_warp_isum(sum);
+        if (lane == 0) {
+            y->d = amax / 127.0f;
+            y->sum = sum;
+        }
+    }
+}
+
 extern "C" int OB_HRX_FN(actq)(struct ob_hrx_q *q, int fmt, const float *x, int n, int k,
                                void *xq, size_t stride)
 {
@@ -65,6 +124,14 @@ extern "C" int OB_HRX_FN(actq)(struct ob_hrx_q *q, int fmt, const float *x, int 
     long items = (long)n * (k / bl);
     if (items <= 0)
         return 0;
+    if (fmt != OB_HRX_ACT_F32 && !OB_HRX_FN(big_tiles)(q)) {   /* a warp a block, 4 a launch block */
+        dim3 grid((unsigned)((items + 3) / 4)), block(4 * OB_WARP);
+        if (fmt == OB_HRX_ACT_Q8K)
+            OB_LAUNCH(q, k_actq_w<8>, grid, block, x, n, k, (char *)xq, stride);
+        else
+            OB_LAUNCH(q, k_actq_w<1>, grid, block, x, n, k, (char *)xq, stride);
+        return OB_HRX_FN(launched)(q, "actq");
+    }
     OB_LAUNCH(q, k_actq, dim3((unsigned)((items + 127) / 128)), dim3(128), fmt, x, n, k,
               (char *)xq, stride);
     return OB_HRX_FN(launched)(q, "actq");
