@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU builds of the hrx route: make CUDA=1 (nvcc, sm_80 and sm_90) and make HIP=1 (hipcc,
-# gfx90a and gfx1030), both at once where both toolchains are installed, compile the kernel
+# gfx90a and gfx1030; CUDA_ARCH and HIP_ARCH name others), both at once where both toolchains are installed, compile the kernel
 # sources and link (in a copy of the tree that keeps this build's C objects, so that only the
 # GPU objects are compiled). The binaries carry each runtime; on a machine without a GPU,
 # -d hrx exits 4 with one line naming what each runtime said (with one: it must equal cpu);
@@ -14,7 +14,19 @@ mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make "$@"; }   # a make of its ow
 knobs=() names=()
 command -v nvcc > /dev/null && knobs+=(CUDA=1) && names+=(cuda)
 command -v hipcc > /dev/null && knobs+=(HIP=1) && names+=(hip)
-plan 7
+plan 8
+
+# the architectures are the user's to name (CUDA_ARCH, HIP_ARCH): device code for those only;
+# the defaults are sm_80 + sm_90 and gfx90a + gfx1030 (no toolchain needed: the command lines)
+arch=$(mk -s -C "$OB_TOP" print-cflags CUDA=1 HIP=1 | grep -E '^lib/hrx/(cuda|hip)-mm.o: ' |
+       grep -oE 'code=sm_[0-9a-z]+|offload-arch=gfx[0-9a-z]+' | tr '\n' ' ')
+one=$(mk -s -C "$OB_TOP" print-cflags CUDA=1 HIP=1 CUDA_ARCH=90 HIP_ARCH=gfx1151 |
+      grep -E '^lib/hrx/(cuda|hip)-mm.o: ' | grep -oE 'code=sm_[0-9a-z]+|offload-arch=gfx[0-9a-z]+' |
+      tr '\n' ' ')
+[ "$arch" = "code=sm_80 code=sm_90 offload-arch=gfx90a offload-arch=gfx1030 " ] &&
+    [ "$one" = "code=sm_90 offload-arch=gfx1151 " ]
+ok $? "CUDA_ARCH / HIP_ARCH: defaults ($arch), CUDA_ARCH=90 HIP_ARCH=gfx1151 ($one)"
+
 if [ ${#knobs[@]} -eq 0 ]; then
     for i in $(seq 7); do skip "GPU build check $i" "optional toolchain: neither nvcc nor hipcc"; done
     exit 0
