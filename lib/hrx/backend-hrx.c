@@ -35,6 +35,18 @@ extern const struct ob_hrx_rt ob_hrx_cuda_rt __attribute__((weak));
 extern const struct ob_hrx_rt ob_hrx_hip_rt __attribute__((weak));
 
 #define LOGIT_ROWS 64              /* rows of logits computed and copied back at a time */
+#define N_GRAPHS 8                 /* graphs kept, by batch size (least recently used goes) */
+
+/* how a step's launches (embed and the layers) go: launched one by one, recorded into a
+ * graph, or not launched (the kernel table is dry_kernels) because a graph of the very same
+ * launches replays them at the step's end */
+enum step_mode { STEP_EAGER, STEP_RECORD, STEP_REPLAY };
+
+struct graph_slot {
+    int n;                         /* the batch size it was recorded at; 0: empty */
+    void *g;
+    uint64_t used;
+};
 
 struct hrx_layer {
     struct ob_hrx_mat w[OB_W_DOWN + 1];  /* by role, OB_W_Q .. OB_W_DOWN */
@@ -52,8 +64,13 @@ struct ob_be {
     const struct ob_model *m;
     struct ob_be_params p;
     const struct ob_hrx_rt *rt;
-    const struct ob_hrx_kernels *k;
+    const struct ob_hrx_kernels *k;    /* the kernels the ops call: rt->k, or dry_kernels */
     struct ob_hrx_q *q;
+    bool graphs;                   /* replay a step's launches as a graph (rt has graphs) */
+    enum step_mode mode;
+    int last_n, cur;               /* the previous step's batch size; the replayed slot */
+    uint64_t tick;
+    struct graph_slot gs[N_GRAPHS];
     char device[96];
     struct ob_batch b;             /* the batch being run; its arrays on the device below */
     int32_t *d_tok, *d_pos, *d_seq, *d_rows;
@@ -259,6 +276,88 @@ static int upload_weights(struct ob_be *be)
     return 0;
 }
 
+/* ---- graphs ----------------------------------------------------------------------------------- *
+ *
+ * A decode step of one batch size launches the same kernels with the same arguments every time:
+ * buffers, weights and caches stay where open put them, and what changes (tokens, positions,
+ * slots) is read from device arrays that begin uploads. So from the second step in a row of a
+ * batch size on, the step's launches (embed and every layer) are recorded into a graph (the
+ * first time) or not launched at all (kernel table dry_kernels: the host-side bookkeeping of
+ * the ops still runs) and the graph of that size replays them, in queue order, when the step
+ * ends: before logits, the next begin, a KV copy or close — before anything can see the
+ * results. A step's launches cannot differ from the recorded ones: every argument is a
+ * function of the batch size and the model (a step whose op fails on the host fails the same
+ * way on its first, unrecorded run). The bits are the launches' own; OB_HRX_GRAPHS=0 turns
+ * graphs off, and profiling (OB_HRX_PROFILE) on a GPU does too.
+ */
+#define X_DRY(name, params) static int dry_##name params { return 0; }
+OB_HRX_KERNELS(X_DRY)
+#undef X_DRY
+#define X_DRY(name, params) .name = dry_##name,
+static const struct ob_hrx_kernels dry_kernels = {OB_HRX_KERNELS(X_DRY)};
+#undef X_DRY
+
+/* the graph of batch size n, or -1 */
+static int graph_find(const struct ob_be *be, int n)
+{
+    for (int i = 0; i < N_GRAPHS; i++)
+        if (be->gs[i].n == n)
+            return i;
+    return -1;
+}
+
+/* before a step's launches: how they will go */
+static int step_start(struct ob_be *be, int n)
+{
+    int last = be->last_n, i;
+    be->last_n = n;
+    be->mode = STEP_EAGER;
+    if (!be->graphs)
+        return 0;
+    if ((i = graph_find(be, n)) >= 0) {
+        be->mode = STEP_REPLAY;
+        be->cur = i;
+        be->k = &dry_kernels;
+        be->gs[i].used = ++be->tick;
+        return 0;
+    }
+    if (n != last)
+        return 0;                  /* a size seen once: not worth a graph yet */
+    int e = be->rt->graph_begin(be->q);
+    if (e == OB_EUNSUPP) {         /* not now (profiling): launch one by one from now on */
+        be->graphs = false;
+        return 0;
+    }
+    if (!e)
+        be->mode = STEP_RECORD;
+    return e;
+}
+
+/* at the end of a step's launches (any later op that needs them done calls this first) */
+static int step_end(struct ob_be *be)
+{
+    enum step_mode mode = be->mode;
+    be->mode = STEP_EAGER;
+    be->k = be->rt->k;
+    if (mode == STEP_REPLAY)
+        return be->rt->graph_launch(be->q, be->gs[be->cur].g);
+    if (mode != STEP_RECORD)
+        return 0;
+    void *g;
+    int e = be->rt->graph_end(be->q, &g), slot = 0;
+    if (e) {
+        be->graphs = false;        /* the step's launches did not run: the step fails */
+        return e;
+    }
+    for (int i = 1; i < N_GRAPHS; i++)   /* an empty slot, else the least recently used */
+        if (be->gs[slot].n && (!be->gs[i].n || be->gs[i].used < be->gs[slot].used))
+            slot = i;
+    if (be->gs[slot].g)
+        be->rt->graph_free(be->q, be->gs[slot].g);
+    be->gs[slot] = (struct graph_slot){be->b.n, g, ++be->tick};
+    return be->rt->graph_launch(be->q, g);
+}
+
 /* ---- open and close -------------------------------------------------------------------------- */
 
 static void hrx_close(struct ob_be *be)
@@ -266,6 +365,10 @@ static void hrx_close(struct ob_be *be)
     if (!be)
         return;
     if (be->q) {
+        (void)step_end(be);
+        for (int i = 0; i < N_GRAPHS; i++)
+            if (be->gs[i].g)
+                be->rt->graph_free(be->q, be->gs[i].g);
         be->rt->sync(be->q);
         for (size_t i = 0; i < be->n_mem; i++)
             be->rt->free(be->q, be->mem[i]);
@@ -318,6 +421,8 @@ static int hrx_open(const struct ob_model *m, const struct ob_be_params *p, bool
     be->p = *p;
     be->rt = rt;
     be->k = rt->k;
+    const char *gr = getenv("OB_HRX_GRAPHS");
+    be->graphs = rt->graph_begin && !(gr && !strcmp(gr, "0"));
     if (sim)
         snprintf(be->device, sizeof be->device, "hrx-sim (%d host thread%s)", p->n_threads,
                  p->n_threads == 1 ? "" : "s");
@@ -413,14 +518,16 @@ static int hrx_begin(struct ob_be *be, const struct ob_batch *b)
         if (b->tok[i] < 0 || (uint32_t)b->tok[i] >= V)
             return ob_seterr(OB_ERANGE, "token id %d is outside the vocabulary of %u", b->tok[i],
                              V);
+    int e;
+    if ((e = step_end(be)))        /* the previous step's launches, if it had no logits */
+        return e;
     be->b = *b;
     size_t n = (size_t)b->n * sizeof(int32_t);
-    int e;
     if ((e = be->rt->h2d(be->q, be->d_tok, b->tok, n)) ||
         (e = be->rt->h2d(be->q, be->d_pos, b->pos, n)) ||
         (e = be->rt->h2d(be->q, be->d_seq, b->seq, n)))
         return e;
-    return 0;
+    return step_start(be, b->n);
 }
 
 static int hrx_embed(struct ob_be *be)
@@ -540,6 +647,8 @@ static int hrx_logits(struct ob_be *be, const int32_t *rows, int nrows, float *o
     const struct ob_hrx_mat *w = &be->output;
     int E = (int)hp->n_embd, fmt = ob_type_actfmt(w->type), e;
     size_t stride = ob_act_row_bytes(fmt, E), V = (size_t)w->n;
+    if ((e = step_end(be)))
+        return e;
     for (int j0 = 0; j0 < nrows; j0 += LOGIT_ROWS) {
         int nj = nrows - j0 < LOGIT_ROWS ? nrows - j0 : LOGIT_ROWS;
         if ((e = be->rt->h2d(be->q, be->d_rows, rows + j0, (size_t)nj * sizeof(int32_t))) ||
@@ -561,6 +670,8 @@ static int hrx_kv_copy(struct ob_be *be, int dst, int src, int n_pos)
     size_t at_d = (size_t)dst * be->p.n_ctx * be->kvw, at_s = (size_t)src * be->p.n_ctx * be->kvw;
     size_t bytes = (size_t)n_pos * be->kvw * sizeof(uint16_t);
     int e;
+    if ((e = step_end(be)))
+        return e;
     for (uint32_t l = 0; l < be->m->hp.n_layer; l++)
         if ((e = be->rt->d2d(be->q, be->kc[l] + at_d, be->kc[l] + at_s, bytes)) ||
             (e = be->rt->d2d(be->q, be->vc[l] + at_d, be->vc[l] + at_s, bytes)))

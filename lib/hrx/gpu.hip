@@ -41,6 +41,15 @@
 #define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
 #define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define gpuGraph_t cudaGraph_t
+#define gpuGraphExec_t cudaGraphExec_t
+#define gpuStreamBeginCapture cudaStreamBeginCapture
+#define gpuStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#define gpuStreamEndCapture cudaStreamEndCapture
+#define gpuGraphInstantiate(x, g) cudaGraphInstantiate(x, g, 0)
+#define gpuGraphDestroy cudaGraphDestroy
+#define gpuGraphLaunch cudaGraphLaunch
+#define gpuGraphExecDestroy cudaGraphExecDestroy
 #elif defined(OB_HRX_HIP)
 #define GPU_API "hip"
 #define gpuError_t hipError_t
@@ -64,6 +73,15 @@
 #define gpuMemcpyHostToDevice hipMemcpyHostToDevice
 #define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define gpuGraph_t hipGraph_t
+#define gpuGraphExec_t hipGraphExec_t
+#define gpuStreamBeginCapture hipStreamBeginCapture
+#define gpuStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
+#define gpuStreamEndCapture hipStreamEndCapture
+#define gpuGraphInstantiate(x, g) hipGraphInstantiate(x, g, nullptr, nullptr, 0)
+#define gpuGraphDestroy hipGraphDestroy
+#define gpuGraphLaunch hipGraphLaunch
+#define gpuGraphExecDestroy hipGraphExecDestroy
 #else
 #error "gpu.hip is compiled by nvcc or hipcc only"
 #endif
@@ -268,9 +286,49 @@ static int gpu_sync(ob_hrx_q *q)
     return e;
 }
 
+/* graphs: stream capture (thread-local: only this thread's launches on the stream) */
+static int gpu_graph_begin(ob_hrx_q *q)
+{
+    if (Q(q)->prof)                /* profiling waits after each launch: no capture then */
+        return ob_seterr(OB_EUNSUPP, "hrx: no graphs while OB_HRX_PROFILE is set");
+    (void)gpuSetDevice(Q(q)->dev);
+    return check(gpuStreamBeginCapture(Q(q)->s, gpuStreamCaptureModeThreadLocal), "graph capture");
+}
+
+static int gpu_graph_end(ob_hrx_q *q, void **graph)
+{
+    gpuGraph_t g = NULL;
+    gpuGraphExec_t x = NULL;
+    *graph = NULL;
+    (void)gpuSetDevice(Q(q)->dev);
+    int e = check(gpuStreamEndCapture(Q(q)->s, &g), "graph capture");
+    if (!e)
+        e = check(gpuGraphInstantiate(&x, g), "graph instantiation");
+    if (g)
+        (void)gpuGraphDestroy(g);
+    if (!e)
+        *graph = (void *)x;
+    return e;
+}
+
+static int gpu_graph_launch(ob_hrx_q *q, void *graph)
+{
+    (void)gpuSetDevice(Q(q)->dev);
+    return check(gpuGraphLaunch((gpuGraphExec_t)graph, Q(q)->s), "graph launch");
+}
+
+static void gpu_graph_free(ob_hrx_q *q, void *graph)
+{
+    (void)gpuSetDevice(Q(q)->dev);
+    if (graph)
+        (void)gpuGraphExecDestroy((gpuGraphExec_t)graph);
+}
+
 #if !defined(__HIP_DEVICE_COMPILE__)        /* host code only (table.hip says why) */
 extern "C" const ob_hrx_rt OB_HRX_FN(rt) = {
     GPU_API, gpu_count, gpu_info, gpu_open, gpu_close, gpu_alloc, gpu_free,
-    gpu_h2d, gpu_d2h, gpu_d2d, gpu_sync, false, &OB_HRX_FN(kernels),
+    gpu_h2d, gpu_d2h, gpu_d2d, gpu_sync,
+    gpu_graph_begin, gpu_graph_end, gpu_graph_launch, gpu_graph_free,
+    false, &OB_HRX_FN(kernels),
 };
 #endif

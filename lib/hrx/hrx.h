@@ -142,6 +142,14 @@ struct ob_hrx_rt {
     int (*d2h)(struct ob_hrx_q *q, void *dst, const void *src, size_t bytes);
     int (*d2d)(struct ob_hrx_q *q, void *dst, const void *src, size_t bytes);
     int (*sync)(struct ob_hrx_q *q);
+    /* Graphs (NULL where the target has none): between graph_begin and graph_end the
+     * launches on q are recorded, not run (no copy or sync may come between); graph_end
+     * gives an executable graph of them, graph_launch runs it in queue order (its launches
+     * with the arguments they were recorded with), graph_free frees it. */
+    int (*graph_begin)(struct ob_hrx_q *q);
+    int (*graph_end)(struct ob_hrx_q *q, void **graph);
+    int (*graph_launch)(struct ob_hrx_q *q, void *graph);
+    void (*graph_free)(struct ob_hrx_q *q, void *graph);
     /* device memory is host memory: weights are read in place from the mapped model */
     bool host_memory;
     const struct ob_hrx_kernels *k;

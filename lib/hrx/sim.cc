@@ -395,7 +395,21 @@ static bool run_block(exec *x, dim3 grid, dim3 block, dim3 bidx)
 
 /* ---- queues and launches ---------------------------------------------------------------------- */
 
+/* a recorded launch, and a graph of them (the runtime table's graph_*) */
+struct sim_rec {
+    const char *kernel;
+    dim3 grid, block;
+    ob_sim_body body;
+    void *arg;
+};
+struct sim_graph {
+    sim_rec *rec;
+    size_t n, cap;
+    bool failed;                   /* a launch could not be kept (out of memory) */
+};
+
 struct ob_hrx_q {
+    sim_graph *rec;                /* the graph being recorded, or NULL */
     struct ob_pool *pool;
     int n_threads;
     exec **ex;                     /* [n_threads], made when a thread first runs a block */
@@ -468,6 +482,28 @@ void ob_sim_run(ob_hrx_q *q, const char *kernel, dim3 grid, dim3 block, ob_sim_b
 
 bool ob_sim_big_tiles(ob_hrx_q *q) { return q->big_tiles; }
 
+bool ob_sim_recording(ob_hrx_q *q) { return q->rec != NULL; }
+
+void ob_sim_record(ob_hrx_q *q, const char *kernel, dim3 grid, dim3 block, ob_sim_body body,
+                   void *arg)
+{
+    sim_graph *g = q->rec;
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 256;
+        sim_rec *r = (sim_rec *)realloc(g->rec, cap * sizeof *r);
+        if (!r) {
+            free(arg);
+            g->failed = true;
+            return;
+        }
+        g->rec = r;
+        g->cap = cap;
+    }
+    if (!arg)
+        g->failed = true;
+    g->rec[g->n++] = sim_rec{kernel, grid, block, body, arg};
+}
+
 extern "C" int ob_hrx_sim_launched(ob_hrx_q *q, const char *kernel)
 {
     if (!q->err)
@@ -499,10 +535,13 @@ static int sim_info(int index, ob_hrx_devinfo *out)
     return 0;
 }
 
+static void sim_graph_free(ob_hrx_q *q, void *graph);
+
 static void sim_close(ob_hrx_q *q)
 {
     if (!q)
         return;
+    sim_graph_free(q, q->rec);
     ob_pool_free(q->pool);
     for (int i = 0; i < q->n_threads; i++)
         exec_free(q->ex[i]);
@@ -563,7 +602,55 @@ static int sim_copy(ob_hrx_q *q, void *dst, const void *src, size_t bytes)
 
 static int sim_sync(ob_hrx_q *q) { return 0; }
 
+/* ---- graphs: the launches kept in order and run again, each with its recorded arguments ---- */
+
+static void sim_graph_free(ob_hrx_q *q, void *graph)
+{
+    sim_graph *g = (sim_graph *)graph;
+    if (!g)
+        return;
+    for (size_t i = 0; i < g->n; i++)
+        free(g->rec[i].arg);
+    free(g->rec);
+    free(g);
+}
+
+static int sim_graph_begin(ob_hrx_q *q)
+{
+    if (q->rec)
+        return ob_seterr(OB_EINTERNAL, "hrx-sim: a graph is already being recorded");
+    if (!(q->rec = (sim_graph *)calloc(1, sizeof *q->rec)))
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int sim_graph_end(ob_hrx_q *q, void **graph)
+{
+    sim_graph *g = q->rec;
+    *graph = NULL;
+    if (!g)
+        return ob_seterr(OB_EINTERNAL, "hrx-sim: no graph is being recorded");
+    q->rec = NULL;
+    if (g->failed) {
+        sim_graph_free(q, g);
+        return ob_seterr(OB_ENOMEM, "hrx-sim: out of memory for a graph's launches");
+    }
+    *graph = g;
+    return 0;
+}
+
+static int sim_graph_launch(ob_hrx_q *q, void *graph)
+{
+    sim_graph *g = (sim_graph *)graph;
+    for (size_t i = 0; i < g->n && !q->err; i++)
+        ob_sim_run(q, g->rec[i].kernel, g->rec[i].grid, g->rec[i].block, g->rec[i].body,
+                   g->rec[i].arg);
+    return ob_hrx_sim_launched(q, "graph");
+}
+
 extern "C" const ob_hrx_rt ob_hrx_sim_rt = {
     "sim", sim_count, sim_info, sim_open, sim_close, sim_alloc, sim_free,
-    sim_copy, sim_copy, sim_copy, sim_sync, true, &ob_hrx_sim_kernels,
+    sim_copy, sim_copy, sim_copy, sim_sync,
+    sim_graph_begin, sim_graph_end, sim_graph_launch, sim_graph_free,
+    true, &ob_hrx_sim_kernels,
 };

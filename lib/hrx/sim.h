@@ -17,7 +17,10 @@
 #ifndef OB_HRX_SIM_H
 #define OB_HRX_SIM_H
 
+#include <new>
+#include <type_traits>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "hrx/hrx.h"
 
@@ -44,11 +47,25 @@ typedef void (*ob_sim_body)(const void *arg);
 void ob_sim_run(struct ob_hrx_q *q, const char *kernel, dim3 grid, dim3 block, ob_sim_body body,
                 const void *arg);
 
+/* while q records a graph (ob_hrx_sim_rt.graph_begin): keep the launch, its argument a heap
+ * copy that the graph owns (NULL: out of memory, the graph fails) */
+bool ob_sim_recording(struct ob_hrx_q *q);
+void ob_sim_record(struct ob_hrx_q *q, const char *kernel, dim3 grid, dim3 block, ob_sim_body body,
+                   void *arg);
+
 template <class F>
 static inline void ob_sim_launch(struct ob_hrx_q *q, const char *kernel, dim3 grid, dim3 block,
                                  const F &f)
 {
-    ob_sim_run(q, kernel, grid, block, [](const void *p) { (*(const F *)p)(); }, &f);
+    ob_sim_body body = [](const void *p) { (*(const F *)p)(); };
+    if (ob_sim_recording(q)) {
+        /* the launch's arguments by value, as a GPU graph keeps them (freed with free()) */
+        static_assert(std::is_trivially_destructible<F>::value, "a launch's arguments are plain values");
+        void *m = malloc(sizeof(F));
+        ob_sim_record(q, kernel, grid, block, body, m ? new (m) F(f) : NULL);
+        return;
+    }
+    ob_sim_run(q, kernel, grid, block, body, &f);
 }
 
 #endif

@@ -640,6 +640,55 @@ static void test_elementwise(void)
     free(got);
 }
 
+/* graphs: recorded launches do not run until the graph does; each replay runs them with the
+ * arguments they were recorded with, in order (y = y + x three times: y0 + 3x, exactly, for
+ * small integers), and a launch after the graph sees its results */
+static void test_graph(void)
+{
+    size_t n = 3000;
+    float *x = malloc(n * 4), *y = malloc(n * 4), *got = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (float)(i % 7);
+        y[i] = (float)(i % 11);
+    }
+    float *dx = dput(x, n * 4), *dy = dput(y, n * 4);
+    void *g = NULL;
+    int e = rt->graph_begin(q);
+    if (!e)
+        e = rt->k->add(q, dy, dx, n);
+    if (!e)
+        e = rt->k->add(q, dy, dx, n / 2);   /* a second launch, other arguments */
+    if (!e)
+        e = rt->graph_end(q, &g);
+    long bad = 0;
+    if (!e) {
+        dget(got, dy, n * 4);              /* recorded, not run: y unchanged */
+        for (size_t i = 0; i < n; i++)
+            bad += got[i] != y[i];
+    }
+    ok(!e && bad == 0, "graph: two launches recorded, none run yet (%ld changed)%s", bad,
+       e ? ob_errmsg() : "");
+    for (int r = 0; r < 2 && !e; r++)
+        e = rt->graph_launch(q, g);
+    if (!e)
+        e = rt->k->add(q, dy, dx, n);
+    bad = 0;
+    if (!e) {
+        dget(got, dy, n * 4);
+        for (size_t i = 0; i < n; i++)
+            bad += got[i] != y[i] + (float)(i < n / 2 ? 5 : 3) * x[i];
+    }
+    ok(!e && bad == 0, "graph: two replays then one launch, in queue order (%ld differ)%s", bad,
+       e ? ob_errmsg() : "");
+    if (g)
+        rt->graph_free(q, g);
+    rt->free(q, dx);
+    rt->free(q, dy);
+    free(x);
+    free(y);
+    free(got);
+}
+
 static void run_all(const char *name)
 {
     printf("# %s\n", name);
@@ -651,6 +700,7 @@ static void run_all(const char *name)
     test_qk_rope();
     test_attention();
     test_elementwise();
+    test_graph();
 }
 
 int main(int argc, char **argv)
