@@ -151,6 +151,11 @@ int ob_forward(const struct ob_be_ops *o, struct ob_be *be, const struct ob_mode
                const struct ob_batch *b, const int32_t *rows, int nrows, float *out32,
                double *out64);
 
+/* Layer l of that pass as the ops above, one by one: what a route's own `layer` may call for
+ * the layers it does not fuse. */
+int ob_forward_layer(const struct ob_be_ops *o, struct ob_be *be, const struct ob_hparams *hp,
+                     int l);
+
 /* the matrix of a role in layer l, and its bias (NULL when the model has none) */
 static inline const struct ob_matrix *ob_layer_matrix(const struct ob_model *m, int l, int role)
 {

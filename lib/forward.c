@@ -22,7 +22,8 @@
  */
 #include "backend.h"
 
-static int layer(const struct ob_be_ops *o, struct ob_be *be, const struct ob_hparams *hp, int l)
+int ob_forward_layer(const struct ob_be_ops *o, struct ob_be *be, const struct ob_hparams *hp,
+                     int l)
 {
     int e;
     if ((e = o->rmsnorm(be, l, OB_W_ATTN_NORM, OB_BX, OB_BXN)) ||
@@ -59,7 +60,7 @@ int ob_forward(const struct ob_be_ops *o, struct ob_be *be, const struct ob_mode
     if ((e = o->begin(be, b)) || (e = o->embed(be)))
         return e;
     for (int l = 0; l < (int)hp->n_layer; l++)
-        if ((e = o->layer ? o->layer(be, l) : layer(o, be, hp, l)))
+        if ((e = o->layer ? o->layer(be, l) : ob_forward_layer(o, be, hp, l)))
             return e;
     return nrows > 0 ? o->logits(be, rows, nrows, out32, out64) : 0;
 }

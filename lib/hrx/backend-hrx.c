@@ -30,6 +30,8 @@
 _Static_assert((int)OB_HRX_ACT_F32 == (int)OB_ACT_F32 && (int)OB_HRX_ACT_Q8K == (int)OB_ACT_Q8K &&
                (int)OB_HRX_ACT_A8 == (int)OB_ACT_A8, "one numbering of the activation formats");
 
+extern const struct ob_be_ops ob_be_hrx, ob_be_hrx_sim;   /* at the end of this file */
+
 /* the GPU runtimes, present when make CUDA=1 or HIP=1 linked them in */
 extern const struct ob_hrx_rt ob_hrx_cuda_rt __attribute__((weak));
 extern const struct ob_hrx_rt ob_hrx_hip_rt __attribute__((weak));
@@ -66,6 +68,8 @@ struct ob_be {
     const struct ob_hrx_rt *rt;
     const struct ob_hrx_kernels *k;    /* the kernels the ops call: rt->k, or dry_kernels */
     struct ob_hrx_q *q;
+    const struct ob_be_ops *ops;   /* ob_be_hrx or ob_be_hrx_sim: for ob_forward_layer */
+    bool fuse;                     /* hrx_layer folds ops together (not OB_HRX_FUSE=0) */
     bool graphs;                   /* replay a step's launches as a graph (rt has graphs) */
     enum step_mode mode;
     int last_n, cur;               /* the previous step's batch size; the replayed slot */
@@ -421,8 +425,10 @@ static int hrx_open(const struct ob_model *m, const struct ob_be_params *p, bool
     be->p = *p;
     be->rt = rt;
     be->k = rt->k;
-    const char *gr = getenv("OB_HRX_GRAPHS");
+    const char *gr = getenv("OB_HRX_GRAPHS"), *fu = getenv("OB_HRX_FUSE");
     be->graphs = rt->graph_begin && !(gr && !strcmp(gr, "0"));
+    be->fuse = !(fu && !strcmp(fu, "0"));
+    be->ops = sim ? &ob_be_hrx_sim : &ob_be_hrx;
     if (sim)
         snprintf(be->device, sizeof be->device, "hrx-sim (%d host thread%s)", p->n_threads,
                  p->n_threads == 1 ? "" : "s");
@@ -572,15 +578,40 @@ static int quantised(struct ob_be *be, int src, uint32_t wtype, int k, int n)
     return 0;
 }
 
-static int hrx_matmul(struct ob_be *be, int l, int role, int src, int dst)
+/* dst = W src, or that product folded into dst by op (OB_HRX_EPI_*) */
+static int matmul_op(struct ob_be *be, int l, int role, int src, int dst, int op)
 {
     const struct ob_hrx_mat *w = &be->L[l].w[role];
     int e;
     if ((e = quantised(be, src, w->type, w->k, be->b.n)))
         return e;
     e = be->k->matmul(be->q, *w, be->xq, be->xq_stride, be->b.n, be->L[l].bias[role],
-                      be->buf[dst], (size_t)be->width[dst]);
+                      be->buf[dst], (size_t)be->width[dst], op);
     be->version[dst]++;
+    return e;
+}
+
+static int hrx_matmul(struct ob_be *be, int l, int role, int src, int dst)
+{
+    return matmul_op(be, l, role, src, dst, OB_HRX_EPI_STORE);
+}
+
+/* dst = rmsnorm(src) and its rows quantised for the weights of wrole (the quantised copy the
+ * next matmuls reuse), one launch on a GPU */
+static int rmsnorm_q(struct ob_be *be, int l, int role, int src, int dst, int wrole)
+{
+    const struct hrx_layer *L = &be->L[l];
+    const float *w = role == OB_W_ATTN_NORM ? L->attn_norm : L->ffn_norm;
+    int k = be->width[src], fmt = ob_type_actfmt(L->w[wrole].type), n = be->b.n;
+    size_t stride = ob_act_row_bytes(fmt, k);
+    int e = be->k->rmsnorm_q(be->q, be->buf[src], n, k, w, be->m->hp.rms_eps, be->buf[dst],
+                             fmt, be->xq, stride);
+    be->version[dst]++;
+    be->xq_buf = e ? -1 : dst;
+    be->xq_fmt = fmt;
+    be->xq_rows = n;
+    be->xq_version = be->version[dst];
+    be->xq_stride = stride;
     return e;
 }
 
@@ -640,6 +671,34 @@ static int hrx_add(struct ob_be *be, int dst, int src)
     return e;
 }
 
+/*
+ * Layer l with ops folded together where the arithmetic is the same, operation for operation:
+ * rmsnorm and the quantisation of its rows (rmsnorm_q), the residual adds into the output and
+ * down products (X = X + OUT as the matmul's last rounding), swiglu / geglu into the up product
+ * (GATE = act(GATE) * UP with the gate's product already in GATE). OUT and UP are not written.
+ * Gemma 3's post norms (which normalise OUT before the add) take the ops one by one, and so
+ * does every layer under OB_HRX_FUSE=0.
+ */
+static int hrx_layer(struct ob_be *be, int l)
+{
+    const struct ob_hparams *hp = &be->m->hp;
+    if (!be->fuse || hp->post_norms)
+        return ob_forward_layer(be->ops, be, hp, l);
+    int glu = hp->ffn_act == OB_ACT_GELU ? OB_HRX_EPI_GELU : OB_HRX_EPI_SILU, e;
+    if ((e = rmsnorm_q(be, l, OB_W_ATTN_NORM, OB_BX, OB_BXN, OB_W_Q)) ||
+        (e = matmul_op(be, l, OB_W_Q, OB_BXN, OB_BQ, OB_HRX_EPI_STORE)) ||
+        (e = matmul_op(be, l, OB_W_K, OB_BXN, OB_BK, OB_HRX_EPI_STORE)) ||
+        (e = matmul_op(be, l, OB_W_V, OB_BXN, OB_BV, OB_HRX_EPI_STORE)) ||
+        (e = hrx_qk_rope(be, l)) || (e = hrx_kv_store(be, l)) || (e = hrx_attention(be, l)) ||
+        (e = matmul_op(be, l, OB_W_O, OB_BATT, OB_BX, OB_HRX_EPI_ADD)) ||
+        (e = rmsnorm_q(be, l, OB_W_FFN_NORM, OB_BX, OB_BXN, OB_W_GATE)) ||
+        (e = matmul_op(be, l, OB_W_GATE, OB_BXN, OB_BGATE, OB_HRX_EPI_STORE)) ||
+        (e = matmul_op(be, l, OB_W_UP, OB_BXN, OB_BGATE, glu)) ||
+        (e = matmul_op(be, l, OB_W_DOWN, OB_BGATE, OB_BX, OB_HRX_EPI_ADD)))
+        return e;
+    return 0;
+}
+
 static int hrx_logits(struct ob_be *be, const int32_t *rows, int nrows, float *out32,
                       double *out64)
 {
@@ -655,7 +714,8 @@ static int hrx_logits(struct ob_be *be, const int32_t *rows, int nrows, float *o
             (e = be->k->rmsnorm(be->q, be->buf[OB_BX], be->d_rows, nj, E, be->output_norm,
                                 hp->rms_eps, be->logit_x)) ||
             (e = be->k->actq(be->q, fmt, be->logit_x, nj, E, be->logit_q, stride)) ||
-            (e = be->k->matmul(be->q, *w, be->logit_q, stride, nj, NULL, be->logits, V)) ||
+            (e = be->k->matmul(be->q, *w, be->logit_q, stride, nj, NULL, be->logits, V,
+                               OB_HRX_EPI_STORE)) ||
             (e = be->rt->d2h(be->q, out32 + (size_t)j0 * V, be->logits, (size_t)nj * V * 4)))
             return e;
     }
@@ -682,7 +742,8 @@ static int hrx_kv_copy(struct ob_be *be, int dst, int src, int n_pos)
 #define HRX_OPS(open_fn)                                                                   \
     {                                                                                      \
         .open = open_fn, .close = hrx_close, .device = hrx_device, .begin = hrx_begin,     \
-        .embed = hrx_embed, .rmsnorm = hrx_rmsnorm, .matmul = hrx_matmul,                  \
+        .layer = hrx_layer, .embed = hrx_embed, .rmsnorm = hrx_rmsnorm,                    \
+        .matmul = hrx_matmul,                                                              \
         .qk_rope = hrx_qk_rope, .kv_store = hrx_kv_store, .attention = hrx_attention,      \
         .swiglu = hrx_swiglu, .geglu = hrx_geglu, .add = hrx_add, .logits = hrx_logits,   \
         .kv_copy = hrx_kv_copy,                                                            \

@@ -49,6 +49,11 @@ struct ob_hrx_mat {
  * numbers): float rows, Q8_K blocks (K-quant weights), A8 blocks (32-value formats). */
 enum { OB_HRX_ACT_F32 = 0, OB_HRX_ACT_Q8K = 1, OB_HRX_ACT_A8 = 2 };
 
+/* What a matmul does with its result v (after the bias): store it (y = v), or fold the next op
+ * in: the residual add y = y + v (ob_add_f32), or the gated unit with y holding the gate's
+ * product: y = ob_silu(y) * v (swiglu), y = ob_gelu(y) * v (geglu). */
+enum { OB_HRX_EPI_STORE = 0, OB_HRX_EPI_ADD = 1, OB_HRX_EPI_SILU = 2, OB_HRX_EPI_GELU = 3 };
+
 /* Per-head q/k norm and RoPE of one layer (ob_rmsnorm over head_dim values, then ob_rope). */
 struct ob_hrx_rope {
     int n_head, n_head_kv, hd, n_rot, neox;
@@ -80,8 +85,10 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
  *   rmsnorm    y[j] = ob_rmsnorm(x[rows[j]], w) over k values (rows NULL: row j), j < n
  *   actq       row i of xq (stride bytes apart) = x row i (k values) in format fmt:
  *              ob_quantize_q8k, ob_quantize_a8, or the floats (OB_HRX_ACT_*)
+ *   rmsnorm_q  rmsnorm (rows NULL) into y, then actq of y into xq: one launch on a GPU
  *   matmul     y[r * ldy + i] = dot(w row i, xq row r) (+ b[i] when b), r < n, i < w.n
- *              (lib/arith/dot.h: ob_dot_<type>)
+ *              (lib/arith/dot.h: ob_dot_<type>), or that value folded into y by epi
+ *              (OB_HRX_EPI_*)
  *   qk_rope    each head of Q (n_head * hd per row) and K (n_head_kv * hd): q/k norm, then
  *              RoPE at pos[i]
  *   kv_store   kc/vc[(seq[i] * n_ctx + pos[i]) * kvw ..] = fp16 of K/V row i (ob_kv_put)
@@ -99,8 +106,10 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
                 const float *w, float eps, float *y))                                        \
     X(actq, (struct ob_hrx_q *q, int fmt, const float *x, int n, int k, void *xq,            \
              size_t stride))                                                                 \
+    X(rmsnorm_q, (struct ob_hrx_q *q, const float *x, int n, int k, const float *w, float eps,  \
+                  float *y, int fmt, void *xq, size_t stride))                               \
     X(matmul, (struct ob_hrx_q *q, struct ob_hrx_mat w, const void *xq, size_t stride, int n, \
-               const float *b, float *y, size_t ldy))                                        \
+               const float *b, float *y, size_t ldy, int epi))                               \
     X(qk_rope, (struct ob_hrx_q *q, struct ob_hrx_rope r, float *Q, float *K,                \
                 const int32_t *pos, int n))                                                  \
     X(kv_store, (struct ob_hrx_q *q, const float *K, const float *V, int kvw,                \

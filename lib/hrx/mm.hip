@@ -32,7 +32,23 @@
 #include <stdio.h>
 
 #include "hrx/shim.h"
+#include "hrx/warp.h"
 #include "arith/dot.h"
+
+/* the result of row i, v, into *y: the bias, then the epilogue (hrx.h: OB_HRX_EPI_*), each
+ * one rounding as the separate ops (ob_add_f32, ob_swiglu, ob_geglu) would do it */
+__device__ static inline void mm_put(float *y, float v, const float *bias, int i, int op)
+{
+    if (bias)
+        v = v + bias[i];
+    if (op == OB_HRX_EPI_ADD)
+        v = *y + v;
+    else if (op == OB_HRX_EPI_SILU)
+        v = ob_silu(*y) * v;
+    else if (op == OB_HRX_EPI_GELU)
+        v = ob_gelu(*y) * v;
+    *y = v;
+}
 
 #define MM_THREADS 128             /* threads of a block; pairs of a tile: at most this */
 #define MM_ITEMS 2048              /* a chunk's parts (pairs x blocks x parts) in shared memory */
@@ -56,13 +72,7 @@ __global__ static void k_actq(int fmt, const float *x, int n, int k, char *xq, s
         ((float *)dst)[b] = src[0];
 }
 
-/*
- * The same on a GPU, a warp a block: lane l takes values l * V .. l * V + V - 1 (V = 8 of Q8_K's
- * 256, 1 of A8's 32). amax is ob_act_amax's: the largest |x| is one value whichever order
- * finds it (a NaN never wins a comparison, -0 never beats the starting +0), so each lane scans
- * its values from +0 and the lanes' maxima meet by shuffles; then each value's q as
- * ob_act_q, and the sums (bsums over 16 values: two lanes; A8's sum over the 32) are integers.
- */
+/* the same on a GPU, a warp a block (warp.h: ob_warp_actq) */
 template <int V>
 __global__ static void k_actq_w(const float *x, int n, int k, char *xq, size_t stride)
 {
@@ -73,46 +83,11 @@ __global__ static void k_actq_w(const float *x, int n, int k, char *xq, size_t s
         return;                    /* the whole warp */
     long r = blk / nb, b = blk % nb;
     const float *src = x + r * k + b * BL + lane * V;
-    float v[V], amax = 0.0f;
+    float v[V];
     OB_UNROLL
-    for (int i = 0; i < V; i++) {
+    for (int i = 0; i < V; i++)
         v[i] = src[i];
-        float a = v[i] < 0.0f ? -v[i] : v[i];
-        amax = a > amax ? a : amax;
-    }
-    OB_UNROLL
-    for (int s = 16; s > 0; s >>= 1) {
-        float o = ob_shfl_xor(amax, s);
-        amax = o > amax ? o : amax;
-    }
-    float is = amax > 0.0f ? 127.0f / amax : 0.0f;
-    int8_t qv[V];
-    int sum = 0;
-    OB_UNROLL
-    for (int i = 0; i < V; i++) {
-        qv[i] = (int8_t)ob_act_q(v[i], is);
-        sum += qv[i];
-    }
-    char *row = xq + (size_t)r * stride;
-    if (V == 8) {
-        struct ob_block_q8_k *y = (struct ob_block_q8_k *)row + b;
-        OB_UNROLL
-        for (int i = 0; i < V; i++)
-            y->qs[lane * V + i] = qv[i];
-        sum += ob_shfl_xor(sum, 1);        /* lanes 2j and 2j + 1: values 16 j .. 16 j + 15 */
-        if ((lane & 1) == 0)
-            y->bsums[lane >> 1] = (int16_t)sum;
-        if (lane == 0)
-            y->d = amax / 127.0f;
-    } else {
-        struct ob_act_a8 *y = (struct ob_act_a8 *)row + b;
-        y->qs[lane] = qv[0];
-        sum = ob_warp_isum(sum);
-        if (lane == 0) {
-            y->d = amax / 127.0f;
-            y->sum = sum;
-        }
-    }
+    ob_warp_actq<V>(v, lane, xq + (size_t)r * stride, (int)b);
 }
 
 extern "C" int OB_HRX_FN(actq)(struct ob_hrx_q *q, int fmt, const float *x, int n, int k,
@@ -296,7 +271,7 @@ struct mm_tile {
 
 template <class T>
 __global__ static void k_mm_q(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
-                              const float *bias, float *y, size_t ldy, struct mm_tile g)
+                              const float *bias, float *y, size_t ldy, int op, struct mm_tile g)
 {
     __shared__ int part_is[MM_ITEMS], part_ms[MM_ITEMS];
     __shared__ float rb[MM_ITEMS], acc[MM_THREADS][8];
@@ -349,9 +324,7 @@ __global__ static void k_mm_q(struct ob_hrx_mat w, const char *xq, size_t stride
         for (int u = 0; u < 8; u++)
             p[u] = acc[t][u];
         float v = ob_fold8(p);
-        if (bias)
-            v = v + bias[my_n];
-        y[(size_t)my_r * ldy + my_n] = v;
+        mm_put(&y[(size_t)my_r * ldy + my_n], v, bias, my_n, op);
     }
 }
 
@@ -447,7 +420,7 @@ struct mv_part<t_q6_k, TR> {
 
 template <class T, int TR>
 __global__ static void k_mv_q(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
-                              const float *bias, float *y, size_t ldy)
+                              const float *bias, float *y, size_t ldy, int op)
 {
     typedef typename T::W W;
     typedef typename T::A A;
@@ -527,26 +500,24 @@ __global__ static void k_mv_q(struct ob_hrx_mat w, const char *xq, size_t stride
             pp[u] = ob_shfl(acc[r], u);
         if (lane == 0 && r0 + r < n) {
             float v = ob_fold8(pp);
-            if (bias)
-                v = v + bias[wn];
-            y[(size_t)(r0 + r) * ldy + wn] = v;
+            mm_put(&y[(size_t)(r0 + r) * ldy + wn], v, bias, wn, op);
         }
     }
 }
 
 template <class T>
 static void mv_launch(struct ob_hrx_q *q, struct ob_hrx_mat w, const char *x, size_t stride,
-                      int n, const float *b, float *y, size_t ldy)
+                      int n, const float *b, float *y, size_t ldy, int op)
 {
     int tr = n >= 5 ? 8 : n >= 3 ? 4 : n;
     dim3 grid((unsigned)((w.n + MV_WARPS - 1) / MV_WARPS), (unsigned)((n + tr - 1) / tr));
     dim3 block(MV_WARPS * OB_WARP);
 #define MV_K(T, TR) k_mv_q<T, TR>  /* one macro argument for the template's two */
     switch (tr) {
-    case 1: OB_LAUNCH(q, MV_K(T, 1), grid, block, w, x, stride, n, b, y, ldy); break;
-    case 2: OB_LAUNCH(q, MV_K(T, 2), grid, block, w, x, stride, n, b, y, ldy); break;
-    case 4: OB_LAUNCH(q, MV_K(T, 4), grid, block, w, x, stride, n, b, y, ldy); break;
-    default: OB_LAUNCH(q, MV_K(T, 8), grid, block, w, x, stride, n, b, y, ldy); break;
+    case 1: OB_LAUNCH(q, MV_K(T, 1), grid, block, w, x, stride, n, b, y, ldy, op); break;
+    case 2: OB_LAUNCH(q, MV_K(T, 2), grid, block, w, x, stride, n, b, y, ldy, op); break;
+    case 4: OB_LAUNCH(q, MV_K(T, 4), grid, block, w, x, stride, n, b, y, ldy, op); break;
+    default: OB_LAUNCH(q, MV_K(T, 8), grid, block, w, x, stride, n, b, y, ldy, op); break;
     }
 #undef MV_K
 }
@@ -565,7 +536,7 @@ __device__ static inline float mm_wval(const void *row, int i)
 
 template <int TYPE>
 __global__ static void k_mm_f(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
-                              const float *bias, float *y, size_t ldy, struct mm_tile g)
+                              const float *bias, float *y, size_t ldy, int op, struct mm_tile g)
 {
     __shared__ float part[MM_THREADS][OB_WARP + 1];
     int tn = g.tn, t = (int)threadIdx.x, pairs = g.tn * g.tr;
@@ -589,14 +560,13 @@ __global__ static void k_mm_f(struct ob_hrx_mat w, const char *xq, size_t stride
         for (int j = 0; j < OB_WARP; j++)
             p[j] = part[t][j];
         float v = ob_fold32(p);
-        if (bias)
-            v = v + bias[my_n];
-        y[(size_t)my_r * ldy + my_n] = v;
+        mm_put(&y[(size_t)my_r * ldy + my_n], v, bias, my_n, op);
     }
 }
 
 extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const void *xq,
-                                 size_t stride, int n, const float *b, float *y, size_t ldy)
+                                 size_t stride, int n, const float *b, float *y, size_t ldy,
+                                 int op)
 {
     if (n <= 0 || w.n <= 0)
         return 0;
@@ -613,9 +583,10 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
 #define MM_Q(T, name)                                                                   \
     case T:                                                                             \
         if (tiles)                                                                      \
-            OB_LAUNCH(q, k_mm_q<t_##name>, grid, block, w, x, stride, n, b, y, ldy, g); \
+            OB_LAUNCH(q, k_mm_q<t_##name>, grid, block, w, x, stride, n, b, y, ldy, op,  \
+                      g);                                                               \
         else                                                                            \
-            mv_launch<t_##name>(q, w, x, stride, n, b, y, ldy);                         \
+            mv_launch<t_##name>(q, w, x, stride, n, b, y, ldy, op);                     \
         break;
     MM_Q(OB_Q4_0, q4_0)
     MM_Q(OB_Q4_1, q4_1)
@@ -628,9 +599,14 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
     MM_Q(OB_Q5_K, q5_k)
     MM_Q(OB_Q6_K, q6_k)
 #undef MM_Q
-    case OB_F32: OB_LAUNCH(q, k_mm_f<OB_F32>, grid, block, w, x, stride, n, b, y, ldy, g); break;
-    case OB_F16: OB_LAUNCH(q, k_mm_f<OB_F16>, grid, block, w, x, stride, n, b, y, ldy, g); break;
-    case OB_BF16: OB_LAUNCH(q, k_mm_f<OB_BF16>, grid, block, w, x, stride, n, b, y, ldy, g); break;
+#define MM_F(T)                                                                         \
+    case T:                                                                             \
+        OB_LAUNCH(q, k_mm_f<T>, grid, block, w, x, stride, n, b, y, ldy, op, g);        \
+        break;
+    MM_F(OB_F32)
+    MM_F(OB_F16)
+    MM_F(OB_BF16)
+#undef MM_F
     default:
         return ob_seterr(OB_EUNSUPP, "hrx: no kernel for %s weights", ob_type_name(w.type));
     }

@@ -6,6 +6,8 @@
  *   rmsnorm   one warp a row: lane j holds ob_dot_f32's partial j (the fmaf chain over
  *             x[j], x[j + 32], ...), ob_warp_fold32 gives every lane ob_fold32's sum, then
  *             ob_rms_factor and ob_rms_apply's (x * r) * w per element
+ *   rmsnorm_q the same, and the row's activation blocks quantised by its warp (a GPU; hrx-sim
+ *             launches rmsnorm, then actq)
  *   qk_rope   one warp a head of a row: the same q/k norm over head_dim values (when the model
  *             has it), then ob_rope's rotation of each pair, a lane per pair
  *   kv_store  one thread a value: ob_f32_to_fp16 (ob_kv_put)
@@ -14,6 +16,7 @@
  *   add       one thread a value: y + x (ob_add_f32)
  */
 #include "hrx/shim.h"
+#include "hrx/warp.h"
 #include "arith/arith.h"
 #include "arith/dequant.h"
 
@@ -108,6 +111,56 @@ extern "C" int OB_HRX_FN(rmsnorm)(struct ob_hrx_q *q, const float *x, const int3
     OB_LAUNCH(q, k_rmsnorm, dim3(blocks_for(n, NT / OB_WARP)), dim3(NT), x, rows, n, k, w, eps,
               y);
     return OB_HRX_FN(launched)(q, "rmsnorm");
+}
+
+/*
+ * rmsnorm and the quantisation of its rows in one launch (a GPU): the warp of a row takes
+ * rmsnorm's sum, then, block by block of the row, each lane computes its V values as
+ * k_rmsnorm would ((x * r) * w), stores them, and the warp quantises the block from them
+ * (warp.h): no lane reads another's value from memory.
+ */
+template <int V>
+__global__ static void k_rmsnorm_q(const float *x, int n, int k, const float *w, float eps,
+                                   float *y, char *xq, size_t stride)
+{
+    enum { BL = V * OB_WARP };
+    int j = (int)(blockIdx.x * (blockDim.x / OB_WARP) + threadIdx.x / OB_WARP);
+    int lane = (int)threadIdx.x % OB_WARP;
+    if (j >= n)
+        return;                    /* the whole warp */
+    const float *xr = x + (size_t)j * k;
+    float *yr = y + (size_t)j * k;
+    float r = ob_rms_factor(ob_warp_fold32(lane_sumsq(xr, k, lane)), k, eps);
+    for (int b = 0; b < k / BL; b++) {
+        float v[V];
+        OB_UNROLL
+        for (int i = 0; i < V; i++) {
+            int at = b * BL + lane * V + i;
+            v[i] = (xr[at] * r) * w[at];
+            yr[at] = v[i];
+        }
+        ob_warp_actq<V>(v, lane, xq + (size_t)j * stride, b);
+    }
+}
+
+extern "C" int OB_HRX_FN(rmsnorm_q)(struct ob_hrx_q *q, const float *x, int n, int k,
+                                    const float *w, float eps, float *y, int fmt, void *xq,
+                                    size_t stride)
+{
+    int bl = fmt == OB_HRX_ACT_Q8K ? 256 : 32;
+    if (fmt == OB_HRX_ACT_F32 || OB_HRX_FN(big_tiles)(q) || k % bl) {
+        int e = OB_HRX_FN(rmsnorm)(q, x, NULL, n, k, w, eps, y);
+        return e ? e : OB_HRX_FN(actq)(q, fmt, y, n, k, xq, stride);
+    }
+    if (n <= 0)
+        return 0;
+    if (fmt == OB_HRX_ACT_Q8K)
+        OB_LAUNCH(q, k_rmsnorm_q<8>, dim3(blocks_for(n, NT / OB_WARP)), dim3(NT), x, n, k, w,
+                  eps, y, (char *)xq, stride);
+    else
+        OB_LAUNCH(q, k_rmsnorm_q<1>, dim3(blocks_for(n, NT / OB_WARP)), dim3(NT), x, n, k, w,
+                  eps, y, (char *)xq, stride);
+    return OB_HRX_FN(launched)(q, "rmsnorm_q");
 }
 
 /* ---- q/k norm and RoPE ---------------------------------------------------------------------------- */

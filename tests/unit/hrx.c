@@ -333,7 +333,8 @@ static void matmul_case(uint32_t t, int N, int k, bool raw)
     for (int wi = 0; wi < nw && !e; wi++)
         for (int with_b = 0; with_b < 2 && !e; with_b++) {
             int n = widths[wi];
-            if ((e = rt->k->matmul(q, m, dq, stride, n, with_b ? db : NULL, dy, ldy)))
+            if ((e = rt->k->matmul(q, m, dq, stride, n, with_b ? db : NULL, dy, ldy,
+                                   OB_HRX_EPI_STORE)))
                 break;
             dget(got, dy, (size_t)n * ldy * 4);
             for (int r = 0; r < n; r++) {
@@ -350,6 +351,39 @@ static void matmul_case(uint32_t t, int N, int k, bool raw)
        bad, e ? ob_errmsg() : why);
     if (bad)
         printf("# first difference at width %d\n", bad_w);
+    /* the epilogues, with the bias: y0 + v, ob_silu(y0) * v, ob_gelu(y0) * v */
+    if (!raw) {
+        float *y0 = malloc((size_t)R * ldy * 4), *wante = malloc((size_t)R * ldy * 4);
+        activations(y0, (size_t)R * ldy, false);
+        static const char *const opn[] = {"", "add", "silu", "gelu"};
+        long ebad = 0;
+        for (int op = OB_HRX_EPI_ADD; op <= OB_HRX_EPI_GELU && !e; op++) {
+            for (size_t i = 0; i < (size_t)R * ldy; i++) {
+                float v = wantb[i];
+                wante[i] = op == OB_HRX_EPI_ADD ? y0[i] + v
+                           : op == OB_HRX_EPI_SILU ? ob_silu(y0[i]) * v : ob_gelu(y0[i]) * v;
+            }
+            for (int wi = 0; wi < nw && !e; wi += quick ? 1 : 4) {
+                int n = widths[wi];
+                rt->h2d(q, dy, y0, (size_t)n * ldy * 4);
+                if ((e = rt->k->matmul(q, m, dq, stride, n, db, dy, ldy, op)))
+                    break;
+                dget(got, dy, (size_t)n * ldy * 4);
+                for (int r = 0; r < n; r++) {
+                    long b = cmp_f32(got + (size_t)r * ldy, wante + (size_t)r * ldy, (size_t)N,
+                                     ebad ? NULL : why, ebad ? 0 : sizeof why);
+                    if (b && !ebad)
+                        snprintf(why + strlen(why), sizeof why - strlen(why), " (%s, width %d)",
+                                 opn[op], n);
+                    ebad += b;
+                }
+            }
+        }
+        ok(!e && ebad == 0, "matmul %s %d x %d folding add, swiglu, geglu into the result: %ld "
+           "differ%s", ob_type_name(t), N, k, ebad, e ? ob_errmsg() : why);
+        free(y0);
+        free(wante);
+    }
     rt->free(q, dw);
     rt->free(q, dq);
     rt->free(q, db);
@@ -422,6 +456,54 @@ static void test_rmsnorm(void)
         free(got);
         free(want2);
         free(got2);
+    }
+}
+
+/* rmsnorm_q: the normalised rows (ob_rmsnorm) and their quantised copy (ob_act_quantize of
+ * those rows), in each activation format; rows of 1024 values with NaN, Inf and zero blocks */
+static void test_rmsnorm_q(void)
+{
+    static const char *const names[] = {"F32", "Q8_K", "A8"};
+    for (int fmt = 0; fmt < 3; fmt++) {
+        int k = 1024, n = 5;
+        float *x = malloc((size_t)n * k * 4), *w = malloc((size_t)k * 4);
+        float *want = malloc((size_t)n * k * 4), *got = malloc((size_t)n * k * 4);
+        for (int r = 0; r < n; r++)
+            activations(x + (size_t)r * k, (size_t)k, r > 0);
+        for (int i = 0; i < k; i++)
+            w[i] = i < 256 ? 0.0f : gauss();            /* a block that normalises to zeros */
+        size_t stride = ob_act_row_bytes(fmt, k);
+        uint8_t *wq = calloc(stride, n), *gq = malloc(stride * n);
+        uint32_t wt = fmt == 0 ? OB_F32 : fmt == 1 ? OB_Q4_K : OB_Q8_0;
+        for (int r = 0; r < n; r++) {
+            ob_rmsnorm(x + (size_t)r * k, w, want + (size_t)r * k, k, 1e-6f);
+            ob_act_quantize(OB_ISA_SCALAR, wt, want + (size_t)r * k, k, wq + (size_t)r * stride);
+        }
+        float *dx = dput(x, (size_t)n * k * 4), *dw = dput(w, (size_t)k * 4);
+        float *dy = dput(NULL, (size_t)n * k * 4);
+        void *dq = dput(NULL, stride * n);
+        int e = rt->k->rmsnorm_q(q, dx, n, k, dw, 1e-6f, dy, fmt, dq, stride);
+        char why[200] = "";
+        long bad = 0, qbad = 0;
+        if (!e) {
+            dget(got, dy, (size_t)n * k * 4);
+            bad = cmp_f32(got, want, (size_t)n * k, why, sizeof why);
+            dget(gq, dq, stride * n);
+            for (size_t b = 0; b < stride * n; b++)
+                qbad += gq[b] != wq[b];
+        }
+        ok(!e && bad == 0 && qbad == 0, "rmsnorm_q %s: %d rows of %d values: %ld values, %ld "
+           "quantised bytes differ%s%s", names[fmt], n, k, bad, qbad, why, e ? ob_errmsg() : "");
+        rt->free(q, dx);
+        rt->free(q, dw);
+        rt->free(q, dy);
+        rt->free(q, dq);
+        free(x);
+        free(w);
+        free(want);
+        free(got);
+        free(wq);
+        free(gq);
     }
 }
 
@@ -697,6 +779,7 @@ static void run_all(const char *name)
     test_actq();
     test_matmul();
     test_rmsnorm();
+    test_rmsnorm_q();
     test_qk_rope();
     test_attention();
     test_elementwise();

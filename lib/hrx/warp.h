@@ -1,0 +1,63 @@
+/*
+ * warp.h — device code more than one kernel file runs: the activation quantiser of one block
+ * by one warp (mm.hip's actq, norm.hip's rmsnorm_q on a GPU).
+ */
+#ifndef OB_HRX_WARP_H
+#define OB_HRX_WARP_H
+
+#include "hrx/shim.h"
+#include "arith/arith.h"
+
+/*
+ * Block b of the activation row at `row` (Q8_K for V = 8: 256 values; A8 for V = 1: 32) from
+ * a warp whose lane holds values lane * V .. lane * V + V - 1 in v. amax is ob_act_amax's: the
+ * largest |x| is one value whichever order finds it (a NaN never wins a comparison, -0 never
+ * beats the starting +0), so each lane scans its values from +0 and the lanes' maxima meet by
+ * shuffles; each value's q is ob_act_q's, and the sums (bsums over 16 values: two lanes; A8's
+ * sum over the 32) are integers: ob_quantize_q8k's and ob_quantize_a8's bits. Every lane of
+ * the warp must call it.
+ */
+template <int V>
+__device__ static inline void ob_warp_actq(const float *v, int lane, char *row, int b)
+{
+    float amax = 0.0f;
+    OB_UNROLL
+    for (int i = 0; i < V; i++) {
+        float a = v[i] < 0.0f ? -v[i] : v[i];
+        amax = a > amax ? a : amax;
+    }
+    OB_UNROLL
+    for (int s = 16; s > 0; s >>= 1) {
+        float o = ob_shfl_xor(amax, s);
+        amax = o > amax ? o : amax;
+    }
+    float is = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int8_t qv[V];
+    int sum = 0;
+    OB_UNROLL
+    for (int i = 0; i < V; i++) {
+        qv[i] = (int8_t)ob_act_q(v[i], is);
+        sum += qv[i];
+    }
+    if (V == 8) {
+        struct ob_block_q8_k *y = (struct ob_block_q8_k *)row + b;
+        OB_UNROLL
+        for (int i = 0; i < V; i++)
+            y->qs[lane * V + i] = qv[i];
+        sum += ob_shfl_xor(sum, 1);        /* lanes 2j and 2j + 1: values 16 j .. 16 j + 15 */
+        if ((lane & 1) == 0)
+            y->bsums[lane >> 1] = (int16_t)sum;
+        if (lane == 0)
+            y->d = amax / 127.0f;
+    } else {
+        struct ob_act_a8 *y = (struct ob_act_a8 *)row + b;
+        y->qs[lane] = qv[0];
+        sum = ob_warp_isum(sum);
+        if (lane == 0) {
+            y->d = amax / 127.0f;
+            y->sum = sum;
+        }
+    }
+}
+
+#endif
