@@ -96,7 +96,8 @@ static float lse(const struct ob_ops *ops, const float *z, uint32_t n, float m, 
 }
 
 /* the ops of the level OB_SIMD selects now (the best this CPU runs when unset; the references
- * when OB_SIMD is invalid or names a level the CPU lacks: the route reports that error) */
+ * when OB_SIMD or OB_CPU_LACKS is invalid, or OB_SIMD names a level the CPU lacks: the route
+ * reports that error) */
 static const struct ob_ops *level_ops(void)
 {
     int isa;
