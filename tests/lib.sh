@@ -9,6 +9,8 @@
 #                             whose reason starts "no device", "optional toolchain" or "cpu lacks
 #                             LEVEL" for an optional LEVEL (the policy: tests/run's header)
 #   need_python MOD...        true if the test python has the modules; else returns 1
+#   isa_lacks CC FLAGS...     the SIMD level this CPU lacks for code that CC compiles with FLAGS
+#                             ("avx512 (avx512vnni)"), nothing when it can run it (see below)
 #   poke FILE TENSOR BYTES    overwrite a GGUF tensor's first bytes (printf escapes)
 #   hostile_models            nan.gguf and big.gguf in the current directory (see below)
 #
@@ -71,6 +73,32 @@ need_python() {
         "$PY" -c "import $m" 2>/dev/null || return 1
     done
     return 0
+}
+
+# isa_lacks CC FLAGS...: whether this CPU can run what CC compiles with FLAGS. Prints nothing
+# when it can; else the lowest SIMD level it lacks and the extension that decides, e.g. "avx512
+# (avx512vnni)", to be the reason of a "cpu lacks LEVEL" skip. The extensions come from the
+# flags themselves, as the compiler's predefined macros (__AVX2__, __F16C__, __BMI2__,
+# __AVX512VNNI__, ...: -mavx512vnni and -march=native alike); bin/unit/cpu-has asks CPUID about
+# those a SIMD level's flags enable (lib/cpu/simd.c), and honours OB_CPU_LACKS=avx2|avx512, so
+# that a machine with AVX-512 can take the path of one without it. An extension no level uses
+# (one -march=native turns on because this CPU has it) is not judged: such code runs, and a
+# crash stays a failure. Returns 2 (a failure, not a skip) when it cannot tell: the compiler
+# refused the flags, cpu-has is missing or OB_CPU_LACKS is not a level.
+isa_lacks() {
+    local probe=$T/.isa-probe.c exts out rc lv ext
+    : > "$probe"
+    # the same language as the real compile (g++ and clang++ take a .c file as C++)
+    exts=$("$@" -dM -E "$probe" 2>/dev/null) || return 2
+    exts=$(sed -nE 's/^#define __(AVX[A-Z0-9_]*|FMA|F16C|BMI2?)__ .*/\1/p' <<<"$exts" | tr 'A-Z' 'a-z')
+    [ -n "$exts" ] || return 0
+    # shellcheck disable=SC2086
+    out=$("$UNIT/cpu-has" $exts 2>&1); rc=$?
+    case $rc in
+    0) return 0 ;;
+    1) read -r lv ext <<<"$out"; echo "$lv ($ext)" ;;
+    *) echo "$out" >&2; return 2 ;;
+    esac
 }
 
 # poke FILE TENSOR BYTES: write BYTES (printf escapes) at the first value of TENSOR in FILE
