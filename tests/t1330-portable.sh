@@ -19,6 +19,9 @@
 # is a skip, "cpu lacks LEVEL". Which builds those are is asked of the CPU (isa_lacks in lib.sh:
 # the extensions the flags enable, against CPUID), never read from an exit status: a build that
 # fails, and a run that dies on a CPU that has the ISA, are failures.
+#
+# OB_PORTABLE_ONLY=ERE checks only the Makefile's sets whose "OBJECT [composition]" matches, and
+# none of the hand-picked or GPU builds (t1328 runs the SIMD kernels' sets so under OB_CPU_LACKS).
 . "$(dirname "$0")/lib.sh"
 P=$OB_TOP/tests/portable
 CF=(-std=gnu11 -ffp-contract=off -I"$OB_TOP/lib")
@@ -32,15 +35,18 @@ for comp in "" "CFLAGS=-O2 -march=native" "CC=clang|CFLAGS=-O2 -march=native"; d
     lines=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$OB_TOP" print-cflags "${vars[@]}" 2>"$T/make.err") ||
         { sets+=("make print-cflags $comp failed: $(head -c 300 "$T/make.err")"); continue; }
     while IFS= read -r l; do
-        s=${l#*: }
+        s=${l#*: } w="${l%%: *}${comp:+ [${comp//|/ }]}"
         [ -n "${where[$s]+x}" ] && continue
-        where[$s]="${l%%: *}${comp:+ [${comp//|/ }]}"
+        [ -z "${OB_PORTABLE_ONLY:-}" ] || [[ $w =~ $OB_PORTABLE_ONLY ]] || continue
+        where[$s]=$w
         sets+=("$s")
     done <<<"$lines"
 done
 
 # the hand-picked builds: "LABEL:COMPILER FLAGS" (and CF)
 picked=("gcc-O0:gcc -O0" "gcc-avx2:gcc -O3 -mavx2 -mfma" "clang-O2:clang -O2" "clang-avx2:clang -O3 -mavx2 -mfma")
+gpu=2   # the nvcc and hipcc lines
+[ -z "${OB_PORTABLE_ONLY:-}" ] || { picked=(); gpu=0; }
 # what this CPU lacks to run each build (isa_lacks): "" when it runs it, "LEVEL (extension)",
 # or "?" when that cannot be told (then why, in why_unknown)
 declare -A lacks=() why_unknown=()
@@ -60,7 +66,7 @@ done
 # a build this CPU cannot run has two lines: its compile and its skipped run
 nlack=0
 for k in "${!lacks[@]}"; do [ -n "${lacks[$k]}" ] && [ "${lacks[$k]}" != "?" ] && nlack=$((nlack + 1)); done
-plan $(( 1 + ${#picked[@]} + ${#sets[@]} + nlack + 2 ))
+plan $(( 1 + ${#picked[@]} + ${#sets[@]} + nlack + gpu ))
 
 # build_run LABEL KEY COMPILER ARGS...: compile the check (ARGS hold its source and -lm), and run
 # it unless lacks[KEY] says this CPU cannot; prints the hash, "built" (not run), "build-failed"
@@ -83,7 +89,9 @@ report() {
     if [ "$l" = "?" ]; then
         ok 1 "$what: cannot tell whether this CPU runs these flags"; printf '# %s\n' "${why_unknown[$k]}"; false
     elif [ -n "$l" ]; then
-        [ "$h" = built ]; ok $? "$what: compiles (not run here)" && skip "$what: the same bits as gcc -O2" "cpu lacks $l"
+        [ "$h" = built ]; ok $? "$what: compiles (not run here)"; local rc=$?
+        skip "$what: the same bits as gcc -O2" "cpu lacks $l"
+        [ $rc -eq 0 ]
     else
         [ "$h" = "$ref" ]; ok $? "$what: the same bits as gcc -O2 ($h)"
     fi || { [ -n "${where[$k]+x}" ] && echo "# flags: $k"; return 1; }
@@ -117,6 +125,7 @@ for s in "${sets[@]}"; do
     cat "$T/set$i.diag"
 done
 
+[ "$gpu" -gt 0 ] || exit 0
 if command -v nvcc >/dev/null; then
     h=$(build_run nvcc - nvcc -O2 -I"$OB_TOP/lib" --fmad=false --ftz=false --prec-div=true \
         --prec-sqrt=true -Xcompiler -ffp-contract=off --Werror all-warnings \
