@@ -747,10 +747,7 @@ int main(int argc, char **argv)
             c.lv[c.nlv++] = (struct level){c.isas[i], c.layouts[l]};
     if (c.hot)
         c.rotate_mb = 0;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    have_avx2 = __builtin_cpu_supports("avx2");
-#endif
+    have_avx2 = ob_cpu_has("avx2", NULL) == 1;     /* CPUID, as OB_CPU_LACKS leaves it */
 
     /* ---- pools, buffers ---- */
     struct ob_pool *pools[MAXL];
