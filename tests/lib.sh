@@ -90,7 +90,7 @@ isa_lacks() {
     : > "$probe"
     # the same language as the real compile (g++ and clang++ take a .c file as C++)
     exts=$("$@" -dM -E "$probe" 2>/dev/null) || return 2
-    exts=$(sed -nE 's/^#define __(AVX[A-Z0-9_]*|FMA|F16C|BMI2?)__ .*/\1/p' <<<"$exts" | tr 'A-Z' 'a-z')
+    exts=$(sed -nE 's/^#define __(AVX[A-Z0-9_]*|FMA|F16C|BMI2?)__ .*/\1/p' <<<"$exts" | tr '[:upper:]' '[:lower:]')
     [ -n "$exts" ] || return 0
     # shellcheck disable=SC2086
     out=$("$UNIT/cpu-has" $exts 2>&1); rc=$?

@@ -60,7 +60,7 @@ bad="" n=0
 lines=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$OB_TOP" print-cflags 2>&1) || bad=" make print-cflags: $lines"
 while IFS= read -r l; do
     s=${l#*: }
-    [ -n "$s" ] && [ -z "${seen[$s]+x}" ] || continue
+    { [ -z "$s" ] || [ -n "${seen[$s]+x}" ]; } && continue
     seen[$s]=1
     case ${l%%: *} in *-avx512.o) need=2 ;; *-avx2.o) need=1 ;; *) need=0 ;; esac
     read -ra cmd <<<"$s"
