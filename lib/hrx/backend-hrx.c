@@ -288,8 +288,8 @@ static int upload_weights(struct ob_be *be)
  * batch size on, the step's launches (embed and every layer) are recorded into a graph (the
  * first time) or not launched at all (kernel table dry_kernels: the host-side bookkeeping of
  * the ops still runs) and the graph of that size replays them, in queue order, when the step
- * ends: before logits, the next begin, a KV copy or close — before anything can see the
- * results. A step's launches cannot differ from the recorded ones: every argument is a
+ * ends: after its last layer (and, should a step stop short of it, before logits, the next
+ * begin, a KV copy or close) — before anything can see the results. A step's launches cannot differ from the recorded ones: every argument is a
  * function of the batch size and the model (a step whose op fails on the host fails the same
  * way on its first, unrecorded run). The bits are the launches' own; OB_HRX_GRAPHS=0 turns
  * graphs off, and profiling (OB_HRX_PROFILE) on a GPU does too.
@@ -679,7 +679,7 @@ static int hrx_add(struct ob_be *be, int dst, int src)
  * Gemma 3's post norms (which normalise OUT before the add) take the ops one by one, and so
  * does every layer under OB_HRX_FUSE=0.
  */
-static int hrx_layer(struct ob_be *be, int l)
+static int layer_ops(struct ob_be *be, int l)
 {
     const struct ob_hparams *hp = &be->m->hp;
     if (!be->fuse || hp->post_norms)
@@ -697,6 +697,16 @@ static int hrx_layer(struct ob_be *be, int l)
         (e = matmul_op(be, l, OB_W_DOWN, OB_BGATE, OB_BX, OB_HRX_EPI_ADD)))
         return e;
     return 0;
+}
+
+/* a layer; after the last one the step's graph is ended or replayed (step_end) on the thread
+ * that ran the step, as stream capture wants */
+static int hrx_layer(struct ob_be *be, int l)
+{
+    int e = layer_ops(be, l);
+    if (l == (int)be->m->hp.n_layer - 1 && !e)
+        e = step_end(be);
+    return e;
 }
 
 static int hrx_logits(struct ob_be *be, const int32_t *rows, int nrows, float *out32,
