@@ -559,23 +559,27 @@ static int hrx_rmsnorm(struct ob_be *be, int l, int role, int src, int dst)
 
 /* the quantised copy of rows [0, n) of buffer src for weights of type wtype, reused while the
  * buffer is unchanged */
+/* after be->xq was written with rows [0, n) of buffer src in format fmt (e: how that went):
+ * what it holds, for the matmuls that may reuse it */
+static int xq_holds(struct ob_be *be, int e, int src, int fmt, int n, size_t stride)
+{
+    be->xq_buf = e ? -1 : src;
+    be->xq_fmt = fmt;
+    be->xq_rows = n;
+    be->xq_version = be->version[src];
+    be->xq_stride = stride;
+    return e;
+}
+
 static int quantised(struct ob_be *be, int src, uint32_t wtype, int k, int n)
 {
     int fmt = ob_type_actfmt(wtype);
     if (be->xq_buf == src && be->xq_fmt == fmt && be->xq_version == be->version[src] &&
         be->xq_rows >= n)
         return 0;
-    be->xq_stride = ob_act_row_bytes(fmt, k);
-    int e = be->k->actq(be->q, fmt, be->buf[src], n, k, be->xq, be->xq_stride);
-    if (e) {
-        be->xq_buf = -1;
-        return e;
-    }
-    be->xq_buf = src;
-    be->xq_fmt = fmt;
-    be->xq_rows = n;
-    be->xq_version = be->version[src];
-    return 0;
+    size_t stride = ob_act_row_bytes(fmt, k);
+    return xq_holds(be, be->k->actq(be->q, fmt, be->buf[src], n, k, be->xq, stride), src, fmt,
+                    n, stride);
 }
 
 /* dst = W src, or that product folded into dst by op (OB_HRX_EPI_*) */
@@ -607,12 +611,7 @@ static int rmsnorm_q(struct ob_be *be, int l, int role, int src, int dst, int wr
     int e = be->k->rmsnorm_q(be->q, be->buf[src], n, k, w, be->m->hp.rms_eps, be->buf[dst],
                              fmt, be->xq, stride);
     be->version[dst]++;
-    be->xq_buf = e ? -1 : dst;
-    be->xq_fmt = fmt;
-    be->xq_rows = n;
-    be->xq_version = be->version[dst];
-    be->xq_stride = stride;
-    return e;
+    return xq_holds(be, e, dst, fmt, n, stride);
 }
 
 static int hrx_qk_rope(struct ob_be *be, int l)
