@@ -114,6 +114,8 @@ static double now_sec(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+bool OB_HRX_FN(profiling)(struct ob_hrx_q *q) { return Q(q)->prof; }
+
 /* profiling: wait for the queue, then charge the time since the last mark to `name` */
 static void prof_mark(gpu_queue *g, const char *name)
 {
@@ -125,10 +127,12 @@ static void prof_mark(gpu_queue *g, const char *name)
     while (i < g->n_stat && strcmp(g->stat[i].name, name))
         i++;
     if (i == g->n_stat) {
-        if (i == PROF_MAX)
-            i = PROF_MAX - 1;      /* the last line takes whatever does not fit */
-        else
+        if (i == PROF_MAX) {       /* the last line takes whatever does not fit */
+            i = PROF_MAX - 1;
+            snprintf(g->stat[i].name, sizeof g->stat[i].name, "(other ops)");
+        } else {
             snprintf(g->stat[g->n_stat++].name, sizeof g->stat[i].name, "%s", name);
+        }
     }
     g->stat[i].calls++;
     g->stat[i].sec += t - g->t_last;

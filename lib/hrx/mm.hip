@@ -610,6 +610,8 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
     default:
         return ob_seterr(OB_EUNSUPP, "hrx: no kernel for %s weights", ob_type_name(w.type));
     }
+    if (!OB_HRX_FN(profiling)(q))
+        return OB_HRX_FN(launched)(q, "matmul");
     char name[56];                 /* the matmul's own line in OB_HRX_PROFILE's table */
     snprintf(name, sizeof name, "matmul %s %dx%d %s", ob_type_name(w.type), w.n, w.k,
              n == 1 ? "w1" : n <= 8 ? "w2-8" : "w9+");

@@ -111,8 +111,11 @@ ob_gpu_stream_t OB_HRX_FN(stream)(struct ob_hrx_q *q);
 #if defined(OB_HRX_SIM)
 bool ob_sim_big_tiles(struct ob_hrx_q *q);
 static inline bool OB_HRX_FN(big_tiles)(struct ob_hrx_q *q) { return ob_sim_big_tiles(q); }
+static inline bool OB_HRX_FN(profiling)(struct ob_hrx_q *q) { return false; }
 #else
 static inline bool OB_HRX_FN(big_tiles)(struct ob_hrx_q *q) { return false; }
+/* OB_HRX_PROFILE is on for this queue (gpu.hip): launchers may name their launch in detail */
+bool OB_HRX_FN(profiling)(struct ob_hrx_q *q);
 #endif
 
 /* after OB_LAUNCH: 0, or the launch's failure (a kernel bug found by hrx-sim, a GPU error) as

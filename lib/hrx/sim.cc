@@ -593,14 +593,25 @@ static int sim_alloc(ob_hrx_q *q, size_t bytes, void **out)
 
 static void sim_free(ob_hrx_q *q, void *p) { free(p); }
 
+/* a copy or a wait between graph_begin and graph_end: a GPU's capture would take the copy into
+ * the graph (or fail), not run it now; hrx-sim refuses both, so that the tests see the bug */
+static int not_recording(ob_hrx_q *q, const char *what)
+{
+    if (q->rec)
+        return ob_seterr(OB_EINTERNAL, "hrx-sim: %s while a graph is being recorded", what);
+    return 0;
+}
+
 static int sim_copy(ob_hrx_q *q, void *dst, const void *src, size_t bytes)
 {
+    if (int e = not_recording(q, "a copy"))
+        return e;
     if (bytes)
         memmove(dst, src, bytes);
     return 0;
 }
 
-static int sim_sync(ob_hrx_q *q) { return 0; }
+static int sim_sync(ob_hrx_q *q) { return not_recording(q, "a sync"); }
 
 /* ---- graphs: the launches kept in order and run again, each with its recorded arguments ---- */
 
