@@ -41,6 +41,7 @@ static const struct ob_option options[] = {
     OB_OPT_ROW_JSON(OPT_JSON),
     {"verbose", 'v', NULL, "list every compared record, not only the divergent ones"},
     {"quiet", 'q', NULL, "print nothing; the exit status says it"},
+    OB_OPT_ROW_MAX_LINE,
     OB_OPT_ROWS_SHARED,
     {0},
 };

@@ -60,6 +60,7 @@ static const struct ob_option options[] = {
     {"seed", OPT_SEED, "N", "default seed (default 0)"},
     {"top-logprobs", OPT_TOP_LOGPROBS, "N", "default top_logprobs, 0-20 (default 0)"},
     OB_OPT_ROWS_SERVER,
+    OB_OPT_ROW_MAX_LINE,
     OB_OPT_ROWS_SHARED,
     {0},
 };
@@ -159,9 +160,9 @@ static void out_drop(struct outq *q)
 }
 
 /* The exit status after the inputs (1b(7)): the worst of the results written, of the operands
- * that could not be opened, of bad records (3) and of the error that ended the run, which is
- * reported here; results still queued are dropped. */
-static int end_status(struct outq *q, int e, int unopened, long bad)
+ * that could not be opened or read, of bad records (3) and of the error that ended the run,
+ * which is reported here; results still queued are dropped. */
+static int end_status(struct outq *q, int e, int unopened, int read_failed, long bad)
 {
     if (e)
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
@@ -170,6 +171,8 @@ static int end_status(struct outq *q, int e, int unopened, long bad)
         status = ob_exit_status(e);
     if (unopened > status)
         status = unopened;
+    if (read_failed > status)
+        status = read_failed;
     if (bad && status < OB_EXIT_DATA)
         status = OB_EXIT_DATA;
     out_drop(q);
@@ -206,6 +209,16 @@ static void bad_record(const struct opts *o, long *bad, bool *stop)
     *stop = !o->keep_going;
 }
 
+/* the input could not be read on (a failed read, no memory for a line; ob_errmsg() says which):
+ * reported at once; no more records are read, those read are finished and written, and the
+ * run ends with its status (5), never as if the input had ended */
+static void read_failed(int e, int *failed, bool *stop)
+{
+    fprintf(stderr, PROG ": %s\n", ob_errmsg());
+    *failed = ob_exit_status(e);
+    *stop = true;
+}
+
 /* ---- in process --------------------------------------------------------------------------- */
 
 /* one request (one repeat) on its way through the engine */
@@ -227,6 +240,7 @@ struct run {
     struct outq q;
     long bad;
     bool stop;                     /* read no more records */
+    int read_failed;               /* the input could not be read on: its exit status */
 };
 
 static void on_token(void *user, uint64_t h, const struct ob_token_info *ti)
@@ -344,8 +358,9 @@ static int run_stream(void *user, const char *name, FILE *f)
                     ob_req_free(&q);
                 cJSON_Delete(rec);
                 if (e == OB_EIO || e == OB_ENOMEM)
-                    break;                     /* the caller reports it */
-                bad_record(R->o, &R->bad, &R->stop);
+                    read_failed(e, &R->read_failed, &R->stop);
+                else
+                    bad_record(R->o, &R->bad, &R->stop);
                 e = 0;                         /* reported: not again by the caller */
                 continue;
             }
@@ -404,6 +419,7 @@ struct urun {
     long bad;
     int64_t nonf32;
     bool stop;                     /* read no more records */
+    int read_failed;               /* the input could not be read on: its exit status */
 };
 
 static void upending_free(struct out *o)
@@ -521,8 +537,9 @@ static int urun_stream(void *user, const char *name, FILE *f)
                 ob_oai_cli_req_free(&cur_q);
                 cJSON_Delete(rec);
                 if (e == OB_EIO || e == OB_ENOMEM)
-                    break;
-                bad_record(U->o, &U->bad, &U->stop);
+                    read_failed(e, &U->read_failed, &U->stop);
+                else
+                    bad_record(U->o, &U->bad, &U->stop);
                 e = 0;
                 continue;
             }
@@ -588,7 +605,7 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
     int unopened = 0;
     if (!e)
         e = ob_each_input(argv + first, argc - first, o->keep_going, urun_stream, &U, &unopened);
-    int status = end_status(&U.q, e, unopened, U.bad);
+    int status = end_status(&U.q, e, unopened, U.read_failed, U.bad);
     if (U.nonf32)
         fprintf(stderr, PROG ": %s: %lld log-probabilit%s on the wire %s not float32 (rounded "
                 "to float32; the wire value is kept as wire_logprob)\n", route,
@@ -686,7 +703,7 @@ int main(int argc, char **argv)
     R.route = ob_ctx_route(L->ctx);
     int unopened = 0;
     e = ob_each_input(argv + optind, argc - optind, o.keep_going, run_stream, &R, &unopened);
-    int status = end_status(&R.q, e, unopened, R.bad);
+    int status = end_status(&R.q, e, unopened, R.read_failed, R.bad);
     ob_local_free(L);
     return close_stdout(&R.q, status);
 }

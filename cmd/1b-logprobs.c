@@ -52,6 +52,7 @@ static const struct ob_option options[] = {
                                       "appended to an echoed prompt"},
     {"keep-going", OPT_KEEP_GOING, NULL, "skip records that cannot be scored (exit 3 at the end)"},
     OB_OPT_ROWS_SERVER,
+    OB_OPT_ROW_MAX_LINE,
     OB_OPT_ROWS_SHARED,
     {0},
 };
@@ -529,12 +530,9 @@ static int run_stream(void *user, const char *name, FILE *f)
         return 0;
     }
     struct ob_jsonl *in = NULL;
-    int e = 0;
-    if (!R->o->text && (e = ob_jsonl_open(f, name, &in)))
+    int e = ob_jsonl_open(f, name, &in);
+    if (e)
         return e;
-    char *line = NULL;
-    size_t cap = 0;
-    uint64_t lineno = 0;
     int limit = R->o->url ? 1 : 2 * R->o->lp.parallel;
     bool eof = false;
     for (;;) {
@@ -547,27 +545,22 @@ static int run_stream(void *user, const char *name, FILE *f)
             }
             uint64_t at;
             if (R->o->text) {
-                errno = 0;
-                ssize_t n = getline(&line, &cap, f);
-                if (n < 0) {
+                char *line;
+                size_t n;
+                int r = ob_jsonl_next_line(in, &line, &n);
+                if (r == 0) {
                     free(j);
-                    if (ferror(f))
-                        e = ob_seterr(OB_EIO, "%s: read: %s", name, strerror(errno ? errno : EIO));
                     eof = true;
                     break;
                 }
-                at = ++lineno;
+                at = ob_jsonl_line(in);
                 j->name = name;
                 j->line = at;
-                while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-                    line[--n] = 0;
                 size_t k = 0;
-                while (line[k] == ' ' || line[k] == '\t')
+                while (r > 0 && (line[k] == ' ' || line[k] == '\t'))
                     k++;
-                if (memchr(line, 0, (size_t)n)) {
-                    /* the text would end at it: refused, never cut */
-                    e = ob_seterr(OB_EFORMAT, "%s:%llu: line contains a NUL byte", name,
-                                  (unsigned long long)at);
+                if (r < 0) {
+                    e = r;
                 } else if (!line[k]) {
                     free(j);
                     continue;
@@ -620,13 +613,18 @@ static int run_stream(void *user, const char *name, FILE *f)
                 if (!j->in)
                     cJSON_Delete(rec);
                 job_free(j);
-                if (e == OB_EIO || e == OB_ENOMEM)
-                    break;
                 fprintf(stderr, PROG ": %s\n", ob_errmsg());
-                e = 0;
-                R->bad++;
-                if (!R->o->keep_going)
+                if (e == OB_EIO || e == OB_ENOMEM) {
+                    /* the input cannot be read on: no more records are read, those read are
+                     * scored and written, and the run ends with exit 5 */
+                    if (ob_exit_status(e) > R->status)
+                        R->status = ob_exit_status(e);
                     R->stop = true;
+                } else {
+                    R->bad++;
+                    R->stop |= !R->o->keep_going;
+                }
+                e = 0;
                 continue;
             }
             if ((e = add_job(R, j, R->model, sizeof R->model)))
@@ -644,9 +642,7 @@ static int run_stream(void *user, const char *name, FILE *f)
         if ((R->stop || eof) && R->in_flight == 0)
             break;
     }
-    free(line);
-    if (in)
-        ob_jsonl_close(in);
+    ob_jsonl_close(in);
     return e ? e : R->stop;
 }
 

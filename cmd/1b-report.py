@@ -719,30 +719,53 @@ def default_prompts(here):
     raise Fail(3, "prompts.jsonl: not found beside %s (give --prompts FILE)" % PROG)
 
 
+MAX_LINE = 256 << 20                   # the tools' --max-line default (1b(7), JSON text)
+
+
+def unique_keys(pairs):
+    """an object's members, refused when a key is given twice (1b(7): readers disagree on which
+    value counts, so the tools refuse such a record; so does the report, before it rewrites
+    the record and one of the two would be lost)"""
+    seen = set()
+    for k, _ in pairs:
+        if k in seen:
+            raise ValueError('the key "%s" appears twice in one object' % k[:80])
+        seen.add(k)
+    return dict(pairs)
+
+
 def read_requests(path, a):
     """the request records with the report's settings: max_tokens, top_logprobs, greedy,
-    cache_prompt false (the field report's); other fields are kept"""
+    cache_prompt false (the field report's); other fields are kept. Read a line at a time under
+    the tools' line limit; a NUL byte or a key given twice is refused as they refuse it."""
+    out = []
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        f = open(path, "rb")
     except OSError as e:
         raise Fail(3, "%s: %s" % (path, e.strerror))
-    out = []
-    for i, line in enumerate(data.split(b"\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            raise Fail(3, "%s:%d: not a JSON record (%s)" % (path, i, str(e).split(":")[0]))
-        if not isinstance(r, dict):
-            raise Fail(3, "%s:%d: not a JSON object" % (path, i))
-        r.setdefault("id", i)
-        r.update({"max_tokens": a["max_tokens"], "top_logprobs": a["top_logprobs"],
-                  "temperature": 0, "cache_prompt": False})
-        out.append(r)
-        if a["prompts_n"] and len(out) == a["prompts_n"]:
-            break
+    with f:
+        for i, line in enumerate(iter(lambda: f.readline(MAX_LINE + 1), b""), 1):
+            line = line.rstrip(b"\n")
+            if len(line) > MAX_LINE:
+                raise Fail(3, "%s:%d: a line longer than %d bytes" % (path, i, MAX_LINE))
+            if b"\0" in line:
+                raise Fail(3, "%s:%d: a NUL byte at byte %d of the line"
+                           % (path, i, line.index(b"\0") + 1))
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line.decode("utf-8"), object_pairs_hook=unique_keys)
+            except (UnicodeDecodeError, ValueError) as e:
+                why = str(e) if "appears twice" in str(e) else str(e).split(":")[0]
+                raise Fail(3, "%s:%d: not a JSON record (%s)" % (path, i, why))
+            if not isinstance(r, dict):
+                raise Fail(3, "%s:%d: not a JSON object" % (path, i))
+            r.setdefault("id", i)
+            r.update({"max_tokens": a["max_tokens"], "top_logprobs": a["top_logprobs"],
+                      "temperature": 0, "cache_prompt": False})
+            out.append(r)
+            if a["prompts_n"] and len(out) == a["prompts_n"]:
+                break
     if not out:
         raise Fail(3, "%s: no request records" % path)
     return out

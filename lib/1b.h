@@ -494,15 +494,36 @@ int ob_synth_write(const struct ob_synth *s, const char *path);
 /*
  * Reads one JSON object per line from a stream. Blank lines are skipped. A line that is not a
  * JSON object gives OB_EFORMAT with "NAME:LINE: reason"; the reader stays usable, so a tool
- * may skip the line and go on. Lines may be arbitrarily long.
+ * may skip the line and go on. A line is read by ob_read_line under the process's limit
+ * (ob_set_max_line): a longer one is OB_ERANGE, a NUL byte OB_EFORMAT as soon as it is read,
+ * and the rest of such a line is skipped by the next call. A failed read (OB_EIO) or allocation
+ * (OB_ENOMEM) is an error, never the end of input.
  */
 struct ob_jsonl;
 int ob_jsonl_open(FILE *f, const char *name, struct ob_jsonl **out);
 void ob_jsonl_close(struct ob_jsonl *r);      /* does not fclose the stream */
 /* 1 and *out = a record (caller frees with cJSON_Delete), 0 at end of input, <0 on error. */
 int ob_jsonl_next(struct ob_jsonl *r, cJSON **out);
+/* The next line as it is (blank ones too; a trailing "\r" removed), for a reader of text lines
+ * with the same limits: 1 and *line (valid until the next call), 0 at the end, <0 an error. */
+int ob_jsonl_next_line(struct ob_jsonl *r, char **line, size_t *len);
 uint64_t ob_jsonl_line(const struct ob_jsonl *r);   /* line number of the last record read */
 const char *ob_jsonl_name(const struct ob_jsonl *r);
+
+/* The longest line (without its newline) any reader of JSON lines or text lines takes: a
+ * record's cost is bounded by it. --max-line sets it; 0 restores the default. */
+#define OB_MAX_LINE_DEFAULT ((size_t)256 << 20)
+void ob_set_max_line(size_t bytes);
+size_t ob_max_line(void);
+/*
+ * One line of f into *buf (grown with realloc to at most max + 1 bytes; *cap its size), without
+ * its newline and NUL-terminated, *len its length. 1 with a line (a last line without a newline
+ * too), 0 at the end of input. Errors name "NAME:LINENO": OB_EIO a failed read, OB_ENOMEM a
+ * failed allocation, OB_ERANGE a line longer than max (read up to max bytes), OB_EFORMAT a NUL
+ * byte (read up to it). After an error the stream stands inside the line.
+ */
+int ob_read_line(FILE *f, const char *name, uint64_t lineno, size_t max, char **buf,
+                 size_t *cap, size_t *len);
 
 /* Write one record as one compact line and flush it. OB_EIO if the stream failed. The line is
  * always valid UTF-8: ill-formed bytes in a string are written as U+FFFD. */
@@ -570,9 +591,11 @@ int ob_json_get_f32(const cJSON *item, float *out, bool *exact);
 /* Parse 8 hex digits into float bits. */
 int ob_f32_from_hex(const char *s, float *out);
 
-/* The largest seed a request may carry, in records, request bodies and options (--seed): 2^53,
- * the last integer from which every smaller one is exact in a JSON number (a double). */
-#define OB_SEED_MAX ((int64_t)1 << 53)
+/* The largest seed a request may carry, in records, request bodies and options (--seed):
+ * 2^53 - 1, the largest integer n such that a JSON number (a double) holds n and every integer
+ * below it exactly. A number written as 2^53 + 1 is read as the double 2^53: refused, as on the
+ * command line, instead of becoming another seed than the one written. */
+#define OB_SEED_MAX (((int64_t)1 << 53) - 1)
 
 /* ---- command-line options ----------------------------------------------------------------- */
 
@@ -593,6 +616,11 @@ enum { OB_OPT_VERSION = 0x1000, OB_OPT_LIST };
     {"help", 'h', NULL, "show this help"},                                                \
     {"version", OB_OPT_VERSION, NULL, "show the version"},                                \
     {"list-options", OB_OPT_LIST, NULL, "list options for shell completion", .hidden = true}
+/* The row of every command that reads lines (records, results, text): --max-line BYTES sets
+ * ob_set_max_line; ob_cmdline_next takes it itself. */
+enum { OB_OPT_MAX_LINE = 0x1008 };
+#define OB_OPT_ROW_MAX_LINE                                                               \
+    {"max-line", OB_OPT_MAX_LINE, "BYTES", "longest input line, K, M or G suffix (default 256M)"}
 /* The rows of every command that talks to a server (--url), and where their values go. */
 enum { OB_OPT_WAIT = 0x1010, OB_OPT_TIMEOUT, OB_OPT_RETRIES };
 #define OB_OPT_ROWS_SERVER                                                                \
@@ -623,7 +651,9 @@ bool ob_opt_server(const char *prog, int c, const char *arg, struct ob_server_op
  * at the end: after the last option, after a shared one was answered (stop, status 0), after
  * an unknown option or a missing argument (reported on stderr; bad), once the command has set
  * bad, or when its tables cannot be allocated (reported; stop, status OB_EXIT_FAILURE). It
- * frees its tables when it returns -1. optind is the first operand afterwards.
+ * frees its tables when it returns -1. optind is the first operand afterwards. Its first call
+ * sets SIGPIPE to be ignored: a write to a closed pipe is a failed write (exit 5), not a death
+ * by signal. It takes --max-line (OB_OPT_ROW_MAX_LINE) itself.
  */
 struct option;
 struct ob_cmdline {
@@ -647,6 +677,9 @@ bool ob_opt_u64(const char *prog, const char *name, const char *arg, int64_t lo,
                 uint64_t *out);
 bool ob_opt_num(const char *prog, const char *name, const char *arg, double lo, double hi,
                 double *out);
+/* A size in bytes with an optional K, M or G suffix (powers of 1024), in [lo, hi]. */
+bool ob_opt_size(const char *prog, const char *name, const char *arg, uint64_t lo, uint64_t hi,
+                 uint64_t *out);
 /* An option's argument as one of a few words (a NULL-terminated table): its value into *out;
  * false after "PROG: --NAME: 'ARG' is not W1, W2 or W3" on stderr. */
 struct ob_opt_word {
@@ -678,6 +711,11 @@ int ob_cache_dir(char **out);
  * a directory or an unreadable file OB_EFORMAT (both bad input: exit status 3); the message
  * names the path. */
 int ob_open_input(const char *path, FILE **out);
+/* The error an open() of a file the user named failed with, by errno: a path that cannot be
+ * opened as a file (missing, dangling, a loop of links, not a directory on the way, too long,
+ * not readable, a directory or a device) is bad input, OB_ENOTFOUND or OB_EFORMAT (exit 3);
+ * anything else (no file descriptors, an I/O error) OB_EIO (exit 5). */
+int ob_open_code(int en);
 /*
  * A command's FILE operands in turn: names[0..n) (n 0: "-", standard input), each opened with
  * ob_open_input, passed to fn(user, name, f) and closed after it (standard input is left

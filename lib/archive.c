@@ -523,7 +523,7 @@ int ob_model_resolve(const char *path, char **out)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return ob_seterr(errno == ENOENT ? OB_ENOTFOUND : OB_EIO, "%s: %s", path, strerror(errno));
+        return ob_seterr(ob_open_code(errno), "%s: %s", path, strerror(errno));
     struct stat st;
     char magic[4] = {0};
     ssize_t got = 0;

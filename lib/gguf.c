@@ -557,7 +557,7 @@ int ob_gguf_open(const char *path, struct ob_gguf **out)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return ob_seterr(errno == ENOENT ? OB_ENOTFOUND : OB_EIO, "%s: %s", path, strerror(errno));
+        return ob_seterr(ob_open_code(errno), "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int en = errno;

@@ -20,7 +20,70 @@ struct ob_jsonl {
     char *line;
     size_t cap;
     uint64_t lineno, recline;
+    bool rest;                     /* the last line was refused part-way: skip what is left */
 };
+
+/* ---- reading lines ----------------------------------------------------------------------- */
+
+static size_t max_line = OB_MAX_LINE_DEFAULT;
+
+void ob_set_max_line(size_t bytes) { max_line = bytes ? bytes : OB_MAX_LINE_DEFAULT; }
+size_t ob_max_line(void) { return max_line; }
+
+/*
+ * getline() cannot tell a failed allocation from the end of input (it returns -1 for both, and
+ * only a failed read sets the stream's error flag), reads a NUL byte as any other and grows
+ * its buffer without bound. This reader grows the buffer itself, to at most max bytes, and
+ * stops at the first NUL byte it reads, so that a line of /dev/zero costs one byte.
+ */
+int ob_read_line(FILE *f, const char *name, uint64_t lineno, size_t max, char **buf,
+                 size_t *cap, size_t *len)
+{
+    size_t n = 0;
+    int c = EOF;
+    *len = 0;
+    flockfile(f);
+    for (;;) {
+        errno = 0;
+        c = getc_unlocked(f);
+        if (c == EOF || c == '\n' || c == 0)
+            break;
+        if (n == max) {
+            funlockfile(f);
+            return ob_seterr(OB_ERANGE, "%s:%llu: a line longer than %zu bytes (the limit: "
+                             "--max-line)", name, (unsigned long long)lineno, max);
+        }
+        if (n + 2 > *cap) {
+            size_t want = *cap < 256 ? 256 : *cap > max / 2 ? max + 2 : *cap * 2;
+            char *p = realloc(*buf, want);
+            if (!p) {
+                funlockfile(f);
+                return ob_seterr(OB_ENOMEM, "%s:%llu: out of memory reading a line of more than "
+                                 "%zu bytes", name, (unsigned long long)lineno, n);
+            }
+            *buf = p;
+            *cap = want;
+        }
+        (*buf)[n++] = (char)c;
+    }
+    int en = errno;
+    bool failed = c == EOF && ferror(f);
+    funlockfile(f);
+    if (c == 0)
+        return ob_seterr(OB_EFORMAT, "%s:%llu: a NUL byte at byte %zu of the line", name,
+                         (unsigned long long)lineno, n + 1);
+    if (failed)
+        return ob_seterr(OB_EIO, "%s:%llu: read: %s", name, (unsigned long long)lineno,
+                         strerror(en ? en : EIO));
+    if (c == EOF && n == 0)
+        return 0;
+    if (*buf)
+        (*buf)[n] = 0;
+    *len = n;
+    return 1;
+}
+
+/* ---- JSON lines -------------------------------------------------------------------------- */
 
 int ob_jsonl_open(FILE *f, const char *name, struct ob_jsonl **out)
 {
@@ -46,32 +109,51 @@ void ob_jsonl_close(struct ob_jsonl *r)
 uint64_t ob_jsonl_line(const struct ob_jsonl *r) { return r->recline; }
 const char *ob_jsonl_name(const struct ob_jsonl *r) { return r->name; }
 
+int ob_jsonl_next_line(struct ob_jsonl *r, char **line, size_t *len)
+{
+    if (r->rest) {
+        /* a tool that goes on after a refused line: the rest of it, read and dropped */
+        int c;
+        errno = 0;
+        while ((c = getc(r->f)) != EOF && c != '\n')
+            errno = 0;
+        if (c == EOF && ferror(r->f))
+            return ob_seterr(OB_EIO, "%s:%llu: read: %s", r->name,
+                             (unsigned long long)r->lineno, strerror(errno ? errno : EIO));
+        r->rest = false;
+    }
+    size_t n;
+    int got = ob_read_line(r->f, r->name, r->lineno + 1, max_line, &r->line, &r->cap, &n);
+    if (got == 0 || got == OB_EIO)
+        return got;
+    r->recline = ++r->lineno;
+    if (got < 0) {
+        r->rest = true;
+        return got;
+    }
+    while (n && r->line[n - 1] == '\r')
+        r->line[--n] = 0;
+    *line = r->line;
+    *len = n;
+    return 1;
+}
+
 int ob_jsonl_next(struct ob_jsonl *r, cJSON **out)
 {
     *out = NULL;
     for (;;) {
-        errno = 0;
-        ssize_t n = getline(&r->line, &r->cap, r->f);
-        if (n < 0) {
-            if (ferror(r->f))
-                return ob_seterr(OB_EIO, "%s: read: %s", r->name, strerror(errno ? errno : EIO));
-            return 0;
-        }
-        r->lineno++;
-        r->recline = r->lineno;
-        size_t len = (size_t)n;
-        while (len && (r->line[len - 1] == '\n' || r->line[len - 1] == '\r'))
-            len--;
+        char *line;
+        size_t len;
+        int got = ob_jsonl_next_line(r, &line, &len);
+        if (got <= 0)
+            return got;
         size_t i = 0;
-        while (i < len && (r->line[i] == ' ' || r->line[i] == '\t'))
+        while (i < len && (line[i] == ' ' || line[i] == '\t'))
             i++;
         if (i == len)
             continue;                     /* blank line */
-        if (memchr(r->line, 0, len))
-            return ob_seterr(OB_EFORMAT, "%s:%llu: line contains a NUL byte", r->name,
-                             (unsigned long long)r->lineno);
         cJSON *j;
-        int e = ob_json_parse(r->line, len, 0, &j);
+        int e = ob_json_parse(line, len, 0, &j);
         if (e)
             return ob_errprefix(e, "%s:%llu", r->name, (unsigned long long)r->lineno);
         if (!cJSON_IsObject(j)) {
@@ -257,6 +339,7 @@ static int json_check(const char *text, size_t len, int flags, size_t max_values
     bool in_str = false;
     bool str = false;              /* a string has ended: a value, unless a colon follows */
     size_t values = 0;
+    int depth = 0;                 /* arrays and objects open */
 #define VALUE()                                                                                 \
     do {                                                                                        \
         if (++values > max_values && max_values)                                                \
@@ -288,6 +371,12 @@ static int json_check(const char *text, size_t len, int flags, size_t max_values
             str = false;
             if (c == '[' || c == '{') {
                 VALUE();
+                /* cJSON refuses deeper text as if it were not JSON: say why */
+                if (++depth > CJSON_NESTING_LIMIT)
+                    return ob_seterr(OB_EFORMAT, "JSON nested more than %d deep at byte %zu (the "
+                                     "nesting limit)", CJSON_NESTING_LIMIT, at);
+            } else if (c == ']' || c == '}') {
+                depth--;
             } else if (c == 't' || c == 'f' || c == 'n') {
                 VALUE();               /* true, false, null: cJSON checks the spelling */
                 while (p < end && *p >= 'a' && *p <= 'z')
@@ -369,6 +458,60 @@ static int json_check(const char *text, size_t len, int flags, size_t max_values
     return 0;
 }
 
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * A member name given twice in one object, anywhere in j: OB_EFORMAT naming it and where it is
+ * (path: where j is, "" for the root). cJSON keeps both members and finds the first; Python,
+ * JavaScript, Go and jq keep the last, so a proxy in front of 1b would read another request
+ * than 1b runs. Names compare as cJSON holds them, escapes resolved ("a" is "\u0061").
+ */
+static int json_dup(const cJSON *j, char *path, size_t at, size_t cap)
+{
+    if (cJSON_IsObject(j)) {
+        size_t n = 0;
+        for (const cJSON *c = j->child; c; c = c->next)
+            n++;
+        const char *small[16], **names = n <= 16 ? small : malloc(n * sizeof *names);
+        if (!names)
+            return ob_seterr(OB_ENOMEM, "out of memory");
+        n = 0;
+        for (const cJSON *c = j->child; c; c = c->next)
+            names[n++] = c->string ? c->string : "";
+        qsort(names, n, sizeof *names, name_cmp);
+        const char *twice = NULL;
+        for (size_t i = 1; i < n && !twice; i++)
+            if (strcmp(names[i - 1], names[i]) == 0)
+                twice = names[i];
+        int e = 0;
+        if (twice)
+            e = ob_seterr(OB_EFORMAT, "the key \"%.80s\" appears twice in %s%s (refused: JSON "
+                          "readers differ on which value counts)", twice,
+                          at ? "the object at " : "the same object", path);
+        if (names != small)
+            free(names);
+        if (e)
+            return e;
+    }
+    size_t i = 0;
+    for (const cJSON *c = j->child; c; c = c->next, i++) {
+        if (!c->child)
+            continue;
+        int k = cJSON_IsObject(j) ? snprintf(path + at, cap - at, "%s%.40s", at ? "." : "",
+                                             c->string ? c->string : "")
+                                  : snprintf(path + at, cap - at, "[%zu]", i);
+        size_t next = k < 0 || (size_t)k >= cap - at ? cap - 1 : at + (size_t)k;
+        int e = json_dup(c, path, next, cap);
+        path[at] = 0;
+        if (e)
+            return e;
+    }
+    return 0;
+}
+
 int ob_json_parse(const char *text, size_t len, int flags, cJSON **out)
 {
     return ob_json_parse_max(text, len, flags, 0, out);
@@ -395,6 +538,11 @@ int ob_json_parse_max(const char *text, size_t len, int flags, size_t max_values
     if (k < len) {
         cJSON_Delete(j);
         return ob_seterr(OB_EFORMAT, "extra data after the JSON value at byte %zu", k + 1);
+    }
+    char path[256] = "";
+    if ((e = json_dup(j, path, 0, sizeof path))) {
+        cJSON_Delete(j);
+        return e;
     }
     *out = j;
     return 0;

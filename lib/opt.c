@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,9 @@ int ob_cmdline_next(struct ob_cmdline *cl, int argc, char **argv)
 {
     if (!cl->started) {
         cl->started = true;
+        /* a write to a closed pipe fails with EPIPE and the command exits 5 naming stdout, as
+         * for any write that fails (1b(7)), instead of dying by the signal */
+        signal(SIGPIPE, SIG_IGN);
         if (opt_build(cl->opts, &cl->longs, &cl->shorts)) {
             fprintf(stderr, "%s: %s\n", cl->prog, ob_errmsg());
             cl->stop = true;
@@ -103,6 +107,16 @@ int ob_cmdline_next(struct ob_cmdline *cl, int argc, char **argv)
             opt_list(stdout, cl->opts);
             cl->stop = true;
             break;
+        case OB_OPT_MAX_LINE: {
+            /* the process's line limit, for every reader of lines (ob_read_line) */
+            uint64_t v;
+            if (!ob_opt_size(cl->prog, "max-line", optarg, 1, (uint64_t)1 << 34, &v)) {
+                cl->bad = true;
+                break;
+            }
+            ob_set_max_line((size_t)v);
+            return ob_cmdline_next(cl, argc, argv);
+        }
         case ':':
         case '?': {
             /* the word getopt stopped at: a short option inside a cluster (-qx) by itself */
@@ -184,6 +198,35 @@ bool ob_opt_num(const char *prog, const char *name, const char *arg, double lo, 
         return false;
     }
     *out = v;
+    return true;
+}
+
+bool ob_opt_size(const char *prog, const char *name, const char *arg, uint64_t lo, uint64_t hi,
+                 uint64_t *out)
+{
+    static const char suffixes[] = "kKmMgG";
+    char num[32];
+    size_t n = strlen(arg);
+    int shift = 0;
+    const char *suffix = n ? strchr(suffixes, arg[n - 1]) : NULL;
+    if (suffix) {
+        shift = 10 * (1 + (int)(suffix - suffixes) / 2);     /* K 10, M 20, G 30 */
+        n--;
+    }
+    int64_t v = -1;
+    if (n && n < sizeof num) {
+        memcpy(num, arg, n);
+        num[n] = 0;
+        if (ob_parse_i64(num, 0, INT64_MAX >> shift, &v))
+            v = -1;
+    }
+    if (v < 0 || (uint64_t)v << shift < lo || (uint64_t)v << shift > hi) {
+        fprintf(stderr, "%s: --%s: '%s' is not a size from %llu to %llu bytes (K, M and G "
+                "suffixes allowed)\n", prog, name, arg, (unsigned long long)lo,
+                (unsigned long long)hi);
+        return false;
+    }
+    *out = (uint64_t)v << shift;
     return true;
 }
 

@@ -134,6 +134,21 @@ char *ob_utf8_sanitize(const char *s, size_t len)
     return o;
 }
 
+int ob_open_code(int en)
+{
+    switch (en) {
+    case ENOENT:
+    case ENOTDIR:
+    case ELOOP:
+    case ENAMETOOLONG: return OB_ENOTFOUND;
+    case EACCES:
+    case EISDIR:
+    case ENXIO:
+    case ENODEV: return OB_EFORMAT;
+    }
+    return OB_EIO;
+}
+
 int ob_open_input(const char *path, FILE **out)
 {
     struct stat st;
@@ -146,9 +161,7 @@ int ob_open_input(const char *path, FILE **out)
     FILE *f = fopen(path, "r");
     if (!f) {
         int en = errno;
-        int code = en == ENOENT || en == ENOTDIR ? OB_ENOTFOUND
-                   : en == EACCES || en == EISDIR ? OB_EFORMAT : OB_EIO;
-        return ob_seterr(code, "%s: %s", path, strerror(en));
+        return ob_seterr(ob_open_code(en), "%s: %s", path, strerror(en));
     }
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
         fclose(f);

@@ -8,7 +8,7 @@ cmds=()
 # the C commands and those written in Python (cmd/1b-*.py, built into bin/ by make)
 for c in "$OB_TOP"/cmd/1b-*.c "$OB_TOP"/cmd/1b-*.py; do [ -e "$c" ] && b=$(basename "$c") && cmds+=("${b%.*}"); done
 pages=("$OB_TOP"/man/*.[17])
-plan $(( ${#cmds[@]} * 6 + ${#pages[@]} + 2 + ${#cmds[@]} + 6 + 3 ))
+plan $(( ${#cmds[@]} * 6 + ${#pages[@]} + 2 + ${#cmds[@]} + 6 + 3 + 2 ))
 
 for c in "${cmds[@]}"; do
     out=$("$BIN/$c" --help 2>&1); rc=$?
@@ -75,6 +75,23 @@ for c in "${cmds[@]}"; do
     done
     [ -z "$bad" ]; ok $? "$c: --help, --version, --list-options > /dev/full: exit $want, one line${bad:+:$bad}"
 done
+# a closed pipe is a failed write too: exit 5 (1b-agree 2) and one line, not death by SIGPIPE
+# (a Python parent restores SIGPIPE's default in its child, so the command ignores it itself)
+closed() { "$PY" -c 'import os, subprocess, sys
+r, w = os.pipe(); os.close(r)
+sys.exit(subprocess.run(sys.argv[1:], stdout=w, stdin=subprocess.DEVNULL).returncode)' "$@"; }
+bad=""
+for c in "${cmds[@]}"; do
+    want=5; [ "$c" = 1b-agree ] && want=2
+    closed "$BIN/$c" --help 2> "$T/err"; rc=$?
+    [ $rc -eq $want ] && [ "$(cat "$T/err")" = "$c: stdout: Broken pipe" ] || bad="$bad $c(exit $rc)"
+done
+[ -z "$bad" ]; ok $? "--help into a closed pipe: exit 5 (1b-agree 2), one line naming stdout${bad:+:$bad}"
+printf '{"id":"a","prompt":"Once","max_tokens":2}\n' > "$T/p.jsonl"
+closed "$BIN/1b-gen" -m "$SHARED/models/stories260K.gguf" -t 1 "$T/p.jsonl" 2> "$T/err"; rc=$?
+closed "$BIN/1b-load" "$SHARED/models/stories260K.gguf" 2>> "$T/err"; rc2=$?
+[ $rc -eq 5 ] && [ $rc2 -eq 5 ] && [ "$(cat "$T/err")" = "$(printf '%s\n' "1b-gen: stdout: write: Broken pipe" "1b-load: stdout: write: Broken pipe")" ]
+ok $? "1b-gen's records and 1b-load's report into a closed pipe: exit 5, one line each (exit $rc, $rc2)"
 # and so is a record or a report that cannot be written
 "$BIN/1b-load" "$SHARED/models/stories260K.gguf" > /dev/full 2> "$T/err"; rc=$?
 [ $rc -eq 5 ] && [ "$(cat "$T/err")" = "1b-load: stdout: write: No space left on device" ]

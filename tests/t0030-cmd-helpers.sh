@@ -16,21 +16,28 @@ out=$("$UNIT/cmd-helpers" "$T/unit" "$S" "$T/ctx8192.gguf" < /dev/null 2>/dev/nu
 ok $rc "unit: ob_each_input, ob_open_output, ob_opt_u64, ob_local_open ($(grep -c '^ok' <<<"$out") checks)" ||
     grep '^not ok' <<<"$out" | head -10 | sed 's/^/# /'
 
-# one seed range everywhere: 2^53 is the largest a record may carry, so the --seed that stands
-# for a record's seed is the same (1b-gen took up to 2^63 - 1 before)
+# one seed range everywhere: 2^53 - 1 is the largest a record may carry (2^53 + 1 would be read
+# as the double 2^53, another seed than the one written), and the --seed that stands for a
+# record's seed is the same: 2^53 and 2^53 + 1 refused by both
 bad=""
 for c in "1b-gen -m $S" "1b-serve -m $S" "1b-batchrep -m $S"; do
-    $c --seed 9007199254740993 < /dev/null > /dev/null 2> err.txt; rc=$?
-    p=${c%% *}
-    [ $rc -eq 2 ] && [ "$(head -1 err.txt)" = "$p: --seed: 9007199254740993 is out of range [0, 9007199254740992]" ] ||
-        bad="$bad $p(exit $rc: $(head -1 err.txt))"
+    for s in 9007199254740992 9007199254740993; do
+        $c --seed $s < /dev/null > /dev/null 2> err.txt; rc=$?
+        p=${c%% *}
+        [ $rc -eq 2 ] && [ "$(head -1 err.txt)" = "$p: --seed: $s is out of range [0, 9007199254740991]" ] ||
+            bad="$bad $p(exit $rc: $(head -1 err.txt))"
+    done
 done
-[ -z "$bad" ]; ok $? "--seed 2^53 + 1: exit 2, the range named, in 1b-gen, 1b-serve and 1b-batchrep${bad:+:$bad}"
+echo '{"id":"s","prompt":"Once","max_tokens":1,"seed":9007199254740993}' |
+    1b-gen -m "$S" > /dev/null 2> err.txt; rc=$?
+[ $rc -eq 3 ] && grep -q "field 'seed' must be an integer in \[0, 9007199254740991\]" err.txt ||
+    bad="$bad record(exit $rc: $(head -1 err.txt))"
+[ -z "$bad" ]; ok $? "--seed 2^53 and 2^53 + 1: exit 2, the range named, in 1b-gen, 1b-serve and 1b-batchrep; a record's seed 2^53 + 1 refused too${bad:+:$bad}"
 echo '{"id":"s","prompt":"Once upon a time","max_tokens":12,"temperature":1.5}' > s.jsonl
-jq -c '.seed = 9007199254740992' s.jsonl > s-rec.jsonl
-1b-gen -m "$S" --seed 9007199254740992 s.jsonl | jq -c .tokens > a.txt &&
+jq -c '.seed = 9007199254740991' s.jsonl > s-rec.jsonl
+1b-gen -m "$S" --seed 9007199254740991 s.jsonl | jq -c .tokens > a.txt &&
     1b-gen -m "$S" s-rec.jsonl | jq -c .tokens > b.txt && [ -s a.txt ]
-check_same "--seed 2^53 samples what a record's \"seed\": 2^53 samples" a.txt b.txt
+check_same "--seed 2^53 - 1 samples what a record's \"seed\": 2^53 - 1 samples" a.txt b.txt
 
 # the shared number parsers: one message, nothing read from a value that was not parsed
 bad=""

@@ -100,7 +100,7 @@ out=$(1b-logprobs -m "$S" --text t1.jsonl 2>&1 >/dev/null); rc=$?
 [ $rc -eq 3 ] && grep -qF 't1.jsonl:1: \u0000 at byte' <<<"$out"; ok $? "1b-logprobs --text: a record with \\u0000 is refused, exit 3 ($out)"
 printf 'Once\000 upon a time\n' > t2.txt
 out=$(1b-logprobs -m "$S" --text t2.txt 2>&1 >/dev/null); rc=$?
-[ $rc -eq 3 ] && grep -qF 't2.txt:1: line contains a NUL byte' <<<"$out"; ok $? "1b-logprobs --text: a raw line with a NUL byte is refused, not cut ($out)"
+[ $rc -eq 3 ] && grep -qF 't2.txt:1: a NUL byte at byte 5 of the line' <<<"$out"; ok $? "1b-logprobs --text: a raw line with a NUL byte is refused, not cut ($out)"
 out=$(1b-batchrep -m "$S" --messages '[{"role":"user","content":"a\u0000b"}]' 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -qF -- '--messages: \u0000 at byte' <<<"$out"; ok $? "1b-batchrep --messages with \\u0000: a usage error naming it ($(head -1 <<<"$out"))"
 

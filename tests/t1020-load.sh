@@ -2,7 +2,7 @@
 # 1b-load: facts of a real model (golden record), --tensors, --check, --meta, --ctx, archives
 # and the extraction cache, non-finite detection, corrupt inputs and exit statuses.
 . "$(dirname "$0")/lib.sh"
-plan 31
+plan 32
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 cp "$S" stories260K.gguf
@@ -87,6 +87,17 @@ out=$(1b-load short.gguf 2>&1); rc=$?
 check_exit 3 "not a model" 1b-load /etc/hostname
 check_exit 3 "a directory" 1b-load "$T"
 check_exit 3 "a missing file" 1b-load "$T/nope.gguf"
+# every path that cannot be opened as a file is bad input (3), whatever errno says why: a
+# loop of symbolic links, a dangling link, a file used as a directory, a name too long
+ln -s loop-b "$T/loop-a"; ln -s loop-a "$T/loop-b"; ln -s "$T/nope.gguf" "$T/dangling"
+bad=""
+for p in "$T/loop-a" "$T/dangling" "$T/short.gguf/x" "$T/$(printf 'x%.0s' $(seq 300))"; do
+    for c in "1b-load" "1b-gen -m" "1b-serve --port 0 -m"; do
+        $c "$p" < /dev/null > /dev/null 2> err.txt; rc=$?
+        [ $rc -eq 3 ] && [ "$(grep -c "^${c%% *}: " err.txt)" = 1 ] || bad="$bad [$c ${p##*/}: exit $rc, $(tail -1 err.txt)]"
+    done
+done
+[ -z "$bad" ]; ok $? "a link loop, a dangling link, a file as a directory, a name too long: exit 3 from 1b-load, 1b-gen, 1b-serve${bad:+:$bad}"
 check_exit 2 "no MODEL" 1b-load
 check_exit 2 "two MODELs" 1b-load stories260K.gguf stories260K.gguf
 check_exit 2 "--ctx 0" 1b-load --ctx 0 stories260K.gguf

@@ -138,7 +138,7 @@ ok $? "--keep-going goes past a directory and a missing operand to the next, exi
 ok $? "a prompt longer than the context is reported once, with its line and id"
 printf '{"id":"n",\0"prompt":"x"}\n' > nul.jsonl
 1b-gen -m "$S" nul.jsonl > /dev/null 2> err.txt; rc=$?
-[ $rc -eq 3 ] && one_line err.txt "1b-gen: nul.jsonl:1: line contains a NUL byte"
+[ $rc -eq 3 ] && one_line err.txt "1b-gen: nul.jsonl:1: a NUL byte at byte 11 of the line"
 ok $? "a line with a NUL byte is reported once"
 
 # NaN logits (a NaN written into output_norm.weight): the result record says why, and so

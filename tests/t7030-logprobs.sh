@@ -147,7 +147,7 @@ jq -c '.top_logprobs = 50' one.jsonl | 1b-logprobs -m "$S" --top-logprobs 2 > ou
 ok $? "--top-logprobs overrides the record's top_logprobs"
 printf 'Once upon a time\0 there was\n' > nul.txt
 1b-logprobs -m "$S" --text nul.txt > out.jsonl 2> err.txt; rc=$?
-[ $rc -eq 3 ] && [ ! -s out.jsonl ] && one_line err.txt "1b-logprobs: nul.txt:1: line contains a NUL byte"
+[ $rc -eq 3 ] && [ ! -s out.jsonl ] && one_line err.txt "1b-logprobs: nul.txt:1: a NUL byte at byte 17 of the line"
 ok $? "--text: a line with a NUL byte is refused, not cut at it"
 mkdir dir
 1b-logprobs -m "$S" dir > out.jsonl 2> err.txt; rc=$?

@@ -7,7 +7,7 @@
 # report, and a directory that is not a report is never replaced.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 33
+plan 34
 
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
@@ -32,6 +32,17 @@ ok $? "contrib/prompts-plain.jsonl is contrib/prompts.jsonl with each one-messag
 [ $rc -eq 3 ] && [ ! -e gone ] && [ "$(litter)" -eq 0 ] && [ "$(wc -l < err)" -eq 1 ] &&
     grep -q "id sky: the model has no chat template; send a plain prompt instead$" err
 ok $? "chat prompts on a model without a chat template: exit 3, one line, nothing written (exit $rc: $(head -1 err))"
+
+# prompts the tools would refuse are refused here too, before the report rewrites them (a key
+# twice would lose one of its values; a NUL byte): exit 3, FILE:LINE, nothing written
+printf '%s\n' '{"id":"a","prompt":"Once"}' '{"id":"b","prompt":"Once","prompt":"Twice"}' > dup.jsonl
+printf '{"id":"a","prompt":"Once"}\n{"id":"n\0"}\n' > nul.jsonl
+1b-report -q --quick -m "$S" --prompts dup.jsonl -d cpu -o gone 2> err; rc=$?
+1b-report -q --quick -m "$S" --prompts nul.jsonl -d cpu -o gone 2>> err; rc2=$?
+[ $rc -eq 3 ] && [ $rc2 -eq 3 ] && [ ! -e gone ] && [ "$(wc -l < err)" -eq 2 ] &&
+    grep -q 'dup.jsonl:2: not a JSON record (the key "prompt" appears twice in one object)$' err &&
+    grep -q 'nul.jsonl:2: a NUL byte at byte 9 of the line$' err
+ok $? "--prompts with a key twice, with a NUL byte: exit 3, FILE:LINE named (exit $rc, $rc2: $(tr '\n' '|' < err))"
 
 # ---- a quick report, every section and plot ----
 src_at=$(git -C "$OB_TOP" describe --always --dirty 2> /dev/null)

@@ -85,7 +85,8 @@ static int slurp(const char *path, size_t max, char **out, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return ob_seterr(errno == ENOENT ? OB_EFORMAT : OB_EIO, "%s: %s", path, strerror(errno));
+        return ob_seterr(errno == ENOENT ? OB_EFORMAT : ob_open_code(errno), "%s: %s", path,
+                         strerror(errno));
     struct ob_sb b = {0};
     char chunk[1 << 16];
     size_t k;
@@ -161,7 +162,8 @@ static int map_file(struct ob_pack *p, struct pfile *f, bool map)
     struct stat st;
     int e = 0;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        e = ob_seterr(errno == ENOENT ? OB_EFORMAT : OB_EIO, "%s: %s", path, strerror(errno));
+        e = ob_seterr(errno == ENOENT ? OB_EFORMAT : ob_open_code(errno), "%s: %s", path,
+                      strerror(errno));
     } else if (!S_ISREG(st.st_mode)) {
         e = ob_seterr(OB_EFORMAT, "%s: not a regular file", path);
     } else if ((uint64_t)st.st_size != f->bytes) {

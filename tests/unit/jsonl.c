@@ -8,6 +8,10 @@
  *  - float64 shortest round trip;
  *  - the line reader: blank lines, CRLF, invalid JSON, non-objects, trailing garbage, NUL bytes,
  *    a 4 MiB line, with line numbers in every error, and the reader usable after each error;
+ *  - its bound (ob_set_max_line): a line of exactly the limit is read, one byte more is
+ *    OB_ERANGE after reading the limit and one byte, a NUL byte stops the read where it is,
+ *    the rest of either line is skipped by the next call; a failed read (a directory) is
+ *    OB_EIO, never the end of input;
  *  - ob_json_parse, the one JSON reader: every text that cJSON 1.7 would cut short or carry
  *    into invalid output (\u0000, \uZZZZ, unpaired surrogates, raw control bytes, ill-formed
  *    UTF-8) is refused with its byte offset, what it accepts is carried whole (strings
@@ -182,7 +186,7 @@ static void reader(const char *dir)
         {1, 1, "a", NULL}, {1, 4, "b", NULL}, {OB_EFORMAT, 5, NULL, "in.jsonl:5: invalid JSON"},
         {OB_EFORMAT, 6, NULL, "in.jsonl:6: a record must be a JSON object"},
         {OB_EFORMAT, 7, NULL, "in.jsonl:7: extra data"}, {1, 8, "d", NULL},
-        {OB_EFORMAT, 9, NULL, "in.jsonl:9: line contains a NUL byte"}, {1, 10, "big", NULL},
+        {OB_EFORMAT, 9, NULL, "in.jsonl:9: a NUL byte at byte 9 of the line"}, {1, 10, "big", NULL},
         {1, 11, "last", NULL}, {0, 11, NULL, NULL},
     };
     int good = 1;
@@ -234,6 +238,71 @@ static void reader(const char *dir)
 
 #define TXT(s) s, sizeof s - 1
 
+static void bounded(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/bounded.jsonl", dir);
+    FILE *f = fopen(path, "wb");
+    fputs("{\"id\":\"a\"}\n", f);                          /* 1: 10 bytes */
+    fputs("{\"id\":\"sixteen\"}\n", f);                    /* 2: 16 bytes, the limit */
+    fputs("{\"id\":\"seventeen\"} x\n", f);                /* 3: past it */
+    fputs("{\"id\":\"b\"}\n", f);                          /* 4 */
+    static const char nul[] = "{\"id\0xxxxxxxxxxxxxxxxxxxxxxxxxxxx\n";
+    fwrite(nul, 1, sizeof nul - 1, f);                        /* 5: NUL at 5, then past it */
+    fputs("{\"id\":\"c\"}", f);                             /* 6, no final newline */
+    fclose(f);
+    f = fopen(path, "rb");
+    struct ob_jsonl *r;
+    ob_jsonl_open(f, "b.jsonl", &r);
+    ob_set_max_line(16);
+    struct { int rc; uint64_t line; const char *id; const char *needle; long at; } want[] = {
+        {1, 1, "a", NULL, -1}, {1, 2, "sixteen", NULL, -1},
+        {OB_ERANGE, 3, NULL, "b.jsonl:3: a line longer than 16 bytes", 11 + 17 + 17},
+        {1, 4, "b", NULL, -1},
+        {OB_EFORMAT, 5, NULL, "b.jsonl:5: a NUL byte at byte 5 of the line", 11 + 17 + 21 + 11 + 5},
+        {1, 6, "c", NULL, -1}, {0, 6, NULL, NULL, -1},
+    };
+    int good = 1;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        cJSON *rec;
+        int rc = ob_jsonl_next(r, &rec);
+        const cJSON *id = rec ? cJSON_GetObjectItemCaseSensitive(rec, "id") : NULL;
+        int g = rc == want[i].rc && ob_jsonl_line(r) == want[i].line;
+        if (want[i].id)
+            g = g && cJSON_IsString(id) && strcmp(id->valuestring, want[i].id) == 0;
+        if (want[i].needle)
+            g = g && strstr(ob_errmsg(), want[i].needle) != NULL;
+        if (want[i].at >= 0)           /* no more read than the limit and one byte, or the NUL */
+            g = g && ftell(f) == want[i].at;
+        if (!g) {
+            printf("# step %zu: rc %d line %llu at %ld msg %s\n", i, rc,
+                   (unsigned long long)ob_jsonl_line(r), ftell(f), rc < 0 ? ob_errmsg() : "");
+            good = 0;
+        }
+        cJSON_Delete(rec);
+    }
+    ob_set_max_line(0);
+    ok(good && ob_max_line() == OB_MAX_LINE_DEFAULT, "a line of the limit is read, one past it "
+       "is OB_ERANGE having read the limit, a NUL stops the read at it, the reader goes on "
+       "after both with the right line numbers");
+    ob_jsonl_close(r);
+    fclose(f);
+
+    /* a stream whose read fails: an error, not the end of input */
+    f = fopen(dir, "r");
+    if (f && ob_jsonl_open(f, "dir", &r) == 0) {
+        cJSON *rec;
+        int rc = ob_jsonl_next(r, &rec);
+        ok(rc == OB_EIO && strstr(ob_errmsg(), "dir:1: read: Is a directory"),
+           "a failed read is OB_EIO naming the input and line ('%s')", ob_errmsg());
+        ob_jsonl_close(r);
+    } else {
+        printf("ok %d - # SKIP a directory cannot be opened as a stream here\n", ++n_test);
+    }
+    if (f)
+        fclose(f);
+}
+
 static void json_refusals(void)
 {
     /* text, flags, the message's needle; cJSON 1.7.15 alone accepts the first nine and cuts
@@ -273,6 +342,17 @@ static void json_refusals(void)
         {TXT("{\"p\":\"a\x01\"}"), OB_JSON_ANY_BYTES, "raw control byte 0x01"},
         {TXT("{\"p\xff\":1}"), OB_JSON_ANY_BYTES, NULL},                        /* a key: cJSON */
         {TXT("{\"p\":1,\xff}"), OB_JSON_ANY_BYTES, "invalid UTF-8 at byte 8"},  /* outside */
+        /* a member name twice in one object, wherever it is: readers disagree on which counts */
+        {TXT("{\"max_tokens\":2,\"max_tokens\":4096}"), 0,
+         "the key \"max_tokens\" appears twice in the same object"},
+        {TXT("{\"a\":1,\"\\u0061\":2}"), 0, "the key \"a\" appears twice"},     /* escaped */
+        {TXT("{\"m\":[{\"role\":\"user\",\"content\":\"x\",\"role\":\"system\"}]}"), 0,
+         "the key \"role\" appears twice in the object at m[0]"},
+        {TXT("[1,{\"x\":{\"k1\":1,\"k2\":2,\"k3\":3,\"k4\":4,\"k5\":5,\"k6\":6,\"k7\":7,\"k8\":8,"
+             "\"k9\":9,\"k10\":10,\"k11\":11,\"k12\":12,\"k13\":13,\"k14\":14,\"k15\":15,"
+             "\"k16\":16,\"k17\":17,\"k3\":3}}]"), 0,              /* past 16 members: sorted */
+         "the key \"k3\" appears twice in the object at [1].x"},
+        {TXT("{\"\":1,\"\":2}"), 0, "the key \"\" appears twice"},
     };
     int good = 1;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -291,7 +371,29 @@ static void json_refusals(void)
             cJSON_Delete(j);
     }
     ok(good, "ob_json_parse refuses \\u0000, bad escapes, unpaired surrogates, raw control "
-       "bytes, ill-formed UTF-8, NUL, trailing data, each with its byte offset");
+       "bytes, ill-formed UTF-8, NUL, trailing data, each with its byte offset; a duplicate "
+       "key anywhere, named with where it is");
+
+    /* the same names in different objects, and the same value twice, are not duplicates */
+    cJSON *j = NULL;
+    const char *fine = "{\"a\":{\"a\":1},\"b\":[{\"a\":1},{\"a\":1}],\"A\":2,\"c\":\"a\"}";
+    ok(ob_json_parse(fine, strlen(fine), 0, &j) == 0 && j, "one name in several objects is fine");
+    cJSON_Delete(j);
+
+    /* cJSON's nesting limit (1000) is named, not reported as invalid JSON */
+    char deep[2 * 1001 + 1];
+    for (int depth = 1000; depth <= 1001; depth++) {
+        memset(deep, '[', (size_t)depth);
+        memset(deep + depth, ']', (size_t)depth);
+        int e = ob_json_parse(deep, 2 * (size_t)depth, 0, &j);
+        if (depth == 1000)
+            ok(e == 0 && j, "1000 nested arrays are read");
+        else
+            ok(e == OB_EFORMAT && !j && strstr(ob_errmsg(), "nested more than 1000 deep at byte "
+               "1001 (the nesting limit)"), "1001 nested arrays: the nesting limit is named "
+               "('%s')", ob_errmsg());
+        cJSON_Delete(j);
+    }
 }
 
 static void json_accepts(void)
@@ -490,6 +592,7 @@ int main(int argc, char **argv)
     floats();
     exact();
     reader(argc > 1 ? argv[1] : ".");
+    bounded(argc > 1 ? argv[1] : ".");
     json_refusals();
     json_accepts();
     utf8();
