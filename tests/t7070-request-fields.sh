@@ -13,12 +13,14 @@
 #  - messages as OpenAI sends them: developer role, text parts, tool roles and calls refused;
 #    chat_template_kwargs.enable_thinking, llama-server's name for "thinking";
 #  - a key twice in one object (top level, nested, one of them escaped): refused everywhere, as
-#    readers in front of 1b (Python, JavaScript, Go, jq keep the last) would see other values.
+#    readers in front of 1b (Python, JavaScript, Go, jq keep the last) would see other values;
+#  - exactly one of prompt and messages: both (sent to each endpoint), neither, either of the
+#    wrong type; unknown fields are taken (passed through by 1b-gen, ignored by 1b-serve).
 # 1b-serve's own limits (--max-tokens-cap) and what only its protocol has (echo, a legacy
 # logprobs count, batched prompts) are not record fields and are not compared here.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 5
+plan 6
 cd "$T" || exit 1
 # a model with a chat template (1b-synth's llama-tiny: ChatML), so that messages are judged by
 # their fields alone (a model without one refuses every conversation: t4500, t6010)
@@ -27,7 +29,8 @@ S=$T/llama.gguf
 serve_start a -m "$S" -t 1
 ok $? "server at $URL_a"
 
-# id | the request's fields (raw JSON: some are not JSON at all) | take or refuse
+# id | the request's fields (raw JSON: some are not JSON at all) | take or refuse [| the
+# endpoint: by default /v1/chat/completions for a record with "messages", else /v1/completions]
 cases=$(cat <<'EOF'
 seed-2p53-1|"seed":9007199254740991|take
 seed-2p53|"seed":9007199254740992|refuse
@@ -97,15 +100,28 @@ dup-model|"model":"llama.gguf","model":"gpt-4"|refuse
 dup-prompt|"prompt":"Once","prompt":"Twice"|refuse
 dup-nested|"messages":[{"role":"user","content":"Once","role":"system"}]|refuse
 dup-escaped|"temperature":0,"temperatur\u0065":1|refuse
+both-chat|"prompt":"Once","messages":[{"role":"user","content":"Once"}]|refuse
+both-completions|"prompt":"Once","messages":[{"role":"user","content":"Once"}]|refuse|/v1/completions
+both-bad-prompt|"prompt":5,"messages":[{"role":"user","content":"Once"}]|refuse
+neither|"prompt":null|refuse
+neither-chat|"messages":null|refuse
+prompt-num|"prompt":5|refuse
+prompt-object|"prompt":{"text":"Once"}|refuse
+msg-string|"messages":"Once"|refuse
+msg-empty|"messages":[]|refuse
+unknown-fields|"user":"u1","x_note":{"a":[1]}|take
 EOF
 )
 : > all.jsonl
 : > want.txt
-while IFS='|' read -r id fields verdict; do
+declare -A endpoint
+while IFS='|' read -r id fields verdict path; do
     rec="{\"id\":\"$id\""
     [[ $fields == *'"prompt"'* || $fields == *'"messages"'* ]] || rec+=',"prompt":"Once upon"'
     [[ $fields == *'max_tokens"'* || $fields == *'max_completion_tokens"'* ]] || rec+=',"max_tokens":1'
     rec+=",$fields}"
+    [ -n "$path" ] || { path=/v1/completions; [[ $fields == *'"messages"'* ]] && path=/v1/chat/completions; }
+    endpoint[$id]=$path
     printf '%s\n' "$rec" >> all.jsonl
     printf '%s %s\n' "$id" "$verdict" >> want.txt
 done <<<"$cases"
@@ -121,9 +137,7 @@ jq -r 'select(has("error") | not) | .id' url.jsonl | sort > url-taken.txt
 : > serve-taken.txt
 while IFS= read -r rec; do
     id=$(sed 's/^{"id":"\([^"]*\)".*/\1/' <<<"$rec")
-    path=/v1/completions
-    [[ $rec == *'"messages"'* ]] && path=/v1/chat/completions
-    code=$(curl -s -o /dev/null -w '%{http_code}' "$URL_a$path" --data-binary "$rec")
+    code=$(curl -s -o /dev/null -w '%{http_code}' "$URL_a${endpoint[$id]}" --data-binary "$rec")
     [ "$code" = 200 ] && echo "$id" >> serve-taken.txt
     [ "$code" = 200 ] || [ "$code" = 400 ] || echo "# $id: HTTP $code"
 done < all.jsonl
@@ -136,6 +150,12 @@ check_same "1b-serve over HTTP: the same $(wc -l < serve-taken.txt) taken, the o
     want-taken.txt serve-taken.txt
 check_same "the URL route (1b-gen --url against 1b-serve): the same taken" \
     want-taken.txt url-taken.txt
+both='{"prompt":"Once","messages":[{"role":"user","content":"Once"}]}'
+cx 400 prompt invalid_value "$URL_a/v1/chat/completions" -d "$both" &&
+    jq -e '.error.type == "invalid_request_error" and (.error.message | test("exactly one of .prompt. and .messages."))' \
+        "$T/cx.out" > /dev/null &&
+    cx 400 messages invalid_value "$URL_a/v1/completions" -d "$both"
+ok $? "prompt and messages together: 400 on either endpoint, naming the field it does not read ($(jq -r .error.message "$T/cx.out"))"
 
 # the largest seed, 2^53 - 1, is the same seed on every route: the same tokens, echoed exactly
 printf '%s\n' '{"id":"a","prompt":"Once upon","max_tokens":8,"temperature":1,"seed":9007199254740991}' > seeds.jsonl

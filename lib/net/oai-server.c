@@ -365,6 +365,16 @@ int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai
     }
     r->thinking = p.thinking;
 
+    /* a record has one of them (record.c); a body with both is refused on either endpoint,
+     * naming the one that endpoint does not read, rather than answered from the other */
+    if (field(o, "prompt") && field(o, "messages")) {
+        const char *other = kind == OB_OAI_SRV_CHAT ? "prompt" : "messages";
+        err = BAD(e, other, "invalid_value", "a request needs exactly one of 'prompt' and "
+                  "'messages', not both (%s takes '%s')",
+                  kind == OB_OAI_SRV_CHAT ? "/v1/chat/completions" : "/v1/completions",
+                  kind == OB_OAI_SRV_CHAT ? "messages" : "prompt");
+        goto fail;
+    }
     if (kind == OB_OAI_SRV_CHAT)
         CHECK(parse_messages(field(o, "messages"), r, e));
     else
