@@ -209,9 +209,15 @@ int ob_engine_submit(struct ob_engine *e, const struct ob_request *r, uint64_t *
 {
     if (r->n_prompt < 1)
         return ob_seterr(OB_EFORMAT, "the prompt is empty");
-    if (r->n_prompt >= e->n_ctx)
-        return ob_seterr(OB_ERANGE, "the prompt has %d tokens; the context holds %d (one more "
-                         "is needed to generate)", r->n_prompt, e->n_ctx);
+    /* Positions: a prompt that is only prefilled (max_tokens 0) may fill the context; a
+     * generated token takes the position after the prompt (emit stores it there), so
+     * generating needs one more; forced tokens are checked below (the last one's logits come
+     * from the position before it, so prompt and forced tokens may fill the context). */
+    bool gen = r->n_forced == 0 && r->max_tokens > 0;
+    if (r->n_prompt > e->n_ctx || (gen && r->n_prompt == e->n_ctx))
+        return ob_seterr(OB_ERANGE, "the prompt has %d tokens; the context holds %d%s",
+                         r->n_prompt, e->n_ctx,
+                         gen ? " (one more is needed to generate)" : "");
     for (int i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= e->n_vocab)
             return ob_seterr(OB_ERANGE, "prompt token %d is outside the vocabulary of %d",

@@ -1332,10 +1332,13 @@ static void prep_generate(struct sreq *r)
         r->perr_set = true;
         return;
     }
-    if (r->n_ids >= s->n_ctx) {
+    /* as the engine counts (ob_engine_submit): a prompt that is only scored (max_tokens 0)
+     * may fill the context; one that generates needs a position more */
+    bool gen = r->q.n_forced == 0 && r->q.max_tokens > 0;
+    if (r->n_ids > s->n_ctx || (gen && r->n_ids == s->n_ctx)) {
         refuse(r, 400, "invalid_request_error", "context_length_exceeded",
-               "the prompt has %d tokens; the context holds %d (one more is needed to "
-               "generate)", r->n_ids, s->n_ctx);
+               "the prompt has %d tokens; the context holds %d%s", r->n_ids, s->n_ctx,
+               gen ? " (one more is needed to generate)" : "");
         return;
     }
     if (r->q.n_forced > 0 && (int64_t)r->n_ids + r->q.n_forced > s->n_ctx) {
