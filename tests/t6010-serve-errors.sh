@@ -3,11 +3,12 @@
 # field), a huge body, invalid UTF-8, negative and absurd max_tokens, an unknown model, missing
 # and wrong API keys, unknown paths and methods, prompts longer than the context, a full
 # queue, the request time limit, a client that dribbles its body and clients that vanish
-# mid-answer. Each gets its status and an OpenAI-style error body, and the server keeps
+# mid-answer or half-close after their request (nothing is written back to them; the log
+# says 499). Each gets its status and an OpenAI-style error body, and the server keeps
 # serving (checked after every group).
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 44
+plan 45
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 printf 'sekret-key-123\n' > key
@@ -179,6 +180,40 @@ ok $? "timeouts are logged and counted"
 # clients that vanish
 sc_ok "a streaming client that resets the connection mid-stream: its sequence is cancelled, the slot freed" disconnect "$B" stream --tokens 1000
 sc_ok "a client that vanishes while waiting for a whole answer: the same" disconnect "$B" wait --tokens 1000
+# half-close: a whole request, then shutdown(SHUT_WR); the server counts the client as gone
+# and cancels the request, and writes nothing back (its 499 is for the log only)
+n499=$(grep -c '"status":499,.*"end":"client_abort"' b.log)
+out=$(python3 - "$B" <<'EOF2'
+import socket, sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+bad = []
+for stream in (False, False, False, False, True, True):
+    body = b'{"prompt":"Once upon a time","max_tokens":1000,"stream":%s}' % (b"true" if stream else b"false")
+    s = socket.create_connection((u.hostname, u.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    s.shutdown(socket.SHUT_WR)
+    s.settimeout(5)
+    got = b""
+    try:
+        while d := s.recv(65536):
+            got += d
+    except socket.timeout:
+        bad.append("the connection stayed open")
+    except OSError:
+        pass
+    s.close()
+    # a whole answer: nothing at all; a stream: at most its 200 head and the tokens so far
+    if (not stream and got) or b"499" in got or b"cancelled" in got:
+        bad.append(repr(got[:120] + b"..." + got[-120:]))
+print("; ".join(bad) or "nothing written back")
+sys.exit(1 if bad else 0)
+EOF2
+)
+rc=$?
+sleep 0.1
+[ $rc = 0 ] && [ "$(grep -c '"status":499,.*"end":"client_abort"' b.log)" = $((n499 + 4)) ] &&
+    ! grep -q 'Application reported internal error' b.log
+ok $? "4 whole requests and 2 streams half-closed after sending: $out; the log says 499 client_abort for the 4"
 s=$(curl -sN "$B$C" -d '{"prompt":"Once upon a time","max_tokens":400,"stream":true}' | head -c 300)
 grep -q '^data: {' <<<"$s"
 ok $? "a client that reads a little of a stream and closes it (curl | head)"

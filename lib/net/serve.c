@@ -280,6 +280,12 @@ static void logf_event(struct ob_serve *s, const char *event, const char *fmt, .
     ob_sb_free(&b);
 }
 
+/* Set by the MHD thread that closes the connection of a client that went away (answer,
+ * reader: client_gone), just before it returns to MHD. MHD's message about that close (that
+ * the application reported an error) is then no error of the server's and is not logged: the
+ * request's own log line says client_abort. */
+static _Thread_local bool quiet_close;
+
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
     struct ob_serve *s = cls;
@@ -288,6 +294,11 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
         msg[--n] = 0;
+    bool expected = quiet_close && (!strncmp(msg, "Application reported internal error", 35) ||
+                                    strstr(msg, "(application error generating response)"));
+    quiet_close = false;
+    if (expected)
+        return;
     /* the same message within a second of its last log line is only counted: a flood of
      * refused or broken connections must not become a flood of log lines */
     double t = now();
@@ -1196,6 +1207,15 @@ static bool finish_error(const struct sreq *r, struct ob_oai_srv_err *e)
     return false;
 }
 
+/* A request cancelled because its client went away (closed, reset or half-closed its
+ * connection) is answered with nothing: a client that half-closed may still be reading, and
+ * a 499 is nginx's word for the log, not a status to send. The log line and /metrics say 499;
+ * the connection is closed. */
+static bool client_gone(const struct ob_oai_srv_err *e)
+{
+    return e->status == 499;
+}
+
 /* a resumed non-streaming request: its answer */
 static enum MHD_Result answer(struct sreq *r)
 {
@@ -1204,6 +1224,11 @@ static enum MHD_Result answer(struct sreq *r)
     pthread_mutex_lock(&s->mu);
     bool err = finish_error(r, &e);
     pthread_mutex_unlock(&s->mu);
+    if (err && client_gone(&e)) {
+        count_answer(r, e.status);
+        quiet_close = true;
+        return MHD_NO;
+    }
     if (err)
         return reply_error(r, &e);
     struct ob_oai_srv_result o;
@@ -1219,8 +1244,14 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     struct sreq *r = cls;
     struct ob_serve *s = r->s;
+    quiet_close = false;
     pthread_mutex_lock(&s->mu);
     while (r->out_off >= r->out.len) {
+        if (r->why == W_CLIENT) {  /* gone: no more tokens, no error event (client_gone) */
+            pthread_mutex_unlock(&s->mu);
+            quiet_close = true;
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
         ob_sb_reset(&r->out);
         r->out_off = 0;
         struct ob_oai_srv_result o;
@@ -1265,6 +1296,11 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
         }
         if (r->phase == P_DONE) {
             struct ob_oai_srv_err e;
+            if (finish_error(r, &e) && client_gone(&e)) {
+                pthread_mutex_unlock(&s->mu);
+                quiet_close = true;
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
             if (finish_error(r, &e)) {
                 ob_oai_srv_chunk_error(&r->out, &e);
             } else {
@@ -1659,6 +1695,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 {
     struct ob_serve *s = cls;
     struct sreq *r = *ctx;
+    quiet_close = false;
     if (!r) {
         if (!(r = sreq_new(s, c, url, method)))
             return MHD_NO;
