@@ -4,10 +4,10 @@
 # synthetic Qwen3 with and without thinking, sampled), every logprob on the wire reads back
 # to its bits, a request alone and among 7 others at --parallel 8 gives the same bits,
 # streaming gives what a whole answer gives, echo/forced_tokens scoring equals generation,
-# the openai client works, and the operational endpoints answer.
+# the openai client works (models.retrieve too), and the operational endpoints answer.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 23
+plan 24
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 1b-synth --preset qwen3-small --vocab 8000 --tokenizer "$SHARED/models/qwen3-tokenizer/tokenizer.json" \
@@ -23,6 +23,13 @@ jq -e '.object == "list" and (.data | length) == 1 and .data[0].id == "stories26
        and .data[0].name == "llama" and .data[0].object == "model"
        and .data[0].sha256 == "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d"' <<<"$m" > /dev/null
 ok $? "/v1/models: id, name and sha256 of the model ($m)"
+one=$(jq -c '.data[0]' <<<"$m")
+[ "$(curl -s "$URL_st/v1/models/stories260K.gguf")" = "$one" ] && [ "$(curl -s "$URL_st/models/llama")" = "$one" ] &&
+    [ "$(curl -s "$URL_qw/v1/models/qwen3-synth" | jq -r .id)" = qwen3-synth ] &&
+    cx 404 null model_not_found "$URL_st/v1/models/nope" && grep -q "'nope'" "$T/cx.out" &&
+    cx 404 null model_not_found "$URL_st/v1/models/" &&
+    cx 405 - method_not_allowed "$URL_st/v1/models/stories260K.gguf" -d '{}'
+ok $? "/v1/models/ID (and /models/ID): the list's model object for its id, file name or name, the alias; 404 model_not_found for another"
 
 # server == 1b-gen, bit for bit
 echo '{"id":"a","prompt":"Once upon a time","max_tokens":64,"top_logprobs":3}' | 1b-gen -m "$S" > g1.jsonl
@@ -90,7 +97,7 @@ sc_ok "echo + logprobs + max_tokens 0 scores the prompt; forced_tokens scores a 
 
 # the openai package
 if need_python openai; then
-    sc_ok "openai client: models.list, chat (logprobs), streaming, completions, errors" \
+    sc_ok "openai client: models.list and retrieve, chat (logprobs), streaming, completions, errors" \
         openai "$URL_qw" qwen3-synth
 else
     skip "openai client" "python package openai missing (scripts/setup)"

@@ -37,7 +37,7 @@ methods = {p: sorted(m.upper() for m in deref(i) if m in ("get", "post", "put", 
            for p, i in doc["paths"].items()}
 sec = man.split(".Sh ENDPOINTS", 1)[1].split("\n.Sh ", 1)[0]
 heads = dict((p, [m]) for m, p in re.findall(r"^\.Ss (GET|POST) (/\S+)$", sec, re.M))
-aliases = set(re.findall(r"\bPa (/[a-z0-9/]+)(?=[\s,]|$)", sec, re.M)) - {"/v1"}
+aliases = set(re.findall(r"\bPa (/[a-z0-9/{}]+)(?=[\s,]|$)", sec, re.M)) - {"/v1"}
 want = dict(heads)
 for a in aliases:       # an alias has the method of the path it names
     twin = [p for p in heads if p in ("/v1" + a, a[3:] if a.startswith("/v1/") else None)]

@@ -71,18 +71,20 @@
 /* ---- endpoints ------------------------------------------------------------------------------- */
 
 enum ep {
-    EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_HEALTH, EP_LIVEZ, EP_METRICS, EP_TOKENIZE,
+    EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_MODEL, EP_HEALTH, EP_LIVEZ, EP_METRICS, EP_TOKENIZE,
     EP_DETOKENIZE, EP_OTHER, EP_N,
 };
 
 static const struct {
-    const char *path, *alias;      /* the alias is the path without /v1, as llama-server has */
+    const char *path, *alias;      /* the alias is the path without /v1, as llama-server has;
+                                    * a path ending in {NAME} takes any rest after its prefix */
     bool post;                     /* POST, else GET (and HEAD) */
     bool open;                     /* no API key needed */
 } eps[EP_N] = {
     [EP_CHAT] = {"/v1/chat/completions", "/chat/completions", true, false},
     [EP_COMPLETIONS] = {"/v1/completions", "/completions", true, false},
     [EP_MODELS] = {"/v1/models", "/models", false, false},
+    [EP_MODEL] = {"/v1/models/{model}", "/models/{model}", false, false},
     [EP_HEALTH] = {"/health", "/v1/health", false, true},
     [EP_LIVEZ] = {"/livez", NULL, false, true},
     [EP_METRICS] = {"/metrics", NULL, false, false},
@@ -91,15 +93,35 @@ static const struct {
     [EP_OTHER] = {"other", NULL, false, false},
 };
 
-static int route(const char *url)
+/* does url match pattern (a path, or a prefix followed by {NAME})? *arg: the rest */
+static bool path_is(const char *url, const char *pattern, const char **arg)
 {
+    if (!pattern)
+        return false;
+    const char *brace = strchr(pattern, '{');
+    if (!brace)
+        return !strcmp(url, pattern);
+    if (strncmp(url, pattern, (size_t)(brace - pattern)))
+        return false;
+    *arg = url + (brace - pattern);
+    return true;
+}
+
+/* The endpoint of a URL (as MHD gives it: percent-decoded, without the query); *arg: what
+ * stands for the {NAME} of its path, if it has one. */
+static int route(const char *url, const char **arg)
+{
+    const char *none;
+    if (!arg)
+        arg = &none;
+    *arg = "";
     /* the absolute form a client may send (GET http://host/health): its path */
     if (!strncasecmp(url, "http://", 7) || !strncasecmp(url, "https://", 8)) {
         const char *p = strchr(strstr(url, "//") + 2, '/');
         url = p ? p : "/";
     }
     for (int i = 0; i < EP_OTHER; i++)
-        if (!strcmp(url, eps[i].path) || (eps[i].alias && !strcmp(url, eps[i].alias)))
+        if (path_is(url, eps[i].path, arg) || path_is(url, eps[i].alias, arg))
             return i;
     return EP_OTHER;
 }
@@ -567,7 +589,7 @@ static struct sreq *sreq_new(struct ob_serve *s, struct MHD_Connection *c, const
     r->s = s;
     r->conn = c;
     r->t0 = now();
-    r->ep = route(url);
+    r->ep = route(url, NULL);
     r->refs = 1;
     r->fd = -1;
     r->status = 0;
@@ -956,19 +978,57 @@ static enum MHD_Result do_health(struct sreq *r)
     return reply_json(r, 200, &b);
 }
 
+/* the model object of /v1/models and /v1/models/{model} */
+static void model_object(struct ob_sb *b, const struct ob_serve *s)
+{
+    ob_sb_str(b, "{\"id\":");
+    ob_sb_json(b, s->model_id, strlen(s->model_id));
+    ob_sb_str(b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"1b\",\"name\":");
+    ob_sb_json(b, s->model_name, strlen(s->model_name));
+    ob_sb_str(b, ",\"sha256\":");
+    ob_sb_json(b, s->sha256, strlen(s->sha256));
+    const struct ob_hparams *hp = ob_model_hparams(s->m);
+    ob_sb_fmt(b, ",\"route\":\"%s\",\"n_ctx\":%d,\"n_vocab\":%u,\"parallel\":%d}", s->route,
+               s->n_ctx, hp->n_vocab, s->parallel);
+}
+
 static enum MHD_Result do_models(struct sreq *r)
 {
-    struct ob_serve *s = r->s;
     struct ob_sb b = {0};
-    ob_sb_str(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
-    ob_sb_json(&b, s->model_id, strlen(s->model_id));
-    ob_sb_str(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"1b\",\"name\":");
-    ob_sb_json(&b, s->model_name, strlen(s->model_name));
-    ob_sb_str(&b, ",\"sha256\":");
-    ob_sb_json(&b, s->sha256, strlen(s->sha256));
-    const struct ob_hparams *hp = ob_model_hparams(s->m);
-    ob_sb_fmt(&b, ",\"route\":\"%s\",\"n_ctx\":%d,\"n_vocab\":%u,\"parallel\":%d}]}", s->route,
-               s->n_ctx, hp->n_vocab, s->parallel);
+    ob_sb_str(&b, "{\"object\":\"list\",\"data\":[");
+    model_object(&b, r->s);
+    ob_sb_str(&b, "]}");
+    return reply_json(r, 200, &b);
+}
+
+/* Is name one of the names of the model served: its id (--alias, else the file's name), the
+ * file's name, general.name or the sha256? An absent or empty name in a request is. */
+static bool model_matches(const struct ob_serve *s, const char *name)
+{
+    if (!name || !*name)
+        return true;
+    if (!strcmp(name, s->model_id) || !strcmp(name, s->model_name) || !strcmp(name, s->sha256))
+        return true;
+    const char *path = ob_model_path(s->m), *base = strrchr(path, '/');
+    return !strcmp(name, base ? base + 1 : path);
+}
+
+/* GET /v1/models/{model} (OpenAI's models.retrieve): the object of the list, under any name a
+ * request's "model" may give it; 404 model_not_found for any other (or none) */
+static enum MHD_Result do_model(struct sreq *r, const char *name)
+{
+    struct ob_serve *s = r->s;
+    if (!*name || !model_matches(s, name)) {
+        /* the name came percent-decoded from the URL: any bytes, any length */
+        char *shown = ob_utf8_sanitize(name, strnlen(name, 200));
+        enum MHD_Result ret = fail(r, 404, "invalid_request_error", "model_not_found",
+                                   "the model '%s' does not exist here; this server has '%s' "
+                                   "(GET /v1/models)", shown ? shown : "", s->model_id);
+        free(shown);
+        return ret;
+    }
+    struct ob_sb b = {0};
+    model_object(&b, s);
     return reply_json(r, 200, &b);
 }
 
@@ -1332,16 +1392,6 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     r->out_off += n;
     pthread_mutex_unlock(&s->mu);
     return (ssize_t)n;
-}
-
-static bool model_matches(const struct ob_serve *s, const char *name)
-{
-    if (!name || !*name)
-        return true;
-    if (!strcmp(name, s->model_id) || !strcmp(name, s->model_name) || !strcmp(name, s->sha256))
-        return true;
-    const char *path = ob_model_path(s->m), *base = strrchr(path, '/');
-    return !strcmp(name, base ? base + 1 : path);
 }
 
 /* Parse, tokenize and admit a generation request, and submit its job (a prep thread); or
@@ -1747,6 +1797,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     case EP_METRICS: return do_metrics(r);
     case EP_MODELS: return do_models(r);
+    case EP_MODEL: {
+        const char *name;
+        route(url, &name);
+        return do_model(r, name);
+    }
     case EP_TOKENIZE:
     case EP_DETOKENIZE:
     case EP_CHAT:

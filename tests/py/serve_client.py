@@ -273,6 +273,15 @@ def cmd_openai(a):
     ids = [m.id for m in models.data]
     if ids != [a.model]:
         fail(f"models {ids}")
+    one = c.models.retrieve(a.model)
+    if one.to_dict() != models.data[0].to_dict():
+        fail(f"models.retrieve({a.model!r}): {one} is not the listed {models.data[0]}")
+    try:
+        c.models.retrieve("no-such-model")
+        fail("models.retrieve of an unknown model succeeded")
+    except openai.NotFoundError as e:
+        if e.body.get("code") != "model_not_found":
+            fail("models.retrieve 404 body " + str(e.body))
     ch = c.chat.completions.create(model=a.model, messages=[{"role": "user", "content": "Hi"}],
                                    max_tokens=8, temperature=0, logprobs=True, top_logprobs=2)
     lp = ch.choices[0].logprobs.content
@@ -313,7 +322,7 @@ def cmd_openai(a):
             fail("a wrong key was accepted")
         except openai.AuthenticationError:
             pass
-    print(f"openai {openai.__version__}: models, chat + logprobs, stream ({n} chunks), "
+    print(f"openai {openai.__version__}: models (list, retrieve), chat + logprobs, stream ({n} chunks), "
           "completions, 404, 400" + (", 401" if a.key else ""))
 
 
