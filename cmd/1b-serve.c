@@ -55,7 +55,7 @@ static const struct ob_option options[] = {
     {"port", OPT_PORT, "N", "port to listen on; 0 = any free one (default 8080)"},
     {"http-threads", OPT_HTTP_THREADS, "N", "HTTP threads, and as many that parse bodies (default 4)"},
     {"queue", OPT_QUEUE, "N", "requests that may wait for a slot; more get 503 (default 64)"},
-    {"max-body", OPT_MAX_BODY, "BYTES", "largest request body, K or M suffix allowed (default 4M)"},
+    {"max-body", OPT_MAX_BODY, "BYTES", "largest request body, K, M or G suffix (default 4M)"},
     {"max-tokens-cap", OPT_MAX_TOKENS_CAP, "N", "largest max_tokens a request may ask (default 4096)"},
     {"timeout", OPT_TIMEOUT, "SECONDS", "time limit of a generation request; 0 = none (default 600)"},
     {"idle-timeout", OPT_IDLE_TIMEOUT, "SECONDS", "close connections silent this long (default 60)"},
@@ -127,30 +127,6 @@ static int seconds_opt(const char *name, const char *arg, double *out)
     return 0;
 }
 
-/* BYTES with an optional K or M suffix (powers of 1024) */
-static int bytes_opt(const char *arg, size_t *out)
-{
-    char num[32];
-    size_t n = strlen(arg), mul = 1;
-    if (n && n < sizeof num && strchr("kKmM", arg[n - 1])) {
-        mul = arg[n - 1] == 'k' || arg[n - 1] == 'K' ? 1024 : 1024 * 1024;
-        n--;
-    }
-    int64_t v;
-    if (n >= sizeof num) {
-        fprintf(stderr, PROG ": --max-body: '%s' is not a size\n", arg);
-        return 1;
-    }
-    memcpy(num, arg, n);
-    num[n] = 0;
-    if (ob_parse_i64(num, 1, (int64_t)1 << 34, &v) || (uint64_t)v * mul > ((uint64_t)1 << 34)) {
-        fprintf(stderr, PROG ": --max-body: '%s' is not a size between 1 and 16G\n", arg);
-        return 1;
-    }
-    *out = (size_t)v * mul;
-    return 0;
-}
-
 static int read_key_file(const char *path, char **out)
 {
     if (strcmp(path, "-") == 0)                  /* a file name here, not standard input */
@@ -160,16 +136,12 @@ static int read_key_file(const char *path, char **out)
     if (e)
         return e;
     char *line = NULL;
-    size_t cap = 0;
-    errno = 0;
-    ssize_t n = getline(&line, &cap, f);
-    int en = errno;
-    bool failed = n < 0 && ferror(f);
+    size_t cap = 0, n;
+    int got = ob_read_line(f, path, 1, 4096, &line, &cap, &n);    /* a key is one short line */
     fclose(f);
-    if (n < 0) {
+    if (got <= 0) {
         free(line);
-        return failed ? ob_seterr(OB_EIO, "%s: read: %s", path, strerror(en ? en : EIO))
-                      : ob_seterr(OB_EFORMAT, "%s: empty", path);
+        return got < 0 ? got : ob_seterr(OB_EFORMAT, "%s: empty", path);
     }
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ' ||
                      line[n - 1] == '\t'))
@@ -329,7 +301,12 @@ int main(int argc, char **argv)
         case OPT_PORT: cl.bad = !ob_opt_int(PROG, "port", optarg, 0, 65535, &sp.port); break;
         case OPT_HTTP_THREADS: cl.bad = !ob_opt_int(PROG, "http-threads", optarg, 2, 256, &sp.http_threads); break;
         case OPT_QUEUE: cl.bad = !ob_opt_int(PROG, "queue", optarg, 0, 1 << 20, &sp.queue); break;
-        case OPT_MAX_BODY: cl.bad = bytes_opt(optarg, &sp.max_body); break;
+        case OPT_MAX_BODY: {
+            uint64_t v;
+            cl.bad = !ob_opt_size(PROG, "max-body", optarg, 1, (uint64_t)1 << 34, &v);
+            sp.max_body = (size_t)v;
+            break;
+        }
         case OPT_MAX_TOKENS_CAP:
             cl.bad = !ob_opt_int(PROG, "max-tokens-cap", optarg, 1, 1 << 24, &sp.max_tokens_cap);
             break;

@@ -50,8 +50,8 @@ int ob_read_line(FILE *f, const char *name, uint64_t lineno, size_t max, char **
             break;
         if (n == max) {
             funlockfile(f);
-            return ob_seterr(OB_ERANGE, "%s:%llu: a line longer than %zu bytes (the limit: "
-                             "--max-line)", name, (unsigned long long)lineno, max);
+            return ob_seterr(OB_ERANGE, "%s:%llu: a line longer than %zu bytes", name,
+                             (unsigned long long)lineno, max);
         }
         if (n + 2 > *cap) {
             size_t want = *cap < 256 ? 256 : *cap > max / 2 ? max + 2 : *cap * 2;
@@ -129,6 +129,8 @@ int ob_jsonl_next_line(struct ob_jsonl *r, char **line, size_t *len)
     r->recline = ++r->lineno;
     if (got < 0) {
         r->rest = true;
+        if (got == OB_ERANGE)           /* the limit is the command's option */
+            ob_seterr(got, "%s (the limit: --max-line)", ob_errmsg());
         return got;
     }
     while (n && r->line[n - 1] == '\r')
