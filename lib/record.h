@@ -41,7 +41,7 @@ struct ob_req {
  * this table, so that a value is taken or refused alike whatever the route; man/1b.7 lists
  * the same names, types and ranges. null means absent (OpenAI reads it so). Numbers are read
  * as doubles: a whole number beyond 2^53 is read to a double's precision (2^53 + 1 reads as
- * 2^53, which is in the seed's range).
+ * 2^53, which is why a seed ends at 2^53 - 1: OB_SEED_MAX).
  */
 enum ob_req_type { OB_REQ_INT, OB_REQ_NUM, OB_REQ_BOOL };
 

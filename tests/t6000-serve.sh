@@ -7,7 +7,7 @@
 # the openai client works (models.retrieve too), and the operational endpoints answer.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 24
+plan 26
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 1b-synth --preset qwen3-small --vocab 8000 --tokenizer "$SHARED/models/qwen3-tokenizer/tokenizer.json" \
@@ -111,6 +111,27 @@ d=$(curl -s "$URL_st/detokenize" -d "{\"tokens\":$(jq -c '[.tokens[].id]' g1.jso
 [ "$(jq -r .content <<<"$d")" = "$(jq -r .text g1.jsonl)" ] &&
     [ "$(curl -s "$URL_st/tokenize" -d '{"content":"Once","with_pieces":true}' | jq -c .tokens)" = '[{"id":403,"piece":" Once"}]' ]
 ok $? "/detokenize gives the generated text back; with_pieces"
+# vLLM's dialect beside llama-server's (lm-eval's remote tokenizer: t7090): "prompt" with
+# add_special_tokens (default true) and special-token text read; "messages" rendered as
+# /v1/chat/completions renders them; tokens and count; /detokenize's "prompt"; /tokenizer_info
+t=$(curl -s "$URL_st/tokenize" -d '{"prompt":"Once upon a time"}')
+c=$(curl -s "$URL_qw/tokenize" -d "$(jq -c '{messages, chat_template_kwargs: {enable_thinking: false}}' g2.jsonl)")
+[ "$(jq -c .tokens <<<"$t")" = "$(jq -c .prompt_ids g1.jsonl)" ] && [ "$(jq .count <<<"$t")" = "$(jq '.prompt_ids | length' g1.jsonl)" ] &&
+    [ "$(jq .max_model_len <<<"$t")" = 2048 ] &&
+    [ "$(jq -c .tokens <<<"$c")" = "$(jq -c .prompt_ids g2.jsonl)" ] &&
+    [ "$(curl -s "$URL_st/tokenize" -d '{"prompt":"</s>","add_special_tokens":false}' | jq -c .tokens)" = '[2]' ] &&
+    [ "$(curl -s "$URL_st/tokenize" -d '{"content":"</s>"}' | jq '.tokens | length')" -gt 1 ] &&
+    [ "$(curl -s "$URL_st/detokenize" -d '{"tokens":[403]}' | jq -c '[.prompt, .content]')" = '[" Once"," Once"]' ] &&
+    cx 400 prompt invalid_value "$URL_st/tokenize" -d '{"content":"a","prompt":"b"}' &&
+    cx 400 content missing_required_parameter "$URL_st/tokenize" -d '{"add_special_tokens":true}' &&
+    cx 400 add_special invalid_value "$URL_st/tokenize" -d '{"prompt":"a","add_special":true,"add_special_tokens":true}' &&
+    cx 400 messages invalid_value "$URL_st/tokenize" -d '{"messages":[{"role":"user","content":"Hi"}]}'
+ok $? "/tokenize in vLLM's dialect: prompt = 1b-gen's prompt_ids, count, max_model_len, </s> read as EOS; messages = 1b-gen's chat prompt_ids; /detokenize's prompt; one input only; no template: 400"
+i=$(curl -s "$URL_st/tokenizer_info")
+jq -e '.bos_token == "<s>" and .eos_token == "</s>" and .pad_token == null and .add_bos_token == true
+       and .model_max_length == 2048 and .chat_template == null' <<<"$i" > /dev/null &&
+    [ "$(curl -s "$URL_qw/tokenizer_info" | jq -r .chat_template)" = "$(1b-load --meta tokenizer.chat_template q.gguf | jq -r .)" ]
+ok $? "/tokenizer_info: BOS, EOS, no pad, the context, the chat template when the model has one ($i)"
 
 # metrics and logs
 mt=$(curl -s "$URL_st/metrics")

@@ -167,19 +167,18 @@ static int get_field(const cJSON *o, const struct ob_req_field *f, struct ob_req
     return BAD(e, f->name, "invalid_value", "'%s' must be %s", f->name, want);
 }
 
-/* messages, read as every route reads them (record.h) */
-static int parse_messages(const cJSON *arr, struct ob_oai_srv_req *r, struct ob_oai_srv_err *e)
+/* messages, read as every route reads them (record.h); *m is the caller's to free, whatever
+ * the outcome */
+static int read_messages(const cJSON *arr, struct ob_req_msgs *m, struct ob_oai_srv_err *e)
 {
+    memset(m, 0, sizeof *m);
     if (!arr)
         return BAD(e, "messages", "missing_required_parameter", "'messages' is required");
-    struct ob_req_msgs m;
     char param[64];
     bool wrong;
-    int err = ob_req_messages(arr, &m, param, sizeof param, &wrong);
-    r->msgs = m.v;
-    r->n_msgs = err ? 0 : m.n;
-    r->owned = m.owned;
-    r->n_owned = m.n_owned;
+    int err = ob_req_messages(arr, m, param, sizeof param, &wrong);
+    if (err)
+        m->n = 0;
     if (err == OB_ENOMEM)
         return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
     if (err)
@@ -187,6 +186,17 @@ static int parse_messages(const cJSON *arr, struct ob_oai_srv_req *r, struct ob_
                                                       ? "unsupported_value" : "invalid_value",
                    "%s", ob_errmsg());
     return 0;
+}
+
+static int parse_messages(const cJSON *arr, struct ob_oai_srv_req *r, struct ob_oai_srv_err *e)
+{
+    struct ob_req_msgs m;
+    int err = read_messages(arr, &m, e);
+    r->msgs = m.v;
+    r->n_msgs = m.n;
+    r->owned = m.owned;
+    r->n_owned = m.n_owned;
+    return err;
 }
 
 /* A body as JSON (ob_json_parse_max): text that cJSON would cut short (\u0000, a bad escape),
@@ -488,30 +498,73 @@ static cJSON *parse_object(const char *body, size_t len, size_t max_values,
     return root;
 }
 
-int ob_oai_srv_parse_tokenize(const char *body, size_t len, size_t max_values, cJSON **root,
-                              const char **content, bool *add_special, bool *parse_special,
-                              bool *with_pieces, struct ob_oai_srv_err *e)
+int ob_oai_srv_parse_tokenize(const char *body, size_t len, size_t max_values,
+                              struct ob_oai_srv_tokenize *t, struct ob_oai_srv_err *e)
 {
-    *root = parse_object(body, len, max_values, e);
-    if (!*root)
+    memset(t, 0, sizeof *t);
+    cJSON *o = t->root = parse_object(body, len, max_values, e);
+    if (!o)
         return OB_EFORMAT;
-    const cJSON *c = field(*root, "content");
+    static const char *const inputs[] = {"content", "prompt", "messages"};
+    const char *in = NULL;
     int err = 0;
-    *add_special = *parse_special = *with_pieces = false;
-    if (!c)
-        err = BAD(e, "content", "missing_required_parameter", "'content' is required");
-    else if (!cJSON_IsString(c))
-        err = BAD(e, "content", "invalid_type", "'content' must be a string, not %s", type_name(c));
-    if (!err && ((err = get_bool(*root, "add_special", add_special, e)) >= 0) &&
-        ((err = get_bool(*root, "parse_special", parse_special, e)) >= 0))
-        err = get_bool(*root, "with_pieces", with_pieces, e);
-    if (err < 0) {
-        cJSON_Delete(*root);
-        *root = NULL;
-        return err;
+    for (int i = 0; i < 3 && !err; i++)
+        if (field(o, inputs[i])) {
+            if (in)
+                err = BAD(e, inputs[i], "invalid_value", "give one of 'content', 'prompt' and "
+                          "'messages', not '%s' and '%s'", in, inputs[i]);
+            in = inputs[i];
+        }
+    if (!err && !in)
+        err = BAD(e, "content", "missing_required_parameter", "one of 'content' (llama-server), "
+                  "'prompt' or 'messages' (vLLM) is required");
+    if (err)
+        goto fail;
+    const cJSON *v = field(o, in);
+    bool vllm = strcmp(in, "content") != 0, chat = strcmp(in, "messages") == 0;
+    if (chat)
+        err = read_messages(v, &t->msgs, e);
+    else if (!cJSON_IsString(v)) {
+        err = BAD(e, in, "invalid_type", "'%s' must be a string, not %s", in, type_name(v));
+    } else {
+        t->text = v->valuestring;
     }
-    *content = c->valuestring;
+    if (err)
+        goto fail;
+    /* the defaults of the dialect the input names */
+    t->add_special = vllm && !chat;
+    t->parse_special = vllm;
+    t->add_generation_prompt = true;
+    if (field(o, "add_special") && field(o, "add_special_tokens")) {
+        err = BAD(e, "add_special", "invalid_value", "give one of 'add_special' (llama-server) "
+                  "and 'add_special_tokens' (vLLM), not both");
+        goto fail;
+    }
+    struct ob_req_params p;
+    ob_req_params_default(&p);
+    const char *kwp;
+    if ((err = get_bool(o, "add_special", &t->add_special, e)) < 0 ||
+        (err = get_bool(o, "add_special_tokens", &t->add_special, e)) < 0 ||
+        (err = get_bool(o, "parse_special", &t->parse_special, e)) < 0 ||
+        (err = get_bool(o, "with_pieces", &t->with_pieces, e)) < 0 ||
+        (err = get_bool(o, "add_generation_prompt", &t->add_generation_prompt, e)) < 0)
+        goto fail;
+    if (ob_req_kwargs(o, &p, &kwp) < 0) {
+        err = BAD(e, kwp, "invalid_type", "%s", ob_errmsg());
+        goto fail;
+    }
+    t->thinking = p.thinking;
     return 0;
+fail:
+    ob_oai_srv_tokenize_free(t);
+    return err < 0 ? err : OB_EFORMAT;
+}
+
+void ob_oai_srv_tokenize_free(struct ob_oai_srv_tokenize *t)
+{
+    ob_req_msgs_free(&t->msgs);
+    cJSON_Delete(t->root);
+    memset(t, 0, sizeof *t);
 }
 
 int ob_oai_srv_parse_detokenize(const char *body, size_t len, size_t max_values,

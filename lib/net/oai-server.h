@@ -35,6 +35,7 @@
 #include "1b.h"
 #include "chat.h"
 #include "engine.h"
+#include "record.h"
 #include "sample.h"
 #include "sb.h"
 #include "tok.h"
@@ -117,12 +118,28 @@ int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, 
                       int32_t **ids, int *n_ids, int32_t stop_ids[OB_CHAT_MAX_STOPS],
                       int *n_stop_ids, struct ob_oai_srv_err *e);
 
-/* POST /tokenize {"content": string, "add_special": bool (false), "parse_special": bool
- * (false), "with_pieces": bool (false)}; *content points into *root (cJSON_Delete it).
- * max_values as in struct ob_oai_srv_defaults, here and for /detokenize. */
-int ob_oai_srv_parse_tokenize(const char *body, size_t len, size_t max_values, cJSON **root,
-                              const char **content, bool *add_special, bool *parse_special,
-                              bool *with_pieces, struct ob_oai_srv_err *e);
+/*
+ * POST /tokenize in either dialect, one of three inputs:
+ *   llama-server's {"content": string, "add_special": bool (false), "parse_special": bool
+ *     (false), "with_pieces": bool (false)};
+ *   vLLM's {"prompt": string, "add_special_tokens": bool (true)}: special tokens written in
+ *     the text are read as such (parse_special true), as Hugging Face tokenizers do;
+ *   vLLM's {"messages": [...], "add_generation_prompt": bool (true), "add_special_tokens": bool
+ *     (false), "chat_template_kwargs": {"enable_thinking": bool}}: the chat template rendered
+ *     and tokenized as /v1/chat/completions does.
+ * Either name of the BOS flag is taken with either input; parse_special and with_pieces with
+ * any. text points into root; ob_oai_srv_tokenize_free releases both. max_values as in struct
+ * ob_oai_srv_defaults, here and for /detokenize.
+ */
+struct ob_oai_srv_tokenize {
+    cJSON *root;
+    const char *text;              /* content or prompt; NULL: msgs */
+    struct ob_req_msgs msgs;
+    bool add_special, parse_special, with_pieces, add_generation_prompt, thinking;
+};
+int ob_oai_srv_parse_tokenize(const char *body, size_t len, size_t max_values,
+                              struct ob_oai_srv_tokenize *t, struct ob_oai_srv_err *e);
+void ob_oai_srv_tokenize_free(struct ob_oai_srv_tokenize *t);
 /* POST /detokenize {"tokens": [ids]}; *ids is malloc'd, checked below n_vocab. */
 int ob_oai_srv_parse_detokenize(const char *body, size_t len, size_t max_values,
                                 uint32_t n_vocab, int32_t **ids, int *n,

@@ -72,7 +72,7 @@
 
 enum ep {
     EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_MODEL, EP_HEALTH, EP_LIVEZ, EP_METRICS, EP_TOKENIZE,
-    EP_DETOKENIZE, EP_OTHER, EP_N,
+    EP_DETOKENIZE, EP_TOKENIZER_INFO, EP_OTHER, EP_N,
 };
 
 static const struct {
@@ -90,6 +90,7 @@ static const struct {
     [EP_METRICS] = {"/metrics", NULL, false, false},
     [EP_TOKENIZE] = {"/tokenize", NULL, true, false},
     [EP_DETOKENIZE] = {"/detokenize", NULL, true, false},
+    [EP_TOKENIZER_INFO] = {"/tokenizer_info", NULL, false, false},
     [EP_OTHER] = {"other", NULL, false, false},
 };
 
@@ -1001,6 +1002,45 @@ static enum MHD_Result do_models(struct sreq *r)
     return reply_json(r, 200, &b);
 }
 
+/* a special token's text as a JSON string, or null when the model has none */
+static void token_or_null(struct ob_sb *b, const struct ob_tok *tok, int32_t id)
+{
+    const char *p;
+    size_t n;
+    if (id < 0 || ob_tok_piece(tok, id, &p, &n)) {
+        ob_sb_str(b, "null");
+        return;
+    }
+    ob_sb_json(b, p, n);
+}
+
+/* GET /tokenizer_info (vLLM's): what a client needs to tokenize as the server does through
+ * /tokenize and /detokenize, with no tokenizer files of its own (lm-eval's remote tokenizer
+ * reads eos_token, bos_token, pad_token and chat_template) */
+static enum MHD_Result do_tokenizer_info(struct sreq *r)
+{
+    const struct ob_serve *s = r->s;
+    struct ob_sb b = {0};
+    ob_sb_str(&b, "{\"tokenizer_class\":\"1b\",\"bos_token\":");
+    token_or_null(&b, s->tok, ob_tok_bos(s->tok));
+    ob_sb_str(&b, ",\"eos_token\":");
+    token_or_null(&b, s->tok, ob_tok_eos(s->tok));
+    ob_sb_str(&b, ",\"pad_token\":");
+    token_or_null(&b, s->tok, ob_tok_pad(s->tok));
+    ob_sb_str(&b, ",\"unk_token\":");
+    token_or_null(&b, s->tok, ob_tok_unk(s->tok));
+    ob_sb_fmt(&b, ",\"add_bos_token\":%s,\"model_max_length\":%d,\"max_model_len\":%d,"
+              "\"vocab_size\":%u,\"chat_template\":",
+              ob_tok_add_bos(s->tok) && ob_tok_bos(s->tok) >= 0 ? "true" : "false", s->n_ctx,
+              s->n_ctx, ob_tok_n_vocab(s->tok));
+    if (s->tmpl)
+        ob_sb_json(&b, s->tmpl, strlen(s->tmpl));
+    else
+        ob_sb_str(&b, "null");
+    ob_sb_str(&b, "}");
+    return reply_json(r, 200, &b);
+}
+
 /* Is name one of the names of the model served: its id (--alias, else the file's name), the
  * file's name, general.name or the sha256? An absent or empty name in a request is. */
 static bool model_matches(const struct ob_serve *s, const char *name)
@@ -1157,12 +1197,9 @@ static void drop_body(struct sreq *r)
 static void prep_tokenize(struct sreq *r)
 {
     struct ob_serve *s = r->s;
-    cJSON *root = NULL;
-    const char *content;
-    bool add_special, parse_special, with_pieces;
+    struct ob_oai_srv_tokenize t;
     const char *body = r->body.p ? r->body.p : "";
-    int err = ob_oai_srv_parse_tokenize(body, r->body.len, max_values(s), &root, &content,
-                                        &add_special, &parse_special, &with_pieces, &r->perr);
+    int err = ob_oai_srv_parse_tokenize(body, r->body.len, max_values(s), &t, &r->perr);
     drop_body(r);
     if (err) {
         r->perr_set = true;
@@ -1170,20 +1207,36 @@ static void prep_tokenize(struct sreq *r)
     }
     int32_t *ids;
     size_t n;
-    err = ob_tok_encode(s->tok, content, strlen(content), parse_special, &ids, &n);
-    cJSON_Delete(root);
+    int32_t bos = ob_tok_add_bos(s->tok) ? ob_tok_bos(s->tok) : -1;
+    if (t.text) {
+        err = ob_tok_encode(s->tok, t.text, strlen(t.text), t.parse_special, &ids, &n);
+    } else {
+        /* rendered and tokenized as /v1/chat/completions does (that BOS is the template's) */
+        struct ob_chat_opts o = OB_CHAT_OPTS_DEFAULT;
+        o.add_generation_prompt = t.add_generation_prompt;
+        o.enable_thinking = t.thinking;
+        err = ob_chat_tokenize(s->tok, s->tmpl, t.msgs.v, t.msgs.n, &o, &ids, &n);
+        if (n && ids[0] == bos)
+            bos = -1;
+    }
+    bool add = t.add_special && bos >= 0, pieces = t.with_pieces, chat = !t.text;
+    ob_oai_srv_tokenize_free(&t);
     if (err) {
-        refuse(r, 500, "server_error", NULL, "%s", ob_errmsg());
+        if (err == OB_ENOMEM) {
+            refuse(r, 500, "server_error", NULL, "%s", ob_errmsg());
+        } else {
+            refuse(r, 400, "invalid_request_error", "invalid_value", "%s", ob_errmsg());
+            snprintf(r->perr.param, sizeof r->perr.param, "%s", chat ? "messages" : "prompt");
+        }
         return;
     }
-    bool bos = add_special && ob_tok_add_bos(s->tok) && ob_tok_bos(s->tok) >= 0;
     struct ob_sb *b = &r->pout;
     ob_sb_str(b, "{\"tokens\":[");
-    for (size_t i = 0; i < n + bos; i++) {
-        int32_t id = bos ? (i ? ids[i - 1] : ob_tok_bos(s->tok)) : ids[i];
+    for (size_t i = 0; i < n + add; i++) {
+        int32_t id = add ? (i ? ids[i - 1] : bos) : ids[i];
         if (i)
             ob_sb_add(b, ",", 1);
-        if (with_pieces) {
+        if (pieces) {
             const char *p = "";
             size_t pl = 0;
             ob_tok_piece(s->tok, id, &p, &pl);
@@ -1194,7 +1247,7 @@ static void prep_tokenize(struct sreq *r)
             ob_sb_fmt(b, "%d", id);
         }
     }
-    ob_sb_str(b, "]}");
+    ob_sb_fmt(b, "],\"count\":%zu,\"max_model_len\":%d}", n + add, s->n_ctx);
     free(ids);
 }
 
@@ -1219,7 +1272,10 @@ static void prep_detokenize(struct sreq *r)
         refuse(r, 500, "server_error", NULL, "%s", ob_errmsg());
         return;
     }
+    /* llama-server's name and vLLM's */
     ob_sb_str(&r->pout, "{\"content\":");
+    ob_sb_json(&r->pout, text, len);
+    ob_sb_str(&r->pout, ",\"prompt\":");
     ob_sb_json(&r->pout, text, len);
     ob_sb_str(&r->pout, "}");
     free(text);
@@ -1797,6 +1853,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     case EP_METRICS: return do_metrics(r);
     case EP_MODELS: return do_models(r);
+    case EP_TOKENIZER_INFO: return do_tokenizer_info(r);
     case EP_MODEL: {
         const char *name;
         route(url, &name);
