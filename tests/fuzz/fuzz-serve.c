@@ -242,15 +242,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     one(body, size, OB_OAI_SRV_CHAT, NULL);
     one(body, size, OB_OAI_SRV_COMPLETION, NULL);
     struct ob_oai_srv_err e;
-    cJSON *root;
-    const char *content;
-    bool a, p, w;
-    if (ob_oai_srv_parse_tokenize(body, size, MAX_VALUES, &root, &content, &a, &p, &w, &e) == 0) {
+    struct ob_oai_srv_tokenize t;
+    if (ob_oai_srv_parse_tokenize(body, size, MAX_VALUES, &t, &e) == 0) {
         int32_t *ids;
         size_t n;
-        if (ob_tok_encode(tok, content, strlen(content), p, &ids, &n) == 0)
+        struct ob_chat_opts o = OB_CHAT_OPTS_DEFAULT;
+        o.add_generation_prompt = t.add_generation_prompt;
+        o.enable_thinking = t.thinking;
+        if (t.text ? ob_tok_encode(tok, t.text, strlen(t.text), t.parse_special, &ids, &n) == 0
+                   : ob_chat_tokenize(tok, tmpl, t.msgs.v, t.msgs.n, &o, &ids, &n) == 0)
             free(ids);
-        cJSON_Delete(root);
+        ob_oai_srv_tokenize_free(&t);
     }
     int32_t *ids;
     int n;
