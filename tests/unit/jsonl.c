@@ -158,6 +158,40 @@ static void floats(void)
     ok(bad64 == 0, "1000000 float64 values round-trip through their shortest decimal");
 }
 
+/* what one ob_jsonl_next gives: rc, the line, the record's id or a needle of the message, and
+ * where the stream stands after it (-1: anywhere) */
+struct step {
+    int rc;
+    uint64_t line;
+    const char *id, *needle;
+    long at;
+};
+
+/* the reader through the steps in turn; 1 when each came as said */
+static int steps(struct ob_jsonl *r, FILE *f, const struct step *want, size_t n)
+{
+    int good = 1;
+    for (size_t i = 0; i < n; i++) {
+        cJSON *rec;
+        int rc = ob_jsonl_next(r, &rec);
+        const cJSON *id = rec ? cJSON_GetObjectItemCaseSensitive(rec, "id") : NULL;
+        int g = rc == want[i].rc && ob_jsonl_line(r) == want[i].line;
+        if (want[i].id)
+            g = g && cJSON_IsString(id) && strcmp(id->valuestring, want[i].id) == 0;
+        if (want[i].needle)
+            g = g && strstr(ob_errmsg(), want[i].needle) != NULL;
+        if (want[i].at >= 0)
+            g = g && ftell(f) == want[i].at;
+        if (!g) {
+            printf("# step %zu: rc %d line %llu at %ld msg %s\n", i, rc,
+                   (unsigned long long)ob_jsonl_line(r), ftell(f), rc < 0 ? ob_errmsg() : "");
+            good = 0;
+        }
+        cJSON_Delete(rec);
+    }
+    return good;
+}
+
 static void reader(const char *dir)
 {
     char path[512];
@@ -182,29 +216,15 @@ static void reader(const char *dir)
     struct ob_jsonl *r;
     ob_jsonl_open(f, "in.jsonl", &r);
     cJSON *rec;
-    struct { int rc; uint64_t line; const char *id; const char *needle; } want[] = {
-        {1, 1, "a", NULL}, {1, 4, "b", NULL}, {OB_EFORMAT, 5, NULL, "in.jsonl:5: invalid JSON"},
-        {OB_EFORMAT, 6, NULL, "in.jsonl:6: a record must be a JSON object"},
-        {OB_EFORMAT, 7, NULL, "in.jsonl:7: extra data"}, {1, 8, "d", NULL},
-        {OB_EFORMAT, 9, NULL, "in.jsonl:9: a NUL byte at byte 9 of the line"}, {1, 10, "big", NULL},
-        {1, 11, "last", NULL}, {0, 11, NULL, NULL},
+    static const struct step want[] = {
+        {1, 1, "a", NULL, -1}, {1, 4, "b", NULL, -1},
+        {OB_EFORMAT, 5, NULL, "in.jsonl:5: invalid JSON", -1},
+        {OB_EFORMAT, 6, NULL, "in.jsonl:6: a record must be a JSON object", -1},
+        {OB_EFORMAT, 7, NULL, "in.jsonl:7: extra data", -1}, {1, 8, "d", NULL, -1},
+        {OB_EFORMAT, 9, NULL, "in.jsonl:9: a NUL byte at byte 9 of the line", -1},
+        {1, 10, "big", NULL, -1}, {1, 11, "last", NULL, -1}, {0, 11, NULL, NULL, -1},
     };
-    int good = 1;
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        int rc = ob_jsonl_next(r, &rec);
-        const cJSON *id = rec ? cJSON_GetObjectItemCaseSensitive(rec, "id") : NULL;
-        int g = rc == want[i].rc && ob_jsonl_line(r) == want[i].line;
-        if (want[i].id)
-            g = g && cJSON_IsString(id) && strcmp(id->valuestring, want[i].id) == 0;
-        if (want[i].needle)
-            g = g && strstr(ob_errmsg(), want[i].needle) != NULL;
-        if (!g) {
-            printf("# step %zu: rc %d line %llu msg %s\n", i, rc,
-                   (unsigned long long)ob_jsonl_line(r), rc < 0 ? ob_errmsg() : "");
-            good = 0;
-        }
-        cJSON_Delete(rec);
-    }
+    int good = steps(r, f, want, sizeof want / sizeof want[0]);
     ok(good, "reader: records, blank lines, CRLF, errors with line numbers, 4 MiB line, no final newline");
     ob_jsonl_close(r);
     fclose(f);
@@ -255,32 +275,15 @@ static void bounded(const char *dir)
     struct ob_jsonl *r;
     ob_jsonl_open(f, "b.jsonl", &r);
     ob_set_max_line(16);
-    struct { int rc; uint64_t line; const char *id; const char *needle; long at; } want[] = {
+    /* at: no more read than the limit and one byte, or than the NUL */
+    static const struct step want[] = {
         {1, 1, "a", NULL, -1}, {1, 2, "sixteen", NULL, -1},
         {OB_ERANGE, 3, NULL, "b.jsonl:3: a line longer than 16 bytes", 11 + 17 + 17},
         {1, 4, "b", NULL, -1},
         {OB_EFORMAT, 5, NULL, "b.jsonl:5: a NUL byte at byte 5 of the line", 11 + 17 + 21 + 11 + 5},
         {1, 6, "c", NULL, -1}, {0, 6, NULL, NULL, -1},
     };
-    int good = 1;
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        cJSON *rec;
-        int rc = ob_jsonl_next(r, &rec);
-        const cJSON *id = rec ? cJSON_GetObjectItemCaseSensitive(rec, "id") : NULL;
-        int g = rc == want[i].rc && ob_jsonl_line(r) == want[i].line;
-        if (want[i].id)
-            g = g && cJSON_IsString(id) && strcmp(id->valuestring, want[i].id) == 0;
-        if (want[i].needle)
-            g = g && strstr(ob_errmsg(), want[i].needle) != NULL;
-        if (want[i].at >= 0)           /* no more read than the limit and one byte, or the NUL */
-            g = g && ftell(f) == want[i].at;
-        if (!g) {
-            printf("# step %zu: rc %d line %llu at %ld msg %s\n", i, rc,
-                   (unsigned long long)ob_jsonl_line(r), ftell(f), rc < 0 ? ob_errmsg() : "");
-            good = 0;
-        }
-        cJSON_Delete(rec);
-    }
+    int good = steps(r, f, want, sizeof want / sizeof want[0]);
     ob_set_max_line(0);
     ok(good && ob_max_line() == OB_MAX_LINE_DEFAULT, "a line of the limit is read, one past it "
        "is OB_ERANGE having read the limit, a NUL stops the read at it, the reader goes on "
