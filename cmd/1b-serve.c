@@ -41,7 +41,8 @@ enum {
     OPT_PARALLEL = 256, OPT_CHUNK, OPT_CTX, OPT_CACHE_SLOTS, OPT_HOST, OPT_PORT, OPT_HTTP_THREADS,
     OPT_QUEUE, OPT_MAX_BODY, OPT_MAX_TOKENS_CAP, OPT_TIMEOUT, OPT_IDLE_TIMEOUT, OPT_GRACE,
     OPT_API_KEY, OPT_API_KEY_FILE, OPT_ALIAS, OPT_TEMPERATURE, OPT_SEED, OPT_HEADER_TIMEOUT,
-    OPT_BODY_TIMEOUT, OPT_MAX_CONNECTIONS, OPT_MAX_PER_CLIENT,
+    OPT_BODY_TIMEOUT, OPT_MAX_CONNECTIONS, OPT_MAX_PER_CLIENT, OPT_MAX_PROMPTS,
+    OPT_MAX_REQUEST_TOKENS,
 };
 
 static const struct ob_option options[] = {
@@ -56,6 +57,8 @@ static const struct ob_option options[] = {
     {"http-threads", OPT_HTTP_THREADS, "N", "HTTP threads, and as many that parse bodies (default 4)"},
     {"queue", OPT_QUEUE, "N", "requests that may wait for a slot; more get 503 (default 64)"},
     {"max-body", OPT_MAX_BODY, "BYTES", "largest request body, K, M or G suffix (default 4M)"},
+    {"max-prompts", OPT_MAX_PROMPTS, "N", "prompts one /v1/completions request may carry (default 64)"},
+    {"max-request-tokens", OPT_MAX_REQUEST_TOKENS, "N", "prompt tokens of one request, all its prompts (default 65536, or --ctx if more)"},
     {"max-tokens-cap", OPT_MAX_TOKENS_CAP, "N", "largest max_tokens a request may ask (default 4096)"},
     {"timeout", OPT_TIMEOUT, "SECONDS", "time limit of a generation request; 0 = none (default 600)"},
     {"idle-timeout", OPT_IDLE_TIMEOUT, "SECONDS", "close connections silent this long (default 60)"},
@@ -278,7 +281,7 @@ int main(int argc, char **argv)
     lp.parallel = 4;
     double grace = 30, temperature;
     struct ob_serve_params sp = {
-        .host = "127.0.0.1", .port = 8080, .http_threads = 4, .queue = 64,
+        .host = "127.0.0.1", .port = 8080, .http_threads = 4, .queue = 64, .max_prompts = 64,
         .max_body = 4 << 20, .max_tokens_cap = 4096, .timeout = 600, .idle_timeout = 60,
         .header_timeout = 10, .body_timeout = 30, .max_connections = 1024, .max_per_client = 128,
         .temperature = 1.0f, .seed = 0, .log = log_line,
@@ -301,6 +304,13 @@ int main(int argc, char **argv)
         case OPT_PORT: cl.bad = !ob_opt_int(PROG, "port", optarg, 0, 65535, &sp.port); break;
         case OPT_HTTP_THREADS: cl.bad = !ob_opt_int(PROG, "http-threads", optarg, 2, 256, &sp.http_threads); break;
         case OPT_QUEUE: cl.bad = !ob_opt_int(PROG, "queue", optarg, 0, 1 << 20, &sp.queue); break;
+        case OPT_MAX_PROMPTS:
+            cl.bad = !ob_opt_int(PROG, "max-prompts", optarg, 1, 1 << 16, &sp.max_prompts);
+            break;
+        case OPT_MAX_REQUEST_TOKENS:
+            cl.bad = !ob_opt_int(PROG, "max-request-tokens", optarg, 1, 1 << 30,
+                                 &sp.max_request_tokens);
+            break;
         case OPT_MAX_BODY: {
             uint64_t v;
             cl.bad = !ob_opt_size(PROG, "max-body", optarg, 1, (uint64_t)1 << 34, &v);

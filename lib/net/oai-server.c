@@ -5,9 +5,9 @@
  * The request side reads every field a record has with record.h's table (types, ranges,
  * neutral values of unimplemented fields, stop, messages, chat_template_kwargs), so that a
  * body is taken or refused as the same record would be in 1b-gen. What is its own is OpenAI's:
- * logprobs is a bool for chat and a count for legacy completions, echo, stream, a batch of one
- * prompt, OpenAI's defaults, the --max-tokens-cap, and errors that name their field for the
- * client. The prompt ids are made with the same calls as record.c, so that a request gives the
+ * logprobs is a bool for chat and a count for legacy completions, echo, stream, a batch of
+ * prompts (one choice each), OpenAI's defaults, the --max-tokens-cap, and errors that name
+ * their field for the client. The prompt ids are made with the same calls as record.c, so that a request gives the
  * same tokens here and in 1b-gen.
  */
 #include <math.h>
@@ -217,30 +217,73 @@ static int parse_body(const char *body, size_t len, size_t max_values, cJSON **r
     return 0;
 }
 
-static int parse_prompt(const cJSON *p, struct ob_oai_srv_req *r, struct ob_oai_srv_err *e)
+/* what a "prompt" element is: a string, a number, an array, or another thing */
+static const char *prompt_kind(const cJSON *v)
+{
+    return cJSON_IsString(v) ? "strings" : cJSON_IsNumber(v) ? "token ids"
+           : cJSON_IsArray(v) ? "arrays" : NULL;
+}
+
+/* "prompt": a string, an array of token ids (one prompt), an array of strings or an array of
+ * arrays of token ids (one prompt each, at most max_prompts); empty arrays and arrays that mix
+ * kinds are refused */
+static int parse_prompt(const cJSON *p, int max_prompts, struct ob_oai_srv_req *r,
+                        struct ob_oai_srv_err *e)
 {
     if (!p)
         return BAD(e, "prompt", "missing_required_parameter", "'prompt' is required");
-    if (cJSON_IsString(p)) {
-        r->prompt = p->valuestring;
-        return 0;
-    }
-    if (!cJSON_IsArray(p))
-        return BAD(e, "prompt", "invalid_type",
-                   "'prompt' must be a string or an array of token ids, not %s", type_name(p));
-    /* OpenAI also takes a batch: an array of strings or of id arrays; one prompt only here */
-    if (p->child && (cJSON_IsString(p->child) || cJSON_IsArray(p->child))) {
-        if (cJSON_GetArraySize(p) != 1)
-            return BAD(e, "prompt", "unsupported_value",
-                       "'prompt' may hold one prompt only (send one request per prompt)");
-        p = p->child;
-        if (cJSON_IsString(p)) {
-            r->prompt = p->valuestring;
-            return 0;
+    if (!cJSON_IsString(p) && !cJSON_IsArray(p))
+        return BAD(e, "prompt", "invalid_type", "'prompt' must be a string, an array of strings, "
+                   "an array of token ids or an array of arrays of token ids, not %s",
+                   type_name(p));
+    if (cJSON_IsArray(p) && !p->child)
+        return BAD(e, "prompt", "invalid_value", "'prompt' is an empty array");
+    const cJSON *it;
+    int i = 0;
+    if (cJSON_IsArray(p)) {
+        /* every element of the same kind as the first */
+        const char *k0 = prompt_kind(p->child);
+        cJSON_ArrayForEach(it, p) {
+            const char *k = prompt_kind(it);
+            if (!k)
+                return BAD(e, "prompt", "invalid_type", "'prompt[%d]' must be a string, a token "
+                           "id or an array of token ids, not %s", i, type_name(it));
+            if (k != k0)
+                return BAD(e, "prompt", "invalid_value", "'prompt' mixes %s and %s ('prompt[%d]' "
+                           "is %s): send all strings, all token ids, or all arrays of token ids",
+                           k0, k, i, type_name(it));
+            i++;
         }
     }
-    TRY(get_ids(p, "prompt", &r->prompt_ids, &r->n_prompt_ids, e));
-    r->prompt_is_ids = true;
+    bool batch = cJSON_IsArray(p) && !cJSON_IsNumber(p->child);
+    int n = batch ? cJSON_GetArraySize(p) : 1;
+    if (max_prompts > 0 && n > max_prompts)
+        return BAD(e, "prompt", "too_many_prompts", "'prompt' holds %d prompts; this server "
+                   "takes at most %d in one request (--max-prompts)", n, max_prompts);
+    r->prompts = calloc((size_t)n, sizeof *r->prompts);
+    if (!r->prompts)
+        return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
+    r->n_prompts = n;
+    r->prompt_batch = batch;
+    if (cJSON_IsString(p)) {
+        r->prompts[0].text = p->valuestring;
+        return 0;
+    }
+    if (!batch)
+        return get_ids(p, "prompt", &r->prompts[0].ids, &r->prompts[0].n_ids, e);
+    i = 0;
+    cJSON_ArrayForEach(it, p) {
+        struct ob_oai_srv_prompt *q = &r->prompts[i];
+        char param[32];
+        snprintf(param, sizeof param, "prompt[%d]", i++);
+        if (cJSON_IsString(it)) {
+            q->text = it->valuestring;
+            continue;
+        }
+        if (!it->child)
+            return BAD(e, param, "invalid_value", "'%s' is an empty array of token ids", param);
+        TRY(get_ids(it, param, &q->ids, &q->n_ids, e));
+    }
     return 0;
 }
 
@@ -388,7 +431,7 @@ int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai
     if (kind == OB_OAI_SRV_CHAT)
         CHECK(parse_messages(field(o, "messages"), r, e));
     else
-        CHECK(parse_prompt(field(o, "prompt"), r, e));
+        CHECK(parse_prompt(field(o, "prompt"), d->max_prompts, r, e));
 #undef CHECK
     return 0;
 fail:
@@ -402,7 +445,9 @@ void ob_oai_srv_free(struct ob_oai_srv_req *r)
     if (!r)
         return;
     cJSON_Delete(r->root);
-    free(r->prompt_ids);
+    for (int i = 0; i < r->n_prompts; i++)
+        free(r->prompts[i].ids);
+    free(r->prompts);
     free(r->msgs);
     for (size_t i = 0; i < r->n_owned; i++)
         free(r->owned[i]);
@@ -412,9 +457,10 @@ void ob_oai_srv_free(struct ob_oai_srv_req *r)
     memset(r, 0, sizeof *r);
 }
 
-int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, const char *tmpl,
-                      int32_t **ids_out, int *n_out, int32_t stop_ids[OB_CHAT_MAX_STOPS],
-                      int *n_stop_ids, struct ob_oai_srv_err *e)
+int ob_oai_srv_tokens_at(const struct ob_oai_srv_req *r, int which, const struct ob_tok *tok,
+                         const char *tmpl, int32_t **ids_out, int *n_out,
+                         int32_t stop_ids[OB_CHAT_MAX_STOPS], int *n_stop_ids,
+                         struct ob_oai_srv_err *e)
 {
     uint32_t V = ob_tok_n_vocab(tok);
     int32_t *ids = NULL;
@@ -425,6 +471,13 @@ int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, 
             return BAD(e, "forced_tokens", "invalid_value",
                        "'forced_tokens[%d]' = %d is not below the vocabulary size %u", i,
                        r->forced[i], V);
+    /* the prompt's name in errors: prompt, or prompt[which] in a batch */
+    char param[32] = "prompt";
+    if (r->kind != OB_OAI_SRV_CHAT && r->prompt_batch)
+        snprintf(param, sizeof param, "prompt[%d]", which);
+    const struct ob_oai_srv_prompt *p =
+        r->kind != OB_OAI_SRV_CHAT && which >= 0 && which < r->n_prompts ? &r->prompts[which]
+                                                                          : NULL;
     if (r->kind == OB_OAI_SRV_CHAT) {
         struct ob_chat_opts o = OB_CHAT_OPTS_DEFAULT;
         o.enable_thinking = r->thinking;
@@ -433,23 +486,26 @@ int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, 
                                    err == OB_ENOMEM ? "server_error" : "invalid_request_error",
                                    err == OB_EUNSUPP ? "unsupported_value" : "invalid_value",
                                    "messages", "%s", ob_errmsg());
-    } else if (r->prompt_is_ids) {
-        for (int i = 0; i < r->n_prompt_ids; i++)
-            if ((uint32_t)r->prompt_ids[i] >= V)
-                return BAD(e, "prompt", "invalid_value",
-                           "'prompt[%d]' = %d is not below the vocabulary size %u", i,
-                           r->prompt_ids[i], V);
-        ids = malloc((size_t)(r->n_prompt_ids ? r->n_prompt_ids : 1) * sizeof *ids);
+    } else if (!p) {
+        return ob_oai_srv_fail(e, OB_EINTERNAL, 500, "server_error", NULL, NULL,
+                               "no prompt %d in the request", which);
+    } else if (!p->text) {
+        for (int i = 0; i < p->n_ids; i++)
+            if ((uint32_t)p->ids[i] >= V)
+                return BAD(e, param, "invalid_value",
+                           "'%s[%d]' = %d is not below the vocabulary size %u", param, i,
+                           p->ids[i], V);
+        ids = malloc((size_t)(p->n_ids ? p->n_ids : 1) * sizeof *ids);
         if (!ids)
             return ob_oai_srv_fail(e, OB_ENOMEM, 500, "server_error", NULL, NULL, "out of memory");
-        memcpy(ids, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof *ids);
-        n = (size_t)r->n_prompt_ids;
+        memcpy(ids, p->ids, (size_t)p->n_ids * sizeof *ids);
+        n = (size_t)p->n_ids;
     } else {
         /* plain text after BOS, as record.c does for a "prompt" string */
         int32_t *t;
         size_t nt;
-        if ((err = ob_tok_encode(tok, r->prompt, strlen(r->prompt), false, &t, &nt)))
-            return ob_oai_srv_fail(e, err, 500, "server_error", NULL, "prompt", "%s", ob_errmsg());
+        if ((err = ob_tok_encode(tok, p->text, strlen(p->text), false, &t, &nt)))
+            return ob_oai_srv_fail(e, err, 500, "server_error", NULL, param, "%s", ob_errmsg());
         bool bos = ob_tok_add_bos(tok) && ob_tok_bos(tok) >= 0;
         ids = malloc((nt + 1) * sizeof *ids);
         if (!ids) {
@@ -464,12 +520,14 @@ int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, 
     }
     if (n == 0) {
         free(ids);
+        if (r->kind != OB_OAI_SRV_CHAT && r->prompt_batch)
+            return BAD(e, param, "invalid_value", "'%s' is empty", param);
         return BAD(e, r->kind == OB_OAI_SRV_CHAT ? "messages" : "prompt", "invalid_value",
                    "the prompt is empty");
     }
     if (n > INT32_MAX / 2) {
         free(ids);
-        return BAD(e, "prompt", "invalid_value", "the prompt is too long");
+        return BAD(e, param, "invalid_value", "the prompt is too long");
     }
     size_t ns = 0;
     if ((err = ob_chat_stops(tok, r->kind == OB_OAI_SRV_CHAT ? tmpl : NULL, stop_ids, &ns))) {
@@ -480,6 +538,13 @@ int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, 
     *n_out = (int)n;
     *n_stop_ids = (int)ns;
     return 0;
+}
+
+int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, const char *tmpl,
+                      int32_t **ids, int *n_ids, int32_t stop_ids[OB_CHAT_MAX_STOPS],
+                      int *n_stop_ids, struct ob_oai_srv_err *e)
+{
+    return ob_oai_srv_tokens_at(r, 0, tok, tmpl, ids, n_ids, stop_ids, n_stop_ids, e);
 }
 
 /* ---- tokenize / detokenize ---------------------------------------------------------------------- */
@@ -716,12 +781,18 @@ static void head(struct ob_sb *b, const struct ob_oai_srv_result *r, const char 
     ob_sb_json(b, r->fingerprint, strlen(r->fingerprint));
 }
 
-static void usage(struct ob_sb *b, const struct ob_oai_srv_result *r)
+/* the usage of n results, summed */
+static void usage(struct ob_sb *b, const struct ob_oai_srv_result *r, int n)
 {
-    ob_sb_fmt(b, "\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
-                  "\"prompt_tokens_details\":{\"cached_tokens\":%d}}",
-               r->prompt_tokens, r->completion_tokens, r->prompt_tokens + r->completion_tokens,
-               r->cached_tokens);
+    long long pt = 0, ct = 0, cached = 0;
+    for (int i = 0; i < n; i++) {
+        pt += r[i].prompt_tokens;
+        ct += r[i].completion_tokens;
+        cached += r[i].cached_tokens;
+    }
+    ob_sb_fmt(b, "\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
+                  "\"total_tokens\":%lld,\"prompt_tokens_details\":{\"cached_tokens\":%lld}}",
+               pt, ct, pt + ct, cached);
 }
 
 /* the prompt's tokens and their scores for echo: arrays of n_prompt */
@@ -744,11 +815,11 @@ static void echo_text(struct ob_sb *b, const struct ob_oai_srv_result *r)
     }
 }
 
-void ob_oai_srv_body(struct ob_sb *b, const struct ob_oai_srv_result *r)
+/* one choice of a body: {"index":...,...} */
+static void choice(struct ob_sb *b, const struct ob_oai_srv_result *r)
 {
     bool chat = r->kind == OB_OAI_SRV_CHAT;
-    head(b, r, chat ? "chat.completion" : "text_completion");
-    ob_sb_str(b, ",\"choices\":[{\"index\":0,");
+    ob_sb_fmt(b, "{\"index\":%d,", r->index);
     if (chat) {
         ob_sb_str(b, "\"message\":{\"role\":\"assistant\",\"content\":");
         ob_sb_json(b, r->text, r->text_len);
@@ -805,10 +876,28 @@ void ob_oai_srv_body(struct ob_sb *b, const struct ob_oai_srv_result *r)
     ob_sb_json(b, r->finish_reason, strlen(r->finish_reason));
     if (r->timed_out)
         ob_sb_str(b, ",\"timed_out\":true");
-    ob_sb_str(b, "}],");
-    usage(b, r);
     ob_sb_str(b, "}");
 }
+
+void ob_oai_srv_body_n(struct ob_sb *b, const struct ob_oai_srv_result *r, int n)
+{
+    head(b, r, r->kind == OB_OAI_SRV_CHAT ? "chat.completion" : "text_completion");
+    ob_sb_str(b, ",\"choices\":[");
+    for (int i = 0; i < n; i++) {
+        if (i)
+            ob_sb_add(b, ",", 1);
+        choice(b, &r[i]);
+    }
+    ob_sb_str(b, "],");
+    usage(b, r, n);
+    ob_sb_str(b, "}");
+}
+
+void ob_oai_srv_body(struct ob_sb *b, const struct ob_oai_srv_result *r)
+{
+    ob_oai_srv_body_n(b, r, 1);
+}
+
 
 /* ---- streaming ---------------------------------------------------------------------------------- */
 
@@ -827,8 +916,8 @@ void ob_oai_srv_chunk_start(struct ob_sb *b, const struct ob_oai_srv_result *r)
     if (r->kind == OB_OAI_SRV_CHAT) {
         sse_begin(b);
         head(b, r, "chat.completion.chunk");
-        ob_sb_str(b, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
-                      "\"logprobs\":null,\"finish_reason\":null}]}");
+        ob_sb_fmt(b, ",\"choices\":[{\"index\":%d,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+                     "\"logprobs\":null,\"finish_reason\":null}]}", r->index);
         sse_end(b);
         return;
     }
@@ -837,7 +926,7 @@ void ob_oai_srv_chunk_start(struct ob_sb *b, const struct ob_oai_srv_result *r)
     /* completions with echo: the prompt text (and its scores) comes first */
     sse_begin(b);
     head(b, r, "text_completion");
-    ob_sb_str(b, ",\"choices\":[{\"index\":0,\"text\":");
+    ob_sb_fmt(b, ",\"choices\":[{\"index\":%d,\"text\":", r->index);
     struct ob_sb t = {0};
     echo_text(&t, r);
     ob_sb_json(b, t.p ? t.p : "", t.len);
@@ -864,7 +953,7 @@ void ob_oai_srv_chunk_token(struct ob_sb *b, const struct ob_oai_srv_result *r,
     sse_begin(b);
     if (r->kind == OB_OAI_SRV_CHAT) {
         head(b, r, "chat.completion.chunk");
-        ob_sb_str(b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":");
+        ob_sb_fmt(b, ",\"choices\":[{\"index\":%d,\"delta\":{\"content\":", r->index);
         ob_sb_json(b, text, n);
         ob_sb_str(b, "},\"logprobs\":");
         if (r->logprobs) {
@@ -876,7 +965,7 @@ void ob_oai_srv_chunk_token(struct ob_sb *b, const struct ob_oai_srv_result *r,
         }
     } else {
         head(b, r, "text_completion");
-        ob_sb_str(b, ",\"choices\":[{\"index\":0,\"text\":");
+        ob_sb_fmt(b, ",\"choices\":[{\"index\":%d,\"text\":", r->index);
         ob_sb_json(b, text, n);
         ob_sb_str(b, ",\"logprobs\":");
         if (r->logprobs) {
@@ -891,14 +980,14 @@ void ob_oai_srv_chunk_token(struct ob_sb *b, const struct ob_oai_srv_result *r,
     sse_end(b);
 }
 
-void ob_oai_srv_chunk_end(struct ob_sb *b, const struct ob_oai_srv_result *r, const char *text,
-                          size_t n, bool include_usage)
+void ob_oai_srv_chunk_finish(struct ob_sb *b, const struct ob_oai_srv_result *r, const char *text,
+                             size_t n)
 {
     bool chat = r->kind == OB_OAI_SRV_CHAT;
     sse_begin(b);
     head(b, r, chat ? "chat.completion.chunk" : "text_completion");
     if (chat) {
-        ob_sb_str(b, ",\"choices\":[{\"index\":0,\"delta\":");
+        ob_sb_fmt(b, ",\"choices\":[{\"index\":%d,\"delta\":", r->index);
         if (n) {
             ob_sb_str(b, "{\"content\":");
             ob_sb_json(b, text, n);
@@ -907,7 +996,7 @@ void ob_oai_srv_chunk_end(struct ob_sb *b, const struct ob_oai_srv_result *r, co
             ob_sb_str(b, "{}");
         }
     } else {
-        ob_sb_str(b, ",\"choices\":[{\"index\":0,\"text\":");
+        ob_sb_fmt(b, ",\"choices\":[{\"index\":%d,\"text\":", r->index);
         ob_sb_json(b, text, n);
     }
     ob_sb_str(b, ",\"logprobs\":null,\"finish_reason\":");
@@ -916,15 +1005,27 @@ void ob_oai_srv_chunk_end(struct ob_sb *b, const struct ob_oai_srv_result *r, co
         ob_sb_str(b, ",\"timed_out\":true");
     ob_sb_str(b, "}]}");
     sse_end(b);
+}
+
+void ob_oai_srv_chunk_done(struct ob_sb *b, const struct ob_oai_srv_result *r, int n,
+                           bool include_usage)
+{
     if (include_usage) {
         sse_begin(b);
-        head(b, r, chat ? "chat.completion.chunk" : "text_completion");
+        head(b, r, r->kind == OB_OAI_SRV_CHAT ? "chat.completion.chunk" : "text_completion");
         ob_sb_str(b, ",\"choices\":[],");
-        usage(b, r);
+        usage(b, r, n);
         ob_sb_str(b, "}");
         sse_end(b);
     }
     ob_sb_str(b, "data: [DONE]\n\n");
+}
+
+void ob_oai_srv_chunk_end(struct ob_sb *b, const struct ob_oai_srv_result *r, const char *text,
+                          size_t n, bool include_usage)
+{
+    ob_oai_srv_chunk_finish(b, r, text, n);
+    ob_oai_srv_chunk_done(b, r, 1, include_usage);
 }
 
 void ob_oai_srv_chunk_error(struct ob_sb *b, const struct ob_oai_srv_err *e)

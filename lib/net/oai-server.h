@@ -70,17 +70,26 @@ struct ob_oai_srv_defaults {
     float temperature;             /* when a request sets none */
     uint64_t seed;
     size_t max_values;             /* JSON values a body may hold (ob_json_parse_max); 0: any */
+    int max_prompts;               /* prompts one completion request may carry; 0: any */
+};
+
+/* One prompt of a completion request: its text, or its token ids (unchecked against the
+ * vocabulary until ob_oai_srv_tokens_at). */
+struct ob_oai_srv_prompt {
+    const char *text;              /* NULL: ids */
+    int32_t *ids;
+    int n_ids;
 };
 
 struct ob_oai_srv_req {
     int kind;                      /* enum ob_oai_srv_kind */
     cJSON *root;                   /* the parsed body: strings below point into it */
     const char *model;             /* NULL when absent or null */
-    /* the prompt: completions have prompt text or prompt_ids, chat has msgs */
-    const char *prompt;
-    int32_t *prompt_ids;           /* unchecked against the vocabulary until ob_oai_srv_tokens */
-    int n_prompt_ids;
-    bool prompt_is_ids;
+    /* the prompts: completions have n_prompts >= 1 (OpenAI's "prompt" may be a string, an
+     * array of strings, an array of token ids or an array of such arrays), chat has msgs */
+    struct ob_oai_srv_prompt *prompts;
+    int n_prompts;
+    bool prompt_batch;             /* "prompt" was an array of prompts: errors name prompt[i] */
     struct ob_chat_msg *msgs;
     size_t n_msgs;
     char **owned;                  /* content assembled from parts */
@@ -113,7 +122,12 @@ void ob_oai_srv_free(struct ob_oai_srv_req *r);
 /* The prompt as token ids for this tokenizer and template (tmpl NULL: none), and the tokens
  * that end generation (the template's end of turn for chat, else EOS). Token ids of the
  * request (prompt arrays, forced_tokens) are checked against the vocabulary here. *ids is
- * malloc'd (caller frees). */
+ * malloc'd (caller frees). ob_oai_srv_tokens_at makes those of prompt `which` of a completion
+ * request (0 <= which < n_prompts; chat: 0); ob_oai_srv_tokens those of the first. */
+int ob_oai_srv_tokens_at(const struct ob_oai_srv_req *r, int which, const struct ob_tok *tok,
+                         const char *tmpl, int32_t **ids, int *n_ids,
+                         int32_t stop_ids[OB_CHAT_MAX_STOPS], int *n_stop_ids,
+                         struct ob_oai_srv_err *e);
 int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, const char *tmpl,
                       int32_t **ids, int *n_ids, int32_t stop_ids[OB_CHAT_MAX_STOPS],
                       int *n_stop_ids, struct ob_oai_srv_err *e);
@@ -150,6 +164,7 @@ int ob_oai_srv_parse_detokenize(const char *body, size_t len, size_t max_values,
 /* Everything a response body is made of, as the HTTP layer collected it. */
 struct ob_oai_srv_result {
     int kind;
+    int index;                     /* the choice's index: the prompt's place in "prompt" */
     const char *id;                /* "chatcmpl-..." / "cmpl-..." */
     const char *model;             /* the model id */
     const char *fingerprint;       /* system_fingerprint */
@@ -173,8 +188,11 @@ struct ob_oai_srv_result {
     bool timed_out;                /* the request's time limit cut it short */
 };
 
-/* The whole non-streaming body. */
+/* The whole non-streaming body: one choice. ob_oai_srv_body_n: a choice for each of the n
+ * results, in their order (each with its index), and their usage summed; the head (id, model,
+ * created) is the first one's. */
 void ob_oai_srv_body(struct ob_sb *b, const struct ob_oai_srv_result *r);
+void ob_oai_srv_body_n(struct ob_sb *b, const struct ob_oai_srv_result *r, int n);
 
 /*
  * Streaming, as server-sent events ("data: {...}\n\n"): ob_oai_srv_chunk_start once (chat: the
@@ -182,7 +200,10 @@ void ob_oai_srv_body(struct ob_sb *b, const struct ob_oai_srv_result *r);
  * the text that became safe to send with it, ob_oai_srv_chunk_end with the rest of the text, the
  * finish reason, the usage chunk when include_usage, and "data: [DONE]". offset is the
  * token's text_offset for legacy completions: the bytes of the tokens before it (with echo,
- * the prompt's too).
+ * the prompt's too). Every chunk names its choice (r->index). A stream of several choices
+ * (completions with several prompts) interleaves their chunks, ends each choice with
+ * ob_oai_srv_chunk_finish, and the stream with ob_oai_srv_chunk_done over all of them (the
+ * usage summed); ob_oai_srv_chunk_end is the two for one choice.
  */
 void ob_oai_srv_chunk_start(struct ob_sb *b, const struct ob_oai_srv_result *r);
 void ob_oai_srv_chunk_token(struct ob_sb *b, const struct ob_oai_srv_result *r,
@@ -190,6 +211,10 @@ void ob_oai_srv_chunk_token(struct ob_sb *b, const struct ob_oai_srv_result *r,
                             size_t offset);
 void ob_oai_srv_chunk_end(struct ob_sb *b, const struct ob_oai_srv_result *r, const char *text,
                           size_t n, bool include_usage);
+void ob_oai_srv_chunk_finish(struct ob_sb *b, const struct ob_oai_srv_result *r, const char *text,
+                             size_t n);
+void ob_oai_srv_chunk_done(struct ob_sb *b, const struct ob_oai_srv_result *r, int n,
+                           bool include_usage);
 /* An error in the middle of a stream: data: {"error":{...}} then data: [DONE]. */
 void ob_oai_srv_chunk_error(struct ob_sb *b, const struct ob_oai_srv_err *e);
 

@@ -52,6 +52,9 @@ struct ob_serve_params {
     int queue;                     /* requests that may wait for a slot beyond --parallel */
     size_t max_body;               /* bytes of a request body; more: 413 */
     int max_tokens_cap;            /* larger max_tokens: 400; also the chat default */
+    int max_prompts;               /* prompts one completion request may carry; more: 400 */
+    int max_request_tokens;        /* prompt tokens of one request, all prompts; more: 400;
+                                    * 0: the larger of 65536 and the context length */
     double timeout;                /* seconds per generation request; 0: none */
     int idle_timeout;              /* seconds a connection may stay silent; 0: none */
     double header_timeout;         /* seconds for a request's headers to arrive in full; 0: none */

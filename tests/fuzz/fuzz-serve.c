@@ -215,9 +215,14 @@ static void one(const char *body, size_t size, int kind, const char *t)
     for (int i = 0; i < q.n_stop; i++)
         if (!q.stop[i][0])
             abort();
-    int32_t *ids = NULL, stops[OB_CHAT_MAX_STOPS];
-    int n = 0, ns = 0;
-    if (ob_oai_srv_tokens(&q, tok, t, &ids, &n, stops, &ns, &e) == 0) {
+    /* every prompt of a batch (chat: its one) */
+    if (kind == OB_OAI_SRV_COMPLETION && (q.n_prompts < 1 || !q.prompts))
+        abort();
+    for (int k = 0; k < (kind == OB_OAI_SRV_CHAT ? 1 : q.n_prompts); k++) {
+        int32_t *ids = NULL, stops[OB_CHAT_MAX_STOPS];
+        int n = 0, ns = 0;
+        if (ob_oai_srv_tokens_at(&q, k, tok, t, &ids, &n, stops, &ns, &e) != 0)
+            continue;
         if (n < 1)
             abort();
         for (int i = 0; i < n; i++)

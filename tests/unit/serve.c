@@ -155,7 +155,7 @@ static void requests(void)
     const char *body = "{\"prompt\":\"hi\"}";
     int r = ob_oai_srv_parse(body, strlen(body), OB_OAI_SRV_COMPLETION, &d, &q, &e);
     ok(r == 0 && q.max_tokens == 16 && q.s.temperature == 1.0f && q.s.seed == 5 && q.s.top_p == 1.0f &&
-       !q.logprobs && !q.stream && q.cache_prompt && !strcmp(q.prompt, "hi"),
+       !q.logprobs && !q.stream && q.cache_prompt && q.n_prompts == 1 && !strcmp(q.prompts[0].text, "hi"),
        "completion defaults: max_tokens 16, temperature and seed from the server");
     ob_oai_srv_free(&q);
     body = "{\"messages\":[{\"role\":\"developer\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
