@@ -1274,8 +1274,8 @@ static void prep_tokenize(struct sreq *r)
         r->perr_set = true;
         return;
     }
-    int32_t *ids;
-    size_t n;
+    int32_t *ids = NULL;
+    size_t n = 0;
     int32_t bos = ob_tok_add_bos(s->tok) ? ob_tok_bos(s->tok) : -1;
     if (t.text) {
         err = ob_tok_encode(s->tok, t.text, strlen(t.text), t.parse_special, &ids, &n);
@@ -1285,7 +1285,7 @@ static void prep_tokenize(struct sreq *r)
         o.add_generation_prompt = t.add_generation_prompt;
         o.enable_thinking = t.thinking;
         err = ob_chat_tokenize(s->tok, s->tmpl, t.msgs.v, t.msgs.n, &o, &ids, &n);
-        if (n && ids[0] == bos)
+        if (!err && n && ids[0] == bos)
             bos = -1;
     }
     bool add = t.add_special && bos >= 0, pieces = t.with_pieces, chat = !t.text;
