@@ -715,7 +715,9 @@ static void content_entry(struct ob_sb *b, const struct ob_tok *tok, int32_t id,
 /* Legacy completions logprobs for a run of tokens: tokens, token_logprobs, top_logprobs,
  * text_offset (bytes into the choice's text, starting at *offset), and content (the chat-style
  * entries with ids, exact where the legacy maps of text to logprob cannot be: two tokens with
- * the same text). ts[i] may be NULL: the first prompt token, which has no logprob. */
+ * the same text). A map holds each text once, with the first (most likely) alternative's
+ * logprob: a key twice would be ambiguous JSON, which 1b's own readers refuse (1b(7)). ts[i]
+ * may be NULL: the first prompt token, which has no logprob. */
 static void legacy_logprobs(struct ob_sb *b, const struct ob_tok *tok, const int32_t *ids,
                             const struct ob_token_info *const *ts, int n, size_t *offset)
 {
@@ -746,11 +748,27 @@ static void legacy_logprobs(struct ob_sb *b, const struct ob_tok *tok, const int
             continue;
         }
         ob_sb_add(b, "{", 1);
-        for (int k = 0; k < ts[i]->n_top; k++) {
-            if (k)
+        size_t key[OB_MAX_TOP][2];    /* each key written: where it is in b */
+        int keys = 0;
+        for (int k = 0; k < ts[i]->n_top && k < OB_MAX_TOP; k++) {
+            size_t mark = b->len;
+            if (keys)
                 ob_sb_add(b, ",", 1);
+            size_t at = b->len;
             piece(tok, ts[i]->top[k].id, &s, &len);
             ob_sb_json(b, s, len);
+            size_t kl = b->len - at;
+            bool twice = false;
+            for (int q = 0; q < keys && !twice && !b->oom; q++)
+                twice = key[q][1] == kl && !memcmp(b->p + key[q][0], b->p + at, kl);
+            if (twice) {                     /* the text as JSON writes it (U+FFFD included) */
+                b->len = mark;
+                if (b->p)
+                    b->p[mark] = 0;
+                continue;
+            }
+            key[keys][0] = at;
+            key[keys++][1] = b->len - at;
             ob_sb_add(b, ":", 1);
             ob_sb_lp(b, ts[i]->top[k].logprob);
         }
