@@ -17,6 +17,9 @@
 #   model.tar.zst                     stories260K.gguf in a tar archive
 #   qwen3/tokenizer.json              ../shared/models/qwen3-tokenizer/
 #   bin/, ../shared                   the built commands and the shared folder (README)
+#   tests/                            the source tree's (the README's lm-eval tasks)
+# and on PATH after bin/ the test python's programs (lm-eval, scripts/setup installs it), with
+# Hugging Face's caches in the scratch directory and no network (HF_HOME, *_OFFLINE);
 # and a server: the examples' port 8080 (and 8000, another engine's) is a 1b-serve on a free
 # port, stories260K with four slots, or the one a page starts itself (`1b-serve ... &`, run
 # on a free port and waited for).
@@ -61,6 +64,7 @@ fixtures() {                          # DIR
     cp "$T/book.txt" "$T/model.tar.zst" "$d/"
     ln -s "$SHARED/models/qwen3-tokenizer" "$d/qwen3"
     ln -s "$BIN" "$d/bin"
+    ln -s "$OB_TOP/tests" "$d/tests"
 }
 
 # the examples' servers and ports: 8080 and 8000 become the current server's
@@ -88,7 +92,8 @@ run_cmd() {                           # DIR STEM
         cd "$T" || return
         return
     fi
-    (cd "$d" && PATH="$BIN:$PATH" timeout 300 bash -o pipefail -c "$cmd") > "$stem.out" 2> "$stem.err"
+    (cd "$d" && PATH="$BIN:$(dirname "$PY"):$PATH" HF_HOME=$T/hf HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 \
+        timeout 300 bash -o pipefail -c "$cmd") > "$stem.out" 2> "$stem.err"
     rc=$?
     if [ "$rc" != "$want" ]; then
         why="exit $rc, the page says $want: $(head -c 300 "$stem.err" | tr '\n' ' ')"
