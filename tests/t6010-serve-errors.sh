@@ -70,7 +70,7 @@ logprobs|{"prompt":"x","logprobs":50}
 top_logprobs|{"prompt":"x","top_logprobs":21}
 echo|{"prompt":"x","echo":1}
 prompt|{"prompt":{"text":"x"}}
-prompt|{"prompt":["a","b"]}
+prompt|{"prompt":["a",1]}
 prompt|{"prompt":[1,-2]}
 prompt|{"prompt":[1,99999]}
 prompt|{"max_tokens":3}
