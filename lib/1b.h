@@ -516,11 +516,12 @@ const char *ob_jsonl_name(const struct ob_jsonl *r);
 void ob_set_max_line(size_t bytes);
 size_t ob_max_line(void);
 /*
- * One line of f into *buf (grown with realloc to at most max + 1 bytes; *cap its size), without
- * its newline and NUL-terminated, *len its length. 1 with a line (a last line without a newline
- * too), 0 at the end of input. Errors name "NAME:LINENO": OB_EIO a failed read, OB_ENOMEM a
- * failed allocation, OB_ERANGE a line longer than max (read up to max bytes), OB_EFORMAT a NUL
- * byte (read up to it). After an error the stream stands inside the line.
+ * One line of f into *buf (allocated when NULL, grown with realloc to at most max + 2 bytes;
+ * *cap its size), without its newline and NUL-terminated, *len its length. 1 with a line (an
+ * empty one, a last line without a newline too), 0 at the end of input. Errors name
+ * "NAME:LINENO": OB_EIO a failed read, OB_ENOMEM a failed allocation, OB_ERANGE a line longer
+ * than max (read up to max bytes and one more), OB_EFORMAT a NUL byte (read up to it). After
+ * an error the stream stands inside the line.
  */
 int ob_read_line(FILE *f, const char *name, uint64_t lineno, size_t max, char **buf,
                  size_t *cap, size_t *len);

@@ -42,6 +42,11 @@ int ob_read_line(FILE *f, const char *name, uint64_t lineno, size_t max, char **
     size_t n = 0;
     int c = EOF;
     *len = 0;
+    if (!*buf) {                          /* a line, even an empty one, is a string */
+        if (!(*buf = malloc(256)))
+            return ob_seterr(OB_ENOMEM, "%s:%llu: out of memory", name, (unsigned long long)lineno);
+        *cap = 256;
+    }
     flockfile(f);
     for (;;) {
         errno = 0;
@@ -77,8 +82,7 @@ int ob_read_line(FILE *f, const char *name, uint64_t lineno, size_t max, char **
                          strerror(en ? en : EIO));
     if (c == EOF && n == 0)
         return 0;
-    if (*buf)
-        (*buf)[n] = 0;
+    (*buf)[n] = 0;
     *len = n;
     return 1;
 }

@@ -6,7 +6,7 @@
 # the bad line is skipped and reading goes on); /dev/zero is refused at its first byte instead
 # of filling memory; --max-line takes K, M and G and refuses what is not a size.
 . "$(dirname "$0")/lib.sh"
-plan 14
+plan 15
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
 
@@ -45,6 +45,13 @@ done
 n=$(head -1 two.jsonl | wc -c)
 1b-gen -m "$S" -t 1 --max-line $((n - 1)) two.jsonl > out.jsonl; rc=$?
 [ $rc -eq 0 ] && [ "$(ids out.jsonl)" = "first last " ]; ok $? "a line of exactly --max-line bytes is read (exit $rc)"
+
+# empty lines (the first included) are no records and no text, and cost nothing
+printf '\n\nOnce upon a time\n\n' > blank.txt
+(echo; cat two.jsonl) > blank.jsonl
+1b-logprobs -m "$S" -t 1 --text blank.txt > out.jsonl 2> err.txt && [ "$(jq -r .text out.jsonl)" = "Once upon a time" ] &&
+    1b-gen -m "$S" -t 1 blank.jsonl > out2.jsonl 2>> err.txt && [ "$(ids out2.jsonl)" = "first last " ]
+ok $? "an empty first line: skipped by --text and by records ($(head -1 err.txt))"
 
 # a NUL byte is refused where it is read: /dev/zero costs one byte, not all of memory
 bad=""
