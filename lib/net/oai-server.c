@@ -540,12 +540,6 @@ int ob_oai_srv_tokens_at(const struct ob_oai_srv_req *r, int which, const struct
     return 0;
 }
 
-int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, const char *tmpl,
-                      int32_t **ids, int *n_ids, int32_t stop_ids[OB_CHAT_MAX_STOPS],
-                      int *n_stop_ids, struct ob_oai_srv_err *e)
-{
-    return ob_oai_srv_tokens_at(r, 0, tok, tmpl, ids, n_ids, stop_ids, n_stop_ids, e);
-}
 
 /* ---- tokenize / detokenize ---------------------------------------------------------------------- */
 

@@ -9,10 +9,10 @@
  * OpenAI's error type, the param and a message). Unknown fields are ignored, as OpenAI does;
  * fields that would change the answer and that 1b does not implement (n > 1, penalties,
  * logit_bias, tools, response formats other than text, suffix) are refused by name rather than
- * ignored. ob_oai_srv_tokens then makes the prompt's token ids with a tokenizer and a chat template
- * exactly as 1b-gen does for the same record (record.c): text prompts are tokenized as plain
- * text after the BOS token when the vocabulary asks for one, token arrays are used as they are,
- * messages are rendered by the template (chat.h) with enable_thinking.
+ * ignored. ob_oai_srv_tokens_at then makes a prompt's token ids with a tokenizer and a chat
+ * template exactly as 1b-gen does for the same record (record.c): text prompts are tokenized
+ * as plain text after the BOS token when the vocabulary asks for one, token arrays are used as
+ * they are, messages are rendered by the template (chat.h) with enable_thinking.
  *
  * Responses. Log-probabilities are float32; on the wire each is the shortest decimal of its
  * value widened to double (ob_f64_str((double)lp)), so that a client that reads the JSON number
@@ -123,14 +123,11 @@ void ob_oai_srv_free(struct ob_oai_srv_req *r);
  * that end generation (the template's end of turn for chat, else EOS). Token ids of the
  * request (prompt arrays, forced_tokens) are checked against the vocabulary here. *ids is
  * malloc'd (caller frees). ob_oai_srv_tokens_at makes those of prompt `which` of a completion
- * request (0 <= which < n_prompts; chat: 0); ob_oai_srv_tokens those of the first. */
+ * request (0 <= which < n_prompts; chat: 0). */
 int ob_oai_srv_tokens_at(const struct ob_oai_srv_req *r, int which, const struct ob_tok *tok,
                          const char *tmpl, int32_t **ids, int *n_ids,
                          int32_t stop_ids[OB_CHAT_MAX_STOPS], int *n_stop_ids,
                          struct ob_oai_srv_err *e);
-int ob_oai_srv_tokens(const struct ob_oai_srv_req *r, const struct ob_tok *tok, const char *tmpl,
-                      int32_t **ids, int *n_ids, int32_t stop_ids[OB_CHAT_MAX_STOPS],
-                      int *n_stop_ids, struct ob_oai_srv_err *e);
 
 /*
  * POST /tokenize in either dialect, one of three inputs:
