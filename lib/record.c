@@ -215,8 +215,7 @@ const char *ob_req_unsupported(const cJSON *o, bool *wrong_type, const char **wh
     return NULL;
 }
 
-/* the records' wording of the same refusals */
-static int refuse_unimplemented(const cJSON *rec)
+int ob_req_refuse_record(const cJSON *rec)
 {
     bool wrong;
     const char *why, *k = ob_req_unsupported(rec, &wrong, &why);
@@ -224,6 +223,10 @@ static int refuse_unimplemented(const cJSON *rec)
         return ob_seterr(OB_EFORMAT, "field '%s' is not supported by 1b%s", k, why);
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rec, "echo")))
         return ob_seterr(OB_EFORMAT, "field 'echo' is not supported here (use 1b-logprobs)");
+    const cJSON *pl = cJSON_GetObjectItemCaseSensitive(rec, "prompt_logprobs");
+    if (pl && !cJSON_IsNull(pl))
+        return ob_seterr(OB_EFORMAT, "field 'prompt_logprobs' is not supported here (use "
+                                     "1b-logprobs, or 1b-serve's /v1/completions)");
     return 0;
 }
 
@@ -372,7 +375,7 @@ int ob_req_parse(const cJSON *rec, const struct ob_model *model, const struct ob
     if (!r->id)
         return ob_seterr(OB_ENOMEM, "out of memory");
     int e;
-    if ((e = refuse_unimplemented(rec)))
+    if ((e = ob_req_refuse_record(rec)))
         return e;
 
     /* sampling and limits: record, else defaults */

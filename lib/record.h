@@ -93,6 +93,10 @@ int ob_req_kwargs(const cJSON *o, struct ob_req_params *p, const char **param);
  * end the message: " (only 1)", " (no tools)", or "". */
 const char *ob_req_unsupported(const cJSON *o, bool *wrong_type, const char **why);
 
+/* The same refusals in the wording of records (OB_EFORMAT "field 'K' is not supported ..."),
+ * and what only 1b-serve's protocol has: echo true, prompt_logprobs (not null). 0 if none. */
+int ob_req_refuse_record(const cJSON *rec);
+
 /* "stop": a string or an array of at most OB_REQ_MAX_STOP non-empty strings. *n strings of o
  * (pointing into it) in out; 1 when absent (or null); OB_EFORMAT "field 'stop' ..." when it is
  * not a string or an array (or is too long: *wrong_type false), or holds anything but

@@ -617,6 +617,7 @@ int ob_sample_token(struct ob_sample_scratch *ss, const float *z, uint32_t n,
 {
     out->id = -1;
     out->n_top = 0;
+    out->rank = 0;
     if (top_logprobs < 0 || top_logprobs > OB_MAX_TOP || (uint32_t)top_logprobs > n)
         return ob_seterr(OB_EUSAGE, "top_logprobs %d is outside [0, %d]", top_logprobs,
                          OB_MAX_TOP);
@@ -634,7 +635,20 @@ int ob_sample_token(struct ob_sample_scratch *ss, const float *z, uint32_t n,
     out->id = id;
     out->logprob = ob_logprob(z[id], out->m, out->logl);
     out->n_top = top_logprobs;
+    out->rank = 0;
     return 0;
+}
+
+/* 1 + the tokens before id in the order of top_lp: logprob descending, ties by id ascending */
+static int32_t vocab_rank(const float *z, uint32_t n, float m, float logl, int32_t id)
+{
+    float lp = ob_logprob(z[id], m, logl);
+    uint32_t before = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        float x = ob_logprob(z[i], m, logl);
+        before += x > lp || (x == lp && i < (uint32_t)id);
+    }
+    return (int32_t)before + 1;
 }
 
 int ob_score_token(const float *z, uint32_t n, int32_t id, int top_logprobs,
@@ -642,6 +656,7 @@ int ob_score_token(const float *z, uint32_t n, int32_t id, int top_logprobs,
 {
     out->id = -1;
     out->n_top = 0;
+    out->rank = 0;
     if (id < 0 || (uint32_t)id >= n)
         return ob_seterr(OB_ERANGE, "token id %d is outside the vocabulary of %u", id, n);
     if (top_logprobs < 0 || top_logprobs > OB_MAX_TOP || (uint32_t)top_logprobs > n)
@@ -653,5 +668,6 @@ int ob_score_token(const float *z, uint32_t n, int32_t id, int top_logprobs,
     out->id = id;
     out->logprob = ob_logprob(z[id], out->m, out->logl);
     out->n_top = top_logprobs;
+    out->rank = vocab_rank(z, n, out->m, out->logl, id);
     return 0;
 }

@@ -84,6 +84,8 @@ struct ob_token_info {
     float m, logl;                 /* the row's log-sum-exp statistics */
     int n_top;                     /* entries of top[] filled (the top_logprobs asked for) */
     struct ob_top_lp top[OB_MAX_TOP];
+    int32_t rank;                  /* ob_score_token: the token's place, from 1, in the order of
+                                    * top[] over the whole vocabulary; 0 from ob_sample_token */
 };
 
 /* ---- log-probabilities ---------------------------------------------------------------------- */
@@ -141,7 +143,9 @@ int ob_sample_token(struct ob_sample_scratch *ss, const float *z, uint32_t n,
 
 /*
  * Teacher forcing: the same report for a given token instead of a sampled one (its canonical
- * logprob, the row's statistics and top list), for scoring a known continuation.
+ * logprob, the row's statistics and top list), for scoring a known continuation, and its rank:
+ * 1 + the number of tokens before it in the top list's order (logprob descending, ties by id
+ * ascending), so that top[k] has rank k + 1 and no two tokens share one.
  */
 int ob_score_token(const float *z, uint32_t n, int32_t id, int top_logprobs,
                    struct ob_token_info *out);

@@ -226,20 +226,6 @@ static bool is_int_in(const cJSON *v, double lo, double hi)
            v->valuedouble <= hi;
 }
 
-/* the fields that would change the answer and that 1b does not implement: the same refusals,
- * from the same table, as the in-process routes (record.h), so that a record means the same
- * on every route */
-static int refuse(const cJSON *rec)
-{
-    bool wrong;
-    const char *why, *k = ob_req_unsupported(rec, &wrong, &why);
-    if (k)
-        return ob_seterr(OB_EFORMAT, "field '%s' is not supported by 1b%s", k, why);
-    if (cJSON_IsTrue(field(rec, "echo")))
-        return ob_seterr(OB_EFORMAT, "field 'echo' is not supported here (use 1b-logprobs)");
-    return 0;
-}
-
 /* messages as every route reads them (record.h); the record's own array is what is sent */
 static int check_messages(const cJSON *arr)
 {
@@ -268,7 +254,9 @@ int ob_oai_cli_request(const cJSON *rec, const struct ob_oai_cli_params *p, uint
     if (!q->id)
         return oom();
     int e;
-    if ((e = refuse(rec)))
+    /* the same refusals, from the same table, as the in-process routes (record.h), so that a
+     * record means the same on every route */
+    if ((e = ob_req_refuse_record(rec)))
         return e;
     const cJSON *prompt = field(rec, "prompt"), *msgs = field(rec, "messages");
     if (!prompt == !msgs)

@@ -292,6 +292,7 @@ int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai
 {
     memset(r, 0, sizeof *r);
     r->kind = kind;
+    r->prompt_logprobs = -1;
     int err = 0;
     if ((err = parse_body(body, len, d->max_values, &r->root, e)))
         return err;
@@ -379,6 +380,18 @@ int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai
     }
     if (kind == OB_OAI_SRV_COMPLETION)
         CHECK(get_bool(o, "echo", &r->echo, e));
+    /* vLLM's prompt_logprobs: each prompt token's logprob and rank, with alternatives; not
+     * streamed (vLLM refuses it there too) */
+    if (field(o, "prompt_logprobs")) {
+        CHECK(get_int(o, "prompt_logprobs", 0, OB_MAX_TOP, &iv, e));
+        r->prompt_logprobs = (int)iv;
+        if (r->stream) {
+            err = BAD(e, "prompt_logprobs", "invalid_value",
+                      "'prompt_logprobs' is not available with \"stream\": true (ask without "
+                      "streaming, or for echo with logprobs)");
+            goto fail;
+        }
+    }
 
     /* stop strings */
     const char *stops[OB_REQ_MAX_STOP];
@@ -693,11 +706,11 @@ static void entry_open(struct ob_sb *b, const struct ob_tok *tok, int32_t id, co
 
 /* a content-style logprobs entry: the chat shape, plus the token id */
 static void content_entry(struct ob_sb *b, const struct ob_tok *tok, int32_t id,
-                          const struct ob_token_info *t)
+                          const struct ob_token_info *t, int top)
 {
     entry_open(b, tok, id, t ? &t->logprob : NULL);
     ob_sb_str(b, ",\"top_logprobs\":[");
-    for (int i = 0; t && i < t->n_top; i++) {
+    for (int i = 0; t && i < t->n_top && i < top; i++) {
         if (i)
             ob_sb_add(b, ",", 1);
         entry_open(b, tok, t->top[i].id, &t->top[i].logprob);
@@ -711,9 +724,11 @@ static void content_entry(struct ob_sb *b, const struct ob_tok *tok, int32_t id,
  * entries with ids, exact where the legacy maps of text to logprob cannot be: two tokens with
  * the same text). A map holds each text once, with the first (most likely) alternative's
  * logprob: a key twice would be ambiguous JSON, which 1b's own readers refuse (1b(7)). ts[i]
- * may be NULL: the first prompt token, which has no logprob. */
+ * may be NULL: the first prompt token, which has no logprob. At most top alternatives are
+ * written (a prompt scored for prompt_logprobs may carry more). */
 static void legacy_logprobs(struct ob_sb *b, const struct ob_tok *tok, const int32_t *ids,
-                            const struct ob_token_info *const *ts, int n, size_t *offset)
+                            const struct ob_token_info *const *ts, int n, int top,
+                            size_t *offset)
 {
     const char *s;
     size_t len;
@@ -744,7 +759,7 @@ static void legacy_logprobs(struct ob_sb *b, const struct ob_tok *tok, const int
         ob_sb_add(b, "{", 1);
         size_t key[OB_MAX_TOP][2];    /* each key written: where it is in b */
         int keys = 0;
-        for (int k = 0; k < ts[i]->n_top && k < OB_MAX_TOP; k++) {
+        for (int k = 0; k < ts[i]->n_top && k < top && k < OB_MAX_TOP; k++) {
             size_t mark = b->len;
             if (keys)
                 ob_sb_add(b, ",", 1);
@@ -778,7 +793,7 @@ static void legacy_logprobs(struct ob_sb *b, const struct ob_tok *tok, const int
     for (int i = 0; i < n; i++) {
         if (i)
             ob_sb_add(b, ",", 1);
-        content_entry(b, tok, ids[i], ts[i]);
+        content_entry(b, tok, ids[i], ts[i], top);
     }
     ob_sb_str(b, "]}");
 }
@@ -827,6 +842,48 @@ static void echo_text(struct ob_sb *b, const struct ob_oai_srv_result *r)
     }
 }
 
+/* one entry of vLLM's prompt_logprobs: "id":{"logprob":...,"rank":...,"decoded_token":...} */
+static void prompt_lp_entry(struct ob_sb *b, const struct ob_tok *tok, int32_t id, float lp,
+                            int32_t rank)
+{
+    const char *s;
+    size_t n;
+    piece(tok, id, &s, &n);
+    ob_sb_fmt(b, "\"%d\":{\"logprob\":", id);
+    ob_sb_lp(b, lp);
+    ob_sb_fmt(b, ",\"rank\":%d,\"decoded_token\":", rank);
+    ob_sb_json(b, s, n);
+    ob_sb_add(b, "}", 1);
+}
+
+/* ,"prompt_logprobs":[null,{...},...]: for each prompt token after the first an object keyed
+ * by token id (a string, as JSON keys are): the prompt's token first, with its rank in the
+ * whole vocabulary, then the prompt_logprobs best tokens other than it (rank k + 1 for the
+ * k-th of the top list, whose order ranks are counted in) */
+static void prompt_logprobs(struct ob_sb *b, const struct ob_oai_srv_result *r)
+{
+    ob_sb_str(b, ",\"prompt_logprobs\":[");
+    for (int i = 0; i < r->n_prompt; i++) {
+        if (i)
+            ob_sb_add(b, ",", 1);
+        const struct ob_token_info *t = i >= 1 && i - 1 < r->n_ptoks ? &r->ptoks[i - 1] : NULL;
+        if (!t) {
+            ob_sb_str(b, "null");
+            continue;
+        }
+        ob_sb_add(b, "{", 1);
+        prompt_lp_entry(b, r->tok, t->id, t->logprob, t->rank);
+        for (int k = 0; k < t->n_top && k < r->prompt_logprobs; k++) {
+            if (t->top[k].id == t->id)
+                continue;
+            ob_sb_add(b, ",", 1);
+            prompt_lp_entry(b, r->tok, t->top[k].id, t->top[k].logprob, k + 1);
+        }
+        ob_sb_add(b, "}", 1);
+    }
+    ob_sb_add(b, "]", 1);
+}
+
 /* one choice of a body: {"index":...,...} */
 static void choice(struct ob_sb *b, const struct ob_oai_srv_result *r)
 {
@@ -841,7 +898,7 @@ static void choice(struct ob_sb *b, const struct ob_oai_srv_result *r)
             for (int i = 0; i < r->n_toks; i++) {
                 if (i)
                     ob_sb_add(b, ",", 1);
-                content_entry(b, r->tok, r->toks[i].id, &r->toks[i]);
+                content_entry(b, r->tok, r->toks[i].id, &r->toks[i], r->top_logprobs);
             }
             ob_sb_str(b, "]}");
         } else {
@@ -875,7 +932,7 @@ static void choice(struct ob_sb *b, const struct ob_oai_srv_result *r)
                     ts[np + i] = &r->toks[i];
                 }
                 size_t off = 0;
-                legacy_logprobs(b, r->tok, ids, ts, n, &off);
+                legacy_logprobs(b, r->tok, ids, ts, n, r->top_logprobs, &off);
             }
             free(ids);
             free(ts);
@@ -884,6 +941,8 @@ static void choice(struct ob_sb *b, const struct ob_oai_srv_result *r)
             ob_sb_str(b, "null");
         }
     }
+    if (!chat && r->prompt_logprobs >= 0)
+        prompt_logprobs(b, r);
     ob_sb_str(b, ",\"finish_reason\":");
     ob_sb_json(b, r->finish_reason, strlen(r->finish_reason));
     if (r->timed_out)
@@ -900,7 +959,11 @@ void ob_oai_srv_body_n(struct ob_sb *b, const struct ob_oai_srv_result *r, int n
             ob_sb_add(b, ",", 1);
         choice(b, &r[i]);
     }
-    ob_sb_str(b, "],");
+    ob_sb_str(b, "]");
+    /* chat: the one prompt's, beside the choices (where vLLM puts it) */
+    if (n && r->kind == OB_OAI_SRV_CHAT && r->prompt_logprobs >= 0)
+        prompt_logprobs(b, r);
+    ob_sb_str(b, ",");
     usage(b, r, n);
     ob_sb_str(b, "}");
 }
@@ -949,7 +1012,7 @@ void ob_oai_srv_chunk_start(struct ob_sb *b, const struct ob_oai_srv_result *r)
         echo_arrays(r, &pt);
     if (r->logprobs && pt) {
         size_t off = 0;
-        legacy_logprobs(b, r->tok, r->prompt, pt, r->n_prompt, &off);
+        legacy_logprobs(b, r->tok, r->prompt, pt, r->n_prompt, r->top_logprobs, &off);
     } else {
         ob_sb_str(b, "null");
     }
@@ -970,7 +1033,7 @@ void ob_oai_srv_chunk_token(struct ob_sb *b, const struct ob_oai_srv_result *r,
         ob_sb_str(b, "},\"logprobs\":");
         if (r->logprobs) {
             ob_sb_str(b, "{\"content\":[");
-            content_entry(b, r->tok, t->id, t);
+            content_entry(b, r->tok, t->id, t, r->top_logprobs);
             ob_sb_str(b, "]}");
         } else {
             ob_sb_str(b, "null");
@@ -983,7 +1046,7 @@ void ob_oai_srv_chunk_token(struct ob_sb *b, const struct ob_oai_srv_result *r,
         if (r->logprobs) {
             /* text_offset continues after the bytes of the tokens before */
             size_t off = offset;
-            legacy_logprobs(b, r->tok, &t->id, &t, 1, &off);
+            legacy_logprobs(b, r->tok, &t->id, &t, 1, r->top_logprobs, &off);
         } else {
             ob_sb_str(b, "null");
         }

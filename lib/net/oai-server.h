@@ -104,6 +104,8 @@ struct ob_oai_srv_req {
     bool logprobs;                 /* report log-probabilities */
     int top_logprobs;              /* 0..OB_MAX_TOP alternatives per token */
     bool echo;                     /* completions: the prompt (and its logprobs) first */
+    int prompt_logprobs;           /* vLLM's: the prompt scored with 0..OB_MAX_TOP alternatives
+                                    * at each position; -1: not asked for */
     bool cache_prompt;             /* may reuse a cached prefix (default true) */
     int32_t *forced;               /* 1b extension "forced_tokens": score these instead */
     int n_forced;
@@ -167,8 +169,9 @@ struct ob_oai_srv_result {
     const char *fingerprint;       /* system_fingerprint */
     long long created;             /* unix seconds */
     const struct ob_tok *tok;
-    /* echo (completions): the prompt's tokens; ptoks[i] is the score of prompt token i + 1
-     * (n_ptoks = n_prompt - 1 when scored, 0 when logprobs were not asked for) */
+    /* echo (completions) and prompt_logprobs: the prompt's tokens; ptoks[i] is the score of
+     * prompt token i + 1 (n_ptoks = n_prompt - 1 when scored, 0 when neither logprobs with echo
+     * nor prompt_logprobs were asked for) */
     bool echo;
     const int32_t *prompt;
     int n_prompt;
@@ -181,6 +184,8 @@ struct ob_oai_srv_result {
     size_t text_len;
     const char *finish_reason;     /* "stop", "length" */
     bool logprobs;
+    int top_logprobs;              /* alternatives of echo's and the tokens' logprobs */
+    int prompt_logprobs;           /* -1, or prompt_logprobs' alternatives (from ptoks) */
     int prompt_tokens, completion_tokens, cached_tokens;
     bool timed_out;                /* the request's time limit cut it short */
 };

@@ -30,9 +30,10 @@
  * An sreq is freed when MHD (step 6), the prep thread and the engine (the job's finish) are
  * all done with it.
  *
- * Echo with logprobs (/v1/completions): the prompt's tokens are scored first by teacher
- * forcing (a job whose prompt is the first token and whose forced tokens are the rest), then
- * the generation job runs on the whole prompt (which the prompt cache then mostly holds).
+ * Echo with logprobs (/v1/completions) and prompt_logprobs: the prompt's tokens are scored
+ * first by teacher forcing (a job whose prompt is the first token and whose forced tokens are
+ * the rest), then the generation job runs on the whole prompt (which the prompt cache then
+ * mostly holds).
  *
  * Locking: one server mutex (mu) guards every sreq field the driver or a prep thread touches,
  * the registry of open requests, the prep queue and the counters. The engine's own lock is
@@ -859,7 +860,11 @@ static int submit(struct spart *p, bool scoring)
         .on_token = on_token, .on_finish = on_finish, .user = p,
     };
     if (scoring) {
-        /* teacher forcing over the prompt: the first token is the prompt, the rest forced */
+        /* teacher forcing over the prompt: the first token is the prompt, the rest forced,
+         * with the alternatives of echo's logprobs or of prompt_logprobs, whichever are more */
+        j.top_logprobs = q->logprobs && q->echo ? q->top_logprobs : 0;
+        if (q->prompt_logprobs > j.top_logprobs)
+            j.top_logprobs = q->prompt_logprobs;
         j.n_prompt = 1;
         j.forced = p->ids + 1;
         j.n_forced = p->n_ids - 1;
@@ -1364,6 +1369,7 @@ static void result_of(const struct sreq *r, const struct spart *p, struct ob_oai
         .text = p->text.p ? p->text.p : "",
         .text_len = p->phase == P_DONE ? p->fin_text_len : p->text.len,
         .finish_reason = finish_name(p->fin_reason), .logprobs = r->q.logprobs,
+        .top_logprobs = r->q.top_logprobs, .prompt_logprobs = r->q.prompt_logprobs,
         .prompt_tokens = p->n_ids, .completion_tokens = p->n_toks, .cached_tokens = p->n_cached,
         .timed_out = r->why == W_TIMEOUT,
     };
@@ -1677,7 +1683,8 @@ static void prep_generate(struct sreq *r)
     r->phase = P_GEN;
     for (int i = 0; i < k; i++) {
         struct spart *p = &r->parts[i];
-        bool scoring = r->q.echo && r->q.logprobs && p->n_ids > 1;
+        bool scoring = ((r->q.echo && r->q.logprobs) || r->q.prompt_logprobs >= 0) &&
+                       p->n_ids > 1;
         err = submit(p, scoring);
         if (err && i == 0) {
             /* nothing is in the engine: a refusal */

@@ -128,12 +128,16 @@ static void answers(const struct ob_oai_srv_req *q, const int32_t *ids, int n_id
         .kind = q->kind, .id = "cmpl-fuzz", .model = "m", .fingerprint = "1b-x", .created = 1,
         .tok = tok, .echo = q->echo, .prompt = ids, .n_prompt = n_ids, .ptoks = ti,
         .n_ptoks = n > 0 ? n - 1 : 0, .toks = ti, .text = text, .finish_reason = "length",
-        .logprobs = q->logprobs,
+        .logprobs = q->logprobs, .top_logprobs = q->top_logprobs,
+        .prompt_logprobs = q->prompt_logprobs,
     };
     for (int i = 0; i < n && !stopped; i++) {
         ti[i].id = ids[i];
         ti[i].logprob = -(float)i / 3.0f;
-        ti[i].n_top = q->top_logprobs < 3 ? q->top_logprobs : 3;
+        ti[i].rank = i + 1;
+        /* scored with the more alternatives of logprobs and prompt_logprobs, as 1b-serve does */
+        int nt = q->top_logprobs > q->prompt_logprobs ? q->top_logprobs : q->prompt_logprobs;
+        ti[i].n_top = nt < 3 ? nt : 3;
         for (int k = 0; k < ti[i].n_top; k++)
             ti[i].top[k] = (struct ob_top_lp){.id = ids[(i + k) % n_ids], .logprob = -(float)k};
         const char *p;
@@ -210,7 +214,9 @@ static void one(const char *body, size_t size, int kind, const char *t)
         return;
     }
     if (q.max_tokens < 0 || q.max_tokens > 64 || q.top_logprobs < 0 || q.top_logprobs > OB_MAX_TOP ||
-        q.n_stop < 0 || q.n_stop > 16 || (kind == OB_OAI_SRV_CHAT && q.n_msgs == 0))
+        q.n_stop < 0 || q.n_stop > 16 || (kind == OB_OAI_SRV_CHAT && q.n_msgs == 0) ||
+        q.prompt_logprobs < -1 || q.prompt_logprobs > OB_MAX_TOP ||
+        (q.stream && q.prompt_logprobs >= 0))
         abort();
     for (int i = 0; i < q.n_stop; i++)
         if (!q.stop[i][0])

@@ -181,6 +181,34 @@ static void test_logprobs(void)
     ok(good && t20[0].id == 777 && t20[1].id == 778 && t20[2].id == 779,
        "top 20 of 151936 equal a full sort, bit for bit, ties by id");
 
+    /* ob_score_token's rank: the token's place in that sort, from 1; ties by id */
+    struct ob_token_info st;
+    int32_t *place = malloc(V * sizeof *place);
+    for (int i = 0; i < V; i++)
+        place[all[i].id] = i + 1;
+    int32_t probe[] = {777, 778, 779, 0, 1, 4242, V - 1, all[V - 1].id, all[V / 2].id};
+    good = 1;
+    for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
+        e = ob_score_token(r, V, probe[i], 3, &st);
+        good &= !e && st.id == probe[i] && st.rank == place[probe[i]] && st.n_top == 3 &&
+                st.top[0].id == 777;
+    }
+    free(place);
+    ok(good, "ob_score_token: rank = place in the full sort (ties by id), from 1");
+    good = 1;
+    ob_logits_lse(z, 6, &m, &l);
+    for (int i = 0; i < 6; i++)
+        good &= !ob_score_token(z, 6, want[i], 0, &st) && st.rank == i + 1;
+    ob_logits_lse(zt, 3, &m, &l);
+    good &= !ob_score_token(zt, 3, 2, 0, &st) && st.rank == 3 &&
+            !ob_score_token(zt, 3, 1, 0, &st) && st.rank == 2;
+    ok(good, "ob_score_token: tied logits, equal logprobs of different logits and -Inf ranked "
+             "as top_logprobs orders them");
+    e = ob_score_token(r, V, V, 3, &st);
+    ok(e == OB_ERANGE && st.id == -1 && st.rank == 0, "ob_score_token: id outside: %s",
+       ob_errmsg());
+    ob_logits_lse(r, V, &m, &l);
+
     /* ob_sample_token reports the same numbers */
     struct ob_sample_scratch *ss;
     ob_sample_scratch_new(V, &ss);
@@ -193,7 +221,7 @@ static void test_logprobs(void)
            ob_f32_bits(ti.logprob) == ob_f32_bits(ob_logprob(r[id], m, l));
     for (int i = 0; i < 5; i++)
         good &= ti.top[i].id == all[i].id && ti.top[i].logprob == all[i].logprob;
-    ok(good, "ob_sample_token: token, logprob, statistics and top list agree");
+    ok(good && ti.rank == 0, "ob_sample_token: token, logprob, statistics and top list agree");
     r[5] = NAN;
     e = ob_sample_token(ss, r, V, &p, 17, 5, &ti);
     ok(e == OB_ERANGE && ti.id == -1 && ti.n_top == 0, "ob_sample_token: NaN row: %s",
