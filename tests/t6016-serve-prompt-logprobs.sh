@@ -3,10 +3,11 @@
 # greedy and seeded-sampled, then scored as a prompt (prompt_logprobs, and echo with logprobs),
 # has at every completion position the very bits the generation reported — the token's logprob
 # and its alternatives — alone, among concurrent requests and inside a batch of prompts
-# (tests/py/score_gen.py). Bad values are 400s naming the field; records refuse the field.
+# (tests/py/score_gen.py). Bad values are 400s naming the field; records refuse the field; the
+# openai SDK sends it in extra_body and reads it back from each choice.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 8
+plan 9
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 1b-synth --preset qwen3-small --vocab 8000 --tokenizer "$SHARED/models/qwen3-tokenizer/tokenizer.json" \
@@ -47,3 +48,23 @@ echo "$rec" | 1b-gen --url "$URL_s" > /dev/null 2> e2.txt; r2=$?
     echo '{"id":"r","prompt":"a","max_tokens":1,"prompt_logprobs":null}' | 1b-gen -m "$S" > /dev/null
 ok $? "records: prompt_logprobs refused (exit 3, named) in process and through --url; null is absent" ||
     cat e1.txt e2.txt | sed 's/^/# /'
+
+# the openai SDK: prompt_logprobs through extra_body, read back from the choice
+if need_python openai; then
+    "$PY" - "$URL_s" <<'PYEOF'
+import json, sys, urllib.request, openai
+c = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="none", max_retries=0)
+r = c.completions.create(model="stories260K.gguf", prompt=[[1, 400, 300], [1, 50]], max_tokens=2,
+                         temperature=0, extra_body={"prompt_logprobs": 2})
+body = json.dumps({"prompt": [[1, 400, 300], [1, 50]], "max_tokens": 2, "temperature": 0,
+                   "prompt_logprobs": 2}).encode()
+raw = json.loads(urllib.request.urlopen(urllib.request.Request(
+    sys.argv[1] + "/v1/completions", data=body, headers={"Content-Type": "application/json"})).read())
+for i in range(2):
+    got = r.choices[i].model_extra["prompt_logprobs"]
+    assert got == raw["choices"][i]["prompt_logprobs"] and got[0] is None and len(got) == 3 - i, got
+PYEOF
+    ok $? "openai SDK: completions.create(extra_body={prompt_logprobs: 2}) on a batch: each choice carries them"
+else
+    skip "openai SDK prompt_logprobs" "python module openai missing"
+fi
