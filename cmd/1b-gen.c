@@ -40,7 +40,7 @@
 enum {
     OPT_PARALLEL = 256, OPT_CHUNK, OPT_CTX, OPT_REPEAT, OPT_KEEP_GOING, OPT_UNORDERED,
     OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_SEED, OPT_TOP_LOGPROBS, OPT_CACHE_SLOTS,
-    OPT_URL, OPT_THINKING,
+    OPT_URL, OPT_THINKING, OPT_VERBOSE,
 };
 
 static const struct ob_option options[] = {
@@ -52,6 +52,8 @@ static const struct ob_option options[] = {
     {"chunk", OPT_CHUNK, "N", "prompt tokens prefilled per step; 0 = whole prompts (default 512)"},
     {"ctx", OPT_CTX, "N", "context length per sequence (default 4096, or the model's if less)"},
     {"cache-slots", OPT_CACHE_SLOTS, "N", "extra KV slots kept as prompt cache (default 0)"},
+    OB_OPT_ROWS_SPEC,
+    {"verbose", OPT_VERBOSE, NULL, "the engine's counters on stderr at the end (speculation's too)"},
     {"repeat", OPT_REPEAT, "N", "run every request N times (results numbered by \"repeat\")"},
     {"keep-going", OPT_KEEP_GOING, NULL, "skip bad records instead of stopping (exit 3 at the end)"},
     {"unordered", OPT_UNORDERED, NULL, "write results as they finish, not in input order"},
@@ -70,7 +72,7 @@ struct opts {
     struct ob_local_params lp;     /* the in-process route (its model and parallel: above) */
     int parallel, repeat, thinking;
     struct ob_server_opts srv;
-    bool keep_going, unordered;
+    bool keep_going, unordered, verbose;
     struct ob_req_defaults d;
 };
 
@@ -655,6 +657,12 @@ int main(int argc, char **argv)
             cl.bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &o.lp.cache_slots);
             in_process_opt = "--cache-slots";
             break;
+        case OB_OPT_SPEC:
+        case OB_OPT_SPEC_MAX:
+            cl.bad = !ob_opt_spec(PROG, c, optarg, &o.lp);
+            in_process_opt = c == OB_OPT_SPEC ? "--spec" : "--spec-max";
+            break;
+        case OPT_VERBOSE: o.verbose = true; break;
         case OPT_URL: o.url = optarg; break;
         case OB_OPT_WAIT:
         case OB_OPT_TIMEOUT:
@@ -704,6 +712,8 @@ int main(int argc, char **argv)
     int unopened = 0;
     e = ob_each_input(argv + optind, argc - optind, o.keep_going, run_stream, &R, &unopened);
     int status = end_status(&R.q, e, unopened, R.read_failed, R.bad);
+    if (o.verbose)
+        ob_local_report(stderr, PROG, L);
     ob_local_free(L);
     return close_stdout(&R.q, status);
 }

@@ -31,6 +31,22 @@
  * prompt (in chunks, with logits wanted at every position from the last prompt token on)
  * instead of being decoded one step at a time; each row's logits are the same bits either
  * way.
+ *
+ * Speculation (ob_spec): a decoding sequence whose last token t sits at position P may add
+ * drafted tokens d1..dk at P+1..P+k to its rows of the step. Row i's logits are those plain
+ * decoding would compute for position P+1+i if d1..di were the tokens generated before it
+ * (rows are independent, and a row attends to its own slot's positions up to its own), so the
+ * token sampled from them (keyed by seed and position, as always) is the one plain decoding
+ * would sample whenever the drafts before it were. Verification emits the pick of row 0; while
+ * a pick equals the next draft it emits the pick of the next row; the first pick that differs
+ * (or the pick after the last draft) is the last one emitted. Each pick goes through emit, so
+ * stop tokens, stop strings, max_tokens and the context end a sequence at exactly the token
+ * plain decoding ends it at. The slot then counts only the positions of accepted tokens: the
+ * K/V written for rejected drafts lie past its end, are never read, and are overwritten.
+ * Drafts come from prompt lookup (ngram_draft) or the caller (ob_request.draft); how many a
+ * sequence tries adapts to how many were accepted lately (adapt), and all sequences together
+ * draft at most draft_cap rows a step. None of it can change a token or a bit, only the
+ * number of steps.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -70,6 +86,13 @@ struct job {
     size_t stop_at;                /* where the stop string that ended it starts */
     bool cancelled;
     double t_submit, t_first, t_last;
+    /* speculation */
+    bool spec;                     /* this job drafts */
+    int spec_k;                    /* drafted tokens to try at the next step */
+    int spec_misses;               /* verify steps in a row that accepted nothing */
+    int spec_pause, spec_backoff;  /* steps left without drafting; the next pause */
+    int n_draft;                   /* this step: drafted tokens after its last token */
+    int32_t draft[OB_SPEC_MAX];
     struct job *next;
 };
 
@@ -86,6 +109,7 @@ struct ob_engine {
     struct job *live_order[256];           /* live jobs in admission order */
     int n_live;
     int logits_rows;                       /* rows the logits buffer holds */
+    int draft_cap;                         /* drafted rows per step, all sequences together */
     /* shared, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -117,6 +141,10 @@ int ob_engine_new(struct ob_ctx *ctx, const struct ob_engine_params *p, struct o
     if (p->parallel < 1 || p->parallel > cp->n_slots || p->parallel > 256)
         return ob_seterr(OB_EUSAGE, "parallel %d must be between 1 and the %d slots (max 256)",
                          p->parallel, cp->n_slots);
+    if (p->spec_max < 0 || p->spec_max > OB_SPEC_MAX)
+        return ob_seterr(OB_EUSAGE, "spec_max %d is outside [0, %d]", p->spec_max, OB_SPEC_MAX);
+    if (p->spec < OB_SPEC_DEFAULT || p->spec > OB_SPEC_NGRAM)
+        return ob_seterr(OB_EUSAGE, "unknown speculation mode %d", p->spec);
     struct ob_engine *e = calloc(1, sizeof *e);
     if (!e)
         return ob_seterr(OB_ENOMEM, "out of memory");
@@ -132,7 +160,9 @@ int ob_engine_new(struct ob_ctx *ctx, const struct ob_engine_params *p, struct o
     e->incoming_tail = &e->incoming;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
-    int rows = e->p.parallel + e->p.chunk;
+    /* drafted rows: up to spec_max for each sequence, 64 in all (under load, less each) */
+    e->draft_cap = e->p.parallel * e->p.spec_max < 64 ? e->p.parallel * e->p.spec_max : 64;
+    int rows = e->p.parallel + e->p.chunk + e->draft_cap;
     e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
     e->tok = malloc((size_t)rows * sizeof *e->tok);
     e->pos = malloc((size_t)rows * sizeof *e->pos);
@@ -140,7 +170,7 @@ int ob_engine_new(struct ob_ctx *ctx, const struct ob_engine_params *p, struct o
     e->want = malloc((size_t)rows * sizeof *e->want);
     e->row_job = malloc((size_t)rows * sizeof *e->row_job);
     /* logits: one row per live sequence, plus the rows forced tokens are scored on */
-    e->logits_rows = e->p.parallel + OB_FORCED_ROWS;
+    e->logits_rows = e->p.parallel + OB_FORCED_ROWS + e->draft_cap;
     e->logits = malloc((size_t)e->logits_rows * (size_t)e->n_vocab * sizeof(float));
     int err = 0;
     if (!e->slots || !e->tok || !e->pos || !e->seq || !e->want || !e->row_job || !e->logits)
@@ -228,6 +258,8 @@ int ob_engine_submit(struct ob_engine *e, const struct ob_request *r, uint64_t *
     if (r->top_logprobs < 0 || r->top_logprobs > OB_MAX_TOP)
         return ob_seterr(OB_ERANGE, "top_logprobs %d is outside [0, %d]", r->top_logprobs,
                          OB_MAX_TOP);
+    if (r->spec < OB_SPEC_DEFAULT || r->spec > OB_SPEC_NGRAM)
+        return ob_seterr(OB_EUSAGE, "unknown speculation mode %d", r->spec);
     for (int i = 0; i < r->n_forced; i++)
         if (r->forced[i] < 0 || r->forced[i] >= e->n_vocab)
             return ob_seterr(OB_ERANGE, "forced token %d is outside the vocabulary of %d",
@@ -273,6 +305,11 @@ int ob_engine_submit(struct ob_engine *e, const struct ob_request *r, uint64_t *
     j->r.stop_ids = j->stop_ids;
     j->r.forced = j->forced;
     j->slot = -1;
+    int mode = r->spec == OB_SPEC_DEFAULT ? e->p.spec : r->spec;
+    j->spec = (mode == OB_SPEC_NGRAM || (r->draft && r->spec != OB_SPEC_OFF)) &&
+              e->p.spec_max > 0 && r->n_forced == 0;
+    j->spec_k = e->p.spec_max;
+    j->spec_backoff = 2;
     j->t_submit = now();
     pthread_mutex_lock(&e->mu);
     j->handle = ++e->next_handle;
@@ -545,14 +582,17 @@ static bool append_text(struct job *j, const char *b, size_t n)
     return found;
 }
 
-/* logits of one row: log-probabilities, sampling, callbacks, stop conditions */
-static void emit(struct ob_engine *e, struct job *j, const float *logits, double t)
+/* Logits of one row: log-probabilities, sampling, callbacks, stop conditions. *id is the
+ * token sampled (or scored; -1 on an error). False when the job has finished (and is freed). */
+static bool emit(struct ob_engine *e, struct job *j, const float *logits, double t,
+                 int32_t *id)
 {
     struct slot *s = &e->slots[j->slot];
     int position = s->n_tokens;                  /* where the sampled token will sit */
+    *id = -1;
     if (j->r.max_tokens == 0) {                  /* prefill only */
         finish(e, j, OB_FINISH_LENGTH, NULL);
-        return;
+        return false;
     }
     struct ob_token_info ti;
     memset(&ti, 0, sizeof ti);
@@ -563,8 +603,9 @@ static void emit(struct ob_engine *e, struct job *j, const float *logits, double
                                     (uint64_t)position, j->r.top_logprobs, &ti);
     if (err) {
         finish(e, j, OB_FINISH_ERROR, ob_errmsg());
-        return;
+        return false;
     }
+    *id = ti.id;
     if (j->t_first == 0)
         j->t_first = t;
     j->t_last = t;
@@ -576,13 +617,15 @@ static void emit(struct ob_engine *e, struct job *j, const float *logits, double
         append_text(j, fb, fn);
         if (j->r.on_token)
             j->r.on_token(j->r.user, j->handle, &ti);
-        if (j->n_gen == j->r.n_forced)
+        if (j->n_gen == j->r.n_forced) {
             finish(e, j, OB_FINISH_LENGTH, NULL);
-        return;
+            return false;
+        }
+        return true;
     }
     if (is_stop_id(j, ti.id)) {
         finish(e, j, OB_FINISH_STOP, NULL);
-        return;
+        return false;
     }
     j->n_gen++;
     const char *bytes;
@@ -600,6 +643,98 @@ static void emit(struct ob_engine *e, struct job *j, const float *logits, double
         finish(e, j, OB_FINISH_LENGTH, NULL);
     else if (s->n_tokens + 1 >= e->n_ctx)
         finish(e, j, OB_FINISH_CONTEXT, NULL);
+    else
+        return true;
+    return false;
+}
+
+/* ---- speculation ------------------------------------------------------------------------- */
+
+enum { NGRAM_MAX = 4, NGRAM_MIN = 2 };
+
+/* Prompt lookup: the most recent earlier occurrence of the last g tokens of t[0..n) (g from
+ * NGRAM_MAX down to NGRAM_MIN), and up to k of the tokens that followed it. */
+static int ngram_draft(const int32_t *t, int n, int k, int32_t *out)
+{
+    for (int g = n - 1 < NGRAM_MAX ? n - 1 : NGRAM_MAX; g >= NGRAM_MIN; g--) {
+        const int32_t *tail = t + n - g;
+        for (int i = n - g - 1; i >= 0; i--)
+            if (t[i] == tail[0] && !memcmp(t + i, tail, (size_t)g * sizeof *t)) {
+                int m = n - (i + g) < k ? n - (i + g) : k;
+                memcpy(out, t + i + g, (size_t)m * sizeof *t);
+                return m;
+            }
+    }
+    return 0;
+}
+
+/* The drafted tokens of a decoding job for this step (at most budget), into j->draft. No more
+ * than could be emitted: max_tokens, and the context's last position. */
+static int draft(struct ob_engine *e, struct job *j, const struct slot *s, int budget)
+{
+    if (j->spec_pause > 0) {
+        j->spec_pause--;
+        return 0;
+    }
+    int last = s->n_tokens;                      /* tokens[last] is the sequence's last token */
+    int k = j->spec_k < budget ? j->spec_k : budget;
+    if (k > j->r.max_tokens - j->n_gen - 1)
+        k = j->r.max_tokens - j->n_gen - 1;
+    if (k > e->n_ctx - 1 - last)
+        k = e->n_ctx - 1 - last;
+    if (k <= 0)
+        return 0;
+    if (!j->r.draft)
+        return ngram_draft(s->tokens, last + 1, k, j->draft);
+    int m = j->r.draft(j->r.draft_user, s->tokens, last + 1, k, j->draft);
+    m = m < 0 ? 0 : m > k ? k : m;
+    for (int i = 0; i < m; i++)
+        if (j->draft[i] < 0 || j->draft[i] >= e->n_vocab)
+            return i;                            /* a draft ends at a token that is none */
+    return m;
+}
+
+/* How many to draft next: one more than the run just accepted (the whole draft accepted:
+ * two more), between 1 and spec_max; after two verify steps in a row that accepted nothing,
+ * a pause without drafting, twice as long each time (2 .. 32 steps) until a draft is taken. */
+static void adapt(struct ob_engine *e, struct job *j, int k, int acc)
+{
+    int next = acc == k ? j->spec_k + 2 : acc + 1;
+    j->spec_k = next < 1 ? 1 : next > e->p.spec_max ? e->p.spec_max : next;
+    if (acc > 0) {
+        j->spec_misses = 0;
+        j->spec_backoff = 2;
+    } else if (++j->spec_misses >= 2) {
+        j->spec_pause = j->spec_backoff;
+        j->spec_backoff = j->spec_backoff < 32 ? 2 * j->spec_backoff : 32;
+        j->spec_misses = 0;
+    }
+}
+
+/* A decoding job's rows of the step: its last token at position last, then its n_draft drafted
+ * tokens; logits holds their n_draft + 1 rows. Emit the picks while they confirm the drafts
+ * (see the top of the file). */
+static void verify(struct ob_engine *e, struct job *j, const float *logits, int last, double t)
+{
+    struct slot *s = &e->slots[j->slot];
+    int k = j->n_draft, acc = 0;
+    bool alive = true;
+    j->n_draft = 0;
+    for (int i = 0; i <= k && alive; i++) {
+        int32_t want = i < k ? j->draft[i] : -1, id;
+        s->n_tokens = last + 1 + i;              /* the positions before this pick's */
+        alive = emit(e, j, logits + (size_t)i * e->n_vocab, t, &id);
+        if (i == k || id != want)
+            break;
+        acc++;
+    }
+    pthread_mutex_lock(&e->mu);
+    e->stats.spec_steps++;
+    e->stats.spec_drafted += (uint64_t)k;
+    e->stats.spec_accepted += (uint64_t)acc;
+    pthread_mutex_unlock(&e->mu);
+    if (alive)
+        adapt(e, j, k, acc);
 }
 
 int ob_engine_step(struct ob_engine *e)
@@ -617,23 +752,27 @@ int ob_engine_step(struct ob_engine *e)
     }
     if (e->n_live == 0)
         return 0;
-    int n = 0, n_want = 0;
-    /* decode rows: the last sampled token of every decoding sequence */
+    int n = 0, n_want = 0, budget = e->draft_cap;
+    /* decode rows: the last sampled token of every decoding sequence, and its drafted tokens */
     for (int i = 0; i < e->n_live; i++) {
         struct job *j = e->live_order[i];
         struct slot *s = &e->slots[j->slot];
         if (s->phase != S_DECODE)
             continue;
-        e->tok[n] = s->tokens[s->n_tokens];
-        e->pos[n] = s->n_tokens;
-        e->seq[n] = j->slot;
-        e->row_job[n] = j;
-        e->want[n_want++] = n;
-        n++;
+        j->n_draft = j->spec && budget > 0 ? draft(e, j, s, budget) : 0;
+        budget -= j->n_draft;
+        for (int d = 0; d <= j->n_draft; d++) {
+            e->tok[n] = d ? j->draft[d - 1] : s->tokens[s->n_tokens];
+            e->pos[n] = s->n_tokens + d;
+            e->seq[n] = j->slot;
+            e->row_job[n] = j;
+            e->want[n_want++] = n;
+            n++;
+        }
     }
     /* prompt rows (and forced tokens), at most chunk in all, in admission order, while the
      * rows that want logits fit the logits buffer */
-    int budget = e->p.chunk;
+    budget = e->p.chunk;
     for (int i = 0; i < e->n_live && budget > 0; i++) {
         struct job *j = e->live_order[i];
         struct slot *s = &e->slots[j->slot];
@@ -679,22 +818,30 @@ int ob_engine_step(struct ob_engine *e)
     e->stats.steps++;
     e->stats.rows += (uint64_t)n;
     pthread_mutex_unlock(&e->mu);
-    /* the rows' tokens are in the caches now */
+    /* the rows' tokens are in the caches now (a decoding job with drafts: verify says how
+     * many of them count) */
     for (int i = 0; i < n; i++) {
         struct job *j = e->row_job[i];
         struct slot *s = &e->slots[j->slot];
-        if (s->phase == S_DECODE) {
-            s->n_tokens++;
-        } else {
-            s->n_tokens = e->pos[i] + 1;
+        s->n_tokens = e->pos[i] + 1;
+        if (s->phase != S_DECODE)
             j->n_prompt_done = e->pos[i] + 1;
-        }
     }
     double t = now();
     for (int w = 0; w < n_want; w++) {
-        struct job *j = e->row_job[e->want[w]];
-        if (j)                                   /* NULL: finished by an earlier row */
-            emit(e, j, e->logits + (size_t)w * e->n_vocab, t);
+        int row = e->want[w];
+        struct job *j = e->row_job[row];
+        const float *lg = e->logits + (size_t)w * e->n_vocab;
+        int32_t id;
+        if (!j)                                  /* NULL: finished by an earlier row */
+            continue;
+        if (j->n_draft > 0) {                    /* a decoding job's rows: w .. w + n_draft */
+            int k = j->n_draft;
+            verify(e, j, lg, e->pos[row], t);
+            w += k;
+        } else {
+            emit(e, j, lg, t, &id);
+        }
     }
     e->n_rows = 0;
     return n;

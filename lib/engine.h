@@ -34,6 +34,19 @@ struct ob_finish {
 typedef void (*ob_on_token)(void *user, uint64_t handle, const struct ob_token_info *t);
 typedef void (*ob_on_finish)(void *user, uint64_t handle, const struct ob_finish *f);
 
+/* Speculative decoding (engine.c: "Speculation"): drafted tokens verified in one step. It
+ * changes how many steps a sequence takes, never what it receives. */
+enum ob_spec {
+    OB_SPEC_DEFAULT,               /* a request: the engine's mode */
+    OB_SPEC_OFF,
+    OB_SPEC_NGRAM,                 /* prompt lookup: what followed the last n-gram before */
+};
+#define OB_SPEC_MAX 16             /* drafted tokens per sequence and step, at most */
+/* A caller's draft source: up to k tokens to follow the sequence t[0..n) (the prompt and the
+ * tokens generated so far, the last one at t[n - 1]) into out; returns how many (0 .. k).
+ * Called on the driver thread; whatever it returns, what the request receives is unchanged. */
+typedef int (*ob_draft_fn)(void *user, const int32_t *t, int n, int k, int32_t *out);
+
 struct ob_request {
     const int32_t *prompt;         /* token ids, template and BOS already applied */
     int n_prompt;
@@ -50,6 +63,9 @@ struct ob_request {
      * request ends after the last one (OB_FINISH_LENGTH), whatever max_tokens says */
     const int32_t *forced;
     int n_forced;
+    int spec;                      /* enum ob_spec: OB_SPEC_DEFAULT is the engine's mode */
+    ob_draft_fn draft;             /* drafts from the caller instead (unless spec is off) */
+    void *draft_user;
     ob_on_token on_token;
     ob_on_finish on_finish;
     void *user;
@@ -61,10 +77,17 @@ struct ob_request {
 struct ob_engine_params {
     int parallel;                  /* live sequences at most (<= the context's slots) */
     int chunk;                     /* prompt tokens per step in all; <= 0: whole prompts */
+    int spec;                      /* enum ob_spec: the mode of requests that do not say;
+                                      OB_SPEC_DEFAULT is off */
+    int spec_max;                  /* drafted tokens per sequence and step, 0..OB_SPEC_MAX
+                                      (0: no request speculates) */
 };
 
 struct ob_engine_stats {
     uint64_t steps, rows, finished, tokens_generated, tokens_prompt, tokens_cached;
+    /* speculation: verify steps (a sequence's rows with at least one drafted token), tokens
+     * drafted, of them accepted (so many decode steps saved) */
+    uint64_t spec_steps, spec_drafted, spec_accepted;
     int queued, live;
 };
 

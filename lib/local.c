@@ -34,7 +34,8 @@ int ob_local_open(const struct ob_local_params *p, struct ob_local **out)
         };
         e = ob_ctx_new(l->m, &cp, &l->ctx);
     }
-    struct ob_engine_params ep = {.parallel = p->parallel, .chunk = p->chunk};
+    struct ob_engine_params ep = {.parallel = p->parallel, .chunk = p->chunk, .spec = p->spec,
+                                  .spec_max = p->spec_max};
     if (!e)
         e = ob_engine_new(l->ctx, &ep, &l->eng);
     if (e) {
@@ -48,6 +49,39 @@ int ob_local_open(const struct ob_local_params *p, struct ob_local **out)
 bool ob_opt_gpu(const char *prog, const char *arg, struct ob_local_params *p)
 {
     return ob_opt_int(prog, "gpu", arg, 0, 255, &p->device);
+}
+
+const struct ob_opt_word ob_spec_words[] = {
+    {"off", OB_SPEC_OFF}, {"ngram", OB_SPEC_NGRAM}, {NULL, 0},
+};
+
+const char *ob_spec_name(int spec)
+{
+    for (int i = 0; ob_spec_words[i].word; i++)
+        if (ob_spec_words[i].value == spec)
+            return ob_spec_words[i].word;
+    return NULL;
+}
+
+bool ob_opt_spec(const char *prog, int c, const char *arg, struct ob_local_params *p)
+{
+    if (c == OB_OPT_SPEC)
+        return ob_opt_choice(prog, "spec", arg, ob_spec_words, &p->spec);
+    return ob_opt_int(prog, "spec-max", arg, 1, OB_SPEC_MAX, &p->spec_max);
+}
+
+void ob_local_report(FILE *f, const char *prog, struct ob_local *l)
+{
+    struct ob_engine_stats s;
+    ob_engine_stats(l->eng, &s);
+    fprintf(f, "%s: %llu steps, %llu rows, %llu prompt tokens (%llu more from the cache), "
+               "%llu generated; speculation: %llu drafted, %llu accepted (%.1f%%) in %llu "
+               "verify steps\n", prog, (unsigned long long)s.steps, (unsigned long long)s.rows,
+            (unsigned long long)s.tokens_prompt, (unsigned long long)s.tokens_cached,
+            (unsigned long long)s.tokens_generated, (unsigned long long)s.spec_drafted,
+            (unsigned long long)s.spec_accepted,
+            s.spec_drafted ? 100.0 * (double)s.spec_accepted / (double)s.spec_drafted : 0.0,
+            (unsigned long long)s.spec_steps);
 }
 
 void ob_local_free(struct ob_local *l)

@@ -9,6 +9,8 @@
 #ifndef OB_LOCAL_H
 #define OB_LOCAL_H
 
+#include <stdio.h>
+
 #include "1b.h"
 #include "engine.h"
 
@@ -18,11 +20,17 @@
 /* The option rows of the in-process route, in every command that has one (before its own
  * rows; struct ob_option in 1b.h): -d ROUTE, -t N and --gpu N, into route, threads and
  * device below (--gpu's value is OB_OPT_GPU, taken by ob_opt_gpu). */
-enum { OB_OPT_GPU = 0x1020 };
+enum { OB_OPT_GPU = 0x1020, OB_OPT_SPEC, OB_OPT_SPEC_MAX };
 #define OB_OPT_ROWS_LOCAL                                                                 \
     {"device", 'd', "ROUTE", "route: cpu (default), ref, hrx (a GPU), hrx-sim, npu-sim or npu (a Q4NX pack)"}, \
     {"threads", 't', "N", "threads of the route (default: the CPUs available)"},         \
     {"gpu", OB_OPT_GPU, "N", "which device of the route: GPU N of -d hrx (default 0)"}
+
+/* The rows of speculative decoding (engine.h), in every command that generates in process;
+ * ob_opt_spec takes their values. */
+#define OB_OPT_ROWS_SPEC                                                                  \
+    {"spec", OB_OPT_SPEC, "MODE", "speculative decoding: ngram (prompt lookup) or off (default); the bits are those of plain decoding"}, \
+    {"spec-max", OB_OPT_SPEC_MAX, "K", "drafted tokens per sequence and step, 1-16 (default 8)"}
 
 struct ob_local_params {
     const char *model;             /* MODEL operand: a GGUF file, a Q4NX pack, or an archive
@@ -36,9 +44,13 @@ struct ob_local_params {
                                       model's training context if that is smaller */
     int chunk;                     /* prompt tokens prefilled per step; 0: whole prompts */
     int max_batch;                 /* token rows per backend pass (larger batches are split) */
+    int spec;                      /* enum ob_spec: speculation of requests that do not say */
+    int spec_max;                  /* drafted tokens per sequence and step (0..OB_SPEC_MAX) */
 };
-/* what every command starts from: one sequence, 512-token chunks and passes */
-#define OB_LOCAL_PARAMS_DEFAULT {.route = "cpu", .parallel = 1, .chunk = 512, .max_batch = 512}
+/* what every command starts from: one sequence, 512-token chunks and passes, no speculation
+ * unless a request asks (then up to 8 drafted tokens) */
+#define OB_LOCAL_PARAMS_DEFAULT {.route = "cpu", .parallel = 1, .chunk = 512, .max_batch = 512, \
+                                 .spec = OB_SPEC_OFF, .spec_max = 8}
 
 struct ob_local {
     struct ob_model *m;
@@ -48,6 +60,15 @@ struct ob_local {
 
 /* --gpu's argument (0 .. 255) into p->device; false after "PROG: --gpu: why" on stderr */
 bool ob_opt_gpu(const char *prog, const char *arg, struct ob_local_params *p);
+/* c OB_OPT_SPEC or OB_OPT_SPEC_MAX: its argument into p->spec or p->spec_max; false after
+ * "PROG: --NAME: why" on stderr */
+bool ob_opt_spec(const char *prog, int c, const char *arg, struct ob_local_params *p);
+/* --spec's words, and a mode's name (NULL for none) */
+extern const struct ob_opt_word ob_spec_words[];
+const char *ob_spec_name(int spec);
+/* The engine's counters in one line on f (a command's --verbose): steps, rows, tokens, and
+ * speculation's drafted and accepted tokens. */
+void ob_local_report(FILE *f, const char *prog, struct ob_local *l);
 
 /* Open p->model, make a context of parallel + cache_slots slots of n_ctx positions on
  * p->route, and an engine over it. On failure nothing is left open and ob_errmsg() says which

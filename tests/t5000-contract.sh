@@ -7,7 +7,9 @@
 # sampled requests alike. Any difference prints the first differing token. The models: Qwen3-
 # and llama-shaped synthetic ones, the trained stories260K, and a Gemma 3-shaped one (Q4_K_M:
 # sliding window of 16 keys on two of its three layers, which every request crosses, the
-# built-in Gemma turn format for the chat requests).
+# built-in Gemma turn format for the chat requests). With speculative decoding (--spec ngram)
+# in the same configurations the whole result records are those of plain decoding, and drafts
+# were both accepted and rejected.
 . "$(dirname "$0")/lib.sh"
 TOK=$SHARED/models/qwen3-tokenizer/tokenizer.json
 REQ=$OB_TOP/tests/data/contract-requests.jsonl
@@ -37,25 +39,55 @@ configs=(
     "chunk512:--chunk 512"   "chunkwhole:--chunk 0 --parallel 8"
     "cache4:--cache-slots 4"   "cache8par4:--cache-slots 8 --parallel 4 @shuffled"
     "t1:-t 1"   "t2:-t 2"   "t3:-t 3 --parallel 4"
+    "spec:--spec ngram"   "spec-par4:--spec ngram --parallel 4"
+    "spec-par16:--spec ngram --parallel 16 @shuffled"   "spec-chunk1:--spec ngram --chunk 1"
+    "spec-chunk7:--spec ngram --chunk 7 --parallel 4"   "spec-max2:--spec ngram --spec-max 2"
+    "spec-cache8par4:--spec ngram --cache-slots 8 --parallel 4 @shuffled"   "spec-t1:--spec ngram -t 1"
 )
 for isa in "${isas[@]}"; do configs+=("simd-$isa:%OB_SIMD=$isa --parallel 3"); done
+for isa in "${isas[@]}"; do configs+=("spec-simd-$isa:%OB_SIMD=$isa --spec ngram --parallel 3"); done
+# each spec-* configuration is a plain one with --spec ngram (and --spec-max) added: its whole
+# records must be that one's (cached_tokens follows the schedule, so not the baseline's)
+declare -A plain_of
 
-plan $(( ${#models[@]} * (${#configs[@]} + 2) ))
+plan $(( ${#models[@]} * (${#configs[@]} + 3) + 1 ))
+spec_seen=
 for m in "${models[@]}"; do
     1b-gen -m "$m.gguf" -t 2 < "$REQ" > "$m.base.jsonl" 2> err.txt
     n=$(wc -l < "$m.base.jsonl")
     [ "$n" -eq 15 ]; ok $? "$m: baseline run wrote 15 results ($(head -c 200 err.txt))"
     for c in "${configs[@]}"; do
         name=${c%%:*}; args=${c#*:}
+        [[ $name == spec* ]] || plain_of["k:$args"]=$name
         input=$REQ; envs=()
         [[ $args == *@shuffled* ]] && input=$SHUF && args=${args/@shuffled/}
         if [[ $args == %* ]]; then envs=("${args%% *}"); envs=("${envs[0]#%}"); args=${args#* }; fi
         # shellcheck disable=SC2086
         env "${envs[@]}" 1b-gen -m "$m.gguf" -t 2 $args < "$input" > "$m.$name.jsonl" 2> err.txt
         diff=$("$PY" "$OB_TOP/tests/py/fingerprint.py" --diff "$m.base.jsonl" "$m.$name.jsonl" 2>&1)
-        ok $? "$m: $name ${envs[*]} $args: every fingerprint identical${diff:+ ($diff)}"
+        rc=$?
+        # speculation: the whole records are those of plain decoding (all but the timing)
+        if [ $rc = 0 ] && [[ $name == spec* ]]; then
+            key=${c#*:}; key=${key/--spec ngram/}; key=$(sed -E 's/--spec-max [0-9]+//; s/  +/ /g; s/^ //; s/ $//' <<<"$key")
+            p=${plain_of["k:$key"]}
+            if [ -z "$p" ]; then
+                rc=1; diff="no plain configuration '$key' to compare with"
+            elif ! cmp -s <(jq -c 'del(.timing)' "$m.$p.jsonl") <(jq -c 'del(.timing)' "$m.$name.jsonl"); then
+                rc=1; diff="the records differ from $p's beyond their timing"
+            fi
+        fi
+        ok $rc "$m: $name ${envs[*]} $args: every fingerprint identical${diff:+ ($diff)}"
     done
+    # speculation was exercised: drafts accepted and drafts rejected (1b-gen --verbose)
+    1b-gen -m "$m.gguf" -t 2 --spec ngram --verbose < "$REQ" 2> v.txt > v.jsonl
+    read -r drafted accepted < <(sed -n 's/.*speculation: \([0-9]*\) drafted, \([0-9]*\) accepted.*/\1 \2/p' v.txt)
+    cmp -s <(jq -c 'del(.timing)' "$m.base.jsonl") <(jq -c 'del(.timing)' v.jsonl) && [ "${drafted:-0}" -gt 0 ]
+    ok $? "$m: --spec ngram drafted ${drafted:-?} tokens, accepted ${accepted:-?}"
+    [ "${accepted:-0}" -gt 0 ] && spec_seen+=" accepted:$m"
+    [ "${accepted:-0}" -lt "${drafted:-0}" ] && spec_seen+=" rejected:$m"
     # the warm runs did use the cache
     hits=$(jq -s '[.[] | .cached_tokens] | add' "$m.cache4.jsonl")
     [ "$hits" -gt 0 ]; ok $? "$m: the cache runs reused $hits prompt tokens"
 done
+[[ $spec_seen == *accepted:* ]] && [[ $spec_seen == *rejected:* ]]
+ok $? "speculation both accepted and rejected drafts (${spec_seen# })"

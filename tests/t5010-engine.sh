@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
 # The batching engine: the in-process barrier (N identical copies in the same steps, R
 # rounds, widths 1-8, greedy and sampled: every copy equals the solo run, fingerprints printed),
-# teacher forcing, cancellation, max_tokens 0, oversized prompts; and rows that cannot be
-# scored (a model with one non-finite weight): every request ends once, with the reason.
+# teacher forcing, cancellation, max_tokens 0, oversized prompts; speculative decoding against
+# plain decoding; and rows that cannot be scored (a model with one non-finite weight): every request ends once, with the reason.
 . "$(dirname "$0")/lib.sh"
 cd "$T" || exit 1
 1b-synth --preset qwen3-small --vocab 8000 --type q4_k_m \
     --tokenizer "$SHARED/models/qwen3-tokenizer/tokenizer.json" -o q.gguf
-plan 4
+plan 6
 for m in "$SHARED/models/stories260K.gguf" q.gguf; do
     out=$("$UNIT/engine" "$m" 2>&1); rc=$?
     ok $rc "$(basename "$m"): engine ($(grep -c '^ok' <<<"$out") checks)" || grep -v '^ok' <<<"$out" | grep -v '#   round' | head -20 | sed 's/^/# /'
     grep '^ok\|^not ok' <<<"$out" | sed 's/^/#   /'
+done
+
+# speculative decoding (tests/unit/spec.c): rollback on its own, drafts from the test (all
+# rejected, all accepted, a stop string and a stop token inside an accepted run, max_tokens and
+# the context crossed) and from prompt lookup: every request receives plain decoding's bits
+for m in "$SHARED/models/stories260K.gguf" q.gguf; do
+    out=$("$UNIT/spec" "$m" 2>&1); rc=$?
+    ok $rc "$(basename "$m"): speculation ($(grep -c '^ok' <<<"$out") checks)" || grep -v '^ok' <<<"$out" | head -20 | sed 's/^/# /'
+    grep '^ok\|^not ok\|^#   ' <<<"$out" | sed 's/^/#   /'
 done
 
 # stories260K with one weight made non-finite, as a hostile file may hold (1b-load accepts

@@ -7,8 +7,9 @@
 # GeGLU, the local rope base and a sliding window of 16 keys on two of its three layers, which
 # every request crosses); and hrx-sim keeps promises 1-4 itself: its runs at batch widths 4
 # and 16 (arrival orders shuffled), prefill chunks of 1, 7 and 512, a warm prompt cache and 1
-# or 2 threads all have the cpu baseline's fingerprint (gemma3-tiny, to keep the test short:
-# width 16 shuffled, chunks of 7 across the window, the warm cache, 1 thread). Then the other
+# or 2 threads, and speculative decoding (--spec ngram, chunks of 7, width 4) all have the cpu
+# baseline's fingerprint (gemma3-tiny, to keep the test short: width 16 shuffled, chunks of 7
+# across the window, the warm cache, 1 thread, speculation). Then the other
 # in-process commands on hrx-sim: 1b-logprobs scores the cpu route's tokens to the cpu
 # route's bits, 1b-batchrep finds one state for copies batched together.
 . "$(dirname "$0")/lib.sh"
@@ -29,10 +30,11 @@ configs=(
     "par4:--parallel 4"   "par16shuf:--parallel 16 @shuffled"
     "chunk1:--chunk 1"    "chunk7:--chunk 7 --parallel 4"   "chunk512:--chunk 512 --parallel 2"
     "cache4:--cache-slots 4"   "t1:-t 1"
+    "spec:--spec ngram --chunk 7 --parallel 4"
 )
-gemma_configs=" par16shuf chunk7 cache4 t1 "   # the configurations gemma3 runs
+gemma_configs=" par16shuf chunk7 cache4 t1 spec "   # the configurations gemma3 runs
 
-plan $(( (${#models[@]} - 1) * (${#configs[@]} + 3) + 4 + 3 + 3 ))
+plan $(( (${#models[@]} - 1) * (${#configs[@]} + 3) + 5 + 3 + 3 ))
 for m in "${models[@]}"; do
     1b-gen -m "$m.gguf" -t 2 < "$REQ" > "$m.cpu.jsonl" 2> err.txt
     1b-gen -m "$m.gguf" -t 2 -d hrx-sim < "$REQ" > "$m.sim.jsonl" 2> err.txt; rc=$?
