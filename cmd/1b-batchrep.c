@@ -46,6 +46,7 @@ static const struct ob_option options[] = {
     {"model", 'm', "MODEL", "the model, in process (with --url: the model name to request)"},
     OB_OPT_ROWS_LOCAL,
     {"parallel", OPT_PARALLEL, "N", "in process: sequences decoded together (default: --width)"},
+    OB_OPT_ROWS_SPEC,
     {"width", OPT_WIDTH, "N", "identical requests released together per round (default 4)"},
     {"rounds", OPT_ROUNDS, "R", "rounds (default 4)"},
     {"vs-solo", OPT_VS_SOLO, NULL, "take one solo request first and score every copy against it"},
@@ -164,6 +165,7 @@ static int run_inprocess(const struct opts *o, const cJSON *req, struct ob_agree
             .prompt = q.ids, .n_prompt = q.n_ids, .sampling = q.s, .max_tokens = q.max_tokens,
             .top_logprobs = q.top_logprobs, .cache_prompt = false, .stop = q.stop,
             .n_stop = q.n_stop, .stop_ids = q.stop_ids, .n_stop_ids = q.n_stop_ids,
+            .spec = q.spec,
         };
         struct collect c = {.recs = solo, .width = 1};
         if (o->vs_solo && !(e = ob_barrier_run(L->eng, &r, 1, 1, on_copy, &c)) && c.err)
@@ -517,6 +519,8 @@ int main(int argc, char **argv)
             cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.lp.parallel);
             in_process_opt = true;
             break;
+        case OB_OPT_SPEC:
+        case OB_OPT_SPEC_MAX: cl.bad = !ob_opt_spec(PROG, c, optarg, &o.lp); in_process_opt = true; break;
         case OPT_WIDTH: cl.bad = !ob_opt_int(PROG, "width", optarg, 1, 256, &o.width); break;
         case OPT_ROUNDS: cl.bad = !ob_opt_int(PROG, "rounds", optarg, 1, 10000, &o.rounds); break;
         case OPT_MAX_TOKENS: cl.bad = !ob_opt_int(PROG, "max-tokens", optarg, 1, 1 << 20, &o.max_tokens); break;

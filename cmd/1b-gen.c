@@ -309,6 +309,7 @@ static int submit(struct run *R, const cJSON *rec, const struct ob_req *parsed, 
         .prompt = p->r.ids, .n_prompt = p->r.n_ids, .sampling = p->r.s,
         .max_tokens = p->r.max_tokens, .top_logprobs = p->r.logprobs ? p->r.top_logprobs : 0,
         .cache_prompt = p->r.cache_prompt, .stop = p->r.stop, .n_stop = p->r.n_stop,
+        .spec = p->r.spec,
         .stop_ids = p->r.stop_ids, .n_stop_ids = p->r.n_stop_ids,
         .on_token = on_token, .on_finish = on_finish, .user = p,
     };

@@ -44,6 +44,7 @@ OPTIONS = [
     ("thinking", None, "on|off", "the requests' thinking (default: as the records say)"),
     ("match-by", None, "id|text", "pair tokens by id (default) or by text"),
     ("threads", "t", "N", "threads of the in-process routes (default: the CPUs available)"),
+    ("spec", None, "MODE", "speculative decoding of the in-process routes: ngram or off (default)"),
     ("wait", None, "SECONDS", "--url: wait this long for a server to be ready (default 60)"),
     ("quick", None, None, "a small run: 3 prompts, 16 tokens, 2 repeats, 2 rounds, lengths 8,16"),
     ("quiet", "q", None, "print no progress"),
@@ -175,7 +176,8 @@ def parse_args(argv):
             usage_error("option '%s' is ambiguous" % quote(o))
         usage_error("unknown option '%s'" % quote(o))
     a = {"model": None, "devices": [], "urls": [], "output": None, "prompts": None,
-         "thinking": None, "match_by": "id", "threads": None, "quick": False, "quiet": False}
+         "thinking": None, "match_by": "id", "threads": None, "spec": None, "quick": False,
+         "quiet": False}
     for o, v in opts:
         if o in ("-h", "--help"):
             write_fd(1, help_text(), "stdout")
@@ -218,6 +220,10 @@ def parse_args(argv):
             a["match_by"] = v
         elif o in ("-t", "--threads"):
             a["threads"] = int_arg(o, v, 1, 4096)
+        elif o == "--spec":
+            if v not in ("ngram", "off"):
+                usage_error("--spec: '%s' is not ngram or off" % quote(v))
+            a["spec"] = v
         elif o == "--wait":
             try:
                 w = float(v)
@@ -401,6 +407,8 @@ def route_args(r, a, tool="1b-gen"):
         args = ["-m", r["model"], "-d", r["route"]]
         if a["threads"]:
             args += ["-t", str(a["threads"])]
+        if a["spec"] and tool != "1b-logprobs":     # scoring drafts nothing
+            args += ["--spec", a["spec"]]
         return args
     args = ["--url", r["url"], "--wait", "%g" % a["wait"]]
     if tool == "1b-logprobs" and a["model"] and os.path.isfile(a["model"]):
@@ -897,7 +905,7 @@ def main(argv):
     for r in routes:
         for w, n in plan:
             name = "batch/%s-w%d-t%d" % (r["label"], w, n)
-            run.run(["1b-batchrep"] + route_args(r, a) +
+            run.run(["1b-batchrep"] + route_args(r, a, "1b-batchrep") +
                     ["--width", str(w), "--rounds", str(a["rounds"]), "--max-tokens", str(n),
                      "--top-logprobs", str(a["top_logprobs"]), "--vs-solo", "--json", name + ".json"] +
                     probe + thinking + matchby, stdout=name + ".txt", ok=(0, 1))

@@ -52,6 +52,7 @@ static const struct ob_option options[] = {
     {"chunk", OPT_CHUNK, "N", "prompt tokens prefilled per step; 0 = whole prompts (default 512)"},
     {"ctx", OPT_CTX, "N", "context length per sequence (default 4096, or the model's if less)"},
     {"cache-slots", OPT_CACHE_SLOTS, "N", "extra KV slots kept as prompt cache (default 0)"},
+    OB_OPT_ROWS_SPEC,
     {"host", OPT_HOST, "ADDR", "address to listen on (default 127.0.0.1)"},
     {"port", OPT_PORT, "N", "port to listen on; 0 = any free one (default 8080)"},
     {"http-threads", OPT_HTTP_THREADS, "N", "HTTP threads, and as many that parse bodies (default 4)"},
@@ -300,6 +301,8 @@ int main(int argc, char **argv)
         case OPT_CHUNK: cl.bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &lp.chunk); break;
         case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &lp.n_ctx); break;
         case OPT_CACHE_SLOTS: cl.bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &lp.cache_slots); break;
+        case OB_OPT_SPEC:
+        case OB_OPT_SPEC_MAX: cl.bad = !ob_opt_spec(PROG, c, optarg, &lp); break;
         case OPT_HOST: sp.host = optarg; break;
         case OPT_PORT: cl.bad = !ob_opt_int(PROG, "port", optarg, 0, 65535, &sp.port); break;
         case OPT_HTTP_THREADS: cl.bad = !ob_opt_int(PROG, "http-threads", optarg, 2, 256, &sp.http_threads); break;

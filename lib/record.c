@@ -23,6 +23,7 @@
 
 #include "1b.h"
 #include "chat.h"
+#include "local.h"
 #include "record.h"
 #include "sb.h"
 #include "tok.h"
@@ -158,6 +159,21 @@ int ob_req_kwargs(const cJSON *o, struct ob_req_params *p, const char **param)
         return ob_seterr(OB_EFORMAT, "'chat_template_kwargs.enable_thinking' must be a boolean");
     p->thinking = cJSON_IsTrue(et);
     return 0;
+}
+
+int ob_req_spec(const cJSON *o, int *spec, bool *wrong_type)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "spec");
+    *wrong_type = false;
+    if (!v || cJSON_IsNull(v))
+        return 1;
+    for (int i = 0; cJSON_IsString(v) && ob_spec_words[i].word; i++)
+        if (!strcmp(v->valuestring, ob_spec_words[i].word)) {
+            *spec = ob_spec_words[i].value;
+            return 0;
+        }
+    *wrong_type = !cJSON_IsString(v);
+    return ob_seterr(OB_EFORMAT, "field 'spec' must be \"ngram\" or \"off\"");
 }
 
 /* ---- fields 1b does not implement ------------------------------------------------------------ */
@@ -394,10 +410,12 @@ int ob_req_parse(const cJSON *rec, const struct ob_model *model, const struct ob
     r->logprobs = p.logprobs;
     r->cache_prompt = p.cache_prompt;
     r->thinking = p.thinking;
+    bool wrong;
+    if ((e = ob_req_spec(rec, &r->spec, &wrong)) < 0)
+        return e;
 
     /* stop strings */
     const char *stops[OB_REQ_MAX_STOP];
-    bool wrong;
     if ((e = ob_req_stop(rec, stops, &r->n_stop, &wrong)) < 0)
         return e;
     if (r->n_stop) {

@@ -27,6 +27,7 @@ struct ob_req {
     struct ob_sampling s;
     int max_tokens, top_logprobs;
     bool logprobs, cache_prompt, thinking;
+    int spec;                      /* enum ob_spec (engine.h): "spec", else the command's */
     char **stop;
     int n_stop;
     int32_t stop_ids[OB_CHAT_MAX_STOPS];
@@ -84,6 +85,12 @@ int ob_req_params_read(const cJSON *o, struct ob_req_params *p, const struct ob_
  * OB_EFORMAT naming the field in *param ("chat_template_kwargs" or
  * "chat_template_kwargs.enable_thinking") when it is not of its type. Other keys are ignored. */
 int ob_req_kwargs(const cJSON *o, struct ob_req_params *p, const char **param);
+
+/* "spec" (a 1b extension): speculative decoding for this request, "ngram" or "off" (the
+ * answer is the same either way; only its speed differs). 1 when absent (or null), 0 when
+ * read into *spec (enum ob_spec), OB_EFORMAT "field 'spec' must be ..." otherwise
+ * (*wrong_type: not even a string). */
+int ob_req_spec(const cJSON *o, int *spec, bool *wrong_type);
 
 /* Fields that would change the answer and that 1b does not implement (n > 1, penalties,
  * logit_bias, tools, response formats other than text, suffix, ...): they are refused by name

@@ -63,6 +63,11 @@ topp-over|"top_p":1.0000001|refuse
 minp-neg|"min_p":-0.1|refuse
 cache-str|"cache_prompt":"no"|refuse
 cache-false|"cache_prompt":false|take
+spec-ngram|"spec":"ngram"|take
+spec-off|"spec":"off"|take
+spec-bad|"spec":"fast"|refuse
+spec-bool|"spec":true|refuse
+spec-null|"spec":null|take
 thinking-num|"thinking":1|refuse
 stop-16|"stop":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p"]|take
 stop-17|"stop":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]|refuse

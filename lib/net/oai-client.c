@@ -258,6 +258,10 @@ int ob_oai_cli_request(const cJSON *rec, const struct ob_oai_cli_params *p, uint
      * record means the same on every route */
     if ((e = ob_req_refuse_record(rec)))
         return e;
+    int spec;                      /* checked as everywhere; not sent: it changes no answer */
+    bool spec_type;
+    if (ob_req_spec(rec, &spec, &spec_type) < 0)
+        return OB_EFORMAT;
     const cJSON *prompt = field(rec, "prompt"), *msgs = field(rec, "messages");
     if (!prompt == !msgs)
         return ob_seterr(OB_EFORMAT, "a record needs exactly one of 'prompt' and 'messages'");

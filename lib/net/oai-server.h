@@ -107,6 +107,7 @@ struct ob_oai_srv_req {
     int prompt_logprobs;           /* vLLM's: the prompt scored with 0..OB_MAX_TOP alternatives
                                     * at each position; -1: not asked for */
     bool cache_prompt;             /* may reuse a cached prefix (default true) */
+    int spec;                      /* enum ob_spec (engine.h): "spec", else the server's */
     int32_t *forced;               /* 1b extension "forced_tokens": score these instead */
     int n_forced;
 };

@@ -857,6 +857,7 @@ static int submit(struct spart *p, bool scoring)
         .top_logprobs = q->logprobs ? q->top_logprobs : 0, .cache_prompt = q->cache_prompt,
         .stop = (char **)q->stop, .n_stop = q->n_stop, .stop_ids = r->stop_ids,
         .n_stop_ids = r->n_stop_ids, .forced = q->forced, .n_forced = q->n_forced,
+        .spec = q->spec,
         .on_token = on_token, .on_finish = on_finish, .user = p,
     };
     if (scoring) {
@@ -1214,6 +1215,14 @@ static enum MHD_Result do_metrics(struct sreq *r)
     ob_sb_fmt(&b, "ob_tokens_prompt_total %llu\n", (unsigned long long)es.tokens_prompt);
     metric(&b, "ob_tokens_cached_total", "counter", "Prompt tokens reused from the prompt cache.");
     ob_sb_fmt(&b, "ob_tokens_cached_total %llu\n", (unsigned long long)es.tokens_cached);
+    metric(&b, "ob_spec_steps_total", "counter",
+           "Speculative decoding: steps that verified drafted tokens of a sequence.");
+    ob_sb_fmt(&b, "ob_spec_steps_total %llu\n", (unsigned long long)es.spec_steps);
+    metric(&b, "ob_spec_drafted_total", "counter", "Speculative decoding: tokens drafted.");
+    ob_sb_fmt(&b, "ob_spec_drafted_total %llu\n", (unsigned long long)es.spec_drafted);
+    metric(&b, "ob_spec_accepted_total", "counter",
+           "Speculative decoding: drafted tokens accepted (decode steps saved).");
+    ob_sb_fmt(&b, "ob_spec_accepted_total %llu\n", (unsigned long long)es.spec_accepted);
     metric(&b, "ob_engine_steps_total", "counter", "Engine steps (forward passes).");
     ob_sb_fmt(&b, "ob_engine_steps_total %llu\n", (unsigned long long)es.steps);
     metric(&b, "ob_engine_rows_total", "counter", "Token rows computed by the engine.");
