@@ -32,14 +32,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "decode-rate.h"
 #include "engine.h"
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 struct seqtime {
     double first;                  /* time of the first token */
@@ -57,7 +52,7 @@ struct dec {
 static void d_token(void *user, uint64_t h, const struct ob_token_info *t)
 {
     struct seqtime *s = user;
-    double x = now();
+    double x = bench_now();
     if (s->n++ == 0)
         s->first = x;
 }
@@ -110,10 +105,10 @@ static double prefill_once(struct ob_engine *e, const int32_t *prompt, int n)
     struct ob_request r = {.prompt = prompt, .n_prompt = n, .sampling = OB_SAMPLING_GREEDY,
                            .max_tokens = 0, .cache_prompt = false, .on_token = d_token,
                            .on_finish = d_finish, .user = &st};
-    double t0 = now();
+    double t0 = bench_now();
     if (ob_engine_submit(e, &r, NULL) || ob_engine_run(e))
         return -1;
-    return now() - t0;
+    return bench_now() - t0;
 }
 
 /* aggregate decode tokens per second of w sequences, each after a prompt of np tokens */
@@ -134,31 +129,12 @@ static double decode_once(struct ob_engine *e, int w, int gen, int n_vocab, int 
         }
     }
     free(prompt);
-    /* step until every sequence has its first token, then count the rest */
-    double barrier = 0;
-    int base = 0;
-    while (!ob_engine_idle(e)) {
-        if (ob_engine_step(e) < 0) {
-            free(st);
-            return -1;
-        }
-        if (barrier == 0) {
-            int all = 1;
-            for (int k = 0; k < w; k++)
-                all &= st[k].n > 0;
-            if (all) {
-                barrier = now();
-                for (int k = 0; k < w; k++)
-                    base += st[k].n;
-            }
-        }
-    }
-    double t = now() - barrier;
-    int total = 0;
+    const int *n[4096];
     for (int k = 0; k < w; k++)
-        total += st[k].n;
+        n[k] = &st[k].n;
+    double tps = decode_rate(e, w, n);
     free(st);
-    return t > 0 ? (total - base) / t : -1;
+    return tps;
 }
 
 /* llama-bench's tokens/s for a prompt (p) or generation (n) test after d tokens of context,
