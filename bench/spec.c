@@ -7,8 +7,8 @@
  *                  [--prompts FILE] [--json]
  *
  * For each kind and width W: W copies of the request (greedy unless the record says, no
- * prompt cache) decode together, plain and then speculating; the figure is generated tokens
- * after every copy had its first one, over the time from then to the end (the best of
+ * prompt cache) decode together, plain and speculating in turn; the figure is generated
+ * tokens after every copy had its first one, over the time from then to the end (the best of
  * --reps). Beside it: the share of drafted tokens accepted, the tokens a verify step yields
  * (accepted + 1), and the machine's ceiling for the speed-up: those tokens over the cost of a
  * verify step against a plain one. That cost is measured here, on this machine: the forward
@@ -60,12 +60,11 @@ struct fig {
     int tokens;
 };
 
-/* W copies of q decoding together with speculation `spec`; false on an error */
-static bool run(struct ob_local *L, const struct ob_req *q, int w, int spec, int reps,
-                struct fig *out)
+/* W copies of q decoding together with speculation `spec`, once; out keeps the best speed
+ * over the calls; false on an error */
+static bool run(struct ob_local *L, const struct ob_req *q, int w, int spec, struct fig *out)
 {
-    memset(out, 0, sizeof *out);
-    for (int r = 0; r < reps; r++) {
+    {
         struct seq s[MAXW] = {{0}};
         struct ob_engine_stats s0, s1;
         ob_engine_stats(L->eng, &s0);
@@ -216,12 +215,14 @@ int main(int argc, char **argv)
         if (gen)
             q.max_tokens = gen;
         for (int i = 0; i < nw; i++) {
-            struct fig pl, sp;
-            if (!run(L, &q, widths[i], OB_SPEC_OFF, reps, &pl) ||
-                !run(L, &q, widths[i], OB_SPEC_NGRAM, reps, &sp)) {
-                fprintf(stderr, "spec: %s\n", ob_errmsg());
-                return 1;
-            }
+            /* plain and speculating in turn, so that both see the same spells of load */
+            struct fig pl = {0}, sp = {0};
+            for (int r = 0; r < reps; r++)
+                if (!run(L, &q, widths[i], OB_SPEC_OFF, &pl) ||
+                    !run(L, &q, widths[i], OB_SPEC_NGRAM, &sp)) {
+                    fprintf(stderr, "spec: %s\n", ob_errmsg());
+                    return 1;
+                }
             /* the cost of a verify step of the mean drafted length, at the mean depth */
             double kbar = sp.vsteps ? (double)sp.drafted / (double)sp.vsteps : 0;
             int k = (int)lround(kbar);

@@ -89,7 +89,7 @@ struct job {
     /* speculation */
     bool spec;                     /* this job drafts */
     int spec_k;                    /* drafted tokens to try at the next step */
-    int spec_misses;               /* verify steps in a row that accepted nothing */
+    float spec_hit, spec_miss;     /* decayed counts of drafted tokens confirmed and refused */
     int spec_pause, spec_backoff;  /* steps left without drafting; the next pause */
     int n_draft;                   /* this step: drafted tokens after its last token */
     int32_t draft[OB_SPEC_MAX];
@@ -308,8 +308,10 @@ int ob_engine_submit(struct ob_engine *e, const struct ob_request *r, uint64_t *
     int mode = r->spec == OB_SPEC_DEFAULT ? e->p.spec : r->spec;
     j->spec = (mode == OB_SPEC_NGRAM || (r->draft && r->spec != OB_SPEC_OFF)) &&
               e->p.spec_max > 0 && r->n_forced == 0;
-    j->spec_k = e->p.spec_max;
-    j->spec_backoff = 2;
+    j->spec_k = e->p.spec_max < 4 ? e->p.spec_max : 4;
+    j->spec_hit = 2;                             /* a prior: 2 of 3 confirmed */
+    j->spec_miss = 1;
+    j->spec_backoff = 4;
     j->t_submit = now();
     pthread_mutex_lock(&e->mu);
     j->handle = ++e->next_handle;
@@ -694,21 +696,29 @@ static int draft(struct ob_engine *e, struct job *j, const struct slot *s, int b
     return m;
 }
 
-/* How many to draft next: one more than the run just accepted (the whole draft accepted:
- * two more), between 1 and spec_max; after two verify steps in a row that accepted nothing,
- * a pause without drafting, twice as long each time (2 .. 32 steps) until a draft is taken. */
+/* How many to draft next, from the rate p at which this sequence's drafted tokens were
+ * confirmed lately (each verify step counts its accepted run as confirmed tokens and the
+ * first refused one, if any, as a miss; older steps weigh less). A run of k is kept whole
+ * with probability about p^k: draft the longest k with p^k >= 1/4 (1 .. spec_max). Below
+ * p = 0.3 a verify step costs more than it yields on most machines: pause drafting, 4 steps,
+ * then twice as long each time (up to 64) while probes of one token keep failing. Only the
+ * number of steps depends on this, never a token. */
 static void adapt(struct ob_engine *e, struct job *j, int k, int acc)
 {
-    int next = acc == k ? j->spec_k + 2 : acc + 1;
-    j->spec_k = next < 1 ? 1 : next > e->p.spec_max ? e->p.spec_max : next;
-    if (acc > 0) {
-        j->spec_misses = 0;
-        j->spec_backoff = 2;
-    } else if (++j->spec_misses >= 2) {
+    j->spec_hit = 0.75f * j->spec_hit + (float)acc;
+    j->spec_miss = 0.75f * j->spec_miss + (acc < k ? 1.0f : 0.0f);
+    float p = j->spec_hit / (j->spec_hit + j->spec_miss);
+    if (p < 0.3f) {
+        j->spec_k = 1;
         j->spec_pause = j->spec_backoff;
-        j->spec_backoff = j->spec_backoff < 32 ? 2 * j->spec_backoff : 32;
-        j->spec_misses = 0;
+        j->spec_backoff = j->spec_backoff < 64 ? 2 * j->spec_backoff : 64;
+        return;
     }
+    j->spec_backoff = 4;
+    int n = 1;
+    for (float q = p * p; n < e->p.spec_max && q >= 0.25f; q *= p)
+        n++;
+    j->spec_k = n;
 }
 
 /* A decoding job's rows of the step: its last token at position last, then its n_draft drafted
