@@ -9,7 +9,7 @@
 # sliding window of 16 keys on two of its three layers, which every request crosses, the
 # built-in Gemma turn format for the chat requests). With speculative decoding (--spec ngram)
 # in the same configurations the whole result records are those of plain decoding, and drafts
-# were both accepted and rejected.
+# were both accepted and rejected; and so on SmolLM2, a real model, editing code.
 . "$(dirname "$0")/lib.sh"
 TOK=$SHARED/models/qwen3-tokenizer/tokenizer.json
 REQ=$OB_TOP/tests/data/contract-requests.jsonl
@@ -50,7 +50,7 @@ for isa in "${isas[@]}"; do configs+=("spec-simd-$isa:%OB_SIMD=$isa --spec ngram
 # records must be that one's (cached_tokens follows the schedule, so not the baseline's)
 declare -A plain_of
 
-plan $(( ${#models[@]} * (${#configs[@]} + 3) + 1 ))
+plan $(( ${#models[@]} * (${#configs[@]} + 3) + 2 ))
 spec_seen=
 for m in "${models[@]}"; do
     1b-gen -m "$m.gguf" -t 2 < "$REQ" > "$m.base.jsonl" 2> err.txt
@@ -91,3 +91,19 @@ for m in "${models[@]}"; do
 done
 [[ $spec_seen == *accepted:* ]] && [[ $spec_seen == *rejected:* ]]
 ok $? "speculation both accepted and rejected drafts (${spec_seen# })"
+
+# a real model where drafts are taken: SmolLM2 on bench/spec's three kinds (code editing,
+# extraction, a story), 3 at once, with and without --spec ngram: the same whole records
+M=$OB_TOP/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -f "$M" ]; then
+    1b-gen -m "$M" -t 2 --parallel 3 < "$OB_TOP/bench/spec-prompts.jsonl" > smol.plain.jsonl
+    1b-gen -m "$M" -t 2 --parallel 3 --spec ngram --verbose < "$OB_TOP/bench/spec-prompts.jsonl" \
+        > smol.spec.jsonl 2> v.txt
+    read -r drafted accepted < <(sed -n 's/.*speculation: \([0-9]*\) drafted, \([0-9]*\) accepted.*/\1 \2/p' v.txt)
+    [ "$(wc -l < smol.plain.jsonl)" = 3 ] &&
+        cmp -s <(jq -c 'del(.timing)' smol.plain.jsonl) <(jq -c 'del(.timing)' smol.spec.jsonl) &&
+        [ "${accepted:-0}" -gt 0 ] && [ "$accepted" -lt "$drafted" ]
+    ok $? "SmolLM2, code editing, extraction and a story, --parallel 3: --spec ngram writes plain decoding's records (${accepted:-?} of ${drafted:-?} drafts accepted)"
+else
+    skip "SmolLM2 with --spec ngram" "run scripts/models"
+fi
