@@ -55,14 +55,6 @@ const struct ob_opt_word ob_spec_words[] = {
     {"off", OB_SPEC_OFF}, {"ngram", OB_SPEC_NGRAM}, {NULL, 0},
 };
 
-const char *ob_spec_name(int spec)
-{
-    for (int i = 0; ob_spec_words[i].word; i++)
-        if (ob_spec_words[i].value == spec)
-            return ob_spec_words[i].word;
-    return NULL;
-}
-
 bool ob_opt_spec(const char *prog, int c, const char *arg, struct ob_local_params *p)
 {
     if (c == OB_OPT_SPEC)

@@ -63,9 +63,8 @@ bool ob_opt_gpu(const char *prog, const char *arg, struct ob_local_params *p);
 /* c OB_OPT_SPEC or OB_OPT_SPEC_MAX: its argument into p->spec or p->spec_max; false after
  * "PROG: --NAME: why" on stderr */
 bool ob_opt_spec(const char *prog, int c, const char *arg, struct ob_local_params *p);
-/* --spec's words, and a mode's name (NULL for none) */
+/* --spec's words (and the "spec" field's: record.h) */
 extern const struct ob_opt_word ob_spec_words[];
-const char *ob_spec_name(int spec);
 /* The engine's counters in one line on f (a command's --verbose): steps, rows, tokens, and
  * speculation's drafted and accepted tokens. */
 void ob_local_report(FILE *f, const char *prog, struct ob_local *l);
