@@ -292,10 +292,15 @@ AI void tr16x4_ld(const uint8_t *p, size_t stride, int rows, __m512i *r)
     UNROLL
     for (int g = 0; g < 4; g++) {              /* 128-bit lane i of z[g]: row 4i + g */
         __m512i v = _mm512_setzero_si512();
-        UNROLL
-        for (int i = 0; i < 4; i++)
-            if (4 * i + g < rows)
-                v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + (4 * i + g) * stride)), i);
+        /* the lane is an immediate: written out, not left to unrolling (clang at -O1 does not) */
+#define TR16_INS(i)                                                                        \
+        if (4 * (i) + g < rows)                                                            \
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + (4 * (i) + g) * stride)), i)
+        TR16_INS(0);
+        TR16_INS(1);
+        TR16_INS(2);
+        TR16_INS(3);
+#undef TR16_INS
         z[g] = v;
     }
     __m512i a = _mm512_unpacklo_epi32(z[0], z[1]), b = _mm512_unpackhi_epi32(z[0], z[1]);
