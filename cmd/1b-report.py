@@ -44,7 +44,8 @@ OPTIONS = [
     ("thinking", None, "on|off", "the requests' thinking (default: as the records say)"),
     ("match-by", None, "id|text", "pair tokens by id (default) or by text"),
     ("threads", "t", "N", "threads of the in-process routes (default: the CPUs available)"),
-    ("spec", None, "MODE", "speculative decoding of the in-process routes: ngram or off (default)"),
+    ("spec", None, "MODE", "speculative decoding of the in-process routes: ngram, draft or off (default; draft with --draft)"),
+    ("draft", None, "MODEL", "the draft model of --spec draft (its vocabulary the model's)"),
     ("wait", None, "SECONDS", "--url: wait this long for a server to be ready (default 60)"),
     ("quick", None, None, "a small run: 3 prompts, 16 tokens, 2 repeats, 2 rounds, lengths 8,16"),
     ("quiet", "q", None, "print no progress"),
@@ -176,7 +177,7 @@ def parse_args(argv):
             usage_error("option '%s' is ambiguous" % quote(o))
         usage_error("unknown option '%s'" % quote(o))
     a = {"model": None, "devices": [], "urls": [], "output": None, "prompts": None,
-         "thinking": None, "match_by": "id", "threads": None, "spec": None, "quick": False,
+         "thinking": None, "match_by": "id", "threads": None, "spec": None, "draft": None, "quick": False,
          "quiet": False}
     for o, v in opts:
         if o in ("-h", "--help"):
@@ -221,9 +222,11 @@ def parse_args(argv):
         elif o in ("-t", "--threads"):
             a["threads"] = int_arg(o, v, 1, 4096)
         elif o == "--spec":
-            if v not in ("ngram", "off"):
-                usage_error("--spec: '%s' is not ngram or off" % quote(v))
+            if v not in ("ngram", "draft", "off"):
+                usage_error("--spec: '%s' is not ngram, draft or off" % quote(v))
             a["spec"] = v
+        elif o == "--draft":
+            a["draft"] = v
         elif o == "--wait":
             try:
                 w = float(v)
@@ -242,6 +245,8 @@ def parse_args(argv):
         usage_error("-o DIR is required")
     if not a["devices"] and not a["urls"]:
         usage_error("no route: give -d ROUTE or --url URL")
+    if a["spec"] == "draft" and not a["draft"]:
+        usage_error("--spec draft needs a draft model: give --draft MODEL")
     for k, v in DEFAULTS.items():
         if k not in a:
             a[k] = QUICK[k] if a["quick"] and k in QUICK else v
@@ -409,6 +414,8 @@ def route_args(r, a, tool="1b-gen"):
             args += ["-t", str(a["threads"])]
         if a["spec"] and tool != "1b-logprobs":     # scoring drafts nothing
             args += ["--spec", a["spec"]]
+        if a["draft"] and tool != "1b-logprobs":
+            args += ["--draft", os.path.abspath(a["draft"])]
         return args
     args = ["--url", r["url"], "--wait", "%g" % a["wait"]]
     if tool == "1b-logprobs" and a["model"] and os.path.isfile(a["model"]):

@@ -43,7 +43,8 @@
  * stop tokens, stop strings, max_tokens and the context end a sequence at exactly the token
  * plain decoding ends it at. The slot then counts only the positions of accepted tokens: the
  * K/V written for rejected drafts lie past its end, are never read, and are overwritten.
- * Drafts come from prompt lookup (ngram_draft) or the caller (ob_request.draft); how many a
+ * Drafts come from prompt lookup (ngram_draft), the engine's draft source (a draft model,
+ * draft.c) or the request's own (ob_request.draft); how many a
  * sequence tries adapts to how many were accepted lately (adapt), and all sequences together
  * draft at most draft_cap rows a step. None of it can change a token or a bit, only the
  * number of steps.
@@ -93,6 +94,8 @@ struct job {
     int spec_pause, spec_backoff;  /* steps left without drafting; the next pause */
     int n_draft;                   /* this step: drafted tokens after its last token */
     int32_t draft[OB_SPEC_MAX];
+    ob_draft_fn draft_fn;          /* the job's draft source; NULL: prompt lookup */
+    void *draft_user;
     struct job *next;
 };
 
@@ -143,8 +146,10 @@ int ob_engine_new(struct ob_ctx *ctx, const struct ob_engine_params *p, struct o
                          p->parallel, cp->n_slots);
     if (p->spec_max < 0 || p->spec_max > OB_SPEC_MAX)
         return ob_seterr(OB_EUSAGE, "spec_max %d is outside [0, %d]", p->spec_max, OB_SPEC_MAX);
-    if (p->spec < OB_SPEC_DEFAULT || p->spec > OB_SPEC_NGRAM)
+    if (p->spec < OB_SPEC_DEFAULT || p->spec > OB_SPEC_DRAFT)
         return ob_seterr(OB_EUSAGE, "unknown speculation mode %d", p->spec);
+    if (p->spec == OB_SPEC_DRAFT && !p->draft)
+        return ob_seterr(OB_EUSAGE, "speculation by a draft model, but no draft model");
     struct ob_engine *e = calloc(1, sizeof *e);
     if (!e)
         return ob_seterr(OB_ENOMEM, "out of memory");
@@ -258,8 +263,12 @@ int ob_engine_submit(struct ob_engine *e, const struct ob_request *r, uint64_t *
     if (r->top_logprobs < 0 || r->top_logprobs > OB_MAX_TOP)
         return ob_seterr(OB_ERANGE, "top_logprobs %d is outside [0, %d]", r->top_logprobs,
                          OB_MAX_TOP);
-    if (r->spec < OB_SPEC_DEFAULT || r->spec > OB_SPEC_NGRAM)
+    if (r->spec < OB_SPEC_DEFAULT || r->spec > OB_SPEC_DRAFT)
         return ob_seterr(OB_EUSAGE, "unknown speculation mode %d", r->spec);
+    int mode = r->spec == OB_SPEC_DEFAULT ? e->p.spec : r->spec;
+    if (mode == OB_SPEC_DRAFT && !e->p.draft && !r->draft)
+        return ob_seterr(OB_EUSAGE, "speculation by a draft model was asked for, and no draft "
+                         "model is loaded");
     for (int i = 0; i < r->n_forced; i++)
         if (r->forced[i] < 0 || r->forced[i] >= e->n_vocab)
             return ob_seterr(OB_ERANGE, "forced token %d is outside the vocabulary of %d",
@@ -305,9 +314,11 @@ int ob_engine_submit(struct ob_engine *e, const struct ob_request *r, uint64_t *
     j->r.stop_ids = j->stop_ids;
     j->r.forced = j->forced;
     j->slot = -1;
-    int mode = r->spec == OB_SPEC_DEFAULT ? e->p.spec : r->spec;
-    j->spec = (mode == OB_SPEC_NGRAM || (r->draft && r->spec != OB_SPEC_OFF)) &&
+    /* the draft source: the request's own, the engine's draft model, or prompt lookup */
+    j->spec = (r->draft ? r->spec != OB_SPEC_OFF : mode == OB_SPEC_NGRAM || mode == OB_SPEC_DRAFT) &&
               e->p.spec_max > 0 && r->n_forced == 0;
+    j->draft_fn = r->draft ? r->draft : mode == OB_SPEC_DRAFT ? e->p.draft : NULL;
+    j->draft_user = r->draft ? r->draft_user : e->p.draft_user;
     j->spec_k = e->p.spec_max < 4 ? e->p.spec_max : 4;
     j->spec_hit = 2;                             /* a prior: 2 of 3 confirmed */
     j->spec_miss = 1;
@@ -686,9 +697,11 @@ static int draft(struct ob_engine *e, struct job *j, const struct slot *s, int b
         k = e->n_ctx - 1 - last;
     if (k <= 0)
         return 0;
-    if (!j->r.draft)
+    if (!j->draft_fn)
         return ngram_draft(s->tokens, last + 1, k, j->draft);
-    int m = j->r.draft(j->r.draft_user, s->tokens, last + 1, k, j->draft);
+    int m = j->draft_fn(j->draft_user, s->tokens, last + 1, k, j->draft);
+    if (m < 0)
+        j->spec = false;                         /* the source failed: decode plainly */
     m = m < 0 ? 0 : m > k ? k : m;
     for (int i = 0; i < m; i++)
         if (j->draft[i] < 0 || j->draft[i] >= e->n_vocab)

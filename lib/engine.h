@@ -40,11 +40,13 @@ enum ob_spec {
     OB_SPEC_DEFAULT,               /* a request: the engine's mode */
     OB_SPEC_OFF,
     OB_SPEC_NGRAM,                 /* prompt lookup: what followed the last n-gram before */
+    OB_SPEC_DRAFT,                 /* the engine's draft source (a draft model: draft.h) */
 };
 #define OB_SPEC_MAX 16             /* drafted tokens per sequence and step, at most */
-/* A caller's draft source: up to k tokens to follow the sequence t[0..n) (the prompt and the
- * tokens generated so far, the last one at t[n - 1]) into out; returns how many (0 .. k).
- * Called on the driver thread; whatever it returns, what the request receives is unchanged. */
+/* A draft source: up to k tokens to follow the sequence t[0..n) (the prompt and the tokens
+ * generated so far, the last one at t[n - 1]) into out; returns how many (0 .. k), or < 0
+ * when it failed (the sequence then drafts no more). Called on the driver thread; whatever it
+ * returns, what the request receives is unchanged. */
 typedef int (*ob_draft_fn)(void *user, const int32_t *t, int n, int k, int32_t *out);
 
 struct ob_request {
@@ -81,6 +83,9 @@ struct ob_engine_params {
                                       OB_SPEC_DEFAULT is off */
     int spec_max;                  /* drafted tokens per sequence and step, 0..OB_SPEC_MAX
                                       (0: no request speculates) */
+    ob_draft_fn draft;             /* the source of OB_SPEC_DRAFT (NULL: such requests are
+                                      refused) */
+    void *draft_user;
 };
 
 struct ob_engine_stats {

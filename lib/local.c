@@ -34,8 +34,22 @@ int ob_local_open(const struct ob_local_params *p, struct ob_local **out)
         };
         e = ob_ctx_new(l->m, &cp, &l->ctx);
     }
-    struct ob_engine_params ep = {.parallel = p->parallel, .chunk = p->chunk, .spec = p->spec,
-                                  .spec_max = p->spec_max};
+    if (!e && p->spec == OB_SPEC_DRAFT && !p->draft_model)
+        e = ob_seterr(OB_EUSAGE, "speculation by a draft model needs one (--draft MODEL)");
+    if (!e && p->draft_model) {
+        const struct ob_ctx_params *cp = ob_ctx_params(l->ctx);
+        struct ob_drafter_params dp = {
+            .model = p->draft_model, .route = p->draft_route ? p->draft_route : cp->route,
+            .threads = cp->n_threads, .device = p->device, .n_slots = p->parallel,
+            .n_ctx = cp->n_ctx,
+        };
+        e = ob_drafter_open(&dp, ob_model_tok(l->m), &l->draft);
+    }
+    struct ob_engine_params ep = {
+        .parallel = p->parallel, .chunk = p->chunk, .spec_max = p->spec_max,
+        .spec = p->spec != OB_SPEC_DEFAULT ? p->spec : l->draft ? OB_SPEC_DRAFT : OB_SPEC_OFF,
+        .draft = l->draft ? ob_drafter_draft : NULL, .draft_user = l->draft,
+    };
     if (!e)
         e = ob_engine_new(l->ctx, &ep, &l->eng);
     if (e) {
@@ -52,13 +66,21 @@ bool ob_opt_gpu(const char *prog, const char *arg, struct ob_local_params *p)
 }
 
 const struct ob_opt_word ob_spec_words[] = {
-    {"off", OB_SPEC_OFF}, {"ngram", OB_SPEC_NGRAM}, {NULL, 0},
+    {"off", OB_SPEC_OFF}, {"ngram", OB_SPEC_NGRAM}, {"draft", OB_SPEC_DRAFT}, {NULL, 0},
 };
 
 bool ob_opt_spec(const char *prog, int c, const char *arg, struct ob_local_params *p)
 {
     if (c == OB_OPT_SPEC)
         return ob_opt_choice(prog, "spec", arg, ob_spec_words, &p->spec);
+    if (c == OB_OPT_DRAFT) {
+        p->draft_model = arg;
+        return true;
+    }
+    if (c == OB_OPT_DRAFT_DEVICE) {
+        p->draft_route = arg;
+        return true;
+    }
     return ob_opt_int(prog, "spec-max", arg, 1, OB_SPEC_MAX, &p->spec_max);
 }
 
@@ -74,6 +96,9 @@ void ob_local_report(FILE *f, const char *prog, struct ob_local *l)
             (unsigned long long)s.spec_accepted,
             s.spec_drafted ? 100.0 * (double)s.spec_accepted / (double)s.spec_drafted : 0.0,
             (unsigned long long)s.spec_steps);
+    if (l->draft && ob_drafter_error(l->draft))
+        fprintf(f, "%s: %s (its sequences went on without drafts)\n", prog,
+                ob_drafter_error(l->draft));
 }
 
 void ob_local_free(struct ob_local *l)
@@ -81,6 +106,7 @@ void ob_local_free(struct ob_local *l)
     if (!l)
         return;
     ob_engine_free(l->eng);
+    ob_drafter_free(l->draft);
     ob_ctx_free(l->ctx);
     ob_model_close(l->m);
     free(l);

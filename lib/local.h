@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "1b.h"
+#include "draft.h"
 #include "engine.h"
 
 /* positions per sequence when none is asked for: the model's training context, at most this */
@@ -20,17 +21,19 @@
 /* The option rows of the in-process route, in every command that has one (before its own
  * rows; struct ob_option in 1b.h): -d ROUTE, -t N and --gpu N, into route, threads and
  * device below (--gpu's value is OB_OPT_GPU, taken by ob_opt_gpu). */
-enum { OB_OPT_GPU = 0x1020, OB_OPT_SPEC, OB_OPT_SPEC_MAX };
+enum { OB_OPT_GPU = 0x1020, OB_OPT_SPEC, OB_OPT_SPEC_MAX, OB_OPT_DRAFT, OB_OPT_DRAFT_DEVICE };
 #define OB_OPT_ROWS_LOCAL                                                                 \
     {"device", 'd', "ROUTE", "route: cpu (default), ref, hrx (a GPU), hrx-sim, npu-sim or npu (a Q4NX pack)"}, \
     {"threads", 't', "N", "threads of the route (default: the CPUs available)"},         \
     {"gpu", OB_OPT_GPU, "N", "which device of the route: GPU N of -d hrx (default 0)"}
 
 /* The rows of speculative decoding (engine.h), in every command that generates in process;
- * ob_opt_spec takes their values. */
+ * ob_opt_spec takes their values (OB_OPT_SPEC .. OB_OPT_DRAFT_DEVICE). */
 #define OB_OPT_ROWS_SPEC                                                                  \
-    {"spec", OB_OPT_SPEC, "MODE", "speculative decoding: ngram (prompt lookup) or off (default); the bits are those of plain decoding"}, \
-    {"spec-max", OB_OPT_SPEC_MAX, "K", "drafted tokens per sequence and step, 1-16 (default 8)"}
+    {"spec", OB_OPT_SPEC, "MODE", "speculative decoding: ngram (prompt lookup), draft (a draft model) or off (default; draft with --draft); the bits are those of plain decoding"}, \
+    {"spec-max", OB_OPT_SPEC_MAX, "K", "drafted tokens per sequence and step, 1-16 (default 8)"}, \
+    {"draft", OB_OPT_DRAFT, "MODEL", "the draft model of --spec draft: a smaller model of the same vocabulary"}, \
+    {"draft-device", OB_OPT_DRAFT_DEVICE, "ROUTE", "the draft model's route (default: the model's)"}
 
 struct ob_local_params {
     const char *model;             /* MODEL operand: a GGUF file, a Q4NX pack, or an archive
@@ -44,33 +47,38 @@ struct ob_local_params {
                                       model's training context if that is smaller */
     int chunk;                     /* prompt tokens prefilled per step; 0: whole prompts */
     int max_batch;                 /* token rows per backend pass (larger batches are split) */
-    int spec;                      /* enum ob_spec: speculation of requests that do not say */
+    int spec;                      /* enum ob_spec: speculation of requests that do not say;
+                                      OB_SPEC_DEFAULT: draft with a draft model, else off */
     int spec_max;                  /* drafted tokens per sequence and step (0..OB_SPEC_MAX) */
+    const char *draft_model;       /* a draft model (draft.h), or NULL */
+    const char *draft_route;       /* its route; NULL: route's */
 };
 /* what every command starts from: one sequence, 512-token chunks and passes, no speculation
  * unless a request asks (then up to 8 drafted tokens) */
 #define OB_LOCAL_PARAMS_DEFAULT {.route = "cpu", .parallel = 1, .chunk = 512, .max_batch = 512, \
-                                 .spec = OB_SPEC_OFF, .spec_max = 8}
+                                 .spec = OB_SPEC_DEFAULT, .spec_max = 8}
 
 struct ob_local {
     struct ob_model *m;
     struct ob_ctx *ctx;            /* ob_ctx_params(ctx) has the resolved threads and n_ctx */
     struct ob_engine *eng;
+    struct ob_drafter *draft;      /* the draft model, or NULL */
 };
 
 /* --gpu's argument (0 .. 255) into p->device; false after "PROG: --gpu: why" on stderr */
 bool ob_opt_gpu(const char *prog, const char *arg, struct ob_local_params *p);
-/* c OB_OPT_SPEC or OB_OPT_SPEC_MAX: its argument into p->spec or p->spec_max; false after
+/* c one of OB_OPT_SPEC .. OB_OPT_DRAFT_DEVICE: its argument into p; false after
  * "PROG: --NAME: why" on stderr */
 bool ob_opt_spec(const char *prog, int c, const char *arg, struct ob_local_params *p);
 /* --spec's words (and the "spec" field's: record.h) */
 extern const struct ob_opt_word ob_spec_words[];
 /* The engine's counters in one line on f (a command's --verbose): steps, rows, tokens, and
- * speculation's drafted and accepted tokens. */
+ * speculation's drafted and accepted tokens (and a second line if the draft model failed). */
 void ob_local_report(FILE *f, const char *prog, struct ob_local *l);
 
 /* Open p->model, make a context of parallel + cache_slots slots of n_ctx positions on
- * p->route, and an engine over it. On failure nothing is left open and ob_errmsg() says which
+ * p->route, the draft model if any (its vocabulary checked: OB_EFORMAT), and an engine over
+ * them. On failure nothing is left open and ob_errmsg() says which
  * part failed (the model's messages name its file); the codes are those of ob_model_open,
  * ob_ctx_new and ob_engine_new (OB_EUSAGE for parameters out of range, OB_EDEVICE for a route
  * that is not available, OB_EFORMAT for a bad model, ...). */

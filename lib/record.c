@@ -173,7 +173,7 @@ int ob_req_spec(const cJSON *o, int *spec, bool *wrong_type)
             return 0;
         }
     *wrong_type = !cJSON_IsString(v);
-    return ob_seterr(OB_EFORMAT, "field 'spec' must be \"ngram\" or \"off\"");
+    return ob_seterr(OB_EFORMAT, "field 'spec' must be \"ngram\", \"draft\" or \"off\"");
 }
 
 /* ---- fields 1b does not implement ------------------------------------------------------------ */

@@ -4,7 +4,7 @@
 # id, --keep-going, exit statuses, and a write error; every failure is one line on standard
 # error that names the input and the problem (unreadable operands, NaN logits, control bytes).
 . "$(dirname "$0")/lib.sh"
-plan 35
+plan 37
 S=$SHARED/models/stories260K.gguf
 untimed() { jq -c 'del(.timing)' "$@"; }
 cd "$T" || exit 1
@@ -114,6 +114,16 @@ out=$(1b-gen -m "$S" --ctx 256 long.jsonl 2>&1); rc=$?
 check_exit 2 "no model" 1b-gen < once.jsonl
 check_exit 4 "route hrx is not built in" 1b-gen -m "$S" -d hrx < once.jsonl
 check_exit 3 "a model that is not one" 1b-gen -m /etc/hostname < once.jsonl
+# a draft model of another vocabulary: exit 3, one line naming it and the first difference
+# (the count: stories260K has 512 tokens, llama-tiny 1024; the text: a Qwen3 one of 1024)
+1b-synth --preset qwen3-small --vocab 1024 --tokenizer "$SHARED/models/qwen3-tokenizer/tokenizer.json" -o q1024.gguf
+1b-gen -m chatml.gguf --draft "$S" < once.jsonl > out.jsonl 2> err.txt; rc=$?
+1b-gen -m chatml.gguf --draft q1024.gguf < once.jsonl >> out.jsonl 2>> err.txt; rc2=$?
+[ $rc = 3 ] && [ $rc2 = 3 ] && [ ! -s out.jsonl ] && [ "$(wc -l < err.txt)" = 2 ] &&
+    grep -q "draft model .*stories260K.gguf: its vocabulary has 512 tokens, the model's 1024$" err.txt &&
+    grep -q "draft model q1024.gguf: its vocabulary is not the model's: token 0 is \"!\", the model's is \"<unk>\"$" err.txt
+ok $? "--draft of another vocabulary: exit 3, one line each ($rc, $rc2: $(tr '\n' '|' < err.txt))"
+check_exit 2 "--spec draft without --draft" 1b-gen -m "$S" --spec draft < once.jsonl
 check_exit 5 "a write error on stdout" sh -c "1b-gen -m '$S' < once.jsonl > /dev/full"
 
 # every failure: one line naming the input and the problem, and the documented status

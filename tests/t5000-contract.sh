@@ -7,9 +7,11 @@
 # sampled requests alike. Any difference prints the first differing token. The models: Qwen3-
 # and llama-shaped synthetic ones, the trained stories260K, and a Gemma 3-shaped one (Q4_K_M:
 # sliding window of 16 keys on two of its three layers, which every request crosses, the
-# built-in Gemma turn format for the chat requests). With speculative decoding (--spec ngram)
-# in the same configurations the whole result records are those of plain decoding, and drafts
-# were both accepted and rejected; and so on SmolLM2, a real model, editing code.
+# built-in Gemma turn format for the chat requests). With speculative decoding, by prompt
+# lookup (--spec ngram) and by a draft model (--draft: the two synthetic Qwen3 files draft for
+# each other, the others for themselves), in the same configurations the whole result records
+# are those of plain decoding, and drafts were both accepted and rejected; and so on SmolLM2, a
+# real model, editing code.
 . "$(dirname "$0")/lib.sh"
 TOK=$SHARED/models/qwen3-tokenizer/tokenizer.json
 REQ=$OB_TOP/tests/data/contract-requests.jsonl
@@ -43,22 +45,32 @@ configs=(
     "spec-par16:--spec ngram --parallel 16 @shuffled"   "spec-chunk1:--spec ngram --chunk 1"
     "spec-chunk7:--spec ngram --chunk 7 --parallel 4"   "spec-max2:--spec ngram --spec-max 2"
     "spec-cache8par4:--spec ngram --cache-slots 8 --parallel 4 @shuffled"   "spec-t1:--spec ngram -t 1"
+    "draft:--draft @D"   "draft-par4:--draft @D --parallel 4"
+    "draft-par16:--draft @D --parallel 16 @shuffled"   "draft-chunk1:--draft @D --chunk 1"
+    "draft-chunk7:--draft @D --chunk 7 --parallel 4"
+    "draft-cache8par4:--draft @D --cache-slots 8 --parallel 4 @shuffled"   "draft-t1:--draft @D -t 1"
 )
+# the draft model of each model (--draft @D)
+declare -A draft_of=([qwen3-q8_0]=qwen3-q4_k_m [qwen3-q4_k_m]=qwen3-q8_0)
 for isa in "${isas[@]}"; do configs+=("simd-$isa:%OB_SIMD=$isa --parallel 3"); done
 for isa in "${isas[@]}"; do configs+=("spec-simd-$isa:%OB_SIMD=$isa --spec ngram --parallel 3"); done
-# each spec-* configuration is a plain one with --spec ngram (and --spec-max) added: its whole
-# records must be that one's (cached_tokens follows the schedule, so not the baseline's)
+for isa in "${isas[@]}"; do configs+=("draft-simd-$isa:%OB_SIMD=$isa --draft @D --parallel 3"); done
+# each spec-* and draft-* configuration is a plain one with --spec ngram (and --spec-max) or
+# --draft added: its whole records must be that one's, all but the timing and, with several
+# sequences at once, cached_tokens (both follow the schedule, which speculation changes)
 declare -A plain_of
 
-plan $(( ${#models[@]} * (${#configs[@]} + 3) + 2 ))
-spec_seen=
+plan $(( ${#models[@]} * (${#configs[@]} + 4) + 3 ))
+spec_seen= draft_seen=
 for m in "${models[@]}"; do
+    d=${draft_of[$m]:-$m}.gguf
     1b-gen -m "$m.gguf" -t 2 < "$REQ" > "$m.base.jsonl" 2> err.txt
     n=$(wc -l < "$m.base.jsonl")
     [ "$n" -eq 15 ]; ok $? "$m: baseline run wrote 15 results ($(head -c 200 err.txt))"
     for c in "${configs[@]}"; do
         name=${c%%:*}; args=${c#*:}
-        [[ $name == spec* ]] || plain_of["k:$args"]=$name
+        [[ $name == spec* || $name == draft* ]] || plain_of["k:$args"]=$name
+        args=${args/@D/$d}
         input=$REQ; envs=()
         [[ $args == *@shuffled* ]] && input=$SHUF && args=${args/@shuffled/}
         if [[ $args == %* ]]; then envs=("${args%% *}"); envs=("${envs[0]#%}"); args=${args#* }; fi
@@ -66,14 +78,19 @@ for m in "${models[@]}"; do
         env "${envs[@]}" 1b-gen -m "$m.gguf" -t 2 $args < "$input" > "$m.$name.jsonl" 2> err.txt
         diff=$("$PY" "$OB_TOP/tests/py/fingerprint.py" --diff "$m.base.jsonl" "$m.$name.jsonl" 2>&1)
         rc=$?
-        # speculation: the whole records are those of plain decoding (all but the timing)
-        if [ $rc = 0 ] && [[ $name == spec* ]]; then
-            key=${c#*:}; key=${key/--spec ngram/}; key=$(sed -E 's/--spec-max [0-9]+//; s/  +/ /g; s/^ //; s/ $//' <<<"$key")
+        # speculation: the whole records are those of plain decoding
+        if [ $rc = 0 ] && [[ $name == spec* || $name == draft* ]]; then
+            # what tells how the run went, not what a request received: its timing, and with
+            # several sequences at once cached_tokens (speculation takes fewer steps, so a
+            # request may be admitted before the one whose prompt it shares has finished)
+            sched='del(.timing)'
+            [[ $args == *--parallel* ]] && sched='del(.timing, .cached_tokens)'
+            key=${c#*:}; key=${key/--spec ngram/}; key=${key/--draft @D/}; key=$(sed -E 's/--spec-max [0-9]+//; s/  +/ /g; s/^ //; s/ $//' <<<"$key")
             p=${plain_of["k:$key"]}
             if [ -z "$p" ]; then
                 rc=1; diff="no plain configuration '$key' to compare with"
-            elif ! cmp -s <(jq -c 'del(.timing)' "$m.$p.jsonl") <(jq -c 'del(.timing)' "$m.$name.jsonl"); then
-                rc=1; diff="the records differ from $p's beyond their timing"
+            elif ! cmp -s <(jq -c "$sched" "$m.$p.jsonl") <(jq -c "$sched" "$m.$name.jsonl"); then
+                rc=1; diff="the records differ from $p's beyond ${sched#del}"
             fi
         fi
         ok $rc "$m: $name ${envs[*]} $args: every fingerprint identical${diff:+ ($diff)}"
@@ -85,12 +102,20 @@ for m in "${models[@]}"; do
     ok $? "$m: --spec ngram drafted ${drafted:-?} tokens, accepted ${accepted:-?}"
     [ "${accepted:-0}" -gt 0 ] && spec_seen+=" accepted:$m"
     [ "${accepted:-0}" -lt "${drafted:-0}" ] && spec_seen+=" rejected:$m"
+    1b-gen -m "$m.gguf" -t 2 --draft "$d" --verbose < "$REQ" 2> v.txt > v.jsonl
+    read -r drafted accepted < <(sed -n 's/.*speculation: \([0-9]*\) drafted, \([0-9]*\) accepted.*/\1 \2/p' v.txt)
+    cmp -s <(jq -c 'del(.timing)' "$m.base.jsonl") <(jq -c 'del(.timing)' v.jsonl) && [ "${drafted:-0}" -gt 0 ]
+    ok $? "$m: --draft $d drafted ${drafted:-?} tokens, accepted ${accepted:-?}"
+    [ "${accepted:-0}" -gt 0 ] && draft_seen+=" accepted:$m"
+    [ "${accepted:-0}" -lt "${drafted:-0}" ] && draft_seen+=" rejected:$m"
     # the warm runs did use the cache
     hits=$(jq -s '[.[] | .cached_tokens] | add' "$m.cache4.jsonl")
     [ "$hits" -gt 0 ]; ok $? "$m: the cache runs reused $hits prompt tokens"
 done
 [[ $spec_seen == *accepted:* ]] && [[ $spec_seen == *rejected:* ]]
-ok $? "speculation both accepted and rejected drafts (${spec_seen# })"
+ok $? "prompt lookup: drafts both accepted and rejected (${spec_seen# })"
+[[ $draft_seen == *accepted:* ]] && [[ $draft_seen == *rejected:* ]]
+ok $? "draft models: drafts both accepted and rejected (${draft_seen# })"
 
 # a real model where drafts are taken: SmolLM2 on bench/spec's three kinds (code editing,
 # extraction, a story), 3 at once, with and without --spec ngram: the same whole records

@@ -7,7 +7,7 @@
 cd "$T" || exit 1
 1b-synth --preset qwen3-small --vocab 8000 --type q4_k_m \
     --tokenizer "$SHARED/models/qwen3-tokenizer/tokenizer.json" -o q.gguf
-plan 7
+plan 8
 for m in "$SHARED/models/stories260K.gguf" q.gguf; do
     out=$("$UNIT/engine" "$m" 2>&1); rc=$?
     ok $rc "$(basename "$m"): engine ($(grep -c '^ok' <<<"$out") checks)" || grep -v '^ok' <<<"$out" | grep -v '#   round' | head -20 | sed 's/^/# /'
@@ -30,6 +30,11 @@ out=$("$BIN/bench/spec" -m llama.gguf -t 1 --widths 1,2 --reps 1 --gen 24 \
     --prompts "$OB_TOP/bench/spec-prompts.jsonl" --json 2>&1)
 [ "$(jq -s 'length' <<<"$out")" = 6 ] && jq -e -s 'all(.same and .plain_tps > 0 and .spec_tps > 0)' <<<"$out" > /dev/null
 ok $? "bench/spec: 3 kinds x widths 1, 2, plain and speculating, the same bits" || sed 's/^/# /' <<<"$out" | head -8
+out=$("$BIN/bench/spec" -m llama.gguf --draft llama.gguf -t 1 --widths 1 --reps 1 --gen 24 \
+    --prompts "$OB_TOP/bench/spec-prompts.jsonl" --json 2>&1)
+[ "$(jq -s 'length' <<<"$out")" = 3 ] &&
+    jq -e -s 'all(.same and .mode == "draft" and .spec_tps > 0 and .draft_cost > 0)' <<<"$out" > /dev/null
+ok $? "bench/spec --draft: 3 kinds, the model as its own draft, the same bits, the drafting's cost" || sed 's/^/# /' <<<"$out" | head -8
 
 # stories260K with one weight made non-finite, as a hostile file may hold (1b-load accepts
 # both): a NaN in output_norm.weight (every logit NaN) and 3e38 in output.weight (token 0's

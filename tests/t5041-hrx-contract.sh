@@ -7,9 +7,10 @@
 # GeGLU, the local rope base and a sliding window of 16 keys on two of its three layers, which
 # every request crosses); and hrx-sim keeps promises 1-4 itself: its runs at batch widths 4
 # and 16 (arrival orders shuffled), prefill chunks of 1, 7 and 512, a warm prompt cache and 1
-# or 2 threads, and speculative decoding (--spec ngram, chunks of 7, width 4) all have the cpu
-# baseline's fingerprint (gemma3-tiny, to keep the test short: width 16 shuffled, chunks of 7
-# across the window, the warm cache, 1 thread, speculation). Then the other
+# or 2 threads, and speculative decoding (--spec ngram, and a draft model on the cpu route
+# drafting for the model on hrx-sim, chunks of 7, width 4) all have the cpu baseline's
+# fingerprint (gemma3-tiny, to keep the test short: width 16 shuffled, chunks of 7 across the
+# window, the warm cache, 1 thread, speculation). Then the other
 # in-process commands on hrx-sim: 1b-logprobs scores the cpu route's tokens to the cpu
 # route's bits, 1b-batchrep finds one state for copies batched together.
 . "$(dirname "$0")/lib.sh"
@@ -31,10 +32,13 @@ configs=(
     "chunk1:--chunk 1"    "chunk7:--chunk 7 --parallel 4"   "chunk512:--chunk 512 --parallel 2"
     "cache4:--cache-slots 4"   "t1:-t 1"
     "spec:--spec ngram --chunk 7 --parallel 4"
+    "draft:--draft @D --draft-device cpu --chunk 7 --parallel 4"
 )
-gemma_configs=" par16shuf chunk7 cache4 t1 spec "   # the configurations gemma3 runs
+gemma_configs=" par16shuf chunk7 cache4 t1 spec draft "   # the configurations gemma3 runs
+# the draft model of each model (--draft @D): the Qwen3 files of each other, else itself
+declare -A draft_of=([qwen3-q8_0]=qwen3-q4_k_m [qwen3-q4_k_m]=qwen3-q8_0)
 
-plan $(( (${#models[@]} - 1) * (${#configs[@]} + 3) + 5 + 3 + 3 ))
+plan $(( (${#models[@]} - 1) * (${#configs[@]} + 3) + 6 + 3 + 3 ))
 for m in "${models[@]}"; do
     1b-gen -m "$m.gguf" -t 2 < "$REQ" > "$m.cpu.jsonl" 2> err.txt
     1b-gen -m "$m.gguf" -t 2 -d hrx-sim < "$REQ" > "$m.sim.jsonl" 2> err.txt; rc=$?
@@ -46,6 +50,7 @@ for m in "${models[@]}"; do
         sed 's/^/# /' <<<"$out" | head -12
     for c in "${configs[@]}"; do
         name=${c%%:*}; args=${c#*:}; input=$REQ
+        args=${args/@D/${draft_of[$m]:-$m}.gguf}
         [ "$m" = gemma3 ] && [[ $gemma_configs != *" $name "* ]] && continue
         [[ $args == *@shuffled* ]] && input=$SHUF && args=${args/@shuffled/}
         [[ $args == *-t\ 1* ]] || args="-t 2 $args"

@@ -3,11 +3,13 @@
 # with the very answer a plain server gives (choices byte for byte, whole and streamed) and
 # with 1b-gen's plain bits; "spec" per request turns it on (or off) against the server's
 # default; /metrics counts drafted and accepted tokens, and both acceptance and rejection
-# happened; a bad "spec" is a 400 naming it. On a synthetic Qwen3 (its greedy text repeats, so
-# drafts are taken) and, where scripts/models fetched it, SmolLM2 editing code.
+# happened; a bad "spec" is a 400 naming it. A server with a draft model (--draft: the Q4_K_M
+# copy of the model) answers the same bodies with the same bytes, whole and streamed, and
+# "spec":"draft" is a 400 on a server without one. On a synthetic Qwen3 (its greedy text
+# repeats, so drafts are taken) and, where scripts/models fetched it, SmolLM2 editing code.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 9
+plan 12
 cd "$T" || exit 1
 1b-synth --preset qwen3-small --vocab 8000 --tokenizer "$SHARED/models/qwen3-tokenizer/tokenizer.json" \
     -o q.gguf 2> /dev/null
@@ -59,6 +61,25 @@ cx 400 spec invalid_value "$URL_sp/v1/completions" "${J[@]}" -d '{"prompt":"a","
     cx 400 spec invalid_type "$URL_sp/v1/chat/completions" "${J[@]}" -d '{"messages":[{"role":"user","content":"a"}],"spec":true}' &&
     cx 200 - - "$URL_sp/v1/completions" "${J[@]}" -d '{"prompt":"a","spec":null,"max_tokens":1}'
 ok $? "400s: \"spec\":\"fast\", \"spec\":true; null is absent"
+
+# a draft model: the same answers, streamed too; "spec":"draft" needs one
+1b-synth --preset qwen3-small --vocab 8000 --type q4_k_m \
+    --tokenizer "$SHARED/models/qwen3-tokenizer/tokenizer.json" -o qd.gguf 2> /dev/null
+serve_start dr -m q.gguf --parallel 4 -t 1 --draft qd.gguf
+bad=0   # the plain server's cache is warm by now: cached_tokens differ, nothing else may
+while read -r path body; do
+    a=$(post "$URL_dr" "$path" "$body" | choices | jq -c 'del(.usage.prompt_tokens_details)')
+    b=$(post "$URL_pl" "$path" "$body" | choices | jq -c 'del(.usage.prompt_tokens_details)')
+    [ -n "$a" ] && [ "$a" = "$b" ] || { bad=1; echo "# $path $body: the answers differ"; }
+done < bodies.txt
+d=$(metric "$URL_dr" ob_spec_drafted_total); a=$(metric "$URL_dr" ob_spec_accepted_total)
+[ $bad = 0 ] && [ "${a:-0}" -gt 0 ] && [ "$a" -lt "${d:-0}" ]
+ok $? "--draft (the model in Q4_K_M): the 5 answers = plain answers, byte for byte ($a of $d drafts accepted)"
+sc_ok "streamed = whole on the drafting server (chat)" stream-match "$URL_dr" /v1/chat/completions \
+    '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":120,"temperature":0,"logprobs":true,"top_logprobs":2}'
+out=$(curl -s -w '\n%{http_code}' "$URL_pl/v1/completions" "${J[@]}" -d '{"prompt":"a","spec":"draft"}')
+[ "$(tail -n1 <<<"$out")" = 400 ] && grep -q 'no draft model' <<<"$out"
+ok $? "\"spec\":\"draft\" on a server without --draft: 400 ($(head -n1 <<<"$out" | head -c 160))"
 
 # a real model editing code: drafts taken, the plain bits
 M=$OB_TOP/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf

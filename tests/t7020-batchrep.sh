@@ -5,7 +5,7 @@
 # counted as the field report counts them); readiness and bad replies; usage.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
-plan 23
+plan 24
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
 FX=$OB_TOP/tests/fixtures/url
@@ -33,6 +33,10 @@ ok $? "ref, width 2: one state, the solo one"
 1b-batchrep -m "$S" --prompt "$PROBE" --width 4 --rounds 2 --max-tokens 32 --parallel 1 -q --json p1.json; rc=$?
 [ $rc -eq 0 ] && [ "$(jq -r '.state_list[0].fingerprint' p1.json)" = "$(jq -r '.state_list[0].fingerprint' cpu.json)" ]
 ok $? "copies queued one at a time (--parallel 1) have the batched copies' fingerprint"
+1b-batchrep -m "$S" --prompt "$PROBE" --width 4 --rounds 2 --max-tokens 32 --draft "$S" -q --json dr.json; rc=$?
+[ $rc -eq 0 ] && jq -e '.states == 1' dr.json > /dev/null &&
+    [ "$(jq -r '.state_list[0].fingerprint' dr.json)" = "$(jq -r '.state_list[0].fingerprint' cpu.json)" ]
+ok $? "speculating with a draft model (the model itself): one state, the plain copies' fingerprint"
 
 # a server that answers the same request A, A, B, A, A, ...: solo A; round 0 A and B (in the
 # order the two requests arrived); round 1 A A

@@ -7,7 +7,7 @@
 # report, and a directory that is not a report is never replaced.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
-plan 34
+plan 35
 
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
@@ -32,6 +32,11 @@ ok $? "contrib/prompts-plain.jsonl is contrib/prompts.jsonl with each one-messag
 [ $rc -eq 3 ] && [ ! -e gone ] && [ "$(litter)" -eq 0 ] && [ "$(wc -l < err)" -eq 1 ] &&
     grep -q "id sky: the model has no chat template; send a plain prompt instead$" err
 ok $? "chat prompts on a model without a chat template: exit 3, one line, nothing written (exit $rc: $(head -1 err))"
+
+# --spec draft without a draft model: a usage error before anything runs
+1b-report -q --quick -m "$S" -d cpu --spec draft -o gone 2> err; rc=$?
+[ $rc -eq 2 ] && [ ! -e gone ] && grep -q -- '--spec draft needs a draft model' err
+ok $? "--spec draft without --draft: exit 2 (exit $rc: $(head -1 err))"
 
 # prompts the tools would refuse are refused here too, before the report rewrites them (a key
 # twice would lose one of its values; a NUL byte): exit 3, FILE:LINE, nothing written

@@ -380,12 +380,12 @@ int ob_oai_srv_parse(const char *body, size_t len, int kind, const struct ob_oai
     }
     if (kind == OB_OAI_SRV_COMPLETION)
         CHECK(get_bool(o, "echo", &r->echo, e));
-    /* 1b extension: speculative decoding for this request ("ngram", "off"); the answer is
-     * the same, only its speed differs */
+    /* 1b extension: speculative decoding for this request ("ngram", "draft", "off"); the
+     * answer is the same, only its speed differs */
     bool sw;
     if (ob_req_spec(o, &r->spec, &sw) < 0) {
         err = BAD(e, "spec", sw ? "invalid_type" : "invalid_value",
-                  "'spec' must be \"ngram\" or \"off\"");
+                  "'spec' must be \"ngram\", \"draft\" or \"off\"");
         goto fail;
     }
     /* vLLM's prompt_logprobs: each prompt token's logprob and rank, with alternatives; not

@@ -10,12 +10,15 @@
  *  - the plain run's own tokens as drafts: every draft accepted;
  *  - a stop string, and a stop token, that fall inside an accepted run;
  *  - drafts that would cross max_tokens, and the end of the context;
- *  - greedy and seeded sampling; four requests speculating at once, among plain ones.
+ *  - greedy and seeded sampling; four requests speculating at once, among plain ones;
+ *  - a draft model (the model itself, draft.c): every greedy draft accepted, and the drafter's
+ *    guesses after rejections those of a fresh one.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "draft.h"
 #include "engine-open.h"
 #include "tap.h"
 #include "tok.h"
@@ -109,22 +112,17 @@ static const char *reason_name(int r)
     return r >= 0 && r <= OB_FINISH_ERROR ? n[r] : "?";
 }
 
-/* r plain and with drafts from d (NULL: ngram): the same; *drafted and *accepted by it */
-static bool compare(struct ob_engine *e, const struct ob_request *r, struct drafts *d,
-                    struct result *plain, uint64_t *drafted, uint64_t *accepted)
+/* r plain and with drafts from fn (NULL: ngram): the same; *drafted and *accepted by it */
+static bool compare_fn(struct ob_engine *e, const struct ob_request *r, ob_draft_fn fn,
+                       void *user, struct result *plain, uint64_t *drafted, uint64_t *accepted)
 {
     static struct result spec;
     struct ob_request q = *r;
     q.spec = OB_SPEC_OFF;
     run(e, &q, plain);
-    q.spec = OB_SPEC_NGRAM;
-    if (d) {
-        q.spec = OB_SPEC_DEFAULT;
-        q.draft = draft_fn;
-        q.draft_user = d;
-        if (!d->wrong)
-            d->plain = plain;
-    }
+    q.spec = fn ? OB_SPEC_DEFAULT : OB_SPEC_NGRAM;
+    q.draft = fn;
+    q.draft_user = user;
     struct ob_engine_stats s0 = stats(e);
     uint64_t steps0 = s0.steps;
     run(e, &q, &spec);
@@ -135,6 +133,78 @@ static bool compare(struct ob_engine *e, const struct ob_request *r, struct draf
            reason_name(plain->reason), (unsigned long long)*drafted,
            (unsigned long long)*accepted, (unsigned long long)(s1.steps - steps0));
     return same(plain, &spec);
+}
+
+/* the same with drafts from d (NULL: ngram) */
+static bool compare(struct ob_engine *e, const struct ob_request *r, struct drafts *d,
+                    struct result *plain, uint64_t *drafted, uint64_t *accepted)
+{
+    if (d && !d->wrong)
+        d->plain = plain;
+    return compare_fn(e, r, d ? draft_fn : NULL, d, plain, drafted, accepted);
+}
+
+/* The draft model (draft.c), here the model itself on the cpu route: its greedy guesses are
+ * the model's greedy picks, bit for bit, so at temperature 0 every draft is accepted, which
+ * holds only if each guess was computed from exactly the sequence's tokens and positions
+ * (the slot's cache reused and cut back right). Then the drafter alone: guesses after a
+ * rejected draft, after a partly accepted run and after a cut back into the prompt are those
+ * of a fresh drafter. */
+static void drafter_checks(struct ob_engine *e, const char *model, const struct ob_request *r,
+                           const struct ob_request *rs)
+{
+    struct ob_model *m;
+    struct ob_drafter *d = NULL, *fresh = NULL;
+    if (ob_model_open(model, &m)) {
+        ok(false, "open %s: %s", model, ob_errmsg());
+        return;
+    }
+    struct ob_drafter_params dp = {.model = model, .route = "cpu", .threads = 2, .n_slots = 2,
+                                   .n_ctx = 256};
+    int err = ob_drafter_open(&dp, ob_model_tok(m), &d);
+    ok(!err, "the model as its own draft model: opened%s%s", err ? ": " : "",
+       err ? ob_errmsg() : "");
+    if (err) {
+        ob_drafter_free(d);
+        ob_model_close(m);
+        return;
+    }
+    static struct result plain;
+    uint64_t dr, ac;
+    bool g = compare_fn(e, r, ob_drafter_draft, d, &plain, &dr, &ac);
+    ok(g && dr > 0 && ac == dr, "draft model, greedy: plain decoding's bits, all %llu drafts "
+       "accepted", (unsigned long long)dr);
+    g = compare_fn(e, rs, ob_drafter_draft, d, &plain, &dr, &ac);
+    ok(g && dr > 0 && ac < dr, "draft model, seeded sampling: the same bits (%llu of %llu "
+       "accepted)", (unsigned long long)ac, (unsigned long long)dr);
+
+    /* the drafter alone: t = prompt + generated, cut and changed */
+    static int32_t t[256], a[OB_SPEC_MAX], b[OB_SPEC_MAX];
+    int n = r->n_prompt, checks = 0, good = 0;
+    memcpy(t, r->prompt, (size_t)n * sizeof *t);
+    int k = ob_drafter_draft(d, t, n, 8, a);
+    for (int round = 0; round < 6 && k > 0; round++) {
+        /* accept round % 4 of the guesses, then a token that differs from the next guess */
+        int acc = round % 4 < k ? round % 4 : k - 1;
+        memcpy(t + n, a, (size_t)acc * sizeof *t);
+        n += acc;
+        t[n] = (a[acc] + 1 + round) % (int32_t)ob_model_hparams(m)->n_vocab;
+        n++;
+        if (round == 3)                          /* cut back to half the prompt */
+            n = r->n_prompt / 2 + 1;
+        k = ob_drafter_draft(d, t, n, 8, a);
+        int kb = -1;
+        if (!ob_drafter_open(&dp, ob_model_tok(m), &fresh))
+            kb = ob_drafter_draft(fresh, t, n, 8, b);
+        ob_drafter_free(fresh);
+        fresh = NULL;
+        checks++;
+        good += k == kb && !memcmp(a, b, (size_t)(k > 0 ? k : 0) * sizeof *a);
+    }
+    ok(checks == 6 && good == checks, "the drafter after rejections, partly accepted runs and "
+       "a cut to half the prompt: a fresh drafter's guesses (%d of %d)", good, checks);
+    ob_drafter_free(d);
+    ob_model_close(m);
 }
 
 int main(int argc, char **argv)
@@ -287,6 +357,8 @@ int main(int argc, char **argv)
         n_same += same(&alone[i], &together[i]);
     ok(n_same == 8, "8 requests at once, 4 of them speculating: %d of 8 as each plain alone",
        n_same);
+
+    drafter_checks(e, argv[1], &r, &rs);
 
     ob_req_free(&rq);
     ob_local_free(L);
