@@ -22,8 +22,12 @@ struct ob_drafter {
     uint32_t n_vocab;
     struct dslot *slots;
     uint64_t tick;
-    int32_t *tok, *pos, *seq;      /* one pass's rows, [n_ctx] */
-    float *logits;                 /* one row's, [n_vocab] */
+    int32_t *tok, *pos, *seq;      /* one pass's rows, [cap_rows] */
+    int cap_rows;
+    int32_t *want;                 /* [n_slots] */
+    float *logits;                 /* a row per slot, [n_slots * n_vocab] */
+    bool *taken;                   /* [n_slots]: a slot of a sequence of this call */
+    int *batch_slot, *batch_active;   /* [n_slots]: each sequence's slot, whether it guesses */
     char error[512];               /* the first failure (then no more drafts), or "" */
 };
 
@@ -103,11 +107,13 @@ int ob_drafter_open(const struct ob_drafter_params *p, const struct ob_tok *targ
         d->n_ctx = p->n_ctx;
         d->n_vocab = ob_model_hparams(d->m)->n_vocab;
         d->slots = calloc((size_t)d->n_slots, sizeof *d->slots);
-        d->tok = malloc((size_t)d->n_ctx * sizeof(int32_t));
-        d->pos = malloc((size_t)d->n_ctx * sizeof(int32_t));
-        d->seq = malloc((size_t)d->n_ctx * sizeof(int32_t));
-        d->logits = malloc((size_t)d->n_vocab * sizeof(float));
-        bool oom = !d->slots || !d->tok || !d->pos || !d->seq || !d->logits;
+        d->want = malloc((size_t)d->n_slots * sizeof *d->want);
+        d->logits = malloc((size_t)d->n_slots * d->n_vocab * sizeof *d->logits);
+        d->taken = malloc((size_t)d->n_slots * sizeof *d->taken);
+        d->batch_slot = malloc((size_t)d->n_slots * sizeof *d->batch_slot);
+        d->batch_active = malloc((size_t)d->n_slots * sizeof *d->batch_active);
+        bool oom = !d->slots || !d->want || !d->logits || !d->taken || !d->batch_slot ||
+                   !d->batch_active;
         for (int i = 0; i < d->n_slots && !oom; i++)
             oom = !(d->slots[i].tok = malloc((size_t)d->n_ctx * sizeof(int32_t)));
         if (oom)
@@ -131,18 +137,25 @@ void ob_drafter_free(struct ob_drafter *d)
     free(d->tok);
     free(d->pos);
     free(d->seq);
+    free(d->want);
     free(d->logits);
+    free(d->taken);
+    free(d->batch_slot);
+    free(d->batch_active);
     ob_ctx_free(d->ctx);
     ob_model_close(d->m);
     free(d);
 }
 
-/* the slot to draft t[0..n) in and how many of its tokens are t's */
-static int pick_slot(struct ob_drafter *d, const int32_t *t, int n, int *common)
+/* the slot to draft t[0..n) in (not one of taken[]) and how many of its tokens are t's */
+static int pick_slot(struct ob_drafter *d, const int32_t *t, int n, const bool *taken,
+                     int *common)
 {
-    int best = 0, best_len = -1;
+    int best = -1, best_len = -1;
     for (int i = 0; i < d->n_slots; i++) {
         const struct dslot *s = &d->slots[i];
+        if (taken[i])
+            continue;
         int len = 0;
         while (len < s->n && len < n && s->tok[len] == t[len])
             len++;
@@ -155,53 +168,113 @@ static int pick_slot(struct ob_drafter *d, const int32_t *t, int n, int *common)
     return best;
 }
 
-/* rows t[0..n) at positions p0.. of slot `slot`, and the greedy pick after the last */
-static int run(struct ob_drafter *d, int slot, const int32_t *t, int n, int p0, int32_t *pick)
+/* room for n rows in the row arrays */
+static int rows_fit(struct ob_drafter *d, int n)
 {
-    for (int i = 0; i < n; i++) {
-        d->tok[i] = t[i];
-        d->pos[i] = p0 + i;
-        d->seq[i] = slot;
-    }
-    int32_t want = n - 1;
-    int e = ob_ctx_forward(d->ctx, n, d->tok, d->pos, d->seq, &want, 1, d->logits, NULL);
-    if (!e)
-        e = ob_argmax(d->logits, d->n_vocab, pick);
-    return e;
+    if (n <= d->cap_rows)
+        return 0;
+    int32_t *tok = realloc(d->tok, (size_t)n * sizeof *tok);
+    if (tok)
+        d->tok = tok;
+    int32_t *pos = realloc(d->pos, (size_t)n * sizeof *pos);
+    if (pos)
+        d->pos = pos;
+    int32_t *seq = realloc(d->seq, (size_t)n * sizeof *seq);
+    if (seq)
+        d->seq = seq;
+    if (!tok || !pos || !seq)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    d->cap_rows = n;
+    return 0;
 }
 
-int ob_drafter_draft(void *user, const int32_t *t, int n, int k, int32_t *out)
+static void add_row(struct ob_drafter *d, int *n, int32_t tok, int pos, int slot)
+{
+    d->tok[*n] = tok;
+    d->pos[*n] = pos;
+    d->seq[*n] = slot;
+    (*n)++;
+}
+
+/*
+ * Every sequence's guesses in lockstep, one forward pass a guess: the first pass feeds each
+ * sequence's tokens its slot does not hold yet (at least its last one), the next ones each
+ * active sequence's last guess; a sequence stops at k guesses or after a special token.
+ */
+int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n_seq)
 {
     struct ob_drafter *d = user;
     if (d->error[0])
         return -1;
-    if (k > d->n_ctx - n + 1)                    /* the last guess is not fed */
-        k = d->n_ctx - n + 1;
-    if (n < 1 || k < 1)
-        return 0;
-    int common, i = pick_slot(d, t, n, &common);
-    struct dslot *s = &d->slots[i];
-    s->used = ++d->tick;
-    int from = common < n ? common : n - 1;      /* the last token is fed for its logits */
-    s->n = from;                                 /* K/V past it are stale now */
-    int m = 0, e = run(d, i, t + from, n - from, from, &out[0]);
-    if (!e) {
-        memcpy(s->tok + from, t + from, (size_t)(n - from) * sizeof *t);
-        s->n = n;
-        m = 1;
+    int e = 0, rows = 0, kmax = 0;
+    int *slot = d->batch_slot, *active = d->batch_active;
+    memset(d->taken, 0, (size_t)d->n_slots * sizeof *d->taken);
+    for (int i = 0; i < n_seq; i++) {
+        struct ob_draft_seq *x = &q[i];
+        x->m = 0;
+        slot[i] = -1;
+        if (x->k > d->n_ctx - x->n + 1)          /* the last guess is not fed */
+            x->k = d->n_ctx - x->n + 1;
+        if (x->n < 1 || x->k < 1 || i >= d->n_slots)
+            continue;
+        int common;
+        slot[i] = pick_slot(d, x->t, x->n, d->taken, &common);
+        d->taken[slot[i]] = true;
+        struct dslot *s = &d->slots[slot[i]];
+        s->used = ++d->tick;
+        s->n = common < x->n ? common : x->n - 1;   /* the last token is fed for its logits;
+                                                       K/V past it are stale now */
+        rows += x->n - s->n;
+        kmax = x->k > kmax ? x->k : kmax;
+    }
+    if ((e = rows_fit(d, rows > n_seq ? rows : n_seq)))
+        goto fail;
+    /* the first pass: the tokens each slot lacks */
+    int n = 0, n_want = 0;
+    for (int i = 0; i < n_seq; i++) {
+        active[i] = slot[i] >= 0;
+        if (!active[i])
+            continue;
+        struct dslot *s = &d->slots[slot[i]];
+        for (int p = s->n; p < q[i].n; p++)
+            add_row(d, &n, q[i].t[p], p, slot[i]);
+        memcpy(s->tok + s->n, q[i].t + s->n, (size_t)(q[i].n - s->n) * sizeof *q[i].t);
+        s->n = q[i].n;
+        d->want[n_want++] = n - 1;
     }
     const struct ob_tok *tok = ob_model_tok(d->m);
-    while (!e && m < k && !ob_tok_is_special(tok, out[m - 1])) {
-        if (!(e = run(d, i, &out[m - 1], 1, n + m - 1, &out[m]))) {
-            s->tok[s->n++] = out[m - 1];
-            m++;
+    for (int g = 0; g < kmax && n > 0; g++) {
+        if ((e = ob_ctx_forward(d->ctx, n, d->tok, d->pos, d->seq, d->want, n_want, d->logits,
+                                NULL)))
+            goto fail;
+        int w = 0;
+        n = n_want = 0;
+        for (int i = 0; i < n_seq; i++) {
+            if (!active[i])
+                continue;
+            struct ob_draft_seq *x = &q[i];
+            if ((e = ob_argmax(d->logits + (size_t)w++ * d->n_vocab, d->n_vocab, &x->out[x->m])))
+                goto fail;
+            x->m++;
+            active[i] = x->m < x->k && !ob_tok_is_special(tok, x->out[x->m - 1]);
+            if (!active[i])
+                continue;
+            struct dslot *s = &d->slots[slot[i]];   /* the next pass feeds this guess */
+            s->tok[s->n++] = x->out[x->m - 1];
+            d->want[n_want++] = n;
+            add_row(d, &n, x->out[x->m - 1], s->n - 1, slot[i]);
         }
     }
-    if (e) {
-        snprintf(d->error, sizeof d->error, "draft model: %s", ob_errmsg());
-        return -1;
-    }
-    return m;
+    return 0;
+fail:
+    snprintf(d->error, sizeof d->error, "draft model: %s", ob_errmsg());
+    return -1;
+}
+
+int ob_drafter_draft(void *user, const int32_t *t, int n, int k, int32_t *out)
+{
+    struct ob_draft_seq q = {.t = t, .n = n, .k = k, .out = out};
+    return ob_drafter_draft_many(user, &q, 1) < 0 ? -1 : q.m;
 }
 
 const char *ob_drafter_error(const struct ob_drafter *d)

@@ -17,6 +17,7 @@
 #define OB_DRAFT_H
 
 #include "1b.h"
+#include "engine.h"
 
 struct ob_drafter_params {
     const char *model;             /* the draft model: a GGUF file or an archive holding one */
@@ -34,10 +35,13 @@ struct ob_drafter;
 int ob_drafter_open(const struct ob_drafter_params *p, const struct ob_tok *target,
                     struct ob_drafter **out);
 void ob_drafter_free(struct ob_drafter *d);
-/* An ob_draft_fn (engine.h; user is the drafter): up to k greedy guesses of the tokens after
- * t[0..n) into out, stopping after a special token (an end of turn ends the guessing); -1
- * after a failure of the draft model's route (ob_drafter_error says which), and on every
- * call after it. */
+/* An ob_draft_many_fn (engine.h; user is the drafter): for each sequence, up to k greedy
+ * guesses of the tokens after t[0..n), stopping after a special token (an end of turn ends
+ * the guessing), all sequences in lockstep (one forward pass of the draft model a guess, a
+ * row per sequence still guessing). Sequences beyond n_slots get none. -1 after a failure of
+ * the draft model's route (ob_drafter_error says which), and on every call after it. */
+int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n);
+/* The same for one sequence, as an ob_draft_fn (engine.h): how many guesses, or -1. */
 int ob_drafter_draft(void *user, const int32_t *t, int n, int k, int32_t *out);
 /* the draft model's failure, or NULL */
 const char *ob_drafter_error(const struct ob_drafter *d);

@@ -94,8 +94,9 @@ struct job {
     int spec_pause, spec_backoff;  /* steps left without drafting; the next pause */
     int n_draft;                   /* this step: drafted tokens after its last token */
     int32_t draft[OB_SPEC_MAX];
-    ob_draft_fn draft_fn;          /* the job's draft source; NULL: prompt lookup */
+    ob_draft_fn draft_fn;          /* the request's own draft source, or NULL */
     void *draft_user;
+    bool draft_engine;             /* drafts from the engine's source (OB_SPEC_DRAFT) */
     struct job *next;
 };
 
@@ -113,6 +114,8 @@ struct ob_engine {
     int n_live;
     int logits_rows;                       /* rows the logits buffer holds */
     int draft_cap;                         /* drafted rows per step, all sequences together */
+    struct ob_draft_seq dq[256];           /* this step's asks of the engine's draft source */
+    struct job *dq_job[256];
     /* shared, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -317,8 +320,9 @@ int ob_engine_submit(struct ob_engine *e, const struct ob_request *r, uint64_t *
     /* the draft source: the request's own, the engine's draft model, or prompt lookup */
     j->spec = (r->draft ? r->spec != OB_SPEC_OFF : mode == OB_SPEC_NGRAM || mode == OB_SPEC_DRAFT) &&
               e->p.spec_max > 0 && r->n_forced == 0;
-    j->draft_fn = r->draft ? r->draft : mode == OB_SPEC_DRAFT ? e->p.draft : NULL;
-    j->draft_user = r->draft ? r->draft_user : e->p.draft_user;
+    j->draft_fn = r->draft;
+    j->draft_user = r->draft_user;
+    j->draft_engine = !r->draft && mode == OB_SPEC_DRAFT;
     j->spec_k = e->p.spec_max < 4 ? e->p.spec_max : 4;
     j->spec_hit = 2;                             /* a prior: 2 of 3 confirmed */
     j->spec_miss = 1;
@@ -681,9 +685,9 @@ static int ngram_draft(const int32_t *t, int n, int k, int32_t *out)
     return 0;
 }
 
-/* The drafted tokens of a decoding job for this step (at most budget), into j->draft. No more
- * than could be emitted: max_tokens, and the context's last position. */
-static int draft(struct ob_engine *e, struct job *j, const struct slot *s, int budget)
+/* How many tokens a decoding job may draft this step (at most budget): no more than could be
+ * emitted (max_tokens, and the context's last position); 0 while it pauses. */
+static int draft_len(struct ob_engine *e, struct job *j, const struct slot *s, int budget)
 {
     if (j->spec_pause > 0) {
         j->spec_pause--;
@@ -695,18 +699,55 @@ static int draft(struct ob_engine *e, struct job *j, const struct slot *s, int b
         k = j->r.max_tokens - j->n_gen - 1;
     if (k > e->n_ctx - 1 - last)
         k = e->n_ctx - 1 - last;
-    if (k <= 0)
-        return 0;
-    if (!j->draft_fn)
-        return ngram_draft(s->tokens, last + 1, k, j->draft);
-    int m = j->draft_fn(j->draft_user, s->tokens, last + 1, k, j->draft);
+    return k > 0 ? k : 0;
+}
+
+/* m tokens a source drafted into j->draft (m < 0: it failed, and the job drafts no more):
+ * how many to verify, up to k, ending before the first that is not a token */
+static int draft_taken(struct ob_engine *e, struct job *j, int m, int k)
+{
     if (m < 0)
-        j->spec = false;                         /* the source failed: decode plainly */
+        j->spec = false;
     m = m < 0 ? 0 : m > k ? k : m;
     for (int i = 0; i < m; i++)
         if (j->draft[i] < 0 || j->draft[i] >= e->n_vocab)
-            return i;                            /* a draft ends at a token that is none */
+            return i;
     return m;
+}
+
+/* Every decoding job's drafted tokens for this step (j->n_draft, j->draft): prompt lookup and
+ * requests' own sources one job at a time, the engine's source once for all its jobs; all
+ * together at most draft_cap. */
+static void draft_all(struct ob_engine *e)
+{
+    int budget = e->draft_cap, n_q = 0;
+    for (int i = 0; i < e->n_live; i++) {
+        struct job *j = e->live_order[i];
+        struct slot *s = &e->slots[j->slot];
+        j->n_draft = 0;
+        if (s->phase != S_DECODE || !j->spec || budget <= 0)
+            continue;
+        int k = draft_len(e, j, s, budget), n = s->n_tokens + 1;
+        if (k == 0)
+            continue;
+        if (j->draft_engine) {                  /* its k stay reserved */
+            e->dq[n_q] = (struct ob_draft_seq){.t = s->tokens, .n = n, .k = k, .out = j->draft};
+            e->dq_job[n_q++] = j;
+            budget -= k;
+            continue;
+        }
+        if (j->draft_fn)
+            j->n_draft = draft_taken(e, j, j->draft_fn(j->draft_user, s->tokens, n, k, j->draft), k);
+        else
+            j->n_draft = ngram_draft(s->tokens, n, k, j->draft);
+        budget -= j->n_draft;
+    }
+    if (n_q == 0)
+        return;
+    int err = e->p.draft(e->p.draft_user, e->dq, n_q);
+    for (int i = 0; i < n_q; i++)
+        e->dq_job[i]->n_draft = draft_taken(e, e->dq_job[i], err < 0 ? -1 : e->dq[i].m,
+                                            e->dq[i].k);
 }
 
 /* How many to draft next, from the rate p at which this sequence's drafted tokens were
@@ -775,15 +816,14 @@ int ob_engine_step(struct ob_engine *e)
     }
     if (e->n_live == 0)
         return 0;
-    int n = 0, n_want = 0, budget = e->draft_cap;
+    int n = 0, n_want = 0, budget;
+    draft_all(e);
     /* decode rows: the last sampled token of every decoding sequence, and its drafted tokens */
     for (int i = 0; i < e->n_live; i++) {
         struct job *j = e->live_order[i];
         struct slot *s = &e->slots[j->slot];
         if (s->phase != S_DECODE)
             continue;
-        j->n_draft = j->spec && budget > 0 ? draft(e, j, s, budget) : 0;
-        budget -= j->n_draft;
         for (int d = 0; d <= j->n_draft; d++) {
             e->tok[n] = d ? j->draft[d - 1] : s->tokens[s->n_tokens];
             e->pos[n] = s->n_tokens + d;

@@ -48,6 +48,16 @@ enum ob_spec {
  * when it failed (the sequence then drafts no more). Called on the driver thread; whatever it
  * returns, what the request receives is unchanged. */
 typedef int (*ob_draft_fn)(void *user, const int32_t *t, int n, int k, int32_t *out);
+/* A draft source for many sequences at once (the engine's: a draft model, draft.h): for each
+ * of the n sequences q[i], up to q[i].k tokens to follow q[i].t[0..q[i].n) into q[i].out and
+ * their count into q[i].m; returns < 0 when it failed (those sequences then draft no more). */
+struct ob_draft_seq {
+    const int32_t *t;
+    int n, k;
+    int32_t *out;
+    int m;
+};
+typedef int (*ob_draft_many_fn)(void *user, struct ob_draft_seq *q, int n);
 
 struct ob_request {
     const int32_t *prompt;         /* token ids, template and BOS already applied */
@@ -83,7 +93,8 @@ struct ob_engine_params {
                                       OB_SPEC_DEFAULT is off */
     int spec_max;                  /* drafted tokens per sequence and step, 0..OB_SPEC_MAX
                                       (0: no request speculates) */
-    ob_draft_fn draft;             /* the source of OB_SPEC_DRAFT (NULL: such requests are
+    ob_draft_many_fn draft;        /* the source of OB_SPEC_DRAFT, asked once a step for every
+                                      sequence that drafts from it (NULL: such requests are
                                       refused) */
     void *draft_user;
 };

@@ -48,7 +48,7 @@ int ob_local_open(const struct ob_local_params *p, struct ob_local **out)
     struct ob_engine_params ep = {
         .parallel = p->parallel, .chunk = p->chunk, .spec_max = p->spec_max,
         .spec = p->spec != OB_SPEC_DEFAULT ? p->spec : l->draft ? OB_SPEC_DRAFT : OB_SPEC_OFF,
-        .draft = l->draft ? ob_drafter_draft : NULL, .draft_user = l->draft,
+        .draft = l->draft ? ob_drafter_draft_many : NULL, .draft_user = l->draft,
     };
     if (!e)
         e = ob_engine_new(l->ctx, &ep, &l->eng);

@@ -207,6 +207,52 @@ static void drafter_checks(struct ob_engine *e, const char *model, const struct 
     ob_model_close(m);
 }
 
+/* The engine's own draft model (--draft), asked once a step for every sequence: 4 greedy
+ * requests on different prompts at once, each given its own guesses (all accepted) and plain
+ * decoding's bits. */
+static void engine_drafter_checks(struct ob_engine *plain_e, const char *model,
+                                  const struct ob_request *r)
+{
+    struct ob_local_params lp = {.model = model, .route = "cpu", .threads = 2, .parallel = 4,
+                                 .n_ctx = 256, .chunk = 64, .max_batch = 256,
+                                 .spec = OB_SPEC_DRAFT, .spec_max = 6, .draft_model = model};
+    struct ob_local *L;
+    if (ob_local_open(&lp, &L)) {
+        ok(false, "open %s with itself as its draft model: %s", model, ob_errmsg());
+        return;
+    }
+    static struct result alone[4], together[4];
+    static int32_t prompts[4][64];
+    struct ob_request q[4];
+    int n_same = 0;
+    for (int i = 0; i < 4; i++) {
+        int n = r->n_prompt < 60 ? r->n_prompt : 60;
+        memcpy(prompts[i], r->prompt, (size_t)n * sizeof(int32_t));
+        prompts[i][n] = (int32_t)(5 + 17 * i);   /* four prompts, one prefix */
+        q[i] = *r;
+        q[i].prompt = prompts[i];
+        q[i].n_prompt = n + 1;
+        q[i].max_tokens = 30 + 10 * i;
+        q[i].spec = OB_SPEC_OFF;
+        run(plain_e, &q[i], &alone[i]);
+        q[i].spec = OB_SPEC_DEFAULT;
+        q[i].on_token = r_token;
+        q[i].on_finish = r_finish;
+        q[i].user = &together[i];
+        memset(&together[i], 0, sizeof together[i]);
+        ob_engine_submit(L->eng, &q[i], NULL);
+    }
+    ob_engine_run(L->eng);
+    for (int i = 0; i < 4; i++)
+        n_same += same(&alone[i], &together[i]);
+    struct ob_engine_stats st = stats(L->eng);
+    ok(n_same == 4 && st.spec_drafted > 0 && st.spec_accepted == st.spec_drafted,
+       "--draft, 4 greedy requests at once: %d of 4 as plain alone, %llu of %llu drafts "
+       "accepted", n_same, (unsigned long long)st.spec_accepted,
+       (unsigned long long)st.spec_drafted);
+    ob_local_free(L);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -359,6 +405,7 @@ int main(int argc, char **argv)
        n_same);
 
     drafter_checks(e, argv[1], &r, &rs);
+    engine_drafter_checks(e, argv[1], &r);
 
     ob_req_free(&rq);
     ob_local_free(L);
