@@ -44,10 +44,10 @@
  * plain decoding ends it at. The slot then counts only the positions of accepted tokens: the
  * K/V written for rejected drafts lie past its end, are never read, and are overwritten.
  * Drafts come from prompt lookup (ngram_draft), the engine's draft source (a draft model,
- * draft.c) or the request's own (ob_request.draft); how many a
- * sequence tries adapts to how many were accepted lately (adapt), and all sequences together
- * draft at most draft_cap rows a step. None of it can change a token or a bit, only the
- * number of steps.
+ * draft.c, asked once a step for all its sequences) or the request's own (ob_request.draft);
+ * how many a sequence tries adapts to how many were accepted lately (adapt), to what a step
+ * costs on this machine as timed (draft_trim), and all sequences together draft at most
+ * draft_cap rows a step. None of it can change a token or a bit, only the number of steps.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -97,6 +97,7 @@ struct job {
     ob_draft_fn draft_fn;          /* the request's own draft source, or NULL */
     void *draft_user;
     bool draft_engine;             /* drafts from the engine's source (OB_SPEC_DRAFT) */
+    bool draft_warm;               /* the source has drafted for it before */
     struct job *next;
 };
 
@@ -116,6 +117,10 @@ struct ob_engine {
     int draft_cap;                         /* drafted rows per step, all sequences together */
     struct ob_draft_seq dq[256];           /* this step's asks of the engine's draft source */
     struct job *dq_job[256];
+    /* what a step costs: a line a + b * rows fitted to the forward passes' times (decayed
+     * sums), and the engine's draft source's seconds per drafted token (decayed average) */
+    double fit_w, fit_r, fit_t, fit_rr, fit_rt;
+    double draft_s, draft_n;
     /* shared, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -715,39 +720,128 @@ static int draft_taken(struct ob_engine *e, struct job *j, int m, int k)
     return m;
 }
 
+/* a forward pass of rows took t seconds */
+static void cost_add(struct ob_engine *e, int rows, double t)
+{
+    const double d = 0.95;
+    e->fit_w = d * e->fit_w + 1;
+    e->fit_r = d * e->fit_r + rows;
+    e->fit_t = d * e->fit_t + t;
+    e->fit_rr = d * e->fit_rr + (double)rows * rows;
+    e->fit_rt = d * e->fit_rt + rows * t;
+}
+
+/* the fitted cost of a step, a + b * rows (b 0 until the passes had several sizes) */
+static void cost_line(const struct ob_engine *e, double *a, double *b)
+{
+    double den = e->fit_w * e->fit_rr - e->fit_r * e->fit_r;
+    *b = 0;
+    if (e->fit_w >= 4 && den > 1e-6 * e->fit_w * e->fit_rr)
+        *b = (e->fit_w * e->fit_rt - e->fit_r * e->fit_t) / den;
+    if (*b < 0)
+        *b = 0;
+    *a = e->fit_w > 0 ? (e->fit_t - *b * e->fit_r) / e->fit_w : 0;
+    if (*a < 0)
+        *a = 0;
+}
+
+/*
+ * Under load, draft only what pays (unless the engine drafts from acceptance alone,
+ * spec_fixed): with W sequences decoding, a step of R rows costs about a + b * R and yields
+ * T tokens (W, and the expected accepted drafts); the j-th draft of a sequence whose drafts
+ * were confirmed at rate p adds p^j tokens (all before it must hold) for one row (b) and, from
+ * the engine's draft model, its drafting. Take the drafts by gain, best first, while each
+ * raises T over the step's cost. Where a step's cost hardly grows with its rows (decode bound
+ * by memory), every draft the acceptance allows is kept; where it grows in proportion
+ * (compute-bound, wide batches) few or none are. Only the number of steps depends on this.
+ */
+static void draft_trim(struct ob_engine *e, struct job **js, int *k, int n, int w)
+{
+    double a, b;
+    cost_line(e, &a, &b);
+    double cd = e->draft_n > 0 ? e->draft_s / e->draft_n : 0;
+    double tokens = w, cost = a + b * w;
+    int took[256] = {0};
+    double gain[256], p[256];
+    for (int i = 0; i < n; i++) {
+        struct job *j = js[i];
+        p[i] = j->spec_hit / (j->spec_hit + j->spec_miss);
+        gain[i] = p[i];
+    }
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (took[i] < k[i] && (best < 0 || gain[i] > gain[best]))
+                best = i;
+        if (best < 0)
+            break;
+        double dc = b + (js[best]->draft_engine ? cd : 0);
+        if (gain[best] * cost <= tokens * dc) {
+            k[best] = took[best];                /* no more for this one */
+            continue;
+        }
+        tokens += gain[best];
+        cost += dc;
+        took[best]++;
+        gain[best] *= p[best];
+    }
+}
+
 /* Every decoding job's drafted tokens for this step (j->n_draft, j->draft): prompt lookup and
  * requests' own sources one job at a time, the engine's source once for all its jobs; all
  * together at most draft_cap. */
 static void draft_all(struct ob_engine *e)
 {
-    int budget = e->draft_cap, n_q = 0;
+    int budget = e->draft_cap, n_q = 0, n_js = 0, w = 0, ks[256];
+    struct job *js[256];
     for (int i = 0; i < e->n_live; i++) {
         struct job *j = e->live_order[i];
         struct slot *s = &e->slots[j->slot];
         j->n_draft = 0;
-        if (s->phase != S_DECODE || !j->spec || budget <= 0)
+        if (s->phase != S_DECODE)
             continue;
-        int k = draft_len(e, j, s, budget), n = s->n_tokens + 1;
+        w++;
+        int k = j->spec && budget > 0 ? draft_len(e, j, s, budget) : 0;
+        budget -= k;
+        if (k > 0) {
+            js[n_js] = j;
+            ks[n_js++] = k;
+        }
+    }
+    if (n_js > 0 && !e->p.spec_fixed)
+        draft_trim(e, js, ks, n_js, w);
+    for (int i = 0; i < n_js; i++) {
+        struct job *j = js[i];
+        struct slot *s = &e->slots[j->slot];
+        int k = ks[i], n = s->n_tokens + 1;
         if (k == 0)
             continue;
-        if (j->draft_engine) {                  /* its k stay reserved */
+        if (j->draft_engine) {
             e->dq[n_q] = (struct ob_draft_seq){.t = s->tokens, .n = n, .k = k, .out = j->draft};
             e->dq_job[n_q++] = j;
-            budget -= k;
-            continue;
-        }
-        if (j->draft_fn)
+        } else if (j->draft_fn) {
             j->n_draft = draft_taken(e, j, j->draft_fn(j->draft_user, s->tokens, n, k, j->draft), k);
-        else
+        } else {
             j->n_draft = ngram_draft(s->tokens, n, k, j->draft);
-        budget -= j->n_draft;
+        }
     }
     if (n_q == 0)
         return;
-    int err = e->p.draft(e->p.draft_user, e->dq, n_q);
-    for (int i = 0; i < n_q; i++)
-        e->dq_job[i]->n_draft = draft_taken(e, e->dq_job[i], err < 0 ? -1 : e->dq[i].m,
-                                            e->dq[i].k);
+    double t0 = now();
+    int err = e->p.draft(e->p.draft_user, e->dq, n_q), drafted = 0;
+    bool warm = true;
+    for (int i = 0; i < n_q; i++) {
+        struct job *j = e->dq_job[i];
+        j->n_draft = draft_taken(e, j, err < 0 ? -1 : e->dq[i].m, e->dq[i].k);
+        drafted += j->n_draft;
+        warm = warm && j->draft_warm;
+        j->draft_warm = true;
+    }
+    /* a sequence's first drafts cost the draft model its prompt too: not counted */
+    if (warm && drafted > 0) {
+        e->draft_s = 0.9 * e->draft_s + (now() - t0);
+        e->draft_n = 0.9 * e->draft_n + drafted;
+    }
 }
 
 /* How many to draft next, from the rate p at which this sequence's drafted tokens were
@@ -864,7 +958,9 @@ int ob_engine_step(struct ob_engine *e)
         return 0;
     e->n_rows = n;
     /* want[] must be increasing: decode rows come first, prompt ends after them */
+    double t0 = now();
     int err = ob_ctx_forward(e->ctx, n, e->tok, e->pos, e->seq, e->want, n_want, e->logits, NULL);
+    cost_add(e, n, now() - t0);
     if (err) {
         /* a failing forward pass ends every sequence that was in the batch (once: finish
          * clears the job's other rows) */

@@ -93,6 +93,8 @@ struct ob_engine_params {
                                       OB_SPEC_DEFAULT is off */
     int spec_max;                  /* drafted tokens per sequence and step, 0..OB_SPEC_MAX
                                       (0: no request speculates) */
+    bool spec_fixed;               /* draft lengths from acceptance alone (the same steps in
+                                      every run), not also from the timed cost of steps */
     ob_draft_many_fn draft;        /* the source of OB_SPEC_DRAFT, asked once a step for every
                                       sequence that drafts from it (NULL: such requests are
                                       refused) */

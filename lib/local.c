@@ -47,6 +47,7 @@ int ob_local_open(const struct ob_local_params *p, struct ob_local **out)
     }
     struct ob_engine_params ep = {
         .parallel = p->parallel, .chunk = p->chunk, .spec_max = p->spec_max,
+        .spec_fixed = p->spec_fixed,
         .spec = p->spec != OB_SPEC_DEFAULT ? p->spec : l->draft ? OB_SPEC_DRAFT : OB_SPEC_OFF,
         .draft = l->draft ? ob_drafter_draft_many : NULL, .draft_user = l->draft,
     };

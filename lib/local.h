@@ -50,6 +50,7 @@ struct ob_local_params {
     int spec;                      /* enum ob_spec: speculation of requests that do not say;
                                       OB_SPEC_DEFAULT: draft with a draft model, else off */
     int spec_max;                  /* drafted tokens per sequence and step (0..OB_SPEC_MAX) */
+    bool spec_fixed;               /* draft lengths from acceptance alone (engine.h) */
     const char *draft_model;       /* a draft model (draft.h), or NULL */
     const char *draft_route;       /* its route; NULL: route's */
 };
