@@ -215,7 +215,7 @@ int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n_seq)
         slot[i] = -1;
         if (x->k > d->n_ctx - x->n + 1)          /* the last guess is not fed */
             x->k = d->n_ctx - x->n + 1;
-        if (x->n < 1 || x->k < 1 || i >= d->n_slots)
+        if (x->n < 1 || x->n > d->n_ctx || x->k < 0 || i >= d->n_slots)
             continue;
         int common;
         slot[i] = pick_slot(d, x->t, x->n, d->taken, &common);
@@ -229,21 +229,22 @@ int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n_seq)
     }
     if ((e = rows_fit(d, rows > n_seq ? rows : n_seq)))
         goto fail;
-    /* the first pass: the tokens each slot lacks */
+    /* the first pass: the tokens each slot lacks (k = 0: only those) */
     int n = 0, n_want = 0;
     for (int i = 0; i < n_seq; i++) {
-        active[i] = slot[i] >= 0;
-        if (!active[i])
+        if (slot[i] < 0)
             continue;
         struct dslot *s = &d->slots[slot[i]];
         for (int p = s->n; p < q[i].n; p++)
             add_row(d, &n, q[i].t[p], p, slot[i]);
         memcpy(s->tok + s->n, q[i].t + s->n, (size_t)(q[i].n - s->n) * sizeof *q[i].t);
         s->n = q[i].n;
-        d->want[n_want++] = n - 1;
+        active[i] = q[i].k > 0;
+        if (active[i])
+            d->want[n_want++] = n - 1;
     }
     const struct ob_tok *tok = ob_model_tok(d->m);
-    for (int g = 0; g < kmax && n > 0; g++) {
+    for (int g = 0; g < (kmax > 0 ? kmax : 1) && n > 0; g++) {
         if ((e = ob_ctx_forward(d->ctx, n, d->tok, d->pos, d->seq, d->want, n_want, d->logits,
                                 NULL)))
             goto fail;

@@ -38,7 +38,8 @@ void ob_drafter_free(struct ob_drafter *d);
 /* An ob_draft_many_fn (engine.h; user is the drafter): for each sequence, up to k greedy
  * guesses of the tokens after t[0..n), stopping after a special token (an end of turn ends
  * the guessing), all sequences in lockstep (one forward pass of the draft model a guess, a
- * row per sequence still guessing). Sequences beyond n_slots get none. -1 after a failure of
+ * row per sequence still guessing). k = 0 only feeds t to the draft model (a prompt, before
+ * the first guesses are wanted). Sequences beyond n_slots get none. -1 after a failure of
  * the draft model's route (ob_drafter_error says which), and on every call after it. */
 int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n);
 /* The same for one sequence, as an ob_draft_fn (engine.h): how many guesses, or -1. */

@@ -92,6 +92,7 @@ struct job {
     int spec_k;                    /* drafted tokens to try at the next step */
     float spec_hit, spec_miss;     /* decayed counts of drafted tokens confirmed and refused */
     int spec_pause, spec_backoff;  /* steps left without drafting; the next pause */
+    int spec_starved;              /* steps in a row whose drafts the cost trimmed away */
     int n_draft;                   /* this step: drafted tokens after its last token */
     int32_t draft[OB_SPEC_MAX];
     ob_draft_fn draft_fn;          /* the request's own draft source, or NULL */
@@ -120,7 +121,7 @@ struct ob_engine {
     /* what a step costs: a line a + b * rows fitted to the forward passes' times (decayed
      * sums), and the engine's draft source's seconds per drafted token (decayed average) */
     double fit_w, fit_r, fit_t, fit_rr, fit_rt;
-    double draft_s, draft_n;
+    double draft_s, draft_n;               /* seconds and passes (a guess of each sequence) */
     /* shared, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -750,18 +751,36 @@ static void cost_line(const struct ob_engine *e, double *a, double *b)
  * spec_fixed): with W sequences decoding, a step of R rows costs about a + b * R and yields
  * T tokens (W, and the expected accepted drafts); the j-th draft of a sequence whose drafts
  * were confirmed at rate p adds p^j tokens (all before it must hold) for one row (b) and, from
- * the engine's draft model, its drafting. Take the drafts by gain, best first, while each
- * raises T over the step's cost. Where a step's cost hardly grows with its rows (decode bound
+ * the engine's draft model, one more of its passes if no other sequence drafts that deep (its
+ * sequences guess in lockstep, a pass a guess). Take the drafts by gain, best first, while
+ * each raises T over the step's cost. Where a step's cost hardly grows with its rows (decode bound
  * by memory), every draft the acceptance allows is kept; where it grows in proportion
- * (compute-bound, wide batches) few or none are. Only the number of steps depends on this.
+ * (compute-bound, wide batches) few or none are; a sequence kept from drafting 8 steps in a
+ * row still tries up to 4 tokens, so that its rate can rise again, where a sure draft would
+ * pay.
+ * Only the number of steps depends on this.
  */
+/* the draft model's seconds per pass lately (0 before it was timed) */
+static double draft_cost(const struct ob_engine *e)
+{
+    return e->draft_n > 0 ? e->draft_s / e->draft_n : 0;
+}
+
+/* Could a draft pay at all, were it sure to be accepted, with w sequences decoding? */
+static bool draft_can_pay(const struct ob_engine *e, int w, bool engine_src)
+{
+    double a, b;
+    cost_line(e, &a, &b);
+    return a + b * w > w * (b + (engine_src ? draft_cost(e) : 0));
+}
+
 static void draft_trim(struct ob_engine *e, struct job **js, int *k, int n, int w)
 {
     double a, b;
     cost_line(e, &a, &b);
-    double cd = e->draft_n > 0 ? e->draft_s / e->draft_n : 0;
+    double cd = draft_cost(e);
     double tokens = w, cost = a + b * w;
-    int took[256] = {0};
+    int took[256] = {0}, depth = 0;              /* the draft model's passes so far */
     double gain[256], p[256];
     for (int i = 0; i < n; i++) {
         struct job *j = js[i];
@@ -775,16 +794,25 @@ static void draft_trim(struct ob_engine *e, struct job **js, int *k, int n, int 
                 best = i;
         if (best < 0)
             break;
-        double dc = b + (js[best]->draft_engine ? cd : 0);
-        if (gain[best] * cost <= tokens * dc) {
+        bool pass = js[best]->draft_engine && took[best] == depth;
+        double dc = b + (pass ? cd : 0);
+        bool probe = js[best]->spec_starved >= 8 && took[best] < 4 &&
+                     draft_can_pay(e, w, js[best]->draft_engine);
+        if (gain[best] * cost <= tokens * dc && !probe) {
             k[best] = took[best];                /* no more for this one */
             continue;
         }
         tokens += gain[best];
         cost += dc;
         took[best]++;
+        depth += pass;
         gain[best] *= p[best];
     }
+    /* a sequence kept from drafting 8 steps in a row drafts up to 4 tokens (a probe, above),
+     * so that its rate, which only verify steps update, can rise again; unless no rate could
+     * make a draft pay */
+    for (int i = 0; i < n; i++)
+        js[i]->spec_starved = took[i] > 0 ? 0 : js[i]->spec_starved + 1;
 }
 
 /* Every decoding job's drafted tokens for this step (j->n_draft, j->draft): prompt lookup and
@@ -828,19 +856,19 @@ static void draft_all(struct ob_engine *e)
     if (n_q == 0)
         return;
     double t0 = now();
-    int err = e->p.draft(e->p.draft_user, e->dq, n_q), drafted = 0;
+    int err = e->p.draft(e->p.draft_user, e->dq, n_q), passes = 0;
     bool warm = true;
     for (int i = 0; i < n_q; i++) {
         struct job *j = e->dq_job[i];
         j->n_draft = draft_taken(e, j, err < 0 ? -1 : e->dq[i].m, e->dq[i].k);
-        drafted += j->n_draft;
+        passes = err < 0 || e->dq[i].m < passes ? passes : e->dq[i].m;
         warm = warm && j->draft_warm;
         j->draft_warm = true;
     }
     /* a sequence's first drafts cost the draft model its prompt too: not counted */
-    if (warm && drafted > 0) {
+    if (warm && passes > 0) {
         e->draft_s = 0.9 * e->draft_s + (now() - t0);
-        e->draft_n = 0.9 * e->draft_n + drafted;
+        e->draft_n = 0.9 * e->draft_n + passes;
     }
 }
 
@@ -893,6 +921,31 @@ static void verify(struct ob_engine *e, struct job *j, const float *logits, int 
     pthread_mutex_unlock(&e->mu);
     if (alive)
         adapt(e, j, k, acc);
+}
+
+/* The prompts that finished prefilling in this step, of sequences that will draft from the
+ * engine's source: given to it now, before their first tokens, so that taking them in counts
+ * as prefill and the first drafts cost no more than later ones; not where the timed costs say
+ * its drafts cannot pay (a sequence's first drafts then take its prompt in, if ever). */
+static void draft_prompts(struct ob_engine *e)
+{
+    int n_q = 0;
+    if (!e->p.spec_fixed && e->draft_n > 0 && !draft_can_pay(e, e->n_live, true))
+        return;                                  /* its drafts would not pay: not now */
+    for (int i = 0; i < e->n_rows; i++) {
+        struct job *j = e->row_job[i];
+        struct slot *s = j ? &e->slots[j->slot] : NULL;
+        if (!j || !j->spec || !j->draft_engine || j->draft_warm || j->r.max_tokens < 2 ||
+            s->phase == S_DECODE || j->n_prompt_done < j->n_feed ||
+            (i + 1 < e->n_rows && e->row_job[i + 1] == j))
+            continue;
+        e->dq[n_q] = (struct ob_draft_seq){.t = s->tokens, .n = s->n_tokens, .k = 0};
+        e->dq_job[n_q++] = j;
+        j->draft_warm = true;
+    }
+    if (n_q > 0 && e->p.draft(e->p.draft_user, e->dq, n_q) < 0)
+        for (int i = 0; i < n_q; i++)
+            e->dq_job[i]->spec = false;
 }
 
 int ob_engine_step(struct ob_engine *e)
@@ -986,6 +1039,7 @@ int ob_engine_step(struct ob_engine *e)
         if (s->phase != S_DECODE)
             j->n_prompt_done = e->pos[i] + 1;
     }
+    draft_prompts(e);
     double t = now();
     for (int w = 0; w < n_want; w++) {
         int row = e->want[w];

@@ -50,7 +50,8 @@ enum ob_spec {
 typedef int (*ob_draft_fn)(void *user, const int32_t *t, int n, int k, int32_t *out);
 /* A draft source for many sequences at once (the engine's: a draft model, draft.h): for each
  * of the n sequences q[i], up to q[i].k tokens to follow q[i].t[0..q[i].n) into q[i].out and
- * their count into q[i].m; returns < 0 when it failed (those sequences then draft no more). */
+ * their count into q[i].m (k = 0: a sequence's prompt, to take in before its first drafts);
+ * returns < 0 when it failed (those sequences then draft no more). */
 struct ob_draft_seq {
     const int32_t *t;
     int n, k;
