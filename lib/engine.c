@@ -756,8 +756,8 @@ static void cost_line(const struct ob_engine *e, double *a, double *b)
  * each raises T over the step's cost. Where a step's cost hardly grows with its rows (decode bound
  * by memory), every draft the acceptance allows is kept; where it grows in proportion
  * (compute-bound, wide batches) few or none are; a sequence kept from drafting 8 steps in a
- * row still tries up to 4 tokens, so that its rate can rise again, where a sure draft would
- * pay.
+ * row still tries a token (up to 4 from the draft model, whose first guesses after a pause
+ * cost it a catch-up anyway), so that its rate can rise again, where a sure draft would pay.
  * Only the number of steps depends on this.
  */
 /* the draft model's seconds per pass lately (0 before it was timed) */
@@ -796,7 +796,8 @@ static void draft_trim(struct ob_engine *e, struct job **js, int *k, int n, int 
             break;
         bool pass = js[best]->draft_engine && took[best] == depth;
         double dc = b + (pass ? cd : 0);
-        bool probe = js[best]->spec_starved >= 8 && took[best] < 4 &&
+        bool probe = js[best]->spec_starved >= 8 &&
+                     took[best] < (js[best]->draft_engine ? 4 : 1) &&
                      draft_can_pay(e, w, js[best]->draft_engine);
         if (gain[best] * cost <= tokens * dc && !probe) {
             k[best] = took[best];                /* no more for this one */
@@ -808,9 +809,9 @@ static void draft_trim(struct ob_engine *e, struct job **js, int *k, int n, int 
         depth += pass;
         gain[best] *= p[best];
     }
-    /* a sequence kept from drafting 8 steps in a row drafts up to 4 tokens (a probe, above),
-     * so that its rate, which only verify steps update, can rise again; unless no rate could
-     * make a draft pay */
+    /* a sequence kept from drafting 8 steps in a row drafts one token, or up to 4 from the
+     * draft model (a probe, above), so that its rate, which only verify steps update, can
+     * rise again; unless no rate could make a draft pay */
     for (int i = 0; i < n; i++)
         js[i]->spec_starved = took[i] > 0 ? 0 : js[i]->spec_starved + 1;
 }
