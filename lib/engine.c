@@ -324,8 +324,8 @@ int ob_engine_submit(struct ob_engine *e, const struct ob_request *r, uint64_t *
     j->r.forced = j->forced;
     j->slot = -1;
     /* the draft source: the request's own, the engine's draft model, or prompt lookup */
-    j->spec = (r->draft ? r->spec != OB_SPEC_OFF : mode == OB_SPEC_NGRAM || mode == OB_SPEC_DRAFT) &&
-              e->p.spec_max > 0 && r->n_forced == 0;
+    bool asked = r->draft ? r->spec != OB_SPEC_OFF : mode == OB_SPEC_NGRAM || mode == OB_SPEC_DRAFT;
+    j->spec = asked && e->p.spec_max > 0 && r->n_forced == 0;
     j->draft_fn = r->draft;
     j->draft_user = r->draft_user;
     j->draft_engine = !r->draft && mode == OB_SPEC_DRAFT;
@@ -746,20 +746,6 @@ static void cost_line(const struct ob_engine *e, double *a, double *b)
         *a = 0;
 }
 
-/*
- * Under load, draft only what pays (unless the engine drafts from acceptance alone,
- * spec_fixed): with W sequences decoding, a step of R rows costs about a + b * R and yields
- * T tokens (W, and the expected accepted drafts); the j-th draft of a sequence whose drafts
- * were confirmed at rate p adds p^j tokens (all before it must hold) for one row (b) and, from
- * the engine's draft model, one more of its passes if no other sequence drafts that deep (its
- * sequences guess in lockstep, a pass a guess). Take the drafts by gain, best first, while
- * each raises T over the step's cost. Where a step's cost hardly grows with its rows (decode bound
- * by memory), every draft the acceptance allows is kept; where it grows in proportion
- * (compute-bound, wide batches) few or none are; a sequence kept from drafting 8 steps in a
- * row still tries a token (up to 4 from the draft model, whose first guesses after a pause
- * cost it a catch-up anyway), so that its rate can rise again, where a sure draft would pay.
- * Only the number of steps depends on this.
- */
 /* the draft model's seconds per pass lately (0 before it was timed) */
 static double draft_cost(const struct ob_engine *e)
 {
@@ -774,6 +760,20 @@ static bool draft_can_pay(const struct ob_engine *e, int w, bool engine_src)
     return a + b * w > w * (b + (engine_src ? draft_cost(e) : 0));
 }
 
+/*
+ * Under load, draft only what pays (unless the engine drafts from acceptance alone,
+ * spec_fixed): with W sequences decoding, a step of R rows costs about a + b * R and yields
+ * T tokens (W, and the expected accepted drafts); the j-th draft of a sequence whose drafts
+ * were confirmed at rate p adds p^j tokens (all before it must hold) for one row (b) and, from
+ * the engine's draft model, one more of its passes if no other sequence drafts that deep (its
+ * sequences guess in lockstep, a pass a guess). Take the drafts by gain, best first, while
+ * each raises T over the step's cost. Where a step's cost hardly grows with its rows (decode
+ * bound by memory), every draft the acceptance allows is kept; where it grows in proportion
+ * (compute-bound, wide batches) few or none are; a sequence kept from drafting 8 steps in a
+ * row still tries a token (up to 4 from the draft model, whose first guesses after a pause
+ * cost it a catch-up anyway), so that its rate can rise again, where a sure draft would pay.
+ * Only the number of steps depends on this.
+ */
 static void draft_trim(struct ob_engine *e, struct job **js, int *k, int n, int w)
 {
     double a, b;
@@ -849,7 +849,8 @@ static void draft_all(struct ob_engine *e)
             e->dq[n_q] = (struct ob_draft_seq){.t = s->tokens, .n = n, .k = k, .out = j->draft};
             e->dq_job[n_q++] = j;
         } else if (j->draft_fn) {
-            j->n_draft = draft_taken(e, j, j->draft_fn(j->draft_user, s->tokens, n, k, j->draft), k);
+            int m = j->draft_fn(j->draft_user, s->tokens, n, k, j->draft);
+            j->n_draft = draft_taken(e, j, m, k);
         } else {
             j->n_draft = ngram_draft(s->tokens, n, k, j->draft);
         }
