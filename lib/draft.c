@@ -208,6 +208,9 @@ int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n_seq)
         return -1;
     int e = 0, rows = 0, kmax = 0;
     int *slot = d->batch_slot, *active = d->batch_active;
+    for (int i = d->n_slots; i < n_seq; i++)      /* no slot left for these */
+        q[i].m = 0;
+    n_seq = n_seq < d->n_slots ? n_seq : d->n_slots;
     memset(d->taken, 0, (size_t)d->n_slots * sizeof *d->taken);
     for (int i = 0; i < n_seq; i++) {
         struct ob_draft_seq *x = &q[i];
@@ -215,7 +218,7 @@ int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n_seq)
         slot[i] = -1;
         if (x->k > d->n_ctx - x->n + 1)          /* the last guess is not fed */
             x->k = d->n_ctx - x->n + 1;
-        if (x->n < 1 || x->n > d->n_ctx || x->k < 0 || i >= d->n_slots)
+        if (x->n < 1 || x->n > d->n_ctx || x->k < 0)
             continue;
         int common;
         slot[i] = pick_slot(d, x->t, x->n, d->taken, &common);
@@ -232,6 +235,7 @@ int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n_seq)
     /* the first pass: the tokens each slot lacks (k = 0: only those) */
     int n = 0, n_want = 0;
     for (int i = 0; i < n_seq; i++) {
+        active[i] = false;
         if (slot[i] < 0)
             continue;
         struct dslot *s = &d->slots[slot[i]];
