@@ -286,13 +286,3 @@ const char *ob_drafter_error(const struct ob_drafter *d)
 {
     return d->error[0] ? d->error : NULL;
 }
-
-struct ob_model *ob_drafter_model(const struct ob_drafter *d)
-{
-    return d->m;
-}
-
-const char *ob_drafter_route(const struct ob_drafter *d)
-{
-    return ob_ctx_route(d->ctx);
-}

@@ -46,7 +46,5 @@ int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n);
 int ob_drafter_draft(void *user, const int32_t *t, int n, int k, int32_t *out);
 /* the draft model's failure, or NULL */
 const char *ob_drafter_error(const struct ob_drafter *d);
-struct ob_model *ob_drafter_model(const struct ob_drafter *d);
-const char *ob_drafter_route(const struct ob_drafter *d);
 
 #endif

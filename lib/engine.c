@@ -95,8 +95,6 @@ struct job {
     int spec_starved;              /* steps in a row whose drafts the cost trimmed away */
     int n_draft;                   /* this step: drafted tokens after its last token */
     int32_t draft[OB_SPEC_MAX];
-    ob_draft_fn draft_fn;          /* the request's own draft source, or NULL */
-    void *draft_user;
     bool draft_engine;             /* drafts from the engine's source (OB_SPEC_DRAFT) */
     bool draft_warm;               /* the source has drafted for it before */
     struct job *next;
@@ -326,8 +324,6 @@ int ob_engine_submit(struct ob_engine *e, const struct ob_request *r, uint64_t *
     /* the draft source: the request's own, the engine's draft model, or prompt lookup */
     bool asked = r->draft ? r->spec != OB_SPEC_OFF : mode == OB_SPEC_NGRAM || mode == OB_SPEC_DRAFT;
     j->spec = asked && e->p.spec_max > 0 && r->n_forced == 0;
-    j->draft_fn = r->draft;
-    j->draft_user = r->draft_user;
     j->draft_engine = !r->draft && mode == OB_SPEC_DRAFT;
     j->spec_k = e->p.spec_max < 4 ? e->p.spec_max : 4;
     j->spec_hit = 2;                             /* a prior: 2 of 3 confirmed */
@@ -848,8 +844,8 @@ static void draft_all(struct ob_engine *e)
         if (j->draft_engine) {
             e->dq[n_q] = (struct ob_draft_seq){.t = s->tokens, .n = n, .k = k, .out = j->draft};
             e->dq_job[n_q++] = j;
-        } else if (j->draft_fn) {
-            int m = j->draft_fn(j->draft_user, s->tokens, n, k, j->draft);
+        } else if (j->r.draft) {
+            int m = j->r.draft(j->r.draft_user, s->tokens, n, k, j->draft);
             j->n_draft = draft_taken(e, j, m, k);
         } else {
             j->n_draft = ngram_draft(s->tokens, n, k, j->draft);
