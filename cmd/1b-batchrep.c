@@ -522,7 +522,8 @@ int main(int argc, char **argv)
         case OB_OPT_SPEC:
         case OB_OPT_SPEC_MAX:
         case OB_OPT_DRAFT:
-        case OB_OPT_DRAFT_DEVICE: cl.bad = !ob_opt_spec(PROG, c, optarg, &o.lp); in_process_opt = true; break;
+        case OB_OPT_DRAFT_DEVICE:
+        case OB_OPT_SPEC_FIXED: cl.bad = !ob_opt_spec(PROG, c, optarg, &o.lp); in_process_opt = true; break;
         case OPT_WIDTH: cl.bad = !ob_opt_int(PROG, "width", optarg, 1, 256, &o.width); break;
         case OPT_ROUNDS: cl.bad = !ob_opt_int(PROG, "rounds", optarg, 1, 10000, &o.rounds); break;
         case OPT_MAX_TOKENS: cl.bad = !ob_opt_int(PROG, "max-tokens", optarg, 1, 1 << 20, &o.max_tokens); break;

@@ -662,9 +662,11 @@ int main(int argc, char **argv)
         case OB_OPT_SPEC_MAX:
         case OB_OPT_DRAFT:
         case OB_OPT_DRAFT_DEVICE:
+        case OB_OPT_SPEC_FIXED:
             cl.bad = !ob_opt_spec(PROG, c, optarg, &o.lp);
             in_process_opt = c == OB_OPT_SPEC ? "--spec" : c == OB_OPT_SPEC_MAX ? "--spec-max"
-                           : c == OB_OPT_DRAFT ? "--draft" : "--draft-device";
+                           : c == OB_OPT_DRAFT ? "--draft"
+                           : c == OB_OPT_DRAFT_DEVICE ? "--draft-device" : "--spec-fixed";
             break;
         case OPT_VERBOSE: o.verbose = true; break;
         case OPT_URL: o.url = optarg; break;

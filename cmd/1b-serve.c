@@ -304,7 +304,8 @@ int main(int argc, char **argv)
         case OB_OPT_SPEC:
         case OB_OPT_SPEC_MAX:
         case OB_OPT_DRAFT:
-        case OB_OPT_DRAFT_DEVICE: cl.bad = !ob_opt_spec(PROG, c, optarg, &lp); break;
+        case OB_OPT_DRAFT_DEVICE:
+        case OB_OPT_SPEC_FIXED: cl.bad = !ob_opt_spec(PROG, c, optarg, &lp); break;
         case OPT_HOST: sp.host = optarg; break;
         case OPT_PORT: cl.bad = !ob_opt_int(PROG, "port", optarg, 0, 65535, &sp.port); break;
         case OPT_HTTP_THREADS: cl.bad = !ob_opt_int(PROG, "http-threads", optarg, 2, 256, &sp.http_threads); break;

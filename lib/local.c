@@ -82,6 +82,10 @@ bool ob_opt_spec(const char *prog, int c, const char *arg, struct ob_local_param
         p->draft_route = arg;
         return true;
     }
+    if (c == OB_OPT_SPEC_FIXED) {
+        p->spec_fixed = true;
+        return true;
+    }
     return ob_opt_int(prog, "spec-max", arg, 1, OB_SPEC_MAX, &p->spec_max);
 }
 

@@ -21,19 +21,21 @@
 /* The option rows of the in-process route, in every command that has one (before its own
  * rows; struct ob_option in 1b.h): -d ROUTE, -t N and --gpu N, into route, threads and
  * device below (--gpu's value is OB_OPT_GPU, taken by ob_opt_gpu). */
-enum { OB_OPT_GPU = 0x1020, OB_OPT_SPEC, OB_OPT_SPEC_MAX, OB_OPT_DRAFT, OB_OPT_DRAFT_DEVICE };
+enum { OB_OPT_GPU = 0x1020, OB_OPT_SPEC, OB_OPT_SPEC_MAX, OB_OPT_DRAFT, OB_OPT_DRAFT_DEVICE,
+       OB_OPT_SPEC_FIXED };
 #define OB_OPT_ROWS_LOCAL                                                                 \
     {"device", 'd', "ROUTE", "route: cpu (default), ref, hrx (a GPU), hrx-sim, npu-sim or npu (a Q4NX pack)"}, \
     {"threads", 't', "N", "threads of the route (default: the CPUs available)"},         \
     {"gpu", OB_OPT_GPU, "N", "which device of the route: GPU N of -d hrx (default 0)"}
 
 /* The rows of speculative decoding (engine.h), in every command that generates in process;
- * ob_opt_spec takes their values (OB_OPT_SPEC .. OB_OPT_DRAFT_DEVICE). */
+ * ob_opt_spec takes their values (OB_OPT_SPEC .. OB_OPT_SPEC_FIXED). */
 #define OB_OPT_ROWS_SPEC                                                                  \
     {"spec", OB_OPT_SPEC, "MODE", "speculative decoding: ngram (prompt lookup), draft (a draft model) or off (default; draft with --draft); the bits are those of plain decoding"}, \
     {"spec-max", OB_OPT_SPEC_MAX, "K", "drafted tokens per sequence and step, 1-16 (default 8)"}, \
     {"draft", OB_OPT_DRAFT, "MODEL", "the draft model of --spec draft: a smaller model of the same vocabulary"}, \
-    {"draft-device", OB_OPT_DRAFT_DEVICE, "ROUTE", "the draft model's route (default: the model's)"}
+    {"draft-device", OB_OPT_DRAFT_DEVICE, "ROUTE", "the draft model's route (default: the model's)"}, \
+    {"spec-fixed", OB_OPT_SPEC_FIXED, NULL, "draft lengths from acceptance alone, not from the timed cost of steps (the bits never depend on either)"}
 
 struct ob_local_params {
     const char *model;             /* MODEL operand: a GGUF file, a Q4NX pack, or an archive
@@ -68,7 +70,7 @@ struct ob_local {
 
 /* --gpu's argument (0 .. 255) into p->device; false after "PROG: --gpu: why" on stderr */
 bool ob_opt_gpu(const char *prog, const char *arg, struct ob_local_params *p);
-/* c one of OB_OPT_SPEC .. OB_OPT_DRAFT_DEVICE: its argument into p; false after
+/* c one of OB_OPT_SPEC .. OB_OPT_SPEC_FIXED: its argument into p; false after
  * "PROG: --NAME: why" on stderr */
 bool ob_opt_spec(const char *prog, int c, const char *arg, struct ob_local_params *p);
 /* --spec's words (and the "spec" field's: record.h) */

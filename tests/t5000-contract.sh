@@ -95,14 +95,15 @@ for m in "${models[@]}"; do
         fi
         ok $rc "$m: $name ${envs[*]} $args: every fingerprint identical${diff:+ ($diff)}"
     done
-    # speculation was exercised: drafts accepted and drafts rejected (1b-gen --verbose)
-    1b-gen -m "$m.gguf" -t 2 --spec ngram --verbose < "$REQ" 2> v.txt > v.jsonl
+    # speculation was exercised: drafts accepted and drafts rejected (1b-gen --verbose; with
+    # --spec-fixed, so that a loaded machine's timed costs cannot leave too few drafts to see)
+    1b-gen -m "$m.gguf" -t 2 --spec ngram --spec-fixed --verbose < "$REQ" 2> v.txt > v.jsonl
     read -r drafted accepted < <(sed -n 's/.*speculation: \([0-9]*\) drafted, \([0-9]*\) accepted.*/\1 \2/p' v.txt)
     cmp -s <(jq -c 'del(.timing)' "$m.base.jsonl") <(jq -c 'del(.timing)' v.jsonl) && [ "${drafted:-0}" -gt 0 ]
     ok $? "$m: --spec ngram drafted ${drafted:-?} tokens, accepted ${accepted:-?}"
     [ "${accepted:-0}" -gt 0 ] && spec_seen+=" accepted:$m"
     [ "${accepted:-0}" -lt "${drafted:-0}" ] && spec_seen+=" rejected:$m"
-    1b-gen -m "$m.gguf" -t 2 --draft "$d" --verbose < "$REQ" 2> v.txt > v.jsonl
+    1b-gen -m "$m.gguf" -t 2 --draft "$d" --spec-fixed --verbose < "$REQ" 2> v.txt > v.jsonl
     read -r drafted accepted < <(sed -n 's/.*speculation: \([0-9]*\) drafted, \([0-9]*\) accepted.*/\1 \2/p' v.txt)
     cmp -s <(jq -c 'del(.timing)' "$m.base.jsonl") <(jq -c 'del(.timing)' v.jsonl) && [ "${drafted:-0}" -gt 0 ]
     ok $? "$m: --draft $d drafted ${drafted:-?} tokens, accepted ${accepted:-?}"
@@ -122,7 +123,7 @@ ok $? "draft models: drafts both accepted and rejected (${draft_seen# })"
 M=$OB_TOP/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
 if [ -f "$M" ]; then
     1b-gen -m "$M" -t 2 --parallel 3 < "$OB_TOP/bench/spec-prompts.jsonl" > smol.plain.jsonl
-    1b-gen -m "$M" -t 2 --parallel 3 --spec ngram --verbose < "$OB_TOP/bench/spec-prompts.jsonl" \
+    1b-gen -m "$M" -t 2 --parallel 3 --spec ngram --spec-fixed --verbose < "$OB_TOP/bench/spec-prompts.jsonl" \
         > smol.spec.jsonl 2> v.txt
     read -r drafted accepted < <(sed -n 's/.*speculation: \([0-9]*\) drafted, \([0-9]*\) accepted.*/\1 \2/p' v.txt)
     [ "$(wc -l < smol.plain.jsonl)" = 3 ] &&

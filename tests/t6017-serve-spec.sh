@@ -13,7 +13,8 @@ plan 12
 cd "$T" || exit 1
 1b-synth --preset qwen3-small --vocab 8000 --tokenizer "$SHARED/models/qwen3-tokenizer/tokenizer.json" \
     -o q.gguf 2> /dev/null
-serve_start sp -m q.gguf --parallel 4 -t 1 --spec ngram --spec-max 6 &&
+# --spec-fixed: drafts from acceptance alone (the counts below must not depend on the load)
+serve_start sp -m q.gguf --parallel 4 -t 1 --spec ngram --spec-max 6 --spec-fixed &&
     serve_start pl -m q.gguf --parallel 4 -t 1
 ok $? "servers up: --spec ngram at $URL_sp, plain at $URL_pl"
 
@@ -65,7 +66,9 @@ ok $? "400s: \"spec\":\"fast\", \"spec\":true; null is absent"
 # a draft model: the same answers, streamed too; "spec":"draft" needs one
 1b-synth --preset qwen3-small --vocab 8000 --type q4_k_m \
     --tokenizer "$SHARED/models/qwen3-tokenizer/tokenizer.json" -o qd.gguf 2> /dev/null
-serve_start dr -m q.gguf --parallel 4 -t 1 --draft qd.gguf
+# --spec-fixed: how much is drafted from acceptance alone, not from the timed costs (on a
+# loaded machine those can leave too few drafts for both outcomes below to be seen)
+serve_start dr -m q.gguf --parallel 4 -t 1 --draft qd.gguf --spec-fixed
 bad=0   # the plain server's cache is warm by now: cached_tokens differ, nothing else may
 while read -r path body; do
     a=$(post "$URL_dr" "$path" "$body" | choices | jq -c 'del(.usage.prompt_tokens_details)')
