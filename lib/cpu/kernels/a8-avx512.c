@@ -508,6 +508,212 @@ AI void a8p_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv,
     a8_run_l(w, rb, n0, n1, k, pv, nr, y, ldy, scratch, kind, 1);
 }
 
+/* ---- few rows in panels: streamed, unpacked in registers ----------------------------------- */
+
+/*
+ * Up to SR activation rows (prepared as for the GEMM, struct a8p) against the panels (matrix.h)
+ * as they lie, nothing decoded to memory: each block's dwords unpacked in registers (a8p.h;
+ * Q8_0 as w + 128, as a8_u), each a vpdpbusd against the activation's 4 bytes broadcast, so
+ * the weights stream once at about the speed of memory while the few rows of a decode batch or
+ * a verify step ride along. From 4 rows two panels at once, 16 lanes (lane n is row n of the
+ * pair: the first panel's rows in the low half, the second's in the high; a last lone panel
+ * has zeros there); up to 3 one panel, 8 lanes, a single stream (one row streamed 15-20 %
+ * slower through the pairs). The epilogue is the GEMM's, lane-wise; block b adds into partial
+ * b mod 8, folded at the end.
+ */
+#define SR 8                       /* activation rows of a streamed tile */
+
+AI __m512i join256(__m256i lo, __m256i hi)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+AI __m512 join8ps(__m256 lo, __m256 hi)
+{
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+                                               _mm256_castps_pd(hi), 1));
+}
+
+/* dword t of a panel block (values 4t .. 4t + 3 of each of its 8 rows) as unsigned bytes: the
+ * nibble formats' t < 4 low nibbles, t >= 4 high ones (a8p_vals); Q8_0's w + 128 */
+AI void a8s_dwords(const uint8_t *wb, int kind, __m256i q[8])
+{
+    if (kind == K_Q8_0) {
+        UNROLL
+        for (int t = 0; t < 8; t++)
+            q[t] = _mm256_xor_si256(ld(wb + 32 * t), _mm256_set1_epi8(-128));
+        return;
+    }
+    UNROLL
+    for (int d = 0; d < 4; d++)
+        a8p_vals(wb, d, kind, &q[d], &q[4 + d]);
+}
+
+/* the offset's share off isum, as an int32 of the prepared row pr */
+AI int32_t a8s_soff(const uint8_t *pr)
+{
+    return (int32_t)ld32(pr + offsetof(struct a8p, soff));
+}
+
+AI float a8s_sumf(const uint8_t *pr)
+{
+    return ldf(pr + offsetof(struct a8p, sumf));
+}
+
+/* nv (8 or 16) weight rows from byte at of w: the panel there and, for 16, the next one */
+AI void a8s_tile(const uint8_t *w, size_t at, size_t rb, size_t end, int nb, const uint8_t *a,
+                 size_t ast, float *y, size_t ldy, int nv, int kind, int NR)
+{
+    const size_t pb = 8 * a8_bb(kind), pf = ob_pf_panel(NR);
+    const int two = nv > 8;
+    __m512 part[8][SR];
+    UNROLL
+    for (int c = 0; c < 8; c++)
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            part[c][r] = _mm512_setzero_ps();
+#pragma GCC unroll 1
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *p0 = w + at + (size_t)b * pb, *p1 = p0 + 8 * rb;
+        const uint8_t *ab = a + (size_t)b * sizeof(struct a8p);
+        ob_pf_span(w, at + (size_t)b * pb + pf, pb, end);
+        if (two)
+            ob_pf_span(w, at + 8 * rb + (size_t)b * pb + pf, pb, end);
+        __m256i q0[8], q1[8];
+        a8s_dwords(p0, kind, q0);
+        if (two)
+            a8s_dwords(p1, kind, q1);
+        __m512i S[SR];
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            S[r] = _mm512_setzero_si512();
+        UNROLL
+        for (int t = 0; t < 8; t++) {
+            __m512i q = join256(q0[t], two ? q1[t] : _mm256_setzero_si256());
+            UNROLL
+            for (int r = 0; r < NR; r++)
+                S[r] = dpbusd(S[r], q, bcast32(ab + r * ast + offsetof(struct a8p, qs) + 4 * t));
+        }
+        const __m256 z = _mm256_setzero_ps();
+        __m512 dw = join8ps(a8p_scale(p0, kind, 0), two ? a8p_scale(p1, kind, 0) : z);
+        __m512 mw = a8_has_m(kind)
+                  ? join8ps(a8p_scale(p0, kind, 1), two ? a8p_scale(p1, kind, 1) : z)
+                  : _mm512_setzero_ps();
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *pr = ab + r * ast;
+            __m512i is = S[r];
+            if (a8_osh(kind))
+                is = _mm512_sub_epi32(is, _mm512_set1_epi32(a8s_soff(pr)));
+            __m512 da = _mm512_set1_ps(ldf(pr));
+            /* (d_w * d_a) * (float)isum [+ (m_w * d_a) * (float)sum_a] */
+            __m512 v = _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(is));
+            if (a8_has_m(kind))
+                v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_mul_ps(mw, da),
+                                                   _mm512_set1_ps(a8s_sumf(pr))));
+            part[b & 7][r] = _mm512_add_ps(part[b & 7][r], v);
+        }
+    }
+    const __mmask16 k = two ? 0xffffu : 0xffu;
+    UNROLL
+    for (int r = 0; r < NR; r++) {
+        __m512 p[8];
+        UNROLL
+        for (int c = 0; c < 8; c++)
+            p[c] = part[c][r];
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, k, fold8x16(p));
+    }
+}
+
+/* the same over the one panel at byte at of w, 8 lanes (NR <= 3) */
+AI void a8s_tile8(const uint8_t *w, size_t at, size_t end, int nb, const uint8_t *a,
+                  size_t ast, float *y, size_t ldy, int kind, int NR)
+{
+    const size_t pb = 8 * a8_bb(kind), pf = ob_pf_panel(NR);
+    __m256 part[8][3];
+    clear_parts((__m256 *)part, 3, NR);
+#pragma GCC unroll 1
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *p0 = w + at + (size_t)b * pb, *ab = a + (size_t)b * sizeof(struct a8p);
+        ob_pf_span(w, at + (size_t)b * pb + pf, pb, end);
+        __m256i q[8], S[3];
+        a8s_dwords(p0, kind, q);
+        UNROLL
+        for (int r = 0; r < NR; r++)
+            S[r] = _mm256_setzero_si256();
+        UNROLL
+        for (int t = 0; t < 8; t++)
+            UNROLL
+            for (int r = 0; r < NR; r++)
+                S[r] = dpbusd256(S[r], q[t], _mm256_set1_epi32((int)ld32(
+                                     ab + r * ast + offsetof(struct a8p, qs) + 4 * t)));
+        __m256 dw = a8p_scale(p0, kind, 0);
+        __m256 mw = a8_has_m(kind) ? a8p_scale(p0, kind, 1) : _mm256_setzero_ps();
+        UNROLL
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *pr = ab + r * ast;
+            __m256i is = S[r];
+            if (a8_osh(kind))
+                is = _mm256_sub_epi32(is, _mm256_set1_epi32(a8s_soff(pr)));
+            __m256 da = _mm256_set1_ps(ldf(pr));
+            /* (d_w * d_a) * (float)isum [+ (m_w * d_a) * (float)sum_a] */
+            __m256 v = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(is));
+            if (a8_has_m(kind))
+                v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_mul_ps(mw, da),
+                                                   _mm256_set1_ps(a8s_sumf(pr))));
+            part[b & 7][r] = _mm256_add_ps(part[b & 7][r], v);
+        }
+    }
+    fold_store_rows((const __m256 *)part, 3, NR, y, ldy, 8);
+}
+
+AI void a8s_run(const void *w, size_t rb, int n0, int n1, int k, const void *pv, int nr,
+                float *y, size_t ldy, void *scratch, int kind)
+{
+    (void)scratch;
+    const int nb = k / 32;
+    const size_t ast = (size_t)nb * sizeof(struct a8p), end = (size_t)n1 * rb;
+    const uint8_t *p = pv;
+    ob_pf_task(w, rb, n0, n1);
+    if (nr <= 3) {
+        for (int n = n0; n < n1; n += 8)
+            switch (nr) {
+            case 1: a8s_tile8(w, (size_t)n * rb, end, nb, p, ast, y + n, ldy, kind, 1); break;
+            case 2: a8s_tile8(w, (size_t)n * rb, end, nb, p, ast, y + n, ldy, kind, 2); break;
+            default: a8s_tile8(w, (size_t)n * rb, end, nb, p, ast, y + n, ldy, kind, 3); break;
+            }
+        return;
+    }
+    /* tiles of SR rows or as few fewer as balance the row count (12 rows: 6 + 6) */
+    int nt = (nr + SR - 1) / SR;
+    for (int n = n0; n < n1; n += 16) {
+        int nv = n1 - n < 16 ? n1 - n : 16;
+        size_t at = (size_t)n * rb;
+        for (int i = 0, r = 0; i < nt; i++) {
+            int m = nr / nt + (i < nr % nt);
+            const uint8_t *a = p + r * ast;
+            float *yr = y + (size_t)r * ldy + n;
+            switch (m) {
+            case 1: a8s_tile(w, at, rb, end, nb, a, ast, yr, ldy, nv, kind, 1); break;
+            case 2: a8s_tile(w, at, rb, end, nb, a, ast, yr, ldy, nv, kind, 2); break;
+            case 3: a8s_tile(w, at, rb, end, nb, a, ast, yr, ldy, nv, kind, 3); break;
+            case 4: a8s_tile(w, at, rb, end, nb, a, ast, yr, ldy, nv, kind, 4); break;
+            case 5: a8s_tile(w, at, rb, end, nb, a, ast, yr, ldy, nv, kind, 5); break;
+            case 6: a8s_tile(w, at, rb, end, nb, a, ast, yr, ldy, nv, kind, 6); break;
+            case 7: a8s_tile(w, at, rb, end, nb, a, ast, yr, ldy, nv, kind, 7); break;
+            default: a8s_tile(w, at, rb, end, nb, a, ast, yr, ldy, nv, kind, 8); break;
+            }
+            r += m;
+        }
+    }
+}
+
+static size_t a8s_scratch_bytes(int k)
+{
+    (void)k;
+    return 0;
+}
+
 GEMM_ENTRIES512(a8, q4_0, K_Q4_0)
 GEMM_ENTRIES512(a8, q4_1, K_Q4_1)
 GEMM_ENTRIES512(a8, q5_0, K_Q5_0)
@@ -518,6 +724,11 @@ GEMM_ENTRIES512(a8p, p_q4_0, K_Q4_0)
 GEMM_ENTRIES512(a8p, p_q4_1, K_Q4_1)
 GEMM_ENTRIES512(a8p, p_q5_0, K_Q5_0)
 GEMM_ENTRIES512(a8p, p_q8_0, K_Q8_0)
+#define a8s_prep a8_prep
+GEMM_ENTRIES512(a8s, s_q4_0, K_Q4_0)
+GEMM_ENTRIES512(a8s, s_q4_1, K_Q4_1)
+GEMM_ENTRIES512(a8s, s_q5_0, K_Q5_0)
+GEMM_ENTRIES512(a8s, s_q8_0, K_Q8_0)
 
 /* min_rows: where the GEMM overtakes the dot kernel (bench/kernels, hot weights) */
 void ob_kernels_avx512_a8(struct ob_kernel_table *t)
@@ -531,18 +742,25 @@ void ob_kernels_avx512_a8(struct ob_kernel_table *t)
     GEMV_SET(t, OB_Q4_1, a8v, v_q4_1);
     GEMV_SET(t, OB_Q5_0, a8v, v_q5_0);
     GEMV_SET(t, OB_Q5_1, a8v, v_q5_1);
-    /* Q4_0, Q4_1, Q5_0 and Q8_0 in panels (the AVX2 level asks for them): up to 3 rows take
-     * the AVX2 panel entries (one row streams at 91-98 % of the streaming read against this
-     * level's GEMV's 83-90 %), from 4 rows this level's GEMM on 32-row panels decoded from
-     * four (4 and 6 rows in 0.7-1.05 of the time the AVX2 tiles took; 8 to 64 rows 0.65-0.95
-     * of the time this GEMM took on rows; bench/kernels --layout rows,panels on an AVX-512
-     * Xeon) */
-    t->pgemm[OB_Q4_0] = (struct ob_gemm){4, PW, a8_prep_bytes, prep_p_q4_0, a8_scratch_bytes,
+    /* Q4_0, Q4_1, Q5_0 and Q8_0 in panels (the AVX2 level asks for them): up to 8 rows
+     * stream them (a8s_run; 4 to 8 rows in 0.5-0.9 of the time the GEMM took, 1 to 3 as fast
+     * as the AVX2 panel kernels for the nibble formats, 0.8-0.9 of their time for Q8_0), from
+     * 9 rows this level's GEMM on 32-row panels decoded from four (8 to 64 rows 0.65-0.95 of
+     * the time this GEMM took on rows; bench/kernels --layout rows,panels on an AVX-512 Xeon) */
+    t->pgemm[OB_Q4_0] = (struct ob_gemm){9, PW, a8_prep_bytes, prep_p_q4_0, a8_scratch_bytes,
                                          run_p_q4_0};
-    t->pgemm[OB_Q4_1] = (struct ob_gemm){4, PW, a8_prep_bytes, prep_p_q4_1, a8_scratch_bytes,
+    t->pgemm[OB_Q4_1] = (struct ob_gemm){9, PW, a8_prep_bytes, prep_p_q4_1, a8_scratch_bytes,
                                          run_p_q4_1};
-    t->pgemm[OB_Q5_0] = (struct ob_gemm){4, PW, a8_prep_bytes, prep_p_q5_0, a8_scratch_bytes,
+    t->pgemm[OB_Q5_0] = (struct ob_gemm){9, PW, a8_prep_bytes, prep_p_q5_0, a8_scratch_bytes,
                                          run_p_q5_0};
-    t->pgemm[OB_Q8_0] = (struct ob_gemm){4, PW, a8_prep_bytes, prep_p_q8_0, a8_scratch_bytes,
+    t->pgemm[OB_Q8_0] = (struct ob_gemm){9, PW, a8_prep_bytes, prep_p_q8_0, a8_scratch_bytes,
                                          run_p_q8_0};
+    t->pgemv[OB_Q4_0] = (struct ob_gemm){1, 16, a8_prep_bytes, prep_s_q4_0, a8s_scratch_bytes,
+                                         run_s_q4_0};
+    t->pgemv[OB_Q4_1] = (struct ob_gemm){1, 16, a8_prep_bytes, prep_s_q4_1, a8s_scratch_bytes,
+                                         run_s_q4_1};
+    t->pgemv[OB_Q5_0] = (struct ob_gemm){1, 16, a8_prep_bytes, prep_s_q5_0, a8s_scratch_bytes,
+                                         run_s_q5_0};
+    t->pgemv[OB_Q8_0] = (struct ob_gemm){1, 16, a8_prep_bytes, prep_s_q8_0, a8s_scratch_bytes,
+                                         run_s_q8_0};
 }
