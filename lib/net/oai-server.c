@@ -26,8 +26,9 @@
 
 /* ---- errors ------------------------------------------------------------------------------------ */
 
-int ob_oai_srv_fail(struct ob_oai_srv_err *e, int err, int status, const char *type,
-                    const char *code, const char *param, const char *fmt, ...)
+/* the name in parentheses: the function itself, not the analyzer's macro (oai-server.h) */
+int (ob_oai_srv_fail)(struct ob_oai_srv_err *e, int err, int status, const char *type,
+                      const char *code, const char *param, const char *fmt, ...)
 {
     e->status = status;
     e->type = type;
