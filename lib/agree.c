@@ -599,8 +599,7 @@ static int by_repeat(const void *a, const void *b, void *set)
 
 static int index_set(const struct ob_agree_set *s, struct indexed *x)
 {
-    memset(x, 0, sizeof *x);
-    x->s = s;
+    *x = (struct indexed){.s = s};
     if (!(x->ids = ob_strmap_new((size_t)s->n + 1)) ||
         (s->n && !(x->g = calloc((size_t)s->n, sizeof *x->g))))
         return oom();

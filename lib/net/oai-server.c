@@ -128,7 +128,7 @@ static int get_ids(const cJSON *arr, const char *param, int32_t **out, int *n,
         ids[i++] = (int32_t)it->valuedouble;
     }
     *out = ids;
-    *n = cnt;
+    *n = i;                            /* cnt: every element was read */
     return 0;
 }
 
