@@ -85,7 +85,7 @@ sleep 0.3
 kill -TERM "$PID_r1"
 for i in $(seq 1 20); do curl -s -o /dev/null -w '%{http_code}\n' "$G/v1/completions" -d '{"prompt":"Hi","max_tokens":2}'; done > codes.txt
 [ "$(sort -u codes.txt)" = 200 ]
-ok $? "replica 1 draining (SIGTERM): 20 requests through nginx, all 200 ($(sort | uniq -c < codes.txt | tr '\n' ' '))"
+ok $? "replica 1 draining (SIGTERM): 20 requests through nginx, all 200 ($(sort < codes.txt | uniq -c | tr '\n' ' '))"
 wait $cl
 jq -e '.usage.completion_tokens == 500' long.json > /dev/null
 ok $? "the request running when it was told to stop still completed"
