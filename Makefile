@@ -344,7 +344,8 @@ bin/bench/%: bench/%.o $(HRX_GPU_OBJ) $(LIB) build/hrx-knobs
 LINT_CC    ?= clang
 SHELLCHECK ?= shellcheck
 LINT_C     := $(LIB_SRC) $(CMD_SRC)
-# the scripts every test sources (shellcheck follows them from each script: -x)
+# the scripts the tests source (.shellcheckrc: shellcheck follows them from each, as -x does);
+# every shell script (bench/serve-load is Python)
 LINT_SH_SOURCED := tests/lib.sh tests/py/serve_env.sh tests/py/fixture_env.sh
 LINT_SH    := tests/run $(LINT_SH_SOURCED) $(sort $(wildcard tests/t[0-9]*.sh scripts/*)) \
               bench/pack-vs-gguf bench/requant-quality .ci/run
@@ -367,11 +368,15 @@ build/lint/sh/%.txt: % .shellcheckrc $(LINT_SH_SOURCED)
 	@$(SHELLCHECK) -f gcc $< > $@.log; rc=$$?; \
 	    if [ $$rc -gt 1 ]; then cat $@.log >&2; rm -f $@.log; exit 1; fi; mv $@.log $@
 
+# every finding once (one in a header is found from each file that includes it); /dev/null: an
+# empty list (LINT_C= or LINT_SH=, as tests/t0015-lint.sh runs one tool alone) reads nothing
 lint: $(LINT_C_OUT) $(LINT_SH_OUT)
-	@cat $^; c=$$(cat $(LINT_C_OUT) | wc -l); s=$$(cat $(LINT_SH_OUT) | wc -l); \
-	    echo "lint: $$c findings of $(LINT_CC) --analyze in $(words $(LINT_C)) C files," \
-	        "$$s of shellcheck in $(words $(LINT_SH)) scripts" >&2; \
-	    [ $$((c + s)) -eq 0 ]
+	@c=$$(cat /dev/null $(LINT_C_OUT) | awk '!seen[$$0]++'); s=$$(cat /dev/null $(LINT_SH_OUT)); \
+	    nc=$$(printf '%s' "$$c" | grep -c .); ns=$$(printf '%s' "$$s" | grep -c .); \
+	    [ -z "$$c" ] || printf '%s\n' "$$c"; [ -z "$$s" ] || printf '%s\n' "$$s"; \
+	    echo "lint: $$nc findings of $(LINT_CC) --analyze in $(words $(LINT_C)) C files," \
+	        "$$ns of $(SHELLCHECK) in $(words $(LINT_SH)) scripts" >&2; \
+	    [ $$((nc + ns)) -eq 0 ]
 
 -include $(wildcard $(patsubst %.c,build/lint/%.d,$(LINT_C)))
 
