@@ -6,6 +6,7 @@
 #                     default prompt set of 1b-report (share/1b/prompts.jsonl)
 #   make fuzz         build the libFuzzer harnesses (clang) into bin/fuzz/
 #   make bench        build the benchmarks into bin/bench/
+#   make lint         clang's static analyzer over lib/ and cmd/, shellcheck over the scripts
 #   make clean
 #
 # Route knobs:
@@ -329,6 +330,56 @@ bin/bench/%: bench/%.o $(HRX_GPU_OBJ) $(LIB) build/hrx-knobs
 	@mkdir -p bin/bench
 	$(CC) $(ALL_LDFLAGS) -o $@ $< $(HRX_GPU_OBJ) $(LIB) $(ALL_LDLIBS) $(HRX_GPU_LIBS)
 
+# ---- lint: clang's static analyzer over lib/ and cmd/, shellcheck over the scripts ----------
+# make lint prints one line per finding ("FILE:LINE:COL: SEVERITY: TEXT [CHECKER]", both
+# tools) and fails when there is any; tests/t0015-lint.sh runs it in make check. Every C file
+# the default build compiles (not the CUDA/HIP sources, not the C++ of lib/hrx/) is analysed
+# on its own with the build's defines, include paths, C dialect and ISA flags, by LINT_CC
+# (clang, whatever CC is: the analyzer is clang's; CFLAGS are not given, they may be gcc's),
+# and every script on its own by SHELLCHECK, its project-wide choices in .shellcheckrc; so make
+# -j runs them side by side, and a second run looks only at what changed since (build/lint/
+# keeps each file's findings, with the headers and sourced scripts it depends on). A finding
+# the tools get wrong is answered where it is: an annotation the analyzer understands (see
+# lib/README) or a "# shellcheck disable=SCnnnn  # reason" on the line, each with its reason.
+LINT_CC    ?= clang
+SHELLCHECK ?= shellcheck
+LINT_C     := $(LIB_SRC) $(CMD_SRC)
+# the scripts the tests source (.shellcheckrc: shellcheck follows them from each, as -x does);
+# every shell script (bench/serve-load is Python)
+LINT_SH_SOURCED := tests/lib.sh tests/py/serve_env.sh tests/py/fixture_env.sh
+LINT_SH    := tests/run $(LINT_SH_SOURCED) $(sort $(wildcard tests/t[0-9]*.sh scripts/*)) \
+              bench/pack-vs-gguf bench/requant-quality .ci/run
+LINT_C_OUT  = $(patsubst %.c,build/lint/%.txt,$(LINT_C))
+LINT_SH_OUT = $(patsubst %,build/lint/sh/%.txt,$(LINT_SH))
+# the flags of one C file for the analyzer: the build's, less the user's CFLAGS and the gcc guard
+ob_lint_cflags = $(OB_WARN) $(OB_EXACT) $(OB_ISA_$(call ob_level,$1))
+
+# the analyzer's findings for one file; a file it cannot compile fails the rule
+build/lint/%.txt: %.c
+	@mkdir -p $(dir $@)
+	@$(LINT_CC) --analyze -o /dev/null -fno-caret-diagnostics \
+	    $(filter-out -MMD -MP,$(ALL_CPPFLAGS)) -MMD -MP -MF build/lint/$*.d -MT $@ \
+	    $(call ob_lint_cflags,$<) $< 2> $@.log || { cat $@.log >&2; rm -f $@.log; exit 1; }
+	@sed -n '/: warning: /p' $@.log > $@ && rm -f $@.log
+
+# shellcheck's findings for one script (exit 1: findings; above 1: it could not check it)
+build/lint/sh/%.txt: % .shellcheckrc $(LINT_SH_SOURCED)
+	@mkdir -p $(dir $@)
+	@$(SHELLCHECK) -f gcc $< > $@.log; rc=$$?; \
+	    if [ $$rc -gt 1 ]; then cat $@.log >&2; rm -f $@.log; exit 1; fi; mv $@.log $@
+
+# every finding once (one in a header is found from each file that includes it); /dev/null: an
+# empty list (LINT_C= or LINT_SH=, as tests/t0015-lint.sh runs one tool alone) reads nothing
+lint: $(LINT_C_OUT) $(LINT_SH_OUT)
+	@c=$$(cat /dev/null $(LINT_C_OUT) | awk '!seen[$$0]++'); s=$$(cat /dev/null $(LINT_SH_OUT)); \
+	    nc=$$(printf '%s' "$$c" | grep -c .); ns=$$(printf '%s' "$$s" | grep -c .); \
+	    [ -z "$$c" ] || printf '%s\n' "$$c"; [ -z "$$s" ] || printf '%s\n' "$$s"; \
+	    echo "lint: $$nc findings of $(LINT_CC) --analyze in $(words $(LINT_C)) C files," \
+	        "$$ns of $(SHELLCHECK) in $(words $(LINT_SH)) scripts" >&2; \
+	    [ $$((nc + ns)) -eq 0 ]
+
+-include $(wildcard $(patsubst %.c,build/lint/%.d,$(LINT_C)))
+
 # ---- top-level targets -----------------------------------------------------
 all: $(LIB) $(CMDS) $(PY_CMDS)
 
@@ -375,6 +426,6 @@ clean:
 -include $(wildcard $(foreach d,$(LIB_DIRS) cmd tests/unit bench,$d/*.d) \
          $(foreach d,$(LIB_DIRS),build/san/$d/*.d build/fuzz/$d/*.d))
 
-.PHONY: all check fuzz bench install clean print-cflags FORCE
+.PHONY: all check fuzz bench install clean print-cflags lint FORCE
 .DEFAULT_GOAL := all
 .SECONDARY:

@@ -589,6 +589,8 @@ int main(int argc, char **argv)
     memset(&solo, 0, sizeof solo);
     if (!req || !copies) {
         fprintf(stderr, PROG ": out of memory\n");
+        cJSON_Delete(req);
+        free(copies);
         if (jf && !json_out)
             fclose(jf);
         return OB_EXIT_FAILURE;

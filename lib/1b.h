@@ -64,6 +64,29 @@ int ob_exit_status(int err);             /* OB_E* -> OB_EXIT_* */
 int ob_seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prefix the current message with a formatted context ("path: old message"); returns err. */
 int ob_errprefix(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#ifdef __clang_analyzer__
+/* What clang's static analyzer (make lint) cannot see from the file it analyses, told as
+ * macros that only it compiles (the build calls the functions themselves): ob_seterr and
+ * ob_errprefix return err (err.c), so a path through "return ob_seterr(OB_E..., ...)" is a
+ * failure, not a success with its outputs unset; cJSON's type tests are false for NULL
+ * (cJSON.c), so "cJSON_IsString(v) ? v->valuestring : ..." reads no NULL. (One more below:
+ * ob_jsonl_next.) */
+#define ob_seterr(err, ...) \
+    __extension__({ int ob_err_ = (err); ob_seterr(ob_err_, __VA_ARGS__); ob_err_; })
+#define ob_errprefix(err, ...) \
+    __extension__({ int ob_err_ = (err); ob_errprefix(ob_err_, __VA_ARGS__); ob_err_; })
+#define OB_CJSON_IS_(f, x) __extension__({ const cJSON *ob_x_ = (x); ob_x_ && (f)(ob_x_); })
+#define cJSON_IsInvalid(x) OB_CJSON_IS_(cJSON_IsInvalid, x)
+#define cJSON_IsFalse(x)   OB_CJSON_IS_(cJSON_IsFalse, x)
+#define cJSON_IsTrue(x)    OB_CJSON_IS_(cJSON_IsTrue, x)
+#define cJSON_IsBool(x)    OB_CJSON_IS_(cJSON_IsBool, x)
+#define cJSON_IsNull(x)    OB_CJSON_IS_(cJSON_IsNull, x)
+#define cJSON_IsNumber(x)  OB_CJSON_IS_(cJSON_IsNumber, x)
+#define cJSON_IsString(x)  OB_CJSON_IS_(cJSON_IsString, x)
+#define cJSON_IsArray(x)   OB_CJSON_IS_(cJSON_IsArray, x)
+#define cJSON_IsObject(x)  OB_CJSON_IS_(cJSON_IsObject, x)
+#define cJSON_IsRaw(x)     OB_CJSON_IS_(cJSON_IsRaw, x)
+#endif
 
 /* ---- ggml tensor types -------------------------------------------------------------------- */
 
@@ -504,6 +527,14 @@ int ob_jsonl_open(FILE *f, const char *name, struct ob_jsonl **out);
 void ob_jsonl_close(struct ob_jsonl *r);      /* does not fclose the stream */
 /* 1 and *out = a record (caller frees with cJSON_Delete), 0 at end of input, <0 on error. */
 int ob_jsonl_next(struct ob_jsonl *r, cJSON **out);
+#ifdef __clang_analyzer__
+/* for the analyzer (see ob_seterr above): 1 comes with a record */
+#define ob_jsonl_next(r, out) __extension__({ cJSON **ob_out_ = (out); \
+    int ob_got_ = ob_jsonl_next(r, ob_out_); \
+    if (ob_got_ > 0 && !*ob_out_) \
+        __builtin_unreachable(); \
+    ob_got_; })
+#endif
 /* The next line as it is (blank ones too; a trailing "\r" removed), for a reader of text lines
  * with the same limits: 1 and *line (valid until the next call), 0 at the end, <0 an error. */
 int ob_jsonl_next_line(struct ob_jsonl *r, char **line, size_t *len);

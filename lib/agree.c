@@ -8,6 +8,7 @@
  * summed in a fixed order (records in input order, positions ascending), so a report is itself
  * reproducible.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -598,8 +599,7 @@ static int by_repeat(const void *a, const void *b, void *set)
 
 static int index_set(const struct ob_agree_set *s, struct indexed *x)
 {
-    memset(x, 0, sizeof *x);
-    x->s = s;
+    *x = (struct indexed){.s = s};
     if (!(x->ids = ob_strmap_new((size_t)s->n + 1)) ||
         (s->n && !(x->g = calloc((size_t)s->n, sizeof *x->g))))
         return oom();
@@ -956,6 +956,8 @@ int ob_batchrep_report(const struct ob_agree_rec *copies, int width, int rounds,
     *report = NULL;
     if (width < 1 || rounds < 1)
         return ob_seterr(OB_EUSAGE, "width and rounds must be at least 1");
+    if (rounds > INT_MAX / width)
+        return ob_seterr(OB_EUSAGE, "width %d times rounds %d is too many copies", width, rounds);
     int total = width * rounds;
     int *state = malloc((size_t)total * sizeof *state);
     int *rep = malloc((size_t)total * sizeof *rep);        /* state -> its first copy */
@@ -967,15 +969,16 @@ int ob_batchrep_report(const struct ob_agree_rec *copies, int width, int rounds,
         return oom();
     }
     int ns = 0;
-    for (int i = 0; i < total; i++) {
-        int s = 0;
-        while (s < ns && !ob_agree_identical(&copies[rep[s]], &copies[i], match))
-            s++;
-        if (s == ns)
-            rep[ns++] = i;
-        state[i] = s;
-        count[s]++;
-    }
+    for (int r = 0; r < rounds; r++)         /* every copy, in order: i = r * width + k */
+        for (int k = 0, i = r * width; k < width; k++, i++) {
+            int s = 0;
+            while (s < ns && !ob_agree_identical(&copies[rep[s]], &copies[i], match))
+                s++;
+            if (s == ns)
+                rep[ns++] = i;
+            state[i] = s;
+            count[s]++;
+        }
     cJSON *o = cJSON_CreateObject();
     ob_json_add_int(o, "width", width);
     ob_json_add_int(o, "rounds", rounds);

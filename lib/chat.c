@@ -458,15 +458,20 @@ static const char *find_first(struct view v, const char *nd)
     return memmem(v.p, v.n, nd, strlen(nd));
 }
 
-static const char *find_last(struct view v, const char *nd)
+/* the last occurrence of nd in v, given one of them (at) */
+static const char *last_from(struct view v, const char *at, const char *nd)
 {
     size_t k = strlen(nd);
-    const char *last = NULL, *q = v.p;
-    while ((q = memmem(q, v.n - (size_t)(q - v.p), nd, k))) {
-        last = q;
-        q += 1;
-    }
-    return last;
+    const char *q;
+    while ((q = memmem(at + 1, v.n - (size_t)(at + 1 - v.p), nd, k)))
+        at = q;
+    return at;
+}
+
+static const char *find_last(struct view v, const char *nd)
+{
+    const char *first = find_first(v, nd);
+    return first ? last_from(v, first, nd) : NULL;
 }
 
 static bool starts(const char *s, const char *pre)
@@ -539,15 +544,16 @@ static void render_qwen3(struct segs *s, const struct ob_chat_msg *m, const enum
         if (roles[i] != R_ASSISTANT)
             continue;
         struct view content = {m[i].content, strlen(m[i].content)}, reasoning = {"", 0};
+        const char *think_end;
         if (m[i].reasoning_content) {
             reasoning = (struct view){m[i].reasoning_content, strlen(m[i].reasoning_content)};
-        } else if (find_first(content, "</think>")) {
+        } else if ((think_end = find_first(content, "</think>"))) {
             /* content.split('</think>')[-1].lstrip('\n') */
             struct view c = content;
-            const char *last = find_last(c, "</think>") + 8;
+            const char *last = last_from(c, think_end, "</think>") + 8;
             content = lstrip_nl((struct view){last, c.n - (size_t)(last - c.p)});
             /* content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
-            size_t head = (size_t)(find_first(c, "</think>") - c.p);
+            size_t head = (size_t)(think_end - c.p);
             struct view r = rstrip_nl((struct view){c.p, head});
             const char *open = find_last(r, "<think>");
             if (open)

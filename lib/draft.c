@@ -206,7 +206,7 @@ int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n_seq)
     struct ob_drafter *d = user;
     if (d->error[0])
         return -1;
-    int e = 0, rows = 0, kmax = 0;
+    int rows = 0, kmax = 0;
     int *slot = d->batch_slot, *active = d->batch_active;
     for (int i = d->n_slots; i < n_seq; i++)      /* no slot left for these */
         q[i].m = 0;
@@ -230,7 +230,7 @@ int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n_seq)
         rows += x->n - s->n;
         kmax = x->k > kmax ? x->k : kmax;
     }
-    if ((e = rows_fit(d, rows > n_seq ? rows : n_seq)))
+    if (rows_fit(d, rows > n_seq ? rows : n_seq))
         goto fail;
     /* the first pass: the tokens each slot lacks (k = 0: only those) */
     int n = 0, n_want = 0;
@@ -249,8 +249,7 @@ int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n_seq)
     }
     const struct ob_tok *tok = ob_model_tok(d->m);
     for (int g = 0; g < (kmax > 0 ? kmax : 1) && n > 0; g++) {
-        if ((e = ob_ctx_forward(d->ctx, n, d->tok, d->pos, d->seq, d->want, n_want, d->logits,
-                                NULL)))
+        if (ob_ctx_forward(d->ctx, n, d->tok, d->pos, d->seq, d->want, n_want, d->logits, NULL))
             goto fail;
         int w = 0;
         n = n_want = 0;
@@ -258,7 +257,7 @@ int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n_seq)
             if (!active[i])
                 continue;
             struct ob_draft_seq *x = &q[i];
-            if ((e = ob_argmax(d->logits + (size_t)w++ * d->n_vocab, d->n_vocab, &x->out[x->m])))
+            if (ob_argmax(d->logits + (size_t)w++ * d->n_vocab, d->n_vocab, &x->out[x->m]))
                 goto fail;
             x->m++;
             active[i] = x->m < x->k && !ob_tok_is_special(tok, x->out[x->m - 1]);
@@ -271,7 +270,7 @@ int ob_drafter_draft_many(void *user, struct ob_draft_seq *q, int n_seq)
         }
     }
     return 0;
-fail:
+fail:   /* the call that failed left its message for ob_errmsg() */
     snprintf(d->error, sizeof d->error, "draft model: %s", ob_errmsg());
     return -1;
 }

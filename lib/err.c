@@ -55,7 +55,8 @@ static void set_escaped(const char *src)
     errbuf[o] = 0;
 }
 
-int ob_seterr(int err, const char *fmt, ...)
+/* the names in parentheses: the functions themselves, not 1b.h's macros for the analyzer */
+int (ob_seterr)(int err, const char *fmt, ...)
 {
     char msg[sizeof errbuf];
     va_list ap;
@@ -66,7 +67,7 @@ int ob_seterr(int err, const char *fmt, ...)
     return err;
 }
 
-int ob_errprefix(int err, const char *fmt, ...)
+int (ob_errprefix)(int err, const char *fmt, ...)
 {
     char old[sizeof errbuf], pre[512], msg[sizeof errbuf + sizeof pre];
     va_list ap;

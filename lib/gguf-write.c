@@ -356,7 +356,6 @@ int ob_gguf_writer_write(struct ob_gguf_writer *w, const char *path)
             if (t->nbytes > scratch_len) {
                 free(scratch);
                 if (!(scratch = malloc(t->nbytes))) {
-                    scratch_len = 0;
                     e = ob_seterr(OB_ENOMEM, "out of memory for tensor '%s'", t->name);
                     goto fail;
                 }

@@ -33,7 +33,7 @@ bool ob_sb_reserve(struct ob_sb *b, size_t n)
         return false;
     }
     size_t need = b->len + n + 1;
-    if (need <= b->cap)
+    if (need <= b->cap && b->p)    /* (p is NULL only while cap is 0; said for the analyzer) */
         return true;
     size_t cap = b->cap ? (b->cap <= SIZE_MAX / 2 ? 2 * b->cap : SIZE_MAX) : 256;
     return resize(b, cap > need ? cap : need);

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/lib.sh — TAP helpers sourced by every tests/tNNNN-*.sh.
 #
 #   plan N                    print the plan
@@ -92,7 +93,7 @@ isa_lacks() {
     exts=$("$@" -dM -E "$probe" 2>/dev/null) || return 2
     exts=$(sed -nE 's/^#define __(AVX[A-Z0-9_]*|FMA|F16C|BMI2?)__ .*/\1/p' <<<"$exts" | tr '[:upper:]' '[:lower:]')
     [ -n "$exts" ] || return 0
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2086  # one extension a word
     out=$("$UNIT/cpu-has" $exts 2>&1); rc=$?
     case $rc in
     0) return 0 ;;
@@ -101,11 +102,12 @@ isa_lacks() {
     esac
 }
 
-# poke FILE TENSOR BYTES: write BYTES (printf escapes) at the first value of TENSOR in FILE
+# poke FILE TENSOR BYTES: write BYTES (backslash escapes: '\x00\xc0') at the first value of
+# TENSOR in FILE
 poke() {
     local off
     off=$(1b-load --tensors "$1" | grep "\"tensor\":\"$2\"" | grep -o '"offset":[0-9]*' | cut -d: -f2)
-    [ -n "$off" ] && printf "$3" | dd of="$1" bs=1 seek="$off" conv=notrunc status=none
+    [ -n "$off" ] && printf '%b' "$3" | dd of="$1" bs=1 seek="$off" conv=notrunc status=none
 }
 
 # stories260K with one weight made non-finite, as a hostile file may hold (1b-load accepts

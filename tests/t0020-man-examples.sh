@@ -25,6 +25,7 @@
 # on a free port and waited for).
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_base  # set by name (printf -v), which shellcheck cannot see
 S=$SHARED/models/stories260K.gguf
 SMOL=$OB_TOP/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
 EX="$PY $OB_TOP/tests/py/examples.py"
@@ -132,7 +133,7 @@ for p in "${pages[@]}"; do
                 why="python: $(tail -1 "$blk/py.err")"
             k=1
         else
-            for c in $(ls "$blk"/*.sh | sed 's/.*\///; s/\.sh$//' | sort -n); do
+            for c in $(compgen -G "$blk/*.sh" | sed 's/.*\///; s/\.sh$//' | sort -n); do
                 k=$((k + 1))
                 run_cmd "$d" "$blk/$c"
                 if [ -n "$why" ]; then

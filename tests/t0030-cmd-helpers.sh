@@ -6,6 +6,7 @@
 # statuses and messages for FILE operands that cannot be opened, in process and with --url.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_s PID_s  # set by name (printf -v), which shellcheck cannot see
 plan 10
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
@@ -70,6 +71,7 @@ IN=g.jsonl
 for c in "1b-gen -m $S" "1b-gen --url $URL_s --wait 20" "1b-logprobs -m $S"; do
     [ "${c%% *}" = 1b-logprobs ] && IN=scored.jsonl
     p=${c%% *}
+    # shellcheck disable=SC2086  # a command line, a word each
     got=$(operands $c)
     [ "$got" = "$(printf '%s\n%s' "${want_kg//PROG/$p}" "${want_stop//PROG/$p}")" ] || bad="$bad [$c: $got]"
 done

@@ -56,6 +56,7 @@ ok $? "an empty first line: skipped by --text and by records ($(head -1 err.txt)
 # a NUL byte is refused where it is read: /dev/zero costs one byte, not all of memory
 bad=""
 for c in "1b-gen -m $S -t 1" "1b-logprobs -m $S -t 1" "1b-logprobs -m $S -t 1 --text"; do
+    # shellcheck disable=SC2086  # a command line, a word each
     timeout 30 $c /dev/zero > out.jsonl 2> err.txt; rc=$?
     [ $rc -eq 3 ] && [ "$(cat err.txt)" = "${c%% *}: /dev/zero:1: a NUL byte at byte 1 of the line" ] ||
         bad="$bad [$c: exit $rc, $(head -1 err.txt)]"
@@ -83,6 +84,7 @@ peak() {
 huge() { head -1 "$1"; head -c 400000000 /dev/zero | tr '\0' x; echo; tail -1 "$1"; }
 bad=""
 for c in "1b-gen -m $S -t 1" "1b-logprobs -m $S -t 1"; do
+    # shellcheck disable=SC2086  # (as above)
     kb=$(peak $c)
     in=two.jsonl; [ "${c%% *}" = 1b-logprobs ] && in=res.jsonl
     (ulimit -v $((kb + 300000)); huge $in | $c --max-line 1G > out.jsonl 2> err.txt); rc=$?

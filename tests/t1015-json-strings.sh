@@ -7,6 +7,7 @@
 # JSON in valid UTF-8. The JSON fuzz corpus replays under ASan/UBSan.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_a  # set by name (printf -v), which shellcheck cannot see
 plan 21
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
@@ -105,7 +106,7 @@ out=$(1b-batchrep -m "$S" --messages '[{"role":"user","content":"a\u0000b"}]' 2>
 [ $rc -eq 2 ] && grep -qF -- '--messages: \u0000 at byte' <<<"$out"; ok $? "1b-batchrep --messages with \\u0000: a usage error naming it ($(head -1 <<<"$out"))"
 
 # the JSON fuzz corpus (ob_json_parse, the line reader, the URL route's mapping) under ASan
-n=$(ls "$OB_TOP/tests/fuzz/corpus-jsonl" | wc -l)
+n=$(compgen -G "$OB_TOP/tests/fuzz/corpus-jsonl/*" | wc -l)
 [ "$n" -ge 30 ]; ok $? "corpus-jsonl has $n inputs"
 out=$(ASAN_OPTIONS=detect_leaks=1 "$OB_TOP/bin/replay/fuzz-jsonl" "$OB_TOP/tests/fuzz/corpus-jsonl" 2>&1); rc=$?
 [ $rc -eq 0 ] && ! grep -q '^not ok' <<<"$out"

@@ -47,11 +47,11 @@ for a in m.tar m.tar.gz m.tar.zst m.zip; do
     ok $? "$a: the archived model loads and hashes like the file"
 done
 blob=$(ls "$OB_CACHE_DIR"/blobs/*.gguf)
-[ "$(ls "$OB_CACHE_DIR"/blobs | wc -l)" -eq 1 ] && [ "$(basename "$blob")" = 270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d.gguf ]
+[ "$(compgen -G "$OB_CACHE_DIR/blobs/*" | wc -l)" -eq 1 ] && [ "$(basename "$blob")" = 270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d.gguf ]
 ok $? "four archives share one content-addressed blob"
 ino=$(stat -c %i "$blob")
 1b-load m.tar.zst > /dev/null
-[ "$(stat -c %i "$blob")" = "$ino" ] && [ "$(ls -A "$OB_CACHE_DIR"/blobs | wc -l)" -eq 1 ]
+[ "$(stat -c %i "$blob")" = "$ino" ] && [ "$(find "$OB_CACHE_DIR/blobs" -mindepth 1 -maxdepth 1 | wc -l)" -eq 1 ]
 ok $? "a second run reuses the extracted blob"
 
 # corrupt archives: clear error, exit 3, nothing left in the cache

@@ -18,7 +18,7 @@ check_same "same seed, same bytes" a.gguf b.gguf
 1b-synth --preset llama-tiny --seed 2 -o c.gguf
 ! cmp -s a.gguf c.gguf; ok $? "another seed, other bytes"
 while read -r sum name args; do
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2086  # the line's options, a word each
     1b-synth $args --tokenizer "$TOK" -o g.gguf
     got=$(sha256sum g.gguf | cut -d' ' -f1)
     [ "$got" = "$sum" ]; ok $? "$name is byte-identical to the recorded sha256 ($got)"

@@ -10,13 +10,13 @@ S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 export OB_CACHE_DIR=$T/cache
 
-le32() { local i; for i in 0 1 2 3; do printf "\\x$(printf %02x $(( ($1 >> (8 * i)) & 255 )))"; done; }
-le64() { local i; for i in 0 1 2 3 4 5 6 7; do printf "\\x$(printf %02x $(( ($1 >> (8 * i)) & 255 )))"; done; }
+le32() { local i; for i in 0 1 2 3; do printf '%b' "\\x$(printf %02x $(( ($1 >> (8 * i)) & 255 )))"; done; }
+le64() { local i; for i in 0 1 2 3 4 5 6 7; do printf '%b' "\\x$(printf %02x $(( ($1 >> (8 * i)) & 255 )))"; done; }
 # a GGUF header with one F32 tensor "x" of N elements, padded to 32 bytes (64 in all): the
 # file the header describes is 64 + 4N bytes
 header1() { printf GGUF; le32 3; le64 1; le64 0; le64 1; printf x; le32 1; le64 "$1"; le32 0; le64 0; head -c 7 /dev/zero; }
 # nothing of ours in the cache: no blob, no link, no partial file
-empty_cache() { [ -z "$(ls -A "$OB_CACHE_DIR/blobs" "$OB_CACHE_DIR/archives" 2>/dev/null | grep -v ':$' | grep .)" ]; }
+empty_cache() { [ -z "$(find "$OB_CACHE_DIR/blobs" "$OB_CACHE_DIR/archives" -mindepth 1 -maxdepth 1 2>/dev/null)" ]; }
 fresh() { rm -rf "$OB_CACHE_DIR"; }
 
 # 1. a 24-byte "GGUF" (no tensors, no keys) followed by 100 MB of zeros, 3 KB as .tar.zst: the
@@ -113,14 +113,14 @@ for sig in TERM KILL; do
     1b-load slow.tar.zst > /dev/null 2>&1 &
     pid=$!
     for _ in $(seq 300); do
-        ls -A "$OB_CACHE_DIR/blobs" 2>/dev/null | grep -q '^\.extract\.' && break
+        compgen -G "$OB_CACHE_DIR/blobs/.extract.*" > /dev/null && break
         sleep 0.01
     done
     kill -"$sig" "$pid" 2>/dev/null
     wait "$pid"; rc=$?
-    n=$(ls -A "$OB_CACHE_DIR/blobs" 2>/dev/null | grep -c '^\.extract\.')
+    n=$(compgen -G "$OB_CACHE_DIR/blobs/.extract.*" | wc -l)
     1b-load m.tar > /dev/null
-    left=$(ls -A "$OB_CACHE_DIR/blobs" | grep -c '^\.extract\.')
+    left=$(compgen -G "$OB_CACHE_DIR/blobs/.extract.*" | wc -l)
     [ "$rc" -gt 128 ] && [ "$n" -eq 1 ] && [ "$left" -eq 0 ]
     ok $? "SIG$sig during extraction (exit $rc) leaves $n partial file; the next run leaves $left"
 done
@@ -140,8 +140,8 @@ fresh
 1b-load m.tar > a.json & p1=$!
 1b-load m.tar > b.json & p2=$!
 wait $p1; r1=$?; wait $p2; r2=$?
-[ $r1 -eq 0 ] && [ $r2 -eq 0 ] && cmp -s a.json b.json && [ "$(ls -A "$OB_CACHE_DIR/blobs" | wc -l)" -eq 1 ] &&
-    [ "$(ls -A "$OB_CACHE_DIR/archives" | wc -l)" -eq 1 ]
+[ $r1 -eq 0 ] && [ $r2 -eq 0 ] && cmp -s a.json b.json && [ "$(find "$OB_CACHE_DIR/blobs" -mindepth 1 -maxdepth 1 | wc -l)" -eq 1 ] &&
+    [ "$(find "$OB_CACHE_DIR/archives" -mindepth 1 -maxdepth 1 | wc -l)" -eq 1 ]
 ok $? "two processes resolving one archive at once: both succeed, one blob, one link"
 
 # 10. a blob damaged in the cache (or left truncated by an older 1b) is extracted again

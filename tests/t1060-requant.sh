@@ -15,8 +15,7 @@ TOK=$SHARED/models/qwen3-tokenizer/tokenizer.json
 CHECK=$OB_TOP/tests/py/requant_check.py
 SMOL=$OB_TOP/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
 TYPES="f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q4nx"
-set -- $TYPES
-plan $(( $# + 32 ))
+plan $(( $(wc -w <<<"$TYPES") + 32 ))
 cd "$T" || exit 1
 echo '{"id":"a","prompt":"Once upon a time","max_tokens":6}' > p.jsonl
 
@@ -26,12 +25,12 @@ stat -c %Y f.gguf > mtime0
 
 # 1. every type and mix
 for t in $TYPES; do
-    out=o-$t; [ $t = q4nx ] || out=o-$t.gguf
-    route=cpu; [ $t = q4nx ] && route=npu-sim
-    1b-requant --type $t -o $out f.gguf > r-$t.jsonl 2> err.txt; rc=$?
-    chk=$("$PY" "$CHECK" f.gguf $out r-$t.jsonl 2>&1)
+    out=o-$t; [ "$t" = q4nx ] || out=o-$t.gguf
+    route=cpu; [ "$t" = q4nx ] && route=npu-sim
+    1b-requant --type "$t" -o "$out" f.gguf > "r-$t.jsonl" 2> err.txt; rc=$?
+    chk=$("$PY" "$CHECK" f.gguf "$out" "r-$t.jsonl" 2>&1)
     [ $rc -eq 0 ] && [ "$chk" = "ok 24 tensors" ] &&
-        1b-gen -m $out -d $route < p.jsonl | jq -e '.tokens | length == 6' > /dev/null
+        1b-gen -m "$out" -d "$route" < p.jsonl | jq -e '.tokens | length == 6' > /dev/null
     ok $? "$t: report and output checked against gguf-py, the output runs on $route ($(head -c 200 err.txt)${chk:0:300})"
 done
 # the report's errors grow as the bits shrink
@@ -46,15 +45,15 @@ ok $? "relative rms error: q8_0 < q6_k < q5_k < q4_k < q3_k < q2_k ($(tr '\n' ' 
 GGUF_TYPES=${TYPES% q4nx}
 same=""
 for t in $GGUF_TYPES; do
-    1b-requant --type $t -o rt-$t.gguf o-$t.gguf > rt.jsonl && cmp -s rt-$t.gguf o-$t.gguf &&
+    1b-requant --type "$t" -o "rt-$t.gguf" "o-$t.gguf" > rt.jsonl && cmp -s "rt-$t.gguf" "o-$t.gguf" &&
         jq -e 'select(.summary) | .copied == .tensors and .rmse == 0' rt.jsonl > /dev/null || same+="$t "
 done
 [ -z "$same" ]; ok $? "T -> T copies every tensor: the same file, byte for byte${same:+ (not: $same)}"
 bad=""
 for t in ${GGUF_TYPES#f32 }; do
     q=true; case $t in f16|bf16) q=false ;; esac
-    1b-requant --type f32 -o back-$t.gguf o-$t.gguf > back.jsonl &&
-        [ "$("$PY" "$CHECK" o-$t.gguf back-$t.gguf back.jsonl)" = "ok 24 tensors" ] &&
+    1b-requant --type f32 -o "back-$t.gguf" "o-$t.gguf" > back.jsonl &&
+        [ "$("$PY" "$CHECK" "o-$t.gguf" "back-$t.gguf" back.jsonl)" = "ok 24 tensors" ] &&
         jq -e --argjson q $q 'select(.summary) | .rmse == 0 and .input_quantised == $q' back.jsonl > /dev/null || bad+="$t "
 done
 [ -z "$bad" ]; ok $? "T -> f32: gguf-py's dequantised values, error 0, input reported quantised (not f16, bf16)${bad:+ (not: $bad)}"
@@ -81,6 +80,7 @@ diff <(1b-load --tensors sq.gguf | jq -r 'select(.tensor) | "\(.tensor) \(.type)
 ok $? "1b-synth --type q4_k_m and 1b-requant --type q4_k_m choose the same types (untied token_embd Q4_K)" ||
     sed 's/^/# /' d.txt | head -5
 # the completions offer exactly the types 1b-requant takes
+# shellcheck disable=SC2016  # $( is text of the completion script, matched as it is
 c=$(sed -n 's/.*\*=TYPE) COMPREPLY=(\$(compgen -W "\([^"]*\)".*/\1/p' "$OB_TOP/completions/1b.bash")
 [ "$c" = "q4nx ${TYPES% q4nx}" ]; ok $? "bash completion's types are the ones tested here ($c)"
 

@@ -83,10 +83,10 @@ for a in good.tar good.zip good.tar.zst; do
     cmp -s <(jq -c .tokens "$a.jsonl") <(jq -c .tokens sim.jsonl)
     ok $? "$a: the same tokens and bits as the directory ($(head -c 200 err.txt))"
 done
-ls cache/blobs | grep -q '\.q4nx$' && jq -e --slurpfile r rep.jsonl '.path | endswith($r[-1].sha256 + ".q4nx")' \
+compgen -G 'cache/blobs/*.q4nx' > /dev/null && jq -e --slurpfile r rep.jsonl '.path | endswith($r[-1].sha256 + ".q4nx")' \
     <(1b-load good.zip) > /dev/null
 ok $? "the archives' pack is extracted once, named by its manifest's sha256"
 rm -rf cutp && cp -r good cutp && truncate -s 300000 cutp/weights.q4nx && tar cf cutp.tar cutp
 out=$(1b-load cutp.tar 2>&1); rc=$?
-[ $rc -eq 3 ] && [ -z "$(ls -A cache/blobs | grep -v '\.q4nx$')" ]
+[ $rc -eq 3 ] && [ -z "$(find cache/blobs -mindepth 1 -maxdepth 1 ! -name '*.q4nx')" ]
 ok $? "a pack archived truncated: exit 3, no partial directory left in the cache ($out)"

@@ -5,7 +5,7 @@
 # A longer run: make bin/fuzz/fuzz-pack && bin/fuzz/fuzz-pack tests/fuzz/corpus-pack
 . "$(dirname "$0")/lib.sh"
 plan 2
-n=$(ls "$OB_TOP/tests/fuzz/corpus-pack" | wc -l)
+n=$(compgen -G "$OB_TOP/tests/fuzz/corpus-pack/*" | wc -l)
 [ "$n" -ge 10 ]; ok $? "corpus has $n inputs"
 out=$(ASAN_OPTIONS=detect_leaks=1 "$OB_TOP/bin/replay/fuzz-pack" "$OB_TOP/tests/fuzz/corpus-pack" 2>&1); rc=$?
 [ $rc -eq 0 ] && ! grep -q '^not ok' <<<"$out"

@@ -20,9 +20,9 @@ REAL="smollm2:SmolLM2-135M-Instruct.Q4_1.gguf:F32,Q4_1,Q8_0
 gemma3:gemma-3-270m-q4_k_m.gguf:F32,Q8_0,Q5_0,Q4_K,Q6_K"
 
 n_real=$(printf '%s\n' "$REAL" | cut -d: -f3 | tr ',' '\n' | wc -l)
-set -- $DQ_TYPES; n_dq=$#
-set -- $Q_TYPES; n_q=$#
-set -- $PYQ_TYPES; n_pyq=$#
+n_dq=$(wc -w <<<"$DQ_TYPES")
+n_q=$(wc -w <<<"$Q_TYPES")
+n_pyq=$(wc -w <<<"$PYQ_TYPES")
 plan $((3 + n_dq + n_real + n_q + n_pyq + 2))
 
 # A C program printing TAP: one check; its comments are passed on, its failures shown.
@@ -53,20 +53,20 @@ c_step() {
     "$@" 2>>"$log" || echo "$*: exit $?" >>"$log"
 }
 
-tap_prog "C self-tests: sizes, fp16/bf16, exact dequantisation, errors, determinism" $UNIT/quant
-tap_prog "round-trip RMSE finite and ordered by bits per weight" $UNIT/quant rmse
+tap_prog "C self-tests: sizes, fp16/bf16, exact dequantisation, errors, determinism" "$UNIT/quant"
+tap_prog "round-trip RMSE finite and ordered by bits per weight" "$UNIT/quant" rmse
 
 # the lists above are every type the library dequantises (but Q8_K, which gguf-py lacks) and
 # quantises: a type added to lib/quant.c fails here until it is compared with gguf-py too
 lib_dq=$("$UNIT/quant" types | awk '$1 == "dequant" {print $2}' | sort | tr '\n' ' ')
 lib_q=$("$UNIT/quant" types | awk '$1 == "quant" {print $2}' | sort | tr '\n' ' ')
-our_dq=$(printf '%s\n' $DQ_TYPES | sort | tr '\n' ' ')
-our_q=$(printf '%s\n' $Q_TYPES | sort | tr '\n' ' ')
+our_dq=$(tr ' ' '\n' <<<"$DQ_TYPES" | sort | tr '\n' ' ')
+our_q=$(tr ' ' '\n' <<<"$Q_TYPES" | sort | tr '\n' ' ')
 [ -n "$lib_dq" ] && [ "$lib_dq" = "$our_dq" ] && [ "$lib_q" = "$our_q" ]
 ok $? "DQ_TYPES and Q_TYPES are the library's types (dequant: $lib_dq; quant: $lib_q)"
 
 if ! need_python numpy gguf; then
-    for i in $(seq $((n_dq + n_real + n_q + n_pyq + 2))); do
+    for _ in $(seq $((n_dq + n_real + n_q + n_pyq + 2))); do
         skip "comparison with gguf-py" "python with numpy and gguf not found ($PY)"
     done
     exit 0
@@ -88,6 +88,7 @@ while IFS=: read -r name file types; do
 done <<<"$REAL"
 
 # ---- random blocks ------------------------------------------------------------------------------
+# shellcheck disable=SC2086  # the types, a word each
 "$PY" "$QPY" blocks 1300 "$T/rand" $DQ_TYPES
 args=()
 for t in $DQ_TYPES; do

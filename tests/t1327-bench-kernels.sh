@@ -8,6 +8,7 @@ K=$BIN/bench/kernels
 plan 4
 isas=$("$UNIT/kernels" --best-isa)
 case $isas in avx512) isas=scalar,avx2,avx512 ;; avx2) isas=scalar,avx2 ;; *) isas=scalar ;; esac
+# shellcheck disable=SC2054  # the commas separate the values within one option
 args=(--types q4_k,q5_0 --shapes 256x16,256x12 --threads 1 --widths 1,4 --reps 1 --time 0
       --max-time 0 --rotate 1 --stream-mb 1 --isa "$isas")
 "$K" "${args[@]}" --layout rows,panels --json > out.jsonl 2> err.txt; rc=$?

@@ -101,7 +101,7 @@ ref=$(build_run gcc-O2 - gcc -O2 "${CF[@]}" "$P/check.c" -lm)
 [[ $ref =~ ^[0-9a-f]{16}$ ]]; ok $? "gcc -O2 builds and runs (hash $ref)"
 for spec in "${picked[@]}"; do
     label=${spec%%:*}; cc=${spec#*:}
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2086  # cc is a compiler and its flags, a word each
     h=$(build_run "$label" "$label" $cc "${CF[@]}" "$P/check.c" -lm)
     report "$label" "$label" "$h"
 done

@@ -52,7 +52,7 @@ for flags in "${builds[@]}"; do
     # crtfastmath.o (linked by -ffast-math unless undone) would flush subnormals at start-up
     [ -x "$T/b$n/bin/1b-gen" ] && ! nm "$T/b$n/bin/1b-gen" | grep -q set_fast_math
     ok $? "CFLAGS='$flags': no fast-math start-up code linked"
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2086  # the flags, a word each
     lacks=$(isa_lacks cc $flags) || lacks="cannot tell whether this CPU runs CFLAGS='$flags'"
     for l in "${levels[@]}"; do
         if ! has_level "$l" || [ -n "$lacks" ]; then

@@ -66,6 +66,7 @@ for mv in "${models[@]}"; do
 done
 
 # ob_blas_env: re-exec with OPENBLAS_CORETYPE set, argv intact; a value the user set is kept
+# shellcheck disable=SC2016  # '$HOME' is an argument to pass on as it is
 out=$(env -u OPENBLAS_CORETYPE timeout 20 "$UNIT/ref" blas "a b" "" "--x=ü" '$HOME' 2>&1); rc=$?
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
     [ $rc -eq 0 ] && grep -qx "core Haswell" <<<"$out" && grep -qx "env Haswell" <<<"$out"
@@ -74,6 +75,7 @@ if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
 else
     skip "OPENBLAS_CORETYPE set to Haswell" "this CPU lacks AVX2 or FMA"
 fi
+# shellcheck disable=SC2016  # (as above)
 printf 'arg[%s]\n' "$UNIT/ref" blas "a b" "" "--x=ü" '$HOME' > want
 grep '^arg' <<<"$out" > got
 check_same "the re-exec keeps argv exactly" want got

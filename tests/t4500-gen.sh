@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 plan 37
 S=$SHARED/models/stories260K.gguf
-untimed() { jq -c 'del(.timing)' "$@"; }
+untimed() { jq -c 'del(.timing)'; }
 cd "$T" || exit 1
 
 echo '{"id":"once","prompt":"Once upon a time","max_tokens":64,"top_logprobs":3}' > once.jsonl
@@ -16,7 +16,7 @@ check_same "stories260K: greedy continuation of \"Once upon a time\" is the gold
 jq -r .text got.jsonl | grep -q "^, there was a little girl named Lily"; ok $? "and it is TinyStories English"
 
 # repetition: five runs, identical bits
-for i in 1 2 3 4 5; do 1b-gen -m "$S" -t 2 < once.jsonl | untimed; done > five.jsonl
+for _ in 1 2 3 4 5; do 1b-gen -m "$S" -t 2 < once.jsonl | untimed; done > five.jsonl
 [ "$(sort -u five.jsonl | wc -l)" -eq 1 ]; ok $? "the same request 5 times gives identical records"
 1b-gen -m "$S" --repeat 3 < once.jsonl | untimed > rep.jsonl
 [ "$(jq -r .repeat rep.jsonl | tr '\n' ' ')" = "0 1 2 " ] && [ "$(jq -c 'del(.repeat, .cached_tokens)' rep.jsonl | sort -u | wc -l)" -eq 1 ] && [ "$(jq -r .cached_tokens rep.jsonl | tr '\n' ' ')" = "0 4 4 " ]

@@ -61,7 +61,7 @@ for isa in "${isas[@]}"; do configs+=("draft-simd-$isa:%OB_SIMD=$isa --draft @D 
 declare -A plain_of
 
 plan $(( ${#models[@]} * (${#configs[@]} + 4) + 3 ))
-spec_seen= draft_seen=
+spec_seen='' draft_seen=''
 for m in "${models[@]}"; do
     d=${draft_of[$m]:-$m}.gguf
     1b-gen -m "$m.gguf" -t 2 < "$REQ" > "$m.base.jsonl" 2> err.txt
@@ -74,7 +74,7 @@ for m in "${models[@]}"; do
         input=$REQ; envs=()
         [[ $args == *@shuffled* ]] && input=$SHUF && args=${args/@shuffled/}
         if [[ $args == %* ]]; then envs=("${args%% *}"); envs=("${envs[0]#%}"); args=${args#* }; fi
-        # shellcheck disable=SC2086
+        # shellcheck disable=SC2086  # the configuration's options, a word each
         env "${envs[@]}" 1b-gen -m "$m.gguf" -t 2 $args < "$input" > "$m.$name.jsonl" 2> err.txt
         diff=$("$PY" "$OB_TOP/tests/py/fingerprint.py" --diff "$m.base.jsonl" "$m.$name.jsonl" 2>&1)
         rc=$?

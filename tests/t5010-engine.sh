@@ -39,7 +39,6 @@ ok $? "bench/spec --draft: 3 kinds, the model as its own draft (which soon stops
 # stories260K with one weight made non-finite, as a hostile file may hold (1b-load accepts
 # both): a NaN in output_norm.weight (every logit NaN) and 3e38 in output.weight (token 0's
 # logit +Inf in some rows only)
-S=$SHARED/models/stories260K.gguf
 hostile_models
 for m in nan.gguf big.gguf; do
     out=$("$UNIT/engine-fail" "$m" 2>&1); rc=$?

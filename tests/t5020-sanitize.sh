@@ -39,7 +39,6 @@ ok $? "bin/san/1b-gen is built with ASan and runs"
 
 # stories260K with one weight made non-finite, as a hostile file may hold: a NaN in
 # output_norm.weight (every logit NaN) and 3e38 in output.weight (token 0's logit +Inf)
-S=$SHARED/models/stories260K.gguf
 hostile_models
 
 # plain and sanitized builds alike
@@ -59,7 +58,7 @@ for d in "$OB_TOP/bin" "$SAN"; do
     ok $? "$w 1b-gen on nan.gguf: the error record, one line, exit 5 ($(head -1 err.txt))"
 
     # a server name (and log) per build: a reused log could still show the first one's port
-    PATH=$d:$PATH serve_start $w -m nan.gguf -t 1 --parallel 2 ||
+    PATH=$d:$PATH serve_start "$w" -m nan.gguf -t 1 --parallel 2 ||
         { echo "# $w 1b-serve did not start:"; tail -5 "$T/$w.log" | sed 's/^/#   /'; }
     pid_var=PID_$w url_var=URL_$w
     PID=${!pid_var} U=${!url_var}

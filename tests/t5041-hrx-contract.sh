@@ -54,7 +54,7 @@ for m in "${models[@]}"; do
         [ "$m" = gemma3 ] && [[ $gemma_configs != *" $name "* ]] && continue
         [[ $args == *@shuffled* ]] && input=$SHUF && args=${args/@shuffled/}
         [[ $args == *-t\ 1* ]] || args="-t 2 $args"
-        # shellcheck disable=SC2086
+        # shellcheck disable=SC2086  # the configuration's options, a word each
         1b-gen -m "$m.gguf" -d hrx-sim $args < "$input" > "$m.$name.jsonl" 2> err.txt
         diff=$("$PY" "$OB_TOP/tests/py/fingerprint.py" --diff "$m.cpu.jsonl" "$m.$name.jsonl" 2>&1)
         ok $? "$m: hrx-sim $args: every fingerprint = cpu's${diff:+ ($diff)}"

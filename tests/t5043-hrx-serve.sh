@@ -7,6 +7,7 @@
 # started with -d hrx-sim says so in /v1/models and its logs.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_sim PID_sim  # set by name (printf -v), which shellcheck cannot see
 INNER=(t6000-serve.sh)
 plan $(( 2 + ${#INNER[@]} ))
 cd "$T" || exit 1

@@ -69,13 +69,14 @@ ok $? "the GPU build's kernel tests: $(grep -c '^ok' <<<"$out") ok ($(grep -o '#
 if command -v nvcc > /dev/null; then
     cmd=$(mk -s -C src print-cflags CUDA=1 NVCCFLAGS='-O2 --use_fast_math' | sed -n 's|^lib/hrx/cuda-mm.o: ||p')
     read -ra c <<<"$cmd"
+    read -ra cj <<<"$(pkg-config --cflags libcjson)"
     bad=""
     mkdir keep
     for f in mm norm attn; do       # the very command line, keeping its PTX (one per arch)
-        "${c[@]}" -Isrc/lib $(pkg-config --cflags libcjson) -c "src/lib/hrx/$f.hip" -o "$f.o" \
+        "${c[@]}" -Isrc/lib "${cj[@]}" -c "src/lib/hrx/$f.hip" -o "$f.o" \
             --keep --keep-dir keep 2> ptx.err || bad+="$f: $(head -c 200 ptx.err) "
     done
-    np=$(ls keep/*.ptx 2>/dev/null | wc -l)
+    np=$(compgen -G 'keep/*.ptx' | wc -l)
     hit=$(grep -l -E '\.approx|\.ftz' keep/*.ptx 2>/dev/null | head -3 | xargs -r -n1 basename)
     [ -n "$cmd" ] && [ -z "$bad" ] && [ "$np" -ge 6 ] && [ -z "$hit" ]
     ok $? "NVCCFLAGS=--use_fast_math: the kernels' PTX ($np files, sm_80 and sm_90) has no .approx and no .ftz${bad:+ ($bad)}${hit:+ (in: $hit)}"
@@ -88,7 +89,7 @@ if command -v hipcc > /dev/null; then
     read -ra c <<<"$cmd"
     bad=""
     for f in mm norm attn; do
-        "${c[@]}" -Isrc/lib $(pkg-config --cflags libcjson) --cuda-device-only -S -emit-llvm \
+        "${c[@]}" -Isrc/lib "${cj[@]}" --cuda-device-only -S -emit-llvm \
             "src/lib/hrx/$f.hip" -o - > "$f.ll" 2> ll.err || bad+="$f: $(head -c 200 ll.err) "
         grep -qE '(fadd|fsub|fmul|fdiv|call) (fast|reassoc|nnan|ninf|nsz|arcp|contract|afn)|denormal-fp-math-f32"="preserve-sign' "$f.ll" &&
             bad+="$f: $(grep -m1 -oE '(fadd|fsub|fmul|fdiv|call) (fast|reassoc|nnan|ninf|nsz|arcp|contract|afn)|denormal[^ ]*' "$f.ll") "

@@ -47,7 +47,7 @@ for m in "${models[@]}"; do
         input=$REQ; envs=()
         [[ $args == *@shuffled* ]] && input=$SHUF && args=${args/@shuffled/}
         if [[ $args == %* ]]; then envs=("${args%% *}"); envs=("${envs[0]#%}"); args=${args#* }; fi
-        # shellcheck disable=SC2086
+        # shellcheck disable=SC2086  # the configuration's options, a word each
         env "${envs[@]}" 1b-gen -m "$m" -d npu-sim -t 2 $args < "$input" > "$m.$name.jsonl" 2> err.txt
         diff=$("$PY" "$OB_TOP/tests/py/fingerprint.py" --diff "$m.base.jsonl" "$m.$name.jsonl" 2>&1)
         ok $? "$m: $name ${envs[*]} $args: every fingerprint identical${diff:+ ($diff)}"

@@ -7,6 +7,7 @@
 # the openai client works (models.retrieve too), and the operational endpoints answer.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_qw PID_qw URL_rf PID_rf URL_st PID_st  # set by name (printf -v), which shellcheck cannot see
 plan 26
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1

@@ -8,6 +8,7 @@
 # serving (checked after every group).
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_a PID_a URL_b PID_b  # set by name (printf -v), which shellcheck cannot see
 plan 45
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
@@ -217,7 +218,7 @@ ok $? "4 whole requests and 2 streams half-closed after sending: $out; the log s
 s=$(curl -sN "$B$C" -d '{"prompt":"Once upon a time","max_tokens":400,"stream":true}' | head -c 300)
 grep -q '^data: {' <<<"$s"
 ok $? "a client that reads a little of a stream and closes it (curl | head)"
-for i in 1 2 3; do
+for _ in 1 2 3; do
     timeout 0.2 curl -s "$B$C" -d '{"prompt":"Once upon a time","max_tokens":1000}' > /dev/null
 done
 sleep 0.3
@@ -261,5 +262,5 @@ kill -TERM "$PID_a" "$PID_b"
 serve_wait_exit "$PID_a" 10; a=$RC; serve_wait_exit "$PID_b" 10
 [ "$a" = 0 ] && [ "$RC" = 0 ]; ok $? "SIGTERM: exit 0" || { echo "# a: $a, b: $RC"; tail -n 3 a.log b.log | sed 's/^/# /'; }
 grep -v '^{' a.log b.log | head -5 | sed 's/^/# /'
-[ -z "$(grep -hv '^{' a.log b.log)" ] && jq -e . a.log b.log > /dev/null
+! grep -qv '^{' a.log b.log && jq -e . a.log b.log > /dev/null
 ok $? "stderr held only JSON lines"

@@ -8,6 +8,7 @@
 # SDK's completions.create takes a list of strings and a list of token lists.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_p1 URL_p2  # set by name (printf -v), which shellcheck cannot see
 plan 11
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1

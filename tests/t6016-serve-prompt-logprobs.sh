@@ -7,6 +7,7 @@
 # openai SDK sends it in extra_body and reads it back from each choice.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_qw URL_s  # set by name (printf -v), which shellcheck cannot see
 plan 9
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1

@@ -9,6 +9,7 @@
 # repeats, so drafts are taken) and, where scripts/models fetched it, SmolLM2 editing code.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_dr URL_pl URL_sm URL_sp  # set by name (printf -v), which shellcheck cannot see
 plan 12
 cd "$T" || exit 1
 1b-synth --preset qwen3-small --vocab 8000 --tokenizer "$SHARED/models/qwen3-tokenizer/tokenizer.json" \

@@ -5,6 +5,7 @@
 # The metrics count them. (bench/serve-load is the longer benchmark.)
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_l PID_l  # set by name (printf -v), which shellcheck cannot see
 plan 4
 cd "$T" || exit 1
 serve_start l -m "$SHARED/models/stories260K.gguf" --parallel 8 -t 1

@@ -15,6 +15,9 @@ if [ -z "${OB_T6030_HUP:-}" ] && [ -r /proc/$$/status ] &&
 fi
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+# the servers' addresses and pids, set by name (printf -v), which shellcheck cannot see
+declare URL_a PID_a URL_b PID_b URL_c PID_c URL_d PID_d PID_e URL_f PID_f URL_g PID_g URL_h PID_h \
+    URL_i PID_i PID_j URL_k PID_k
 plan 25
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
@@ -26,7 +29,7 @@ mkfifo model.fifo
 1b-serve --port 0 -m model.fifo 2> f.log &
 fp=$!
 _serve_pids+=("$fp")
-for i in $(seq 1 100); do grep -q listening f.log && break; sleep 0.05; done
+for _ in $(seq 1 100); do grep -q listening f.log && break; sleep 0.05; done
 F=http://127.0.0.1:$(grep -m1 listening f.log | jq -r .port)
 [ "$(curl -s -w ' %{http_code}' "$F/health")" = '{"status":"loading"} 503' ] && cx 503 null loading "$F/v1/models" &&
     cx 503 - loading "$F$C" -d '{"prompt":"x"}' && cx 200 - - "$F/livez"
@@ -41,7 +44,7 @@ serve_wait_exit "$fp" 10
 1b-serve --port 0 -m model.fifo 2> f2.log &
 fp=$!
 _serve_pids+=("$fp")
-for i in $(seq 1 100); do grep -q loading f2.log && break; sleep 0.05; done
+for _ in $(seq 1 100); do grep -q loading f2.log && break; sleep 0.05; done
 kill -TERM "$fp"
 serve_wait_exit "$fp" 5
 [ "$RC" = 0 ] && grep -q '"event":"stopped",.*"signal":"SIGTERM","while":"loading"' f2.log
@@ -200,7 +203,7 @@ kill -TERM "$PID_k"; serve_wait_exit "$PID_k" 5
 ( trap '' HUP; exec 1b-serve --port 0 -m "$S" -t 1 2> l.log ) &
 lp=$!
 _serve_pids+=("$lp")
-for i in $(seq 1 100); do grep -q '"event":"ready"' l.log && break; sleep 0.05; done
+for _ in $(seq 1 100); do grep -q '"event":"ready"' l.log && break; sleep 0.05; done
 kill -HUP "$lp"; sleep 0.3
 kill -0 "$lp" && ! grep -q draining l.log
 a=$?
@@ -221,7 +224,7 @@ check_exit 3 "a missing --api-key-file: exit 3" 1b-serve -m "$S" --api-key-file 
 bad=0
 for args in "" "-m $S --port 70000" "-m $S --parallel 0" "-m $S --grace x" "-m $S --max-body 5Q" \
     "-m $S --api-key k --api-key-file f" "-m $S extra"; do
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2086  # a command line's arguments, a word each
     1b-serve $args > /dev/null 2>&1; rc=$?
     [ $rc = 2 ] || { echo "# '$args': exit $rc"; bad=1; }
 done

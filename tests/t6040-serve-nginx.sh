@@ -7,6 +7,7 @@
 # prefix with its own pid file, logs and temp dirs.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_r1 PID_r1 URL_r2 PID_r2  # set by name (printf -v), which shellcheck cannot see
 plan 12
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
@@ -45,7 +46,7 @@ ok $? "nginx -t accepts the contrib template ($(tail -n 1 "$N/t.out"))"
 ngx=$!
 _serve_pids+=("$ngx")
 G=http://127.0.0.1:$P
-for i in $(seq 1 100); do curl -s -o /dev/null "$G/livez" && break; sleep 0.05; done
+for _ in $(seq 1 100); do curl -s -o /dev/null "$G/livez" && break; sleep 0.05; done
 [ "$(curl -s "$G/health")" = '{"status":"ok"}' ]
 ok $? "nginx up on port $P; /health through it: 200"
 
@@ -73,7 +74,7 @@ print(f"first event after {first:.3f}s, the middle one after {mid:.3f}s, {len(ti
 sys.exit(0 if len(times) == 902 and first < total / 4 and mid < 0.8 * total else 1)
 EOF
 ok $rc "SSE is not buffered by nginx: $(cat sse.txt)"
-for i in $(seq 1 12); do curl -s -o /dev/null -w '%{http_code}\n' "$G/v1/completions" -d '{"prompt":"Hi","max_tokens":2}'; done > codes.txt
+for _ in $(seq 1 12); do curl -s -o /dev/null -w '%{http_code}\n' "$G/v1/completions" -d '{"prompt":"Hi","max_tokens":2}'; done > codes.txt
 n1=$(grep -c '"path":"/v1/completions"' r1.log); n2=$(grep -c '"path":"/v1/completions"' r2.log)
 [ "$(sort -u codes.txt)" = 200 ] && [ "$n1" -gt 0 ] && [ "$n2" -gt 0 ]
 ok $? "requests go to both replicas ($n1 and $n2 completions)"
@@ -83,9 +84,9 @@ curl -s -o long.json "$G/v1/completions" -d '{"prompt":"Once upon a time","max_t
 cl=$!
 sleep 0.3
 kill -TERM "$PID_r1"
-for i in $(seq 1 20); do curl -s -o /dev/null -w '%{http_code}\n' "$G/v1/completions" -d '{"prompt":"Hi","max_tokens":2}'; done > codes.txt
+for _ in $(seq 1 20); do curl -s -o /dev/null -w '%{http_code}\n' "$G/v1/completions" -d '{"prompt":"Hi","max_tokens":2}'; done > codes.txt
 [ "$(sort -u codes.txt)" = 200 ]
-ok $? "replica 1 draining (SIGTERM): 20 requests through nginx, all 200 ($(sort | uniq -c < codes.txt | tr '\n' ' '))"
+ok $? "replica 1 draining (SIGTERM): 20 requests through nginx, all 200 ($(sort < codes.txt | uniq -c | tr '\n' ' '))"
 wait $cl
 jq -e '.usage.completion_tokens == 500' long.json > /dev/null
 ok $? "the request running when it was told to stop still completed"

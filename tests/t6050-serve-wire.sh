@@ -11,7 +11,7 @@
 plan 3
 out=$("$UNIT/serve" 2>&1); rc=$?
 ok $rc "unit tests ($(grep -c '^ok' <<<"$out") checks)" || grep -v '^ok' <<<"$out" | head -20 | sed 's/^/# /'
-n=$(ls "$OB_TOP/tests/fuzz/corpus-serve" | wc -l)
+n=$(compgen -G "$OB_TOP/tests/fuzz/corpus-serve/*" | wc -l)
 [ "$n" -ge 20 ]; ok $? "corpus has $n inputs"
 out=$(ASAN_OPTIONS=detect_leaks=1 "$OB_TOP/bin/replay/fuzz-serve" "$OB_TOP/tests/fuzz/corpus-serve" 2>&1); rc=$?
 [ $rc -eq 0 ] && ! grep -q '^not ok' <<<"$out"

@@ -10,6 +10,7 @@
 # counted in /metrics.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_a PID_a URL_b PID_b URL_c PID_c  # set by name (printf -v), which shellcheck cannot see
 plan 12
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
@@ -178,5 +179,5 @@ ok $? "a body sent one byte at a time is cut at its 1 s deadline, logged body_ti
 [ $rc = 0 ]; ok $? "a body at a normal pace is served; a later request on that connection has its own header deadline"
 kill -TERM "$PID_a" "$PID_b" "$PID_c"
 serve_wait_exit "$PID_a" 10; a=$RC; serve_wait_exit "$PID_b" 10; b=$RC; serve_wait_exit "$PID_c" 10
-[ "$a" = 0 ] && [ "$b" = 0 ] && [ "$RC" = 0 ] && [ -z "$(grep -hv '^{' a.log b.log c.log)" ]
+[ "$a" = 0 ] && [ "$b" = 0 ] && [ "$RC" = 0 ] && ! grep -qv '^{' a.log b.log c.log
 ok $? "SIGTERM: all exit 0, stderr held only JSON lines"

@@ -8,6 +8,7 @@
 # prompt and tokens fill the context, and refuses one more.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_a PID_a  # set by name (printf -v), which shellcheck cannot see
 plan 7
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1

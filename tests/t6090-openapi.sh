@@ -9,6 +9,7 @@
 # OB_FUZZ_SEED and OB_FUZZ_SECONDS change the seed (default 1) and the time budget (default 40).
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_s PID_s  # set by name (printf -v), which shellcheck cannot see
 plan 6
 
 DOC=$OB_TOP/contrib/openapi.yaml

@@ -16,7 +16,7 @@ G=$OB_TOP/tests/golden
 #   p2  3 tokens / 4 tokens, the 3 common ones exact: diverges at 3, where A has ended
 #   all: aligned 7, common 6, match 6/7, exact 4, exact-bit 4/6, max .25, mean .3125/6
 1b-agree --json ab.json a.jsonl b.jsonl > ab.txt; rc=$?
-ok $([ $rc -eq 1 ]; echo $?) "a vs b differ: exit 1 (exit $rc)"
+ok "$([ $rc -eq 1 ]; echo $?)" "a vs b differ: exit 1 (exit $rc)"
 check_same "the JSON report is the golden one" "$G/agree-ab.json" ab.json
 check_same "the table is the golden one" "$G/agree-ab.txt" ab.txt
 p='.pairs[0]'
@@ -32,6 +32,7 @@ jq -e "$p.prompts[1] | .aligned == 3 and .common == 3 and .exact_bits == 3
 ok $? "p2: 3 aligned positions, all exact; diverges where A ends"
 
 check_exit 0 "a vs a: exact" 1b-agree a.jsonl a.jsonl
+# shellcheck disable=SC2094  # a.jsonl is read twice (standard input and operand), not written
 1b-agree - a.jsonl < a.jsonl | grep -q "exact$"; ok $? "standard input as an input, table says exact"
 out=$(1b-agree -q a.jsonl b.jsonl); rc=$?
 [ $rc -eq 1 ] && [ -z "$out" ]; ok $? "-q: no output, exit 1"

@@ -10,6 +10,9 @@
 # without control characters, --timeout always a limit.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
+# the servers' addresses and pids, set by name (printf -v), which shellcheck cannot see
+declare URL_broken URL_cuth URL_dead URL_flaky URL_gone PID_gone URL_inj URL_late URL_llama \
+    URL_loading URL_nolp URL_nonf32 URL_openai URL_score URL_slow URL_stalled
 plan 42
 cd "$T" || exit 1
 FX=$OB_TOP/tests/fixtures/url

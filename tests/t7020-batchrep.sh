@@ -5,6 +5,7 @@
 # counted as the field report counts them); readiness and bad replies; usage.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
+declare URL_batch URL_nolp  # set by name (printf -v), which shellcheck cannot see
 plan 24
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf

@@ -7,6 +7,7 @@
 # records and exit statuses.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
+declare URL_score  # set by name (printf -v), which shellcheck cannot see
 plan 32
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf

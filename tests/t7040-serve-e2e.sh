@@ -5,6 +5,7 @@
 # same bits as scoring in process (1b-logprobs --url, both wires, and --text).
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
+declare URL_c URL_s PID_s  # set by name (printf -v), which shellcheck cannot see
 if [ ! -x "$BIN/1b-serve" ]; then      # a missing binary is a failure, never a skip
     plan 1
     ok 1 "1b-serve end to end: $BIN/1b-serve is missing (make all)"

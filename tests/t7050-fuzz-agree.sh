@@ -9,7 +9,7 @@ R=$OB_TOP/bin/replay/fuzz-agree
 # make check builds the replays; a plain `make` does not: bring it up to date here (a no-op
 # when it is; the first build compiles the library with the sanitizers, minutes on 2 cores)
 make -s -C "$OB_TOP" bin/replay/fuzz-agree > /dev/null 2>&1
-n=$(ls "$OB_TOP/tests/fuzz/corpus-agree" | wc -l)
+n=$(compgen -G "$OB_TOP/tests/fuzz/corpus-agree/*" | wc -l)
 [ "$n" -ge 16 ]; ok $? "corpus has $n inputs"
 out=$(ASAN_OPTIONS=detect_leaks=1 "$R" "$OB_TOP/tests/fuzz/corpus-agree" 2>&1); rc=$?
 [ $rc -eq 0 ] && ! grep -q '^not ok' <<<"$out" && [ "$(grep -c '^ok' <<<"$out")" -eq "$n" ]

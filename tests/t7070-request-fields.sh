@@ -20,6 +20,7 @@
 # logprobs count, batched prompts) are not record fields and are not compared here.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_a  # set by name (printf -v), which shellcheck cannot see
 plan 6
 cd "$T" || exit 1
 # a model with a chat template (1b-synth's llama-tiny: ChatML), so that messages are judged by

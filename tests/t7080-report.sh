@@ -7,6 +7,7 @@
 # report, and a directory that is not a report is never replaced.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_s  # set by name (printf -v), which shellcheck cannot see
 plan 35
 
 S=$SHARED/models/stories260K.gguf
@@ -15,7 +16,7 @@ if ! command -v gnuplot >/dev/null || ! command -v pandoc >/dev/null; then
     for i in $(seq 1 33); do skip "1b-report check $i" "gnuplot and pandoc not installed (scripts/setup)"; done
     exit 0
 fi
-litter() { ls -A "$T" | grep -c '\.1b-report\.' ; }
+litter() { find "$T" -mindepth 1 -maxdepth 1 -name '*.1b-report.*' | wc -l; }
 # stories260K has no chat template: contrib/prompts-plain.jsonl, the default prompt set with its
 # chat messages (one user message each) as plain prompts
 mkdir p
@@ -213,6 +214,7 @@ killed KILL
 ok $? "SIGKILL midway: the old report stays (its temporary directory is left: $(litter))"
 sleep 0.2
 1b-report -q --quick --max-tokens 8 -m "$S" --prompts "$P" -d cpu -d ref -o r 2> err; rc=$?
+# shellcheck disable=SC2016  # the backquotes are the report's Markdown
 [ $rc -eq 0 ] && [ "$(litter)" -eq 0 ] && grep -q '^3 requests from `prompts.jsonl`, 8 tokens each' r/report.md
 ok $? "the next run removes the killed run's directory and replaces the report (exit $rc)"
 # installed (make install): beside the tools it runs, with the default prompt set in share/1b

@@ -35,7 +35,7 @@ same_types() {   # MODEL: every mix and type, 1b's choices against llama-quantiz
     local m=$1 t bad=""
     for t in $MIXES $PURE; do
         local pure=""; [[ " $PURE " == *" $t "* ]] && pure=--pure
-        "$LQ" --allow-requantize $pure "$m" "l-$t.gguf" "$(tr a-z A-Z <<<"$t")" 2 > "l-$t.log" 2>&1 ||
+        "$LQ" --allow-requantize $pure "$m" "l-$t.gguf" "${t^^}" 2 > "l-$t.log" 2>&1 ||
             { bad+="$t(llama-quantize failed) "; continue; }
         1b-requant --force --type "$t" -o "o-$t.gguf" "$m" > /dev/null 2> "o-$t.err" ||
             { bad+="$t(1b-requant: $(head -c 100 "o-$t.err")) "; continue; }
@@ -50,7 +50,7 @@ same_types narrow.gguf
 # the classic quantisers write llama-quantize's bytes
 bad=""
 for t in q8_0 q4_0 q4_1 q5_0 q5_1; do
-    "$LQ" --pure qwen3.gguf "c-$t.gguf" "$(tr a-z A-Z <<<"$t")" 2 > /dev/null 2>&1 &&
+    "$LQ" --pure qwen3.gguf "c-$t.gguf" "${t^^}" 2 > /dev/null 2>&1 &&
         1b-requant --type "$t" -o "p-$t.gguf" qwen3.gguf > /dev/null &&
         "$PY" - "c-$t.gguf" "p-$t.gguf" <<'EOF' || bad+="$t "
 import sys

@@ -9,6 +9,7 @@
 # float32 values 1b-logprobs gives for the tokens lm-eval's own code sent.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
+declare URL_a  # set by name (printf -v), which shellcheck cannot see
 plan 4
 cd "$T" || exit 1
 if ! need_python lm_eval; then

@@ -547,7 +547,7 @@ int ob_http_fetch(struct ob_http *h, const char *url, const char *body,
             e = k;
             break;
         }
-        if (k == 0) {
+        if (!r) {                      /* k == 0: ob_http_next sets r when it returns 1 */
             e = ob_seterr(OB_EINTERNAL, "transfer lost");
             break;
         }

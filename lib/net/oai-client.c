@@ -49,15 +49,15 @@ void ob_oai_cli_ready_free(struct ob_oai_cli_ready *r)
 static int get(struct ob_http *h, const char *base, const char *path, long *status, char **body,
                size_t *len, char *why, size_t why_size)
 {
+    *status = 0;
+    *body = NULL;
+    *len = 0;
     char *url = ob_http_join(base, path);
     if (!url)
         return oom();
     struct ob_http_result *r;
     int e = ob_http_fetch(h, url, NULL, &r);
     free(url);
-    *status = 0;
-    *body = NULL;
-    *len = 0;
     if (e)
         return e;
     if (r->err == 0) {
@@ -165,7 +165,6 @@ int ob_oai_cli_wait_ready(const char *base, double wait_s, const char *api_key,
             size_t blen;
             if (!(e = get(h, base, "/v1/models", &st, &body, &blen, broken, sizeof broken))) {
                 if (st == 200) {
-                    ready = true;
                     if (no_health)
                         snprintf(out->note, sizeof out->note,
                                  "%s has no /health or /v1/health; /v1/models answers, so going "

@@ -26,8 +26,9 @@
 
 /* ---- errors ------------------------------------------------------------------------------------ */
 
-int ob_oai_srv_fail(struct ob_oai_srv_err *e, int err, int status, const char *type,
-                    const char *code, const char *param, const char *fmt, ...)
+/* the name in parentheses: the function itself, not the analyzer's macro (oai-server.h) */
+int (ob_oai_srv_fail)(struct ob_oai_srv_err *e, int err, int status, const char *type,
+                      const char *code, const char *param, const char *fmt, ...)
 {
     e->status = status;
     e->type = type;
@@ -127,7 +128,7 @@ static int get_ids(const cJSON *arr, const char *param, int32_t **out, int *n,
         ids[i++] = (int32_t)it->valuedouble;
     }
     *out = ids;
-    *n = cnt;
+    *n = i;                            /* cnt: every element was read */
     return 0;
 }
 

@@ -53,6 +53,12 @@ struct ob_oai_srv_err {
 int ob_oai_srv_fail(struct ob_oai_srv_err *e, int err, int status, const char *type,
                     const char *code, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
+#ifdef __clang_analyzer__
+/* for make lint's analyzer, which does not follow a call into a variadic function: it returns
+ * err (as 1b.h tells it of ob_seterr) */
+#define ob_oai_srv_fail(e, err, ...) \
+    __extension__({ int ob_err_ = (err); ob_oai_srv_fail(e, ob_err_, __VA_ARGS__); ob_err_; })
+#endif
 /* {"error":{"message":...,"type":...,"param":...,"code":...}} */
 void ob_oai_srv_error_body(struct ob_sb *b, const struct ob_oai_srv_err *e);
 

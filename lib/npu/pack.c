@@ -83,6 +83,8 @@ bool ob_pack_is(const char *path)
 /* the whole of a small file, NUL-terminated */
 static int slurp(const char *path, size_t max, char **out, size_t *len)
 {
+    *out = NULL;
+    *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f)
         return ob_seterr(errno == ENOENT ? OB_EFORMAT : ob_open_code(errno), "%s: %s", path,
@@ -228,6 +230,7 @@ static int read_manifest(struct ob_pack *p)
     size_t nf = (size_t)cJSON_GetArraySize(files);
     if (!(p->files = calloc(nf ? nf : 1, sizeof *p->files)))
         return ob_seterr(OB_ENOMEM, "out of memory");
+    p->n_files = 0;                /* the files read so far (none: p is new) */
     cJSON_ArrayForEach(f, files) {
         struct pfile *pf = &p->files[p->n_files];
         const char *sha = get_str(f, "sha256");

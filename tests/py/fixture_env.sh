@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/py/fixture_env.sh — shell helpers for the URL-route tests (tests/t70*-*.sh), sourced
 # after tests/lib.sh.
 #
@@ -13,7 +14,7 @@ free_port() {
 }
 
 fixture_start() {
-    local name=$1 scenario=$2 i
+    local name=$1 scenario=$2
     shift 2
     rm -f "$T/$name.port" "$T/$name.log"
     "$PY" "$OB_TOP/tests/py/fixture_server.py" "$scenario" --port-file "$T/$name.port" \
@@ -24,7 +25,7 @@ fixture_start() {
     case " $* " in
     *" --port "*) printf -v "URL_$name" 'http://127.0.0.1:%s' "$(sed -n 's/.*--port \([0-9]*\).*/\1/p' <<<" $* ")"; return 0 ;;
     esac
-    for i in $(seq 1 200); do
+    for _ in $(seq 1 200); do
         [ -s "$T/$name.port" ] && break
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.05

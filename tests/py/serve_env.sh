@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/py/serve_env.sh — shell helpers for the 1b-serve tests (tests/t60*-serve*.sh), sourced
 # after tests/lib.sh.
 #
@@ -13,9 +14,9 @@ _serve_pids=()
 serve_start() {
     local name=$1; shift
     1b-serve --port 0 "$@" 2> "$T/$name.log" &
-    local pid=$! port="" i
+    local pid=$! port=""
     _serve_pids+=("$pid")
-    for i in $(seq 1 400); do
+    for _ in $(seq 1 400); do
         if grep -q '"event":"ready"' "$T/$name.log" 2>/dev/null; then
             port=$(grep -m1 '"event":"listening"' "$T/$name.log" | jq -r .port)
             break
@@ -28,6 +29,7 @@ serve_start() {
     [ -n "$port" ]
 }
 
+# shellcheck disable=SC2034  # RC and WAITED are set for the test that sourced this file
 serve_wait_exit() {
     local pid=$1 secs=$2 t0=$EPOCHREALTIME
     RC=running
@@ -60,6 +62,7 @@ SC() { "$PY" "$OB_TOP/tests/py/serve_client.py" "$@"; }
 cx() {
     local hdr=""
     if [ "$1" = -H ]; then hdr=$2; shift 2; fi
+    # shellcheck disable=SC2034  # param and code are read by name: ${!k} below
     local want=$1 param=$2 code=$3; shift 3
     local got
     got=$(curl -s -o "$T/cx.out" -D "$T/cx.hdr" -w '%{http_code}' "$@")
