@@ -961,7 +961,7 @@ int ob_engine_step(struct ob_engine *e)
     }
     if (e->n_live == 0)
         return 0;
-    int n = 0, n_want = 0, budget;
+    int n = 0, n_want = 0, n_decode, budget;
     draft_all(e);
     /* decode rows: the last sampled token of every decoding sequence, and its drafted tokens */
     for (int i = 0; i < e->n_live; i++) {
@@ -978,6 +978,7 @@ int ob_engine_step(struct ob_engine *e)
             n++;
         }
     }
+    n_decode = n;
     /* prompt rows (and forced tokens), at most chunk in all, in admission order, while the
      * rows that want logits fit the logits buffer */
     budget = e->p.chunk;
@@ -1011,7 +1012,10 @@ int ob_engine_step(struct ob_engine *e)
     /* want[] must be increasing: decode rows come first, prompt ends after them */
     double t0 = now();
     int err = ob_ctx_forward(e->ctx, n, e->tok, e->pos, e->seq, e->want, n_want, e->logits, NULL);
-    cost_add(e, n, now() - t0);
+    /* the cost of decode steps alone: a prompt row costs less (no logits, and the GEMM of
+     * many rows), and would make drafted rows look cheaper than they are */
+    if (n == n_decode)
+        cost_add(e, n, now() - t0);
     if (err) {
         /* a failing forward pass ends every sequence that was in the batch (once: finish
          * clears the job's other rows) */
