@@ -748,10 +748,13 @@ static double draft_cost(const struct ob_engine *e)
     return e->draft_n > 0 ? e->draft_s / e->draft_n : 0;
 }
 
-/* Could a draft pay at all, were it sure to be accepted, with w sequences decoding? */
+/* Could a draft pay at all, were it sure to be accepted, with w sequences decoding? (Yes
+ * while no decode step was timed.) */
 static bool draft_can_pay(const struct ob_engine *e, int w, bool engine_src)
 {
     double a, b;
+    if (e->fit_w == 0)
+        return true;
     cost_line(e, &a, &b);
     return a + b * w > w * (b + (engine_src ? draft_cost(e) : 0));
 }
@@ -833,7 +836,8 @@ static void draft_all(struct ob_engine *e)
             ks[n_js++] = k;
         }
     }
-    if (n_js > 0 && !e->p.spec_fixed)
+    /* by the timed costs once a decode step was timed; acceptance alone before */
+    if (n_js > 0 && !e->p.spec_fixed && e->fit_w > 0)
         draft_trim(e, js, ks, n_js, w);
     for (int i = 0; i < n_js; i++) {
         struct job *j = js[i];
