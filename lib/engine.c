@@ -63,6 +63,10 @@
 
 enum phase { S_FREE, S_PREFILL, S_DECODE };
 
+/* the most rows of a decode step: 256 sequences and 64 drafted rows */
+#define OB_DRAFT_ROWS 64
+#define COST_ROWS (256 + OB_DRAFT_ROWS)
+
 struct slot {
     int phase;
     int32_t *tokens;               /* tokens whose K/V are in the slot (cached or live) */
@@ -116,8 +120,11 @@ struct ob_engine {
     int draft_cap;                         /* drafted rows per step, all sequences together */
     struct ob_draft_seq dq[256];           /* this step's asks of the engine's draft source */
     struct job *dq_job[256];
-    /* what a step costs: a line a + b * rows fitted to the forward passes' times (decayed
+    /* what a decode step costs: its decayed mean time at each number of rows it was timed
+     * at (a kernel's cost can jump between two row counts: a streamed panel below, a GEMM
+     * above), a line a + b * rows fitted to all of them for row counts never timed (decayed
      * sums), and the engine's draft source's seconds per drafted token (decayed average) */
+    double cost_t[COST_ROWS + 1], cost_n[COST_ROWS + 1];
     double fit_w, fit_r, fit_t, fit_rr, fit_rt;
     double draft_s, draft_n;               /* seconds and passes (a guess of each sequence) */
     /* shared, under mu */
@@ -173,7 +180,8 @@ int ob_engine_new(struct ob_ctx *ctx, const struct ob_engine_params *p, struct o
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     /* drafted rows: up to spec_max for each sequence, 64 in all (under load, less each) */
-    e->draft_cap = e->p.parallel * e->p.spec_max < 64 ? e->p.parallel * e->p.spec_max : 64;
+    e->draft_cap = e->p.parallel * e->p.spec_max < OB_DRAFT_ROWS ? e->p.parallel * e->p.spec_max
+                                                              : OB_DRAFT_ROWS;
     int rows = e->p.parallel + e->p.chunk + e->draft_cap;
     e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
     e->tok = malloc((size_t)rows * sizeof *e->tok);
@@ -717,15 +725,19 @@ static int draft_taken(struct ob_engine *e, struct job *j, int m, int k)
     return m;
 }
 
-/* a forward pass of rows took t seconds */
+/* a decode step of rows took t seconds */
 static void cost_add(struct ob_engine *e, int rows, double t)
 {
-    const double d = 0.95;
+    const double d = 0.95, dr = 0.75;
     e->fit_w = d * e->fit_w + 1;
     e->fit_r = d * e->fit_r + rows;
     e->fit_t = d * e->fit_t + t;
     e->fit_rr = d * e->fit_rr + (double)rows * rows;
     e->fit_rt = d * e->fit_rt + rows * t;
+    if (rows <= COST_ROWS) {
+        e->cost_t[rows] = dr * e->cost_t[rows] + t;
+        e->cost_n[rows] = dr * e->cost_n[rows] + 1;
+    }
 }
 
 /* the fitted cost of a step, a + b * rows (b 0 until the passes had several sizes) */
@@ -742,77 +754,127 @@ static void cost_line(const struct ob_engine *e, double *a, double *b)
         *a = 0;
 }
 
+/* What steps of w .. w + n rows cost (c[0 .. n]): as timed where a step of that many rows
+ * was; between two row counts timed, on the straight line joining them (a jump between them
+ * shows once a step lands past it, and is then known); beyond the last timed, its time plus
+ * the fitted slope for each row more; below the first, the fitted line (no more than the
+ * first's time). Never less than the step before it. */
+static void cost_curve(const struct ob_engine *e, int w, int n, double *c)
+{
+    double a, b;
+    cost_line(e, &a, &b);
+    int lo = -1;                                 /* the last timed row count so far */
+    for (int r = 1; r < w && r <= COST_ROWS; r++)
+        if (e->cost_n[r] > 0)
+            lo = r;
+    for (int i = 0; i <= n; i++) {
+        int r = w + i;
+        if (r <= COST_ROWS && e->cost_n[r] > 0) {
+            c[i] = e->cost_t[r] / e->cost_n[r];
+            lo = r;
+        } else {
+            int hi = r + 1;
+            while (hi <= COST_ROWS && !(e->cost_n[hi] > 0))
+                hi++;
+            double th = hi <= COST_ROWS ? e->cost_t[hi] / e->cost_n[hi] : 0;
+            double tl = lo > 0 ? e->cost_t[lo] / e->cost_n[lo] : 0;
+            if (lo > 0 && hi <= COST_ROWS)
+                c[i] = tl + (th - tl) * (r - lo) / (hi - lo);
+            else if (lo > 0)
+                c[i] = tl + b * (r - lo);
+            else if (hi <= COST_ROWS)
+                c[i] = a + b * r < th ? a + b * r : th;
+            else
+                c[i] = a + b * r;
+        }
+        if (i > 0 && c[i] < c[i - 1])
+            c[i] = c[i - 1];
+    }
+}
+
 /* the draft model's seconds per pass lately (0 before it was timed) */
 static double draft_cost(const struct ob_engine *e)
 {
     return e->draft_n > 0 ? e->draft_s / e->draft_n : 0;
 }
 
-/* Could a draft pay at all, were it sure to be accepted, with w sequences decoding? (Yes
- * while no decode step was timed.) */
+/* Could drafts pay at all, were they sure to be accepted, with w sequences decoding: would
+ * one sequence's 1 .. OB_SPEC_MAX sure drafts raise the tokens a second? (Yes while no
+ * decode step was timed.) */
 static bool draft_can_pay(const struct ob_engine *e, int w, bool engine_src)
 {
-    double a, b;
+    double c[OB_SPEC_MAX + 1];
     if (e->fit_w == 0)
         return true;
-    cost_line(e, &a, &b);
-    return a + b * w > w * (b + (engine_src ? draft_cost(e) : 0));
+    cost_curve(e, w, OB_SPEC_MAX, c);
+    double cd = engine_src ? draft_cost(e) : 0;
+    for (int m = 1; m <= OB_SPEC_MAX; m++)
+        if ((w + m) * c[0] > w * (c[m] + m * cd))
+            return true;
+    return false;
 }
 
 /*
  * Under load, draft only what pays (unless the engine drafts from acceptance alone,
- * spec_fixed): with W sequences decoding, a step of R rows costs about a + b * R and yields
+ * spec_fixed): with W sequences decoding, a step of R rows costs C(R) (cost_curve) and yields
  * T tokens (W, and the expected accepted drafts); the j-th draft of a sequence whose drafts
- * were confirmed at rate p adds p^j tokens (all before it must hold) for one row (b) and, from
+ * were confirmed at rate p adds p^j tokens (all before it must hold) for one row and, from
  * the engine's draft model, one more of its passes if no other sequence drafts that deep (its
- * sequences guess in lockstep, a pass a guess). Take the drafts by gain, best first, while
- * each raises T over the step's cost. Where a step's cost hardly grows with its rows (decode
- * bound by memory), every draft the acceptance allows is kept; where it grows in proportion
- * (compute-bound, wide batches) few or none are; a sequence kept from drafting 8 steps in a
- * row still tries a token (up to 4 from the draft model, whose first guesses after a pause
- * cost it a catch-up anyway), so that its rate can rise again, where a sure draft would pay.
- * Only the number of steps depends on this.
+ * sequences guess in lockstep, a pass a guess). Order the drafts by gain, best first, and
+ * keep the first m of them for the m that yields the most tokens a second: T / (C(W + m) +
+ * the draft passes), m = 0 being plain decoding. Where a step's cost hardly grows with its
+ * rows (decode bound by memory) every draft the acceptance allows is kept; where it grows in
+ * proportion (compute-bound, wide batches) few or none are; where it jumps (a kernel changing
+ * from one row count to the next) the drafts kept either stop before the jump or go past it
+ * far enough to pay for it. A sequence kept from drafting 8 steps in a row still tries a token
+ * (up to 4 from the draft model, whose first guesses after a pause cost it a catch-up anyway),
+ * so that its rate can rise again, where sure drafts could pay. Only the number of steps
+ * depends on this.
  */
 static void draft_trim(struct ob_engine *e, struct job **js, int *k, int n, int w)
 {
-    double a, b;
-    cost_line(e, &a, &b);
-    double cd = draft_cost(e);
-    double tokens = w, cost = a + b * w;
-    int took[256] = {0}, depth = 0;              /* the draft model's passes so far */
-    double gain[256], p[256];
+    int took[256] = {0}, order[OB_DRAFT_ROWS], depth = 0, total = 0;
+    double gain[256], p[256], c[OB_DRAFT_ROWS + 1];
     for (int i = 0; i < n; i++) {
         struct job *j = js[i];
         p[i] = j->spec_hit / (j->spec_hit + j->spec_miss);
         gain[i] = p[i];
+        total += k[i];
     }
-    for (;;) {
+    cost_curve(e, w, total, c);
+    double cd = draft_cost(e), tokens = w, best_rate = w / (c[0] > 0 ? c[0] : 1e-9);
+    int best_m = 0;
+    for (int m = 1; m <= total; m++) {
         int best = -1;
         for (int i = 0; i < n; i++)
             if (took[i] < k[i] && (best < 0 || gain[i] > gain[best]))
                 best = i;
-        if (best < 0)
-            break;
         bool pass = js[best]->draft_engine && took[best] == depth;
-        double dc = b + (pass ? cd : 0);
-        bool probe = js[best]->spec_starved >= 8 &&
-                     took[best] < (js[best]->draft_engine ? 4 : 1) &&
-                     draft_can_pay(e, w, js[best]->draft_engine);
-        if (gain[best] * cost <= tokens * dc && !probe) {
-            k[best] = took[best];                /* no more for this one */
-            continue;
-        }
-        tokens += gain[best];
-        cost += dc;
-        took[best]++;
         depth += pass;
+        tokens += gain[best];
+        took[best]++;
         gain[best] *= p[best];
+        order[m - 1] = best;
+        double cost = c[m] + depth * cd;
+        if (tokens / (cost > 0 ? cost : 1e-9) > best_rate) {
+            best_rate = tokens / (cost > 0 ? cost : 1e-9);
+            best_m = m;
+        }
     }
+    memset(took, 0, sizeof took);
+    for (int m = 0; m < best_m; m++)
+        took[order[m]]++;
     /* a sequence kept from drafting 8 steps in a row drafts one token, or up to 4 from the
-     * draft model (a probe, above), so that its rate, which only verify steps update, can
-     * rise again; unless no rate could make a draft pay */
-    for (int i = 0; i < n; i++)
+     * draft model (a probe), so that its rate, which only verify steps update, can rise
+     * again; unless no rate could make a draft pay */
+    for (int i = 0; i < n; i++) {
+        int probe = js[i]->draft_engine ? 4 : 1;
+        if (took[i] == 0 && js[i]->spec_starved >= 8 &&
+            draft_can_pay(e, w, js[i]->draft_engine))
+            took[i] = k[i] < probe ? k[i] : probe;
+        k[i] = took[i];
         js[i]->spec_starved = took[i] > 0 ? 0 : js[i]->spec_starved + 1;
+    }
 }
 
 /* Every decoding job's drafted tokens for this step (j->n_draft, j->draft): prompt lookup and
