@@ -71,29 +71,54 @@
 
 /* ---- endpoints ------------------------------------------------------------------------------- */
 
-enum ep {
-    EP_CHAT, EP_COMPLETIONS, EP_MODELS, EP_MODEL, EP_HEALTH, EP_LIVEZ, EP_METRICS, EP_TOKENIZE,
-    EP_DETOKENIZE, EP_TOKENIZER_INFO, EP_OTHER, EP_N,
-};
+struct sreq;
+static enum MHD_Result do_health(struct sreq *r, const char *arg);
+static enum MHD_Result do_livez(struct sreq *r, const char *arg);
+static enum MHD_Result do_metrics(struct sreq *r, const char *arg);
+static enum MHD_Result do_models(struct sreq *r, const char *arg);
+static enum MHD_Result do_model(struct sreq *r, const char *arg);
+static enum MHD_Result do_tokenizer_info(struct sreq *r, const char *arg);
+static enum MHD_Result prepared(struct sreq *r, const char *arg);
+static void prep_generate(struct sreq *r);
+static void prep_tokenize(struct sreq *r);
+static void prep_detokenize(struct sreq *r);
 
-static const struct {
+/* What the server answers: each endpoint's paths, what it takes and needs, and its handler,
+ * called once the whole request is in (with what stands for the {NAME} of its path). An
+ * endpoint with a prep function has its body parsed (and a generation's jobs submitted) on a
+ * prep thread first, and answers through prepared. The generation endpoints come first: their
+ * index is that of their histograms. The last entry answers every other path (404). */
+static const struct endpoint {
     const char *path, *alias;      /* the alias is the path without /v1, as llama-server has;
                                     * a path ending in {NAME} takes any rest after its prefix */
     bool post;                     /* POST, else GET (and HEAD) */
     bool open;                     /* no API key needed */
-} eps[EP_N] = {
-    [EP_CHAT] = {"/v1/chat/completions", "/chat/completions", true, false},
-    [EP_COMPLETIONS] = {"/v1/completions", "/completions", true, false},
-    [EP_MODELS] = {"/v1/models", "/models", false, false},
-    [EP_MODEL] = {"/v1/models/{model}", "/models/{model}", false, false},
-    [EP_HEALTH] = {"/health", "/v1/health", false, true},
-    [EP_LIVEZ] = {"/livez", NULL, false, true},
-    [EP_METRICS] = {"/metrics", NULL, false, false},
-    [EP_TOKENIZE] = {"/tokenize", NULL, true, false},
-    [EP_DETOKENIZE] = {"/detokenize", NULL, true, false},
-    [EP_TOKENIZER_INFO] = {"/tokenizer_info", NULL, false, false},
-    [EP_OTHER] = {"other", NULL, false, false},
+    bool model;                    /* needs the model loaded (else 503 while it loads) */
+    bool gen;                      /* a generation: counted against the queue, refused while
+                                    * draining, timed in the histograms */
+    int kind;                      /* a generation's request kind (OB_OAI_SRV_*) */
+    const char *id;                /* the prefix of its requests' ids (NULL: "req") */
+    enum MHD_Result (*answer)(struct sreq *r, const char *arg);
+    void (*prep)(struct sreq *r);
+} eps[] = {
+    {.path = "/v1/chat/completions", .alias = "/chat/completions", .post = true, .model = true,
+     .gen = true, .kind = OB_OAI_SRV_CHAT, .id = "chatcmpl", .answer = prepared,
+     .prep = prep_generate},
+    {.path = "/v1/completions", .alias = "/completions", .post = true, .model = true,
+     .gen = true, .kind = OB_OAI_SRV_COMPLETION, .id = "cmpl", .answer = prepared,
+     .prep = prep_generate},
+    {.path = "/v1/models", .alias = "/models", .model = true, .answer = do_models},
+    {.path = "/v1/models/{model}", .alias = "/models/{model}", .model = true, .answer = do_model},
+    {.path = "/health", .alias = "/v1/health", .open = true, .answer = do_health},
+    {.path = "/livez", .open = true, .answer = do_livez},
+    {.path = "/metrics", .answer = do_metrics},
+    {.path = "/tokenize", .post = true, .model = true, .answer = prepared, .prep = prep_tokenize},
+    {.path = "/detokenize", .post = true, .model = true, .answer = prepared,
+     .prep = prep_detokenize},
+    {.path = "/tokenizer_info", .model = true, .answer = do_tokenizer_info},
+    {.path = "other"},
 };
+enum { EP_N = sizeof eps / sizeof *eps, EP_OTHER = EP_N - 1, EP_GEN = 2 };
 
 /* does url match pattern (a path, or a prefix followed by {NAME})? *arg: the rest */
 static bool path_is(const char *url, const char *pattern, const char **arg)
@@ -281,7 +306,7 @@ struct ob_serve {
     uint64_t seq;
     char boot[12];
     uint64_t http[EP_N][600];      /* answers by endpoint and status */
-    struct hist duration[2], ttft[2];
+    struct hist duration[EP_GEN], ttft[EP_GEN];   /* by generation endpoint */
     uint64_t rejected_queue, cancelled_client, timed_out;
     size_t body_mem;               /* bytes reserved for bodies being read or parsed */
     pthread_mutex_t lmu;           /* guards the two below: MHD may log with mu held */
@@ -643,8 +668,7 @@ static struct sreq *sreq_new(struct ob_serve *s, struct MHD_Connection *c, const
     s->head = r;
     uint64_t n = ++s->seq;
     pthread_mutex_unlock(&s->mu);
-    snprintf(r->id, sizeof r->id, "%s-%s-%llu",
-             r->ep == EP_CHAT ? "chatcmpl" : r->ep == EP_COMPLETIONS ? "cmpl" : "req", s->boot,
+    snprintf(r->id, sizeof r->id, "%s-%s-%llu", eps[r->ep].id ? eps[r->ep].id : "req", s->boot,
              (unsigned long long)n);
     return r;
 }
@@ -924,7 +948,7 @@ static void part_done(struct spart *p, int reason)
     r->t_done = now();
     if (r->fin_reason != OB_FINISH_ERROR && r->fin_reason != OB_FINISH_CANCELLED)
         r->fin_reason = r->parts[0].fin_reason;
-    int k = r->ep == EP_CHAT ? 0 : 1;
+    int k = r->ep;                 /* a generation endpoint: < EP_GEN */
     if (r->fin_reason != OB_FINISH_ERROR && r->fin_reason != OB_FINISH_CANCELLED) {
         hist_add(&s->duration[k], r->t_done - r->t0);
         if (r->t_first > 0)
@@ -1034,7 +1058,7 @@ static void *driver(void *arg)
 
 /* ---- simple endpoints ----------------------------------------------------------------------- */
 
-static enum MHD_Result do_health(struct sreq *r)
+static enum MHD_Result do_health(struct sreq *r, const char *arg)
 {
     struct ob_serve *s = r->s;
     pthread_mutex_lock(&s->mu);
@@ -1061,7 +1085,14 @@ static void model_object(struct ob_sb *b, const struct ob_serve *s)
                s->n_ctx, hp->n_vocab, s->parallel);
 }
 
-static enum MHD_Result do_models(struct sreq *r)
+static enum MHD_Result do_livez(struct sreq *r, const char *arg)
+{
+    struct ob_sb b = {0};
+    ob_sb_str(&b, "{\"status\":\"alive\"}");
+    return reply_json(r, 200, &b);
+}
+
+static enum MHD_Result do_models(struct sreq *r, const char *arg)
 {
     struct ob_sb b = {0};
     ob_sb_str(&b, "{\"object\":\"list\",\"data\":[");
@@ -1085,7 +1116,7 @@ static void token_or_null(struct ob_sb *b, const struct ob_tok *tok, int32_t id)
 /* GET /tokenizer_info (vLLM's): what a client needs to tokenize as the server does through
  * /tokenize and /detokenize, with no tokenizer files of its own (lm-eval's remote tokenizer
  * reads eos_token, bos_token, pad_token and chat_template) */
-static enum MHD_Result do_tokenizer_info(struct sreq *r)
+static enum MHD_Result do_tokenizer_info(struct sreq *r, const char *arg)
 {
     const struct ob_serve *s = r->s;
     struct ob_sb b = {0};
@@ -1161,7 +1192,7 @@ static void hist_print(struct ob_sb *b, const char *name, const struct hist *h, 
                h->sum, name, ep, (unsigned long long)h->count);
 }
 
-static enum MHD_Result do_metrics(struct sreq *r)
+static enum MHD_Result do_metrics(struct sreq *r, const char *arg)
 {
     struct ob_serve *s = r->s;
     struct ob_sb b = {0};
@@ -1195,13 +1226,13 @@ static enum MHD_Result do_metrics(struct sreq *r)
     ob_sb_fmt(&b, "ob_request_body_bytes %zu\n", s->body_mem);
     metric(&b, "ob_ready", "gauge", "1 when the server can serve (what /health says).");
     ob_sb_fmt(&b, "ob_ready %d\n", s->ready && !s->draining);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < EP_GEN; k++) {
         if (!k)
             metric(&b, "ob_request_duration_seconds", "histogram",
                    "Time from the request to its last token, generation endpoints.");
         hist_print(&b, "ob_request_duration_seconds", &s->duration[k], eps[k].path);
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < EP_GEN; k++) {
         if (!k)
             metric(&b, "ob_time_to_first_token_seconds", "histogram",
                    "Time from the request to its first generated token.");
@@ -1589,7 +1620,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 static void prep_generate(struct sreq *r)
 {
     struct ob_serve *s = r->s;
-    int kind = r->ep == EP_CHAT ? OB_OAI_SRV_CHAT : OB_OAI_SRV_COMPLETION;
+    int kind = eps[r->ep].kind;
     const char *body = r->body.p ? r->body.p : "";
     int err = ob_oai_srv_parse(body, r->body.len, kind, &s->defaults, &r->q, &r->perr);
     drop_body(r);
@@ -1604,7 +1635,7 @@ static void prep_generate(struct sreq *r)
         return;
     }
     /* the parts: one per prompt (chat: one), each tokenized and checked against the context */
-    int k = r->ep == EP_CHAT ? 1 : r->q.n_prompts;
+    int k = kind == OB_OAI_SRV_CHAT ? 1 : r->q.n_prompts;
     r->parts = calloc((size_t)k, sizeof *r->parts);
     if (!r->parts) {
         refuse(r, 500, "server_error", NULL, "out of memory");
@@ -1762,12 +1793,7 @@ static void *prep_main(void *arg)
             s->pq_tail = NULL;
         pthread_mutex_unlock(&s->mu);
         size_t seen = r->body_seen;
-        if (r->ep == EP_TOKENIZE)
-            prep_tokenize(r);
-        else if (r->ep == EP_DETOKENIZE)
-            prep_detokenize(r);
-        else
-            prep_generate(r);
+        eps[r->ep].prep(r);
         if (r->perr_set) {
             /* refused: nothing of it is needed but the error (and the count, for the log) */
             ob_oai_srv_free(&r->q);
@@ -1803,7 +1829,7 @@ static void prep_queue(struct sreq *r)
 
 /* The last call for a request whose body a prep thread handles: queue it, or wait for it (or
  * for its job), or answer. */
-static enum MHD_Result prepared(struct sreq *r)
+static enum MHD_Result prepared(struct sreq *r, const char *arg)
 {
     struct ob_serve *s = r->s;
     pthread_mutex_lock(&s->mu);
@@ -1824,7 +1850,7 @@ static enum MHD_Result prepared(struct sreq *r)
     pthread_mutex_unlock(&s->mu);
     if (r->perr_set)
         return reply_error(r, &r->perr);
-    if (r->ep == EP_TOKENIZE || r->ep == EP_DETOKENIZE)
+    if (!eps[r->ep].gen)
         return reply_json(r, 200, &r->pout);
     if (r->stream)
         return queue_stream(r);
@@ -1943,13 +1969,12 @@ static enum MHD_Result first_call(struct sreq *r, const char *version)
     pthread_mutex_lock(&s->mu);
     bool ready = s->ready, draining = s->draining;
     bool busy = s->n_active >= s->parallel + s->p.queue;
-    if ((r->ep == EP_CHAT || r->ep == EP_COMPLETIONS) && ready && !draining && busy)
+    if (eps[r->ep].gen && ready && !draining && busy)
         s->rejected_queue++;
     pthread_mutex_unlock(&s->mu);
-    bool needs_model = r->ep != EP_HEALTH && r->ep != EP_LIVEZ && r->ep != EP_METRICS;
-    if (needs_model && !ready)
+    if (eps[r->ep].model && !ready)
         return fail(r, 503, "server_error", "loading", "the model is loading; retry later");
-    if (r->ep == EP_CHAT || r->ep == EP_COMPLETIONS) {
+    if (eps[r->ep].gen) {
         if (draining)
             return fail(r, 503, "server_error", "shutting_down", "the server is shutting down");
         if (busy)
@@ -2038,27 +2063,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return fail(r, 503, "server_error", "overloaded",
                     "the server is reading too many large bodies (%zu bytes); retry later",
                     body_budget(s));
-    switch (r->ep) {
-    case EP_HEALTH: return do_health(r);
-    case EP_LIVEZ: {
-        struct ob_sb b = {0};
-        ob_sb_str(&b, "{\"status\":\"alive\"}");
-        return reply_json(r, 200, &b);
-    }
-    case EP_METRICS: return do_metrics(r);
-    case EP_MODELS: return do_models(r);
-    case EP_TOKENIZER_INFO: return do_tokenizer_info(r);
-    case EP_MODEL: {
-        const char *name;
-        route(url, &name);
-        return do_model(r, name);
-    }
-    case EP_TOKENIZE:
-    case EP_DETOKENIZE:
-    case EP_CHAT:
-    case EP_COMPLETIONS: return prepared(r);
-    }
-    return fail(r, 404, "invalid_request_error", "not_found", "no such endpoint");
+    const char *arg;
+    route(url, &arg);
+    if (!eps[r->ep].answer)
+        return fail(r, 404, "invalid_request_error", "not_found", "no such endpoint");
+    return eps[r->ep].answer(r, arg);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **ctx,
