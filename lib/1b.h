@@ -397,6 +397,8 @@ int ob_hparams_read(const struct ob_gguf *g, struct ob_hparams *hp);
 /* Bytes of KV cache for n_ctx positions (f16 keys and values). */
 uint64_t ob_hparams_kv_bytes(const struct ob_hparams *hp, uint64_t n_ctx);
 const char *ob_rope_name(int rope);
+/* the name of an enum ob_arch (as in a GGUF's general.architecture), "?" for another */
+const char *ob_arch_name(int arch);
 
 /* ---- models and inference contexts ----------------------------------------------------------- */
 

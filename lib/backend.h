@@ -24,9 +24,9 @@
  *                                gemma3), added into X
  *
  * Gemma 3 (hp.arch_id OB_ARCH_GEMMA3, see forward.c and hparams.c) changes four ops and adds
- * one; a route implements them all or none, and declares it by setting `geglu`: ob_forward
- * refuses a gemma3 model on a route whose geglu is NULL (OB_EUNSUPP), so a route written
- * before Gemma never computes it wrong. Each float operation is defined in lib/arith/:
+ * one; a route implements them all or none, and declares it in its row's `archs`: a gemma3
+ * model on a route whose row lacks it is refused (OB_EUNSUPP, ob_route_supports), so a route
+ * written before Gemma never computes it wrong. Each float operation is defined in lib/arith/:
  *   embed      X[i] = row * ob_embd_scale(n_embd), by ob_scale_f32, when hp.embd_scale
  *   rmsnorm    roles OB_W_POST_ATTN_NORM and OB_W_POST_FFN_NORM, with src == dst (OUT)
  *   qk_rope    the tables of hp.rope_base_swa on the sliding-window layers
@@ -38,12 +38,14 @@
  *
  * How to add a route (the way git's builtin.h says how to add a command):
  *   1. Make a folder lib/NAME/ with backend-NAME.c defining `const struct ob_be_ops
- *      ob_be_NAME` (every op below but `layer` and `geglu`, which are optional) and, if it has a
- *      device, a probe function. Kernels get their bits from lib/arith/ and are tested bit for
- *      bit against it.
- *   2. Add its row to the table in route.c (name, one line about it, ops, probe, supports,
- *      KV bytes), under the build knob that compiles it (e.g. #ifdef OB_HAVE_HIP); without the
- *      knob the row stays, with ops NULL and the knob's name, so `-d NAME` says how to get it.
+ *      ob_be_NAME` (every op below but `layer`, which is optional, and `geglu`, which Gemma 3
+ *      needs) and, if it has a device, a probe function. Kernels get their bits from lib/arith/
+ *      and are tested bit for bit against it.
+ *   2. Write its row, `const struct ob_route ob_route_NAME` (name, one line about it, ops, the
+ *      architectures it runs, probe, supports, weight and KV bytes), in lib/NAME/route-NAME.c,
+ *      under the build knob that compiles it (e.g. #ifdef OB_HAVE_HIP); without the knob the
+ *      row stays, with ops NULL and the knob's name, so `-d NAME` says how to get it. Add it to
+ *      the list in route.c.
  *   3. Add the folder to LIB_DIRS in the Makefile (and its compiler rules, if not cc).
  *   4. Run the contract suite with the route (tests/t5000-contract.sh takes a route list).
  */
@@ -104,7 +106,7 @@ struct ob_be_ops {
     int (*attention)(struct ob_be *be, int l);
     /* GATE = silu(GATE) * UP */
     int (*swiglu)(struct ob_be *be);
-    /* GATE = gelu(GATE) * UP (ob_geglu); NULL on a route without gemma3 (see the top) */
+    /* GATE = gelu(GATE) * UP (ob_geglu); NULL on a route whose row does not list gemma3 */
     int (*geglu)(struct ob_be *be);
     /* dst += src */
     int (*add)(struct ob_be *be, int dst, int src);
@@ -124,11 +126,20 @@ struct ob_device_info {
     uint64_t mem_bytes;            /* memory for weights and caches (after dev.mem_limit) */
 };
 
+/* a set of architectures (enum ob_arch) a route runs */
+#define OB_ARCH_BIT(a) (1u << (a))
+#define OB_ARCHS_ALL (OB_ARCH_BIT(OB_ARCH_LLAMA) | OB_ARCH_BIT(OB_ARCH_QWEN2) | \
+                      OB_ARCH_BIT(OB_ARCH_QWEN3) | OB_ARCH_BIT(OB_ARCH_GEMMA3))
+
 struct ob_route {
     const char *name;              /* what -d takes */
     const char *about;             /* one line */
     const struct ob_be_ops *ops;   /* NULL: not built into this binary */
-    const char *build;             /* when ops is NULL: how to build it in ("make HIP=1") */
+    bool (*linked)(void);          /* NULL, or whether its runtime is linked in (ops alone do
+                                    * not say: hrx's host side is always built) */
+    const char *build;             /* when not built in: how to build it in ("make HIP=1") */
+    unsigned archs;                /* the architectures it runs (OB_ARCH_BIT); Gemma 3 needs
+                                    * the ops geglu and the rest above */
     /* is the device there? 0 and *info, or OB_EDEVICE with a message */
     int (*probe)(const struct ob_device_opts *d, struct ob_device_info *info);
     /* can the route run this model? 0, or OB_EUNSUPP naming what it cannot */
@@ -142,6 +153,18 @@ struct ob_route {
 /* The route named name (NULL: "cpu"): OB_EUSAGE listing the routes when there is none,
  * OB_EDEVICE when it is not built in (saying how to build it) or its device is absent. */
 int ob_route_find(const char *name, const struct ob_route **out);
+
+/* Can route r run model m: its architecture, then the row's own check (weight types)?
+ * 0, or OB_EUNSUPP naming what it cannot. */
+int ob_route_supports(const struct ob_route *r, const struct ob_model *m);
+
+/* What the rows share (route.c): the host's memory as a route's device memory (device index 0
+ * only; d->mem_limit caps it); each matrix of m passing ok, else OB_EUNSUPP naming the route
+ * and the weight type; no weights on a device; fp16 keys and values. */
+int ob_route_host_memory(const struct ob_device_opts *d, struct ob_device_info *info);
+int ob_route_each_matrix(const struct ob_model *m, bool (*ok)(uint32_t), const char *route);
+uint64_t ob_route_no_device_weights(const struct ob_model *m);
+uint64_t ob_route_kv_fp16(const struct ob_model *m, int n_slots, int n_ctx);
 
 /* ---- the forward pass (forward.c) ---------------------------------------------------------- */
 

@@ -43,7 +43,7 @@ int ob_ctx_new(struct ob_model *m, const struct ob_ctx_params *p, struct ob_ctx 
     if (p->dev.index < 0)
         return ob_seterr(OB_EUSAGE, "context: device index %d", p->dev.index);
     if ((e = ob_route_find(p->route, &r)) || (e = r->probe(&p->dev, &info)) ||
-        (e = r->supports(m)))
+        (e = ob_route_supports(r, m)))
         return e;
     if (m->hp.n_ctx_train && (uint32_t)p->n_ctx > m->hp.n_ctx_train)
         return ob_seterr(OB_ERANGE, "context of %d positions exceeds the model's %u",

@@ -53,10 +53,6 @@ int ob_forward(const struct ob_be_ops *o, struct ob_be *be, const struct ob_mode
 {
     const struct ob_hparams *hp = &m->hp;
     int e;
-    /* a route that predates Gemma's ops must not run it with llama's (backend.h) */
-    if (hp->arch_id == OB_ARCH_GEMMA3 && !o->geglu)
-        return ob_seterr(OB_EUNSUPP, "this route has no gemma3 forward pass (geglu, post norms, "
-                         "sliding window)");
     if ((e = o->begin(be, b)) || (e = o->embed(be)))
         return e;
     for (int l = 0; l < (int)hp->n_layer; l++)

@@ -35,6 +35,14 @@ static const struct { const char *name; int id; } archs[] = {
     {"gemma3", OB_ARCH_GEMMA3},
 };
 
+const char *ob_arch_name(int arch)
+{
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (archs[i].id == arch)
+            return archs[i].name;
+    return "?";
+}
+
 const char *ob_rope_name(int rope)
 {
     return rope == OB_ROPE_NEOX ? "neox" : "norm";

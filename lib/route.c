@@ -1,7 +1,9 @@
 /*
- * route.c — the route registry: every route 1b knows, whether this binary has it, how to find
- * its device, what it can run and how much memory it needs. ob_ctx_new (ctx.c) goes through
- * here; nothing else names a route. To add one, see the top of backend.h.
+ * route.c — the route registry: the list of every route 1b knows. Each route's row (its
+ * probe, the models it supports, its memory sizes) lives in its own folder (cpu/route-cpu.c,
+ * ...); this file lists them, finds one by name and checks a model against it, with the
+ * helpers the rows share. ob_ctx_new (ctx.c) goes through here; nothing else names a route. To
+ * add one, see the top of backend.h.
  *
  * A route that is not built in keeps its row (ops NULL) so that asking for it says how to get
  * it; a route never falls back to another.
@@ -12,22 +14,13 @@
 
 #include "backend.h"
 #include "quant.h"
-#include "cpu/simd.h"
-#include "hrx/hrx.h"
-#include "npu/npu.h"
 
-extern const struct ob_be_ops ob_be_cpu;
-extern const struct ob_be_ops ob_be_ref;
-extern const struct ob_be_ops ob_be_hrx;
-extern const struct ob_be_ops ob_be_hrx_sim;
-extern const struct ob_be_ops ob_be_npu_sim;
-#ifdef OB_HAVE_XRT
-extern const struct ob_be_ops ob_be_npu;
-#endif
+extern const struct ob_route ob_route_cpu, ob_route_ref, ob_route_hrx, ob_route_hrx_sim,
+    ob_route_npu, ob_route_npu_sim;
 
-/* ---- host routes: memory is the machine's ------------------------------------------------ */
+/* ---- what the rows share --------------------------------------------------------------------- */
 
-static int host_memory(const struct ob_device_opts *d, struct ob_device_info *info)
+int ob_route_host_memory(const struct ob_device_opts *d, struct ob_device_info *info)
 {
     if (d->index != 0)
         return ob_seterr(OB_EDEVICE, "device %d: host routes have one device, 0", d->index);
@@ -35,24 +28,6 @@ static int host_memory(const struct ob_device_opts *d, struct ob_device_info *in
     uint64_t ram = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : 0;
     info->mem_bytes = d->mem_limit && (!ram || d->mem_limit < ram) ? d->mem_limit : ram;
     return 0;
-}
-
-static int cpu_probe(const struct ob_device_opts *d, struct ob_device_info *info)
-{
-    int isa, e;
-    if ((e = ob_isa_select(&isa)))               /* OB_SIMD names a level this CPU lacks */
-        return e;
-    snprintf(info->name, sizeof info->name, "%s", ob_isa_name(isa));
-    return host_memory(d, info);
-}
-
-static int ref_probe(const struct ob_device_opts *d, struct ob_device_info *info)
-{
-    const char *core;
-    int threads;
-    ob_blas_info(&core, &threads);
-    snprintf(info->name, sizeof info->name, "float64 openblas %s", core ? core : "?");
-    return host_memory(d, info);
 }
 
 /* a route that cannot multiply a weight type: what it runs instead */
@@ -68,8 +43,7 @@ static int no_kernels(const char *route, uint32_t t)
                      ob_type_name(t));
 }
 
-/* every matrix of the model, for the type checks below */
-static int each_matrix(const struct ob_model *m, bool (*ok)(uint32_t), const char *route)
+int ob_route_each_matrix(const struct ob_model *m, bool (*ok)(uint32_t), const char *route)
 {
     const struct ob_matrix *w[2] = {&m->tok_embd, &m->output};
     for (int i = 0; i < 2; i++)
@@ -84,107 +58,26 @@ static int each_matrix(const struct ob_model *m, bool (*ok)(uint32_t), const cha
     return 0;
 }
 
-/* the ref route dequantises every matrix it multiplies: Q4NX tiles too (a pack's oracle) */
-static bool dequantisable(uint32_t t)
-{
-    return ob_type_supported(t) || ob_type_is_float(t) || ob_dequant_supported(t);
-}
+uint64_t ob_route_no_device_weights(const struct ob_model *m) { return 0; }
 
-static bool is_q4nx(uint32_t t) { return t == OB_Q4NX; }
-
-static int cpu_supports(const struct ob_model *m) { return each_matrix(m, ob_type_supported, "cpu"); }
-static int ref_supports(const struct ob_model *m) { return each_matrix(m, dequantisable, "ref"); }
-static int npu_sim_supports(const struct ob_model *m) { return each_matrix(m, is_q4nx, "npu-sim"); }
-
-/* npu-sim computes on the host, its device name says at which SIMD level */
-static int npu_sim_probe(const struct ob_device_opts *d, struct ob_device_info *info)
-{
-    int isa, e;
-    if ((e = ob_isa_select(&isa)))
-        return e;
-    snprintf(info->name, sizeof info->name, "npu-sim %s", ob_isa_name(isa));
-    return host_memory(d, info);
-}
-
-#ifdef OB_HAVE_XRT
-static int npu_supports(const struct ob_model *m) { return each_matrix(m, is_q4nx, "npu"); }
-
-/* the tiles go to the device's memory */
-static uint64_t npu_weight_bytes(const struct ob_model *m)
-{
-    uint64_t b = (uint64_t)m->tok_embd.row_bytes * (uint64_t)m->tok_embd.n;
-    if (m->output.data != m->tok_embd.data)
-        b += (uint64_t)m->output.row_bytes * (uint64_t)m->output.n;
-    for (uint32_t l = 0; l < m->hp.n_layer; l++)
-        for (int r = OB_W_Q; r <= OB_W_DOWN; r++) {
-            const struct ob_matrix *x = ob_layer_matrix(m, (int)l, r);
-            b += (uint64_t)x->row_bytes * (uint64_t)x->n;
-        }
-    return b;
-}
-#endif
-
-static uint64_t no_device_weights(const struct ob_model *m) { return 0; }
-
-/* ---- hrx: GPU kernels (lib/hrx/); hrx-sim runs them on the host ----------------------------- */
-
-static int hrx_probe(const struct ob_device_opts *d, struct ob_device_info *info)
-{
-    return ob_hrx_probe(false, d, info);
-}
-
-static int hrx_sim_probe(const struct ob_device_opts *d, struct ob_device_info *info)
-{
-    return ob_hrx_probe(true, d, info);
-}
-
-static int hrx_supports(const struct ob_model *m)
-{
-    return each_matrix(m, ob_hrx_type_supported, "hrx");
-}
-
-/* fp16 keys and values */
-static uint64_t kv_fp16(const struct ob_model *m, int n_slots, int n_ctx)
+uint64_t ob_route_kv_fp16(const struct ob_model *m, int n_slots, int n_ctx)
 {
     return (uint64_t)n_slots * ob_hparams_kv_bytes(&m->hp, (uint64_t)n_ctx);
 }
 
-/* float64 keys and values: four times fp16 */
-static uint64_t kv_f64(const struct ob_model *m, int n_slots, int n_ctx)
-{
-    return 4 * kv_fp16(m, n_slots, n_ctx);
-}
-
 /* ---- the table ------------------------------------------------------------------------------ */
 
-static const struct ob_route routes[] = {
-    {"cpu", "canonical kernels on the host, scalar reference and AVX2/AVX-512 (the default)",
-     &ob_be_cpu, NULL, cpu_probe, cpu_supports, no_device_weights, kv_fp16},
-    {"ref", "float64 activations and OpenBLAS: an oracle of exact arithmetic",
-     &ob_be_ref, NULL, ref_probe, ref_supports, no_device_weights, kv_f64},
-    {"hrx", "GPU kernels through CUDA or HIP, bitwise equal to cpu",
-     &ob_be_hrx, "build it with make CUDA=1 or make HIP=1", hrx_probe, hrx_supports,
-     ob_hrx_weight_bytes, kv_fp16},
-    {"hrx-sim", "the hrx kernels executed on the host, thread by thread, bitwise equal to cpu",
-     &ob_be_hrx_sim, NULL, hrx_sim_probe, hrx_supports, no_device_weights, kv_fp16},
-#ifdef OB_HAVE_XRT
-    {"npu", "Q4NX packs on an NPU through XRT, bitwise equal to npu-sim",
-     &ob_be_npu, NULL, ob_npu_xrt_probe, npu_supports, npu_weight_bytes, kv_fp16},
-#else
-    {"npu", "Q4NX packs on an NPU through XRT, bitwise equal to npu-sim",
-     NULL, "build with make XRT=1 (libxrt-dev)"},
-#endif
-    {"npu-sim", "the npu route's Q4NX arithmetic on the CPU (runs Q4NX packs)",
-     &ob_be_npu_sim, NULL, npu_sim_probe, npu_sim_supports, no_device_weights, kv_fp16},
+static const struct ob_route *const routes[] = {
+    &ob_route_cpu, &ob_route_ref, &ob_route_hrx, &ob_route_hrx_sim, &ob_route_npu,
+    &ob_route_npu_sim,
 };
 
 #define N_ROUTES (int)(sizeof routes / sizeof routes[0])
 
-/* is the route in this binary? (hrx's host side always is; its GPU runtime only with
- * make CUDA=1 or HIP=1) */
+/* is the route in this binary? */
 static bool built(const struct ob_route *r)
 {
-    return r->ops && (r->ops != &ob_be_hrx || ob_hrx_gpu_linked());
+    return r->ops && (!r->linked || r->linked());
 }
 
 int ob_route_find(const char *name, const struct ob_route **out)
@@ -192,19 +85,19 @@ int ob_route_find(const char *name, const struct ob_route **out)
     if (!name)
         name = "cpu";
     for (int i = 0; i < N_ROUTES; i++) {
-        if (strcmp(routes[i].name, name) != 0)
+        if (strcmp(routes[i]->name, name) != 0)
             continue;
-        if (!built(&routes[i]))
+        if (!built(routes[i]))
             return ob_seterr(OB_EDEVICE, "route '%s' is not built into this binary: %s", name,
-                             routes[i].build);
-        *out = &routes[i];
+                             routes[i]->build);
+        *out = routes[i];
         return 0;
     }
     char have[128] = "", lack[128] = "";
     for (int i = 0; i < N_ROUTES; i++) {
-        char *b = built(&routes[i]) ? have : lack;
+        char *b = built(routes[i]) ? have : lack;
         size_t len = strlen(b);
-        snprintf(b + len, 128 - len, "%s%s", len ? ", " : "", routes[i].name);
+        snprintf(b + len, 128 - len, "%s%s", len ? ", " : "", routes[i]->name);
     }
     return ob_seterr(OB_EUSAGE, "unknown route '%s' (this build has %s; not built: %s)", name,
                      have, lack);
@@ -234,7 +127,8 @@ int ob_route_fit(struct ob_model *m, const char *route, const struct ob_device_o
     struct ob_device_info info = {0};
     int e;
     memset(out, 0, sizeof *out);
-    if ((e = ob_route_find(route, &r)) || (e = r->probe(d, &info)) || (e = r->supports(m)))
+    if ((e = ob_route_find(route, &r)) || (e = r->probe(d, &info)) ||
+        (e = ob_route_supports(r, m)))
         return e;
     snprintf(out->device, sizeof out->device, "%s", info.name);
     out->mem_bytes = info.mem_bytes;
@@ -243,4 +137,12 @@ int ob_route_fit(struct ob_model *m, const char *route, const struct ob_device_o
     /* ob_ctx_new's budget (ctx.c): weights and caches within 80% of the memory */
     out->fits = !info.mem_bytes || out->weight_bytes + out->kv_bytes <= info.mem_bytes / 10 * 8;
     return 0;
+}
+
+int ob_route_supports(const struct ob_route *r, const struct ob_model *m)
+{
+    if (!(r->archs & OB_ARCH_BIT(m->hp.arch_id)))
+        return ob_seterr(OB_EUNSUPP, "route %s has no %s forward pass", r->name,
+                         ob_arch_name(m->hp.arch_id));
+    return r->supports(m);
 }

@@ -18,9 +18,9 @@
  *     the file's bytes) and gives the logits of the model read in place at every level this
  *     CPU runs (on GEMMA3 and MORE when given, models with Q4_K or Q5_0 matrices; else on
  *     MODEL);
- *   - with GEMMA3 (a gemma3 model): a route without the gemma ops (geglu NULL, as every route
- *     written before them) is refused by ob_forward with OB_EUNSUPP instead of computing
- *     llama's graph; the cpu route's own ops run it.
+ *   - with GEMMA3 (a gemma3 model): a route whose row does not list gemma3 (as every route
+ *     written before its ops, and npu-sim) is refused by ob_route_supports with OB_EUNSUPP
+ *     instead of computing llama's graph; the cpu route's row takes it and its ops run it.
  * Usage: route MODEL [GEMMA3 [MORE...]]
  */
 #include <stdlib.h>
@@ -326,11 +326,21 @@ int main(int argc, char **argv)
         }
         V = ob_model_hparams(m)->n_vocab;
         a = malloc(V * sizeof *a);
-        struct ob_be_ops old = ob_be_cpu;
-        old.geglu = NULL;
-        e = run(&old, m, a);
-        ok(e == OB_EUNSUPP && strstr(ob_errmsg(), "gemma3"), "gemma3 on a route without "
-           "geglu: OB_EUNSUPP (%s)", ob_errmsg());
+        const struct ob_route *cpu, *npu;
+        e = ob_route_find("cpu", &cpu) || ob_route_find("npu-sim", &npu);
+        ok(e == 0, "the cpu and npu-sim rows are found");
+        if (e == 0) {
+            struct ob_route old = *cpu;
+            old.archs &= ~OB_ARCH_BIT(OB_ARCH_GEMMA3);
+            e = ob_route_supports(&old, m);
+            ok(e == OB_EUNSUPP && strstr(ob_errmsg(), "route cpu has no gemma3 forward pass"),
+               "gemma3 on a route whose row lacks it: OB_EUNSUPP (%s)", ob_errmsg());
+            e = ob_route_supports(npu, m);
+            ok(e == OB_EUNSUPP && strstr(ob_errmsg(), "route npu-sim has no gemma3 forward "
+               "pass"), "gemma3 on npu-sim: OB_EUNSUPP (%s)", ob_errmsg());
+            e = ob_route_supports(cpu, m);
+            ok(e == 0, "gemma3 on the cpu route's row: supported (%s)", e ? ob_errmsg() : "");
+        }
         e = run(&ob_be_cpu, m, a);
         ok(e == 0, "gemma3 on the cpu route runs (%s)", e ? ob_errmsg() : "");
         free(a);
