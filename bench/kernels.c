@@ -117,7 +117,7 @@ static double median(double *v, int n)
 }
 
 /*
- * Memory advised to 2 MB pages, as the cpu route holds its weights (lib/model.h
+ * Memory advised to 2 MB pages, as the cpu route holds its weights (lib/cpu/weights.h
  * ob_model_weights): the arena of weight copies and the streaming-read buffer, so that the two
  * stream through the same kind of page. Freed with hfree.
  */

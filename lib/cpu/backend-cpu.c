@@ -23,6 +23,7 @@
 #include "backend.h"
 #include "cpu/kernels/kernels.h"
 #include "cpu/backend-cpu.h"
+#include "cpu/weights.h"
 #include "cpu/kernels/ops.h"
 
 struct ob_be {
@@ -150,7 +151,7 @@ fail:
     return e;
 }
 
-/* matrix w as this route reads it: in the weights' copy (model.h ob_model_weights) */
+/* matrix w as this route reads it: in the weights' copy (cpu/weights.h ob_model_weights) */
 static const struct ob_matrix *wmat(const struct ob_be *be, const struct ob_matrix *w,
                                     struct ob_matrix *tmp)
 {

@@ -10,7 +10,7 @@
  *   - hrx-sim is in every build and runs on the host; hrx without a GPU build is not built in;
  *     npu-sim is in every build, npu only with make XRT=1, and npu-sim refuses a GGUF;
  *     ob_route_fit reports a route's device and whether a context fits it.
- *   - the cpu route's copy of the weights (model.h ob_model_weights): OB_WEIGHTS=copy makes one
+ *   - the cpu route's copy of the weights (cpu/weights.h ob_model_weights): OB_WEIGHTS=copy makes one
  *     copy of the tensor data (the same bytes, each at its offset in its 4 KB page) shared by
  *     every call, map reads in place, both give the same logits as the default; another value
  *     is OB_EUSAGE, from every call and from the route's open; a copy asked for in panels
@@ -28,6 +28,7 @@
 
 #include "backend.h"
 #include "cpu/simd.h"
+#include "cpu/weights.h"
 #include "hrx/hrx.h"
 #include "tap.h"
 

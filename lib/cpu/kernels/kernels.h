@@ -79,7 +79,7 @@ struct ob_kernel_table {
     struct ob_gemm pgemm[OB_TYPE_COUNT];
     struct ob_gemm pgemv[OB_TYPE_COUNT];
     /* the types (bit 1 << type) this level reads faster in panels: the cpu route's copy of the
-     * weights holds its matrices of these types so (model.h ob_model_weights) */
+     * weights holds its matrices of these types so (cpu/weights.h ob_model_weights) */
     uint64_t panels;
 };
 
