@@ -13,12 +13,13 @@
  * --reps). Beside it: the share of drafted tokens accepted, the tokens a verify step yields
  * (accepted + 1), and the machine's ceiling for the speed-up: those tokens over the cost of a
  * verify step against a plain one. That cost is measured here, on this machine: the forward
- * pass of k + 1 rows of one sequence (k the mean drafted) against that of one row, at the
- * same depth (the best of 30). Where a step's cost grows with its rows (compute-bound decode),
- * the ceiling is low and so is the speed-up; where the weights' memory traffic dominates, a
- * verify step costs little more than a plain one. With a draft model the cost of drafting
- * joins the verify step's: its k guesses for one sequence at that depth (the best of 30), in
- * plain steps ("dcost"). "same" checks the first copy's tokens and bits against plain
+ * pass of k + 1 rows of each of W sequences (k the mean drafted) against that of one row of
+ * each, at the same depth (the best of 30): at width 8, a step of 8 (k + 1) rows against
+ * one of 8. Where a step's cost grows with its rows (compute-bound decode), the ceiling is
+ * low and so is the speed-up; where the weights' memory traffic dominates, a verify step
+ * costs little more than a plain one. With a draft model the cost of drafting joins the
+ * verify step's: its k guesses for each of the W sequences together at that depth (the best
+ * of 30), in plain steps ("dcost"). "same" checks the first copy's tokens and bits against plain
  * decoding's (the test suite proves it; the bench only shows it).
  */
 #include <getopt.h>
@@ -99,22 +100,24 @@ static bool run(struct ob_local *L, const struct ob_req *q, int w, int spec, str
     return true;
 }
 
-/* seconds of the best of 30 forward passes of rows [depth, depth + n) of slot 0 (all wanting
- * logits), its positions before depth filled first. The slot's cache is the engine's; every
- * request of this bench runs without the prompt cache, so nothing reads what this writes. */
-static double step_cost(struct ob_local *L, int depth, int n, float *logits)
+/* seconds of the best of 30 forward passes of rows [depth, depth + n) of each of slots
+ * 0 .. w - 1 (all wanting logits), their positions before depth filled first. The slots'
+ * caches are the engine's; every request of this bench runs without the prompt cache, so
+ * nothing reads what this writes. */
+static double step_cost(struct ob_local *L, int depth, int w, int n, float *logits)
 {
-    int32_t tok[MAXK + 1], pos[MAXK + 1], seq[MAXK + 1], want[MAXK + 1];
-    for (int i = 0; i < n; i++) {
-        tok[i] = (int32_t)(100 + 7 * i);
-        pos[i] = depth + i;
-        seq[i] = 0;
+    int32_t tok[MAXW * (MAXK + 1)], pos[MAXW * (MAXK + 1)], seq[MAXW * (MAXK + 1)];
+    int32_t want[MAXW * (MAXK + 1)];
+    for (int i = 0; i < w * n; i++) {
+        tok[i] = (int32_t)(100 + 7 * (i % n));
+        pos[i] = depth + i % n;
+        seq[i] = i / n;
         want[i] = i;
     }
     double best = 1e9;
     for (int r = 0; r < 30; r++) {
         double t0 = bench_now();
-        if (ob_ctx_forward(L->ctx, n, tok, pos, seq, want, n, logits, NULL))
+        if (ob_ctx_forward(L->ctx, w * n, tok, pos, seq, want, w * n, logits, NULL))
             return -1;
         double t = bench_now() - t0;
         if (t < best)
@@ -123,42 +126,49 @@ static double step_cost(struct ob_local *L, int depth, int n, float *logits)
     return best;
 }
 
-/* seconds of the best of 30 draft calls of k guesses after n tokens, the drafter's cache
- * holding all but the last (so each call feeds one row, then k - 1 guesses) */
-static double draft_cost(struct ob_local *L, int n, int k)
+/* seconds of the best of 30 draft calls of k guesses after n tokens for each of w sequences
+ * (together, as the engine asks), the drafter's caches holding all but the last (so each
+ * call feeds one row of each, then k - 1 guesses) */
+static double draft_cost(struct ob_local *L, int n, int w, int k)
 {
-    int32_t *t = malloc((size_t)n * sizeof *t), out[OB_SPEC_MAX];
+    int32_t *t = malloc((size_t)n * sizeof *t), out[MAXW][OB_SPEC_MAX];
+    struct ob_draft_seq q[MAXW];
     if (!t)
         return -1;
     for (int i = 0; i < n; i++)
         t[i] = (int32_t)(1 + (i * 7919) % 1000);
     double best = 1e9;
     for (int r = 0; r < 31 && best > 0; r++) {
+        for (int i = 0; i < w; i++)
+            q[i] = (struct ob_draft_seq){.t = t, .n = n, .k = k, .out = out[i]};
         double t0 = bench_now();
-        if (ob_drafter_draft(L->draft, t, n, k, out) < 0)
+        if (ob_drafter_draft_many(L->draft, q, w) < 0)
             best = -1;
         double dt = bench_now() - t0;
-        if (r > 0 && dt < best && best > 0)         /* the first call fills the cache */
+        if (r > 0 && dt < best && best > 0)         /* the first call fills the caches */
             best = dt;
     }
     free(t);
     return best;
 }
 
-static int fill(struct ob_local *L, int depth)
+/* positions [0, depth) of slots 0 .. w - 1, a slot at a time in passes of at most 256 rows */
+static int fill(struct ob_local *L, int depth, int w)
 {
-    int32_t *tok = malloc((size_t)depth * sizeof *tok), *pos = malloc((size_t)depth * sizeof *pos);
-    int32_t *seq = calloc((size_t)depth, sizeof *seq);
-    for (int i = 0; i < depth; i++) {
-        tok[i] = (int32_t)(1 + (i * 7919) % 1000);
-        pos[i] = i;
-    }
-    int e = tok && pos && seq ? ob_ctx_forward(L->ctx, depth, tok, pos, seq, NULL, 0, NULL, NULL)
-                              : OB_ENOMEM;
-    free(tok);
-    free(pos);
-    free(seq);
-    return e;
+    int32_t tok[256], pos[256], seq[256];
+    for (int k = 0; k < w; k++)
+        for (int p0 = 0; p0 < depth; p0 += 256) {
+            int n = depth - p0 < 256 ? depth - p0 : 256;
+            for (int i = 0; i < n; i++) {
+                tok[i] = (int32_t)(1 + ((p0 + i) * 7919) % 1000);
+                pos[i] = p0 + i;
+                seq[i] = k;
+            }
+            int e = ob_ctx_forward(L->ctx, n, tok, pos, seq, NULL, 0, NULL, NULL);
+            if (e)
+                return e;
+        }
+    return 0;
 }
 
 static const struct ob_option options[] = {
@@ -220,7 +230,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "spec: %s\n", e ? ob_errmsg() : "cannot open the prompts file");
         return 1;
     }
-    float *logits = malloc((size_t)(MAXK + 1) * ob_model_hparams(L->m)->n_vocab * sizeof *logits);
+    float *logits = malloc((size_t)wmax * (MAXK + 1) * ob_model_hparams(L->m)->n_vocab *
+                           sizeof *logits);
     if (!json)
         printf("# %s%s%s, %d threads, spec-max %d; decode tokens/s (best of %d)\n", model,
                draft ? ", draft " : "", draft ? draft : "", threads, kmax, reps);
@@ -259,9 +270,10 @@ int main(int argc, char **argv)
             int depth = q.n_ids + pl.tokens / 2;
             double vcost = 1, dcost = 0, ceiling = 1;
             double per = sp.vsteps ? 1.0 + (double)sp.accepted / (double)sp.vsteps : 1;
-            if (k >= 1 && !fill(L, depth)) {
-                double c1 = step_cost(L, depth, 1, logits), ck = step_cost(L, depth, k + 1, logits);
-                double cd = draft ? draft_cost(L, depth, k) : 0;
+            if (k >= 1 && !fill(L, depth, widths[i])) {
+                double c1 = step_cost(L, depth, widths[i], 1, logits);
+                double ck = step_cost(L, depth, widths[i], k + 1, logits);
+                double cd = draft ? draft_cost(L, depth, widths[i], k) : 0;
                 if (c1 > 0 && ck > 0 && cd >= 0) {
                     vcost = ck / c1;
                     dcost = cd / c1;

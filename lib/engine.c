@@ -1078,10 +1078,7 @@ int ob_engine_step(struct ob_engine *e)
     /* want[] must be increasing: decode rows come first, prompt ends after them */
     double t0 = now();
     int err = ob_ctx_forward(e->ctx, n, e->tok, e->pos, e->seq, e->want, n_want, e->logits, NULL);
-    /* the cost of decode steps alone: a prompt row costs less (no logits, and the GEMM of
-     * many rows), and would make drafted rows look cheaper than they are */
-    if (n == n_decode)
-        cost_add(e, n, now() - t0);
+    double t_fwd = now() - t0;
     if (err) {
         /* a failing forward pass ends every sequence that was in the batch (once: finish
          * clears the job's other rows) */
@@ -1124,6 +1121,11 @@ int ob_engine_step(struct ob_engine *e)
             emit(e, j, lg, t, &id);
         }
     }
+    /* the cost of decode steps alone (a prompt row costs less: no logits, and the GEMM of
+     * many rows, and would make drafted rows look cheaper than they are): the forward pass
+     * and what each row's logits cost after it (sampling, log-probabilities, verifying) */
+    if (n == n_decode)
+        cost_add(e, n, t_fwd + (now() - t));
     e->n_rows = 0;
     return n;
 }
