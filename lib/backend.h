@@ -162,6 +162,10 @@ int ob_route_supports(const struct ob_route *r, const struct ob_model *m);
  * only; d->mem_limit caps it); each matrix of m passing ok, else OB_EUNSUPP naming the route
  * and the weight type; no weights on a device; fp16 keys and values. */
 int ob_route_host_memory(const struct ob_device_opts *d, struct ob_device_info *info);
+/* a host route's probe: the SIMD level it computes at (OB_SIMD, or the best the CPU has)
+ * after prefix as its device name, and the host's memory */
+int ob_route_host_simd(const struct ob_device_opts *d, struct ob_device_info *info,
+                       const char *prefix);
 int ob_route_each_matrix(const struct ob_model *m, bool (*ok)(uint32_t), const char *route);
 uint64_t ob_route_no_device_weights(const struct ob_model *m);
 uint64_t ob_route_kv_fp16(const struct ob_model *m, int n_slots, int n_ctx);

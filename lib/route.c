@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "quant.h"
+#include "cpu/simd.h"
 
 extern const struct ob_route ob_route_cpu, ob_route_ref, ob_route_hrx, ob_route_hrx_sim,
     ob_route_npu, ob_route_npu_sim;
@@ -56,6 +57,16 @@ int ob_route_each_matrix(const struct ob_model *m, bool (*ok)(uint32_t), const c
                 return no_kernels(route, x->type);
         }
     return 0;
+}
+
+int ob_route_host_simd(const struct ob_device_opts *d, struct ob_device_info *info,
+                       const char *prefix)
+{
+    int isa, e;
+    if ((e = ob_isa_select(&isa)))               /* OB_SIMD names a level this CPU lacks */
+        return e;
+    snprintf(info->name, sizeof info->name, "%s%s", prefix, ob_isa_name(isa));
+    return ob_route_host_memory(d, info);
 }
 
 uint64_t ob_route_no_device_weights(const struct ob_model *m) { return 0; }

@@ -2,21 +2,14 @@
  * route-cpu.c — the cpu route's row in the registry (route.c): the host's SIMD level and
  * memory, and the weight types the canonical kernels multiply.
  */
-#include <stdio.h>
-
 #include "backend.h"
 #include "quant.h"
-#include "cpu/simd.h"
 
 extern const struct ob_be_ops ob_be_cpu;
 
 static int cpu_probe(const struct ob_device_opts *d, struct ob_device_info *info)
 {
-    int isa, e;
-    if ((e = ob_isa_select(&isa)))               /* OB_SIMD names a level this CPU lacks */
-        return e;
-    snprintf(info->name, sizeof info->name, "%s", ob_isa_name(isa));
-    return ob_route_host_memory(d, info);
+    return ob_route_host_simd(d, info, "");
 }
 
 static int cpu_supports(const struct ob_model *m)

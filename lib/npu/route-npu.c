@@ -3,10 +3,7 @@
  * and npu-sim (the same arithmetic on the host) in the registry (route.c). Both run the
  * llama-style models (no Gemma 3 ops).
  */
-#include <stdio.h>
-
 #include "backend.h"
-#include "cpu/simd.h"
 #include "npu/npu.h"
 
 extern const struct ob_be_ops ob_be_npu_sim;
@@ -22,11 +19,7 @@ static bool is_q4nx(uint32_t t) { return t == OB_Q4NX; }
 /* npu-sim computes on the host, its device name says at which SIMD level */
 static int npu_sim_probe(const struct ob_device_opts *d, struct ob_device_info *info)
 {
-    int isa, e;
-    if ((e = ob_isa_select(&isa)))
-        return e;
-    snprintf(info->name, sizeof info->name, "npu-sim %s", ob_isa_name(isa));
-    return ob_route_host_memory(d, info);
+    return ob_route_host_simd(d, info, "npu-sim ");
 }
 
 static int npu_sim_supports(const struct ob_model *m)
