@@ -201,7 +201,7 @@ FORCE:
 # ---- library ---------------------------------------------------------------
 # lib/*.c: model files, text, records, engine; lib/ROUTE/: one folder per route (cpu with its
 # kernels, ref); lib/net/: HTTP client and server. lib/arith/ holds headers only.
-LIB_DIRS  := lib lib/cpu lib/cpu/kernels lib/ref lib/net lib/hrx lib/npu
+LIB_DIRS  := lib lib/host lib/cpu lib/cpu/kernels lib/ref lib/net lib/hrx lib/npu
 LIB_SRC   := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $d/*.c)))
 LIB_OBJ   := $(LIB_SRC:.c=.o) $(HRX_SIM_OBJ)
 LIB       := lib/lib1b.a

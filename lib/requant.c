@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "1b.h"
-#include "cpu/pool.h"
+#include "host/pool.h"
 #include "npu/pack.h"
 #include "quant.h"
 

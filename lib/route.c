@@ -14,7 +14,7 @@
 
 #include "backend.h"
 #include "quant.h"
-#include "cpu/simd.h"
+#include "host/simd.h"
 
 extern const struct ob_route ob_route_cpu, ob_route_ref, ob_route_hrx, ob_route_hrx_sim,
     ob_route_npu, ob_route_npu_sim;

@@ -39,7 +39,7 @@
 #include "1b.h"
 #include "arith/arith.h"
 #include "cpu/kernels/ops.h"
-#include "cpu/simd.h"
+#include "host/simd.h"
 #include "sample.h"
 
 #define NBIN 1024                  /* float32 bits >> 20 of a weight in [0, 1]: <= 0x3f8 */

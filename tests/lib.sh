@@ -81,7 +81,7 @@ need_python() {
 # (avx512vnni)", to be the reason of a "cpu lacks LEVEL" skip. The extensions come from the
 # flags themselves, as the compiler's predefined macros (__AVX2__, __F16C__, __BMI2__,
 # __AVX512VNNI__, ...: -mavx512vnni and -march=native alike); bin/unit/cpu-has asks CPUID about
-# those a SIMD level's flags enable (lib/cpu/simd.c), and honours OB_CPU_LACKS=avx2|avx512, so
+# those a SIMD level's flags enable (lib/host/simd.c), and honours OB_CPU_LACKS=avx2|avx512, so
 # that a machine with AVX-512 can take the path of one without it. An extension no level uses
 # (one -march=native turns on because this CPU has it) is not judged: such code runs, and a
 # crash stays a failure. Returns 2 (a failure, not a skip) when it cannot tell: the compiler

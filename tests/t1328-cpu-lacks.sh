@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The skips of a SIMD level this CPU lacks, proven on any CPU: OB_CPU_LACKS=avx512 (or avx2)
-# makes lib/cpu/simd.c, and through bin/unit/cpu-has tests/lib.sh's isa_lacks, answer as a CPU
+# makes lib/host/simd.c, and through bin/unit/cpu-has tests/lib.sh's isa_lacks, answer as a CPU
 # without that level would, so a machine with AVX-512 also takes the AVX2-only path.
 # bin/unit/cpu-has agrees with the kernel's reading of CPUID (/proc/cpuinfo); under the override
 # the cpu route runs the best level left, OB_SIMD above it is refused (exit 4), and an override
@@ -20,7 +20,7 @@ b=$(idx "$best")
 # the best level left under OB_CPU_LACKS=LEVEL
 cap() { local l; l=$(idx "$1"); l=$((l - 1)); [ "$b" -lt "$l" ] && l=$b; echo "${levels[$l]}"; }
 
-# bin/unit/cpu-has against /proc/cpuinfo, for each extension of lib/cpu/simd.c's table
+# bin/unit/cpu-has against /proc/cpuinfo, for each extension of lib/host/simd.c's table
 # (cpu-has name:cpuinfo flag)
 exts=(avx:avx fma:fma f16c:f16c avx2:avx2 bmi:bmi1 bmi2:bmi2 avx512f:avx512f avx512dq:avx512dq
       avx512bw:avx512bw avx512vl:avx512vl avx512vnni:avx512_vnni)

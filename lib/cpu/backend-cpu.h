@@ -9,7 +9,7 @@
 #define OB_BACKEND_CPU_H
 
 #include "backend.h"
-#include "cpu/pool.h"
+#include "host/pool.h"
 
 struct ob_cpu_view {
     int isa;                       /* enum ob_isa, the level the instance runs */

@@ -3,7 +3,7 @@
  * (sim.h says what it does for a kernel), and the runtime table of the hrx-sim route (device
  * memory is host memory).
  *
- * Blocks of a launch are tasks of the queue's thread pool (lib/cpu/pool.c); each host thread
+ * Blocks of a launch are tasks of the queue's thread pool (lib/host/pool.c); each host thread
  * has an executor (struct exec) with a fiber record per GPU thread, 32 warp records and a
  * region of fiber stacks. Within a block the scheduler visits the fibers in thread order,
  * pass after pass: a new fiber is started, a waiting one is resumed when what it waits for is
@@ -30,7 +30,7 @@
 
 #include "hrx/sim.h"
 extern "C" {
-#include "cpu/pool.h"
+#include "host/pool.h"
 }
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include "arith/q4nx.h"
-#include "cpu/pool.h"
+#include "host/pool.h"
 #include "matrix.h"
 
 #define OB_Q4NX_MAXR 4             /* activation rows one row call takes (weight reuse) */

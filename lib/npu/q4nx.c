@@ -9,7 +9,7 @@
 #include <pthread.h>
 
 #include "1b.h"
-#include "cpu/simd.h"
+#include "host/simd.h"
 #include "npu/npu.h"
 
 static void rows_scalar(const void *w, const void *a, size_t as, int nr, int k, float *out)

@@ -54,7 +54,7 @@
 #include "arith/arith.h"
 #include "quant.h"
 #include "backend.h"
-#include "cpu/pool.h"
+#include "host/pool.h"
 
 #define PANEL_VALUES (1 << 17)     /* about this many doubles in one weight panel: 1 MiB */
 #define PANEL_MAX_ROWS 1024

@@ -1,12 +1,12 @@
 /*
- * cpu-has — whether this CPU runs code compiled with some x86 extensions, as lib/cpu/simd.c
+ * cpu-has — whether this CPU runs code compiled with some x86 extensions, as lib/host/simd.c
  * sees it (CPUID and the OS's XCR0; OB_CPU_LACKS=avx2|avx512 takes levels away): how the tests
  * tell a program built with flags this CPU cannot execute (skipped: "cpu lacks LEVEL") from
  * one that crashed (tests/lib.sh: isa_lacks).
  *
  *   cpu-has NAME...     NAME as the compilers spell the extension: avx2, f16c, avx512vnni, ...
  *
- * Exit 0 when the CPU has every NAME that a SIMD level's flags enable (lib/cpu/simd.c's table;
+ * Exit 0 when the CPU has every NAME that a SIMD level's flags enable (lib/host/simd.c's table;
  * a NAME outside it is not judged here and does not count); 1 when it lacks one, printing
  * "LEVEL NAME" for the lowest level it lacks and the first NAME of it; 2 for no NAME, or an
  * OB_CPU_LACKS that names no level.
@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #include "1b.h"
-#include "cpu/simd.h"
+#include "host/simd.h"
 
 int main(int argc, char **argv)
 {

@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "cpu/kernels/kernels.h"
-#include "cpu/pool.h"
-#include "cpu/simd.h"
+#include "host/pool.h"
+#include "host/simd.h"
 #include "npu/npu.h"
 #include "quant.h"
 #include "tap.h"

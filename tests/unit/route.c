@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "cpu/simd.h"
+#include "host/simd.h"
 #include "cpu/weights.h"
 #include "hrx/hrx.h"
 #include "tap.h"

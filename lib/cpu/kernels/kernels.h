@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 #include "1b.h"
-#include "cpu/pool.h"
-#include "cpu/simd.h"
+#include "host/pool.h"
+#include "host/simd.h"
 #include "matrix.h"
 #include "arith/dot.h"
 

@@ -1,11 +1,11 @@
 /*
- * simd.h — which instruction-set level the cpu route runs (simd.c): the best the CPU has, or
+ * simd.h — which instruction-set level the host routes run (simd.c): the best the CPU has, or
  * the one forced with OB_SIMD=scalar|avx2|avx512. Every level computes the same bits; the
  * choice only changes speed. OB_CPU_LACKS=avx2|avx512 makes the CPU read as lacking that level
  * and those above it (for tests of the paths a smaller CPU takes). Internal to lib/.
  */
-#ifndef OB_CPU_SIMD_H
-#define OB_CPU_SIMD_H
+#ifndef OB_HOST_SIMD_H
+#define OB_HOST_SIMD_H
 
 enum ob_isa { OB_ISA_SCALAR = 0, OB_ISA_AVX2 = 1, OB_ISA_AVX512 = 2, OB_ISA_COUNT };
 

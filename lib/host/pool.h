@@ -1,11 +1,12 @@
 /*
- * pool.h — the thread pool (pool.c) of the host routes (cpu, ref): n threads, the caller being
- * one of them, run the tasks of one call and return when all have run. Which thread runs which
- * task is not fixed, so a task must compute whole results of its own (never a share of a sum):
- * that is what keeps the bits independent of the thread count. Internal to lib/.
+ * pool.h — the thread pool (pool.c) of the host routes (cpu, ref, hrx-sim, npu-sim) and of
+ * re-quantisation: n threads, the caller being one of them, run the tasks of one call and
+ * return when all have run. Which thread runs which task is not fixed, so a task must compute
+ * whole results of its own (never a share of a sum): that is what keeps the bits independent
+ * of the thread count. Internal to lib/.
  */
-#ifndef OB_CPU_POOL_H
-#define OB_CPU_POOL_H
+#ifndef OB_HOST_POOL_H
+#define OB_HOST_POOL_H
 
 struct ob_pool;
 int ob_pool_new(int n_threads, struct ob_pool **out);   /* n_threads includes the caller */

@@ -26,7 +26,7 @@
 #include <time.h>
 
 #include "1b.h"
-#include "cpu/pool.h"
+#include "host/pool.h"
 
 #define SPIN_NS 50000              /* how long a thread spins before it sleeps */
 #define SETUP 0xffffffffu          /* task index while the caller sets a run up */

@@ -1,5 +1,5 @@
 /*
- * simd.c — which instruction-set level the cpu route runs: the best the CPU has, or the one
+ * simd.c — which instruction-set level the host routes run: the best the CPU has, or the one
  * forced with OB_SIMD=scalar|avx2|avx512 (for tests and benchmarks). Every level computes the
  * same bits; the choice only changes speed.
  *
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "1b.h"
-#include "cpu/simd.h"
+#include "host/simd.h"
 
 static const char *const names[OB_ISA_COUNT] = {"scalar", "avx2", "avx512"};
 
