@@ -3,7 +3,7 @@
  * R rounds, and count the distinct answers.
  *
  *   1b-batchrep -m MODEL [-d ROUTE] [options]      in process, through the engine's barrier
- *   1b-batchrep --url URL [options]                against a server: N concurrent requests
+ *   1b-batchrep -d URL [options]                   against a server: N concurrent requests
  *   1b-batchrep --selftest                         the fingerprint and comparator logic
  *
  * Every copy is fingerprinted over its token ids and the float32 bits of every log-probability

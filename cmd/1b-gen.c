@@ -3,7 +3,7 @@
  *
  *   1b-gen -m MODEL [-d ROUTE] [options] [FILE...]     (standard input when no FILE)
  *
- *   1b-gen --url URL [-m NAME] [options] [FILE...]   (a server route: OpenAI-compatible)
+ *   1b-gen -d URL [-m NAME] [options] [FILE...]     (a server route: OpenAI-compatible)
  *
  * Every record is a request (prompt or messages, sampling fields); every output line is its
  * result: the tokens with ids, bytes, float32 log-probabilities with their bit patterns and
@@ -11,11 +11,11 @@
  * requests run N at a time through the continuous-batching engine; results still come out in
  * input order (or as they finish with --unordered), and their bits do not depend on N.
  *
- * With --url the same records go to a server (lib/net/oai-client.h has the wire mapping): N
- * requests in flight at once with --parallel N, results still in input order. The result records have the
- * same shape, with the route set to the URL and the float32 values read from the wire's
- * decimals (those that were not exactly float32 are counted per record in nonf32_values and
- * in total on standard error).
+ * With -d URL (or --url URL) the same records go to a server (lib/net/oai-client.h has the
+ * wire mapping): N requests in flight at once with --parallel N, results still in input order.
+ * The result records are written by the same writer (ob_result_record), with the route set to
+ * the URL and the float32 values read from the wire's decimals (those that were not exactly
+ * float32 are counted per record in nonf32_values and in total on standard error).
  *
  * Exit status (1b(7)): 0 ok, 2 usage, 3 a bad record (every earlier result written) or, with
  * --url, a reply that cannot be used (refused with a 4xx, not a completion, no log-probabilities:

@@ -2,7 +2,7 @@
  * 1b-logprobs — teacher-forced scoring: the log-probability of given tokens on a route.
  *
  *   1b-logprobs -m MODEL [-d ROUTE] [options] [FILE...]     result records in, rescored out
- *   1b-logprobs --url URL [-m MODEL] [options] [FILE...]    the same through a server
+ *   1b-logprobs -d URL [-m MODEL] [options] [FILE...]       the same through a server
  *   1b-logprobs --text -m MODEL [options] [FILE...]         plain text: per-token logprobs,
  *                                                           total and perplexity
  *
