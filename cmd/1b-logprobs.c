@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "1b.h"
+#include "agree.h"
 #include "local.h"
 #include "net/oai-client.h"
 #include "record.h"
@@ -116,34 +117,6 @@ struct run {
     char *endpoint;
 };
 
-/* ---- tokens from text ------------------------------------------------------------------------ */
-
-/* a token's bytes: its "bytes" array, else its "text" */
-static bool token_bytes(const cJSON *t, char *buf, size_t cap, size_t *len)
-{
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(t, "bytes");
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(t, "text");
-    if (!x)
-        x = cJSON_GetObjectItemCaseSensitive(t, "token");
-    *len = 0;
-    if (cJSON_IsArray(b)) {
-        const cJSON *it;
-        cJSON_ArrayForEach(it, b) {
-            if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 255 ||
-                *len >= cap)
-                return false;
-            buf[(*len)++] = (char)(unsigned char)it->valuedouble;
-        }
-        return true;
-    }
-    if (cJSON_IsString(x) && strlen(x->valuestring) <= cap) {
-        *len = strlen(x->valuestring);
-        memcpy(buf, x->valuestring, *len);
-        return true;
-    }
-    return false;
-}
-
 /* ---- building jobs ---------------------------------------------------------------------------- */
 
 static int ids_array(const cJSON *a, uint32_t n_vocab, int32_t **out, int *n, const char *what)
@@ -226,39 +199,48 @@ static int job_from_record(struct run *R, cJSON *rec, uint64_t line, struct job 
         q.ids = NULL;
         ob_req_free(&q);
     }
-    /* the tokens: their ids, or ids found from their bytes */
-    int n = cJSON_GetArraySize(toks), maxtop = 0, i = 0;
-    if (!(j->forced = malloc((size_t)(n ? n : 1) * sizeof *j->forced)))
+    /* the tokens, read as every reader of result records reads them (agree.h): their ids,
+     * or ids found from their bytes */
+    struct ob_agree_rec ar;
+    memset(&ar, 0, sizeof ar);
+    if ((e = ob_agree_tokens_from_json(toks, &ar))) {
+        ob_agree_rec_free(&ar);
+        return e;
+    }
+    int n = ar.n, maxtop = 0;
+    if (!(j->forced = malloc((size_t)(n ? n : 1) * sizeof *j->forced))) {
+        ob_agree_rec_free(&ar);
         return ob_seterr(OB_ENOMEM, "out of memory");
-    const cJSON *t;
-    cJSON_ArrayForEach(t, toks) {
-        const cJSON *tid = cJSON_GetObjectItemCaseSensitive(t, "id");
-        const cJSON *top = cJSON_GetObjectItemCaseSensitive(t, "top");
-        if (cJSON_IsArray(top) && cJSON_GetArraySize(top) > maxtop)
-            maxtop = cJSON_GetArraySize(top);
-        if (cJSON_IsNumber(tid)) {
-            if (tid->valuedouble != floor(tid->valuedouble) || tid->valuedouble < 0 ||
-                (nv && tid->valuedouble >= nv))
-                return ob_seterr(OB_EFORMAT, "token %d: id is not a token id of this model", i);
-            j->forced[i++] = (int32_t)tid->valuedouble;
+    }
+    for (int i = 0; i < n && !e; i++) {
+        const struct ob_agree_tok *t = &ar.t[i];
+        if (t->n_top > maxtop)
+            maxtop = t->n_top;
+        if (t->id >= 0) {
+            if (nv && (uint32_t)t->id >= nv)
+                e = ob_seterr(OB_EFORMAT, "token %d: id is not a token id of this model", i);
+            j->forced[i] = t->id;
             continue;
         }
-        if (!R->m)
-            return ob_seterr(OB_EUSAGE, "token %d has no id: -m MODEL is needed to find it "
-                             "from its text", i);
-        char b[1024];
-        size_t len;
-        int32_t v = -1;
-        if (!token_bytes(t, b, sizeof b, &len) || (v = ob_tok_find_piece(R->tok, b, len)) < 0) {
-            char *s = ob_utf8_sanitize(b, len);
-            ob_seterr(OB_EFORMAT, "token %d (\"%s\") has no id and its text is not one token "
-                      "of this vocabulary", i, s ? s : "?");
-            free(s);
-            return OB_EFORMAT;
+        if (!R->m) {
+            e = ob_seterr(OB_EUSAGE, "token %d has no id: -m MODEL is needed to find it from "
+                          "its text", i);
+            break;
         }
-        j->forced[i++] = v;
+        int32_t v = t->has_key ? ob_tok_find_piece(R->tok, t->key, t->key_len) : -1;
+        if (v < 0) {
+            char *x = ob_utf8_sanitize(t->key ? t->key : "", t->key_len);
+            e = ob_seterr(OB_EFORMAT, "token %d (\"%s\") has no id and its text is not one "
+                          "token of this vocabulary", i, x ? x : "?");
+            free(x);
+            break;
+        }
+        j->forced[i] = v;
         j->ids_from_text = true;
     }
+    ob_agree_rec_free(&ar);
+    if (e)
+        return e;
     j->n_forced = n;
     /* alternatives: --top-logprobs, else the record's top_logprobs, else as many as its
      * tokens carry */
