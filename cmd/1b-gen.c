@@ -77,7 +77,8 @@ struct opts {
 
 /* one result on its way out: the first member of a request's state on either route */
 struct out {
-    cJSON *rec;                    /* the result record (in process: being built) */
+    cJSON *rec;                    /* the result record; NULL when done without one (no memory
+                                      for it: status says so) */
     bool done;                     /* rec is complete */
     bool fatal;                    /* done, but the route is gone (an unreachable server): why
                                       is reported once, and neither it nor anything after it
@@ -133,12 +134,12 @@ static int out_flush(struct outq *q)
             if (p->status > q->status)
                 q->status = p->status;
         }
-        int e = ob_jsonl_write(stdout, p->rec);
+        int e = p->rec ? ob_jsonl_write(stdout, p->rec) : 0;   /* none: no memory for it */
         if (e) {
             q->out_failed = true;
             return ob_errprefix(e, "stdout");
         }
-        q->written++;
+        q->written += p->rec != NULL;
         q->pending--;
         *pp = p->next;
         if (!*pp)
@@ -276,7 +277,7 @@ static void on_finish(void *user, uint64_t h, const struct ob_finish *f)
         /* the record carries the error, and so does the message */
         ob_seterr(0, "%s:%llu: id %s: %s", p->name, (unsigned long long)p->line, p->r.id,
                   res.error ? res.error : "out of memory");
-        out_fail(&p->o, OB_EXIT_FAILURE, !p->o.rec, ob_errmsg());
+        out_fail(&p->o, OB_EXIT_FAILURE, false, ob_errmsg());
     }
     cJSON_Delete(p->req);
     p->req = NULL;
