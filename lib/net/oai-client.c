@@ -87,7 +87,7 @@ static bool says_stalled(const char *body, size_t len)
 
 /* The first model /v1/models lists: its id, as valid UTF-8 (it is sent back in every request
  * body), and, when it reports them (1b-serve does), the model's own name and the sha256 of its
- * file, which result records carry as the in-process routes' do. */
+ * file, which result records carry as the in-process routes' do (the name stays the server's). */
 static void first_model(const char *body, size_t len, struct ob_oai_cli_ready *out)
 {
     cJSON *j = NULL;
@@ -619,10 +619,8 @@ cJSON *ob_oai_cli_result(const struct ob_oai_cli *cli, const cJSON *req,
     }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
     r.model = cJSON_IsString(model) ? model->valuestring : "";
-    if (cli->sha256 && strcmp(r.model, cli->model) == 0) {
-        r.model = cli->model_name;             /* as the in-process routes name it */
-        r.sha256 = cli->sha256;
-    }
+    if (cli->sha256 && strcmp(r.model, cli->model) == 0)
+        r.sha256 = cli->sha256;                /* the file the server serves (1b-serve) */
     const cJSON *usage = cJSON_GetObjectItemCaseSensitive(j, "usage");
     const cJSON *pt = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(usage, "completion_tokens");

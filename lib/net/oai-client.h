@@ -112,8 +112,8 @@ int ob_oai_cli_tokens(const cJSON *choice, int top_k, cJSON **tokens, int64_t *n
 /*
  * The result record of one reply, written by the writer of every route (ob_result_record in
  * record.h, so its fields are those of an in-process record, in the same order): the
- * request's fields, then id, repeat, route (c->route), model (the server's name for it; a
- * model that /v1/models reported with a name and sha256 — 1b-serve's — as those), prompt_tokens,
+ * request's fields, then id, repeat, route (c->route), model (the server's name for it, and
+ * the sha256 that /v1/models reported for it with its name: 1b-serve's), prompt_tokens,
  * prompt_ids (when the reply has prompt_token_ids: 1b-serve, vLLM), tokens, text, reasoning_content, finish_reason, completion_tokens, cached_tokens (when the
  * usage reports them), nonf32_values (when any value was not float32), timing {request_s,
  * attempts} — and "error" (with finish_reason "error") when the reply is unusable. *err is 0,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A server URL is one more route behind the same options and the same record writer: the same
-# requests through -d cpu and through -d URL of a 1b-serve on cpu give byte-identical records
-# apart from the route (and the timing, which is measured, not computed); --url URL is -d URL;
-# the options only an in-process route takes are refused with a URL, naming the first one.
+# requests through -d cpu and through -d URL of a 1b-serve on cpu (--alias: the model named as
+# in process) give byte-identical records apart from the route (and the timing, which is
+# measured, not computed); --url URL is -d URL; the options only an in-process route takes
+# are refused with a URL, naming the first one.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
 plan 6
@@ -10,7 +11,9 @@ cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
 
 port=$(free_port)
-1b-serve -m "$S" --port "$port" --parallel 2 -t 1 2> serve.log &
+# named as in process (the model's own name, not the file's): a server's name for its model
+# is what its records carry
+1b-serve -m "$S" --port "$port" --parallel 2 -t 1 --alias llama 2> serve.log &
 _fx_pids+=("$!")
 URL=http://127.0.0.1:$port
 
