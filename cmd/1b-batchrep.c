@@ -3,7 +3,7 @@
  * R rounds, and count the distinct answers.
  *
  *   1b-batchrep -m MODEL [-d ROUTE] [options]      in process, through the engine's barrier
- *   1b-batchrep --url URL [options]                against a server: N concurrent requests
+ *   1b-batchrep -d URL [options]                   against a server: N concurrent requests
  *   1b-batchrep --selftest                         the fingerprint and comparator logic
  *
  * Every copy is fingerprinted over its token ids and the float32 bits of every log-probability
@@ -36,15 +36,14 @@
 #define DEFAULT_PROBE "Explain in one paragraph why the sky appears blue."
 
 enum {
-    OPT_URL = 256, OPT_WIDTH, OPT_ROUNDS, OPT_MAX_TOKENS, OPT_PROMPT, OPT_MESSAGES, OPT_THINKING,
+    OPT_WIDTH = 256, OPT_ROUNDS, OPT_MAX_TOKENS, OPT_PROMPT, OPT_MESSAGES, OPT_THINKING,
     OPT_TOP_LOGPROBS, OPT_TEMPERATURE, OPT_SEED, OPT_VS_SOLO, OPT_JSON, OPT_SELFTEST,
     OPT_PARALLEL, OPT_MATCH_BY,
 };
 
 static const struct ob_option options[] = {
-    {"url", OPT_URL, "URL", "a server route (OpenAI-compatible): N concurrent requests per round"},
-    {"model", 'm', "MODEL", "the model, in process (with --url: the model name to request)"},
-    OB_OPT_ROWS_LOCAL,
+    {"model", 'm', "MODEL", "the model, in process (with a URL: the model name to request)"},
+    OB_OPT_ROWS_ROUTE,
     {"parallel", OPT_PARALLEL, "N", "in process: sequences decoded together (default: --width)"},
     OB_OPT_ROWS_SPEC,
     {"width", OPT_WIDTH, "N", "identical requests released together per round (default 4)"},
@@ -68,11 +67,11 @@ static const struct ob_option options[] = {
 };
 
 struct opts {
-    const char *url, *model, *prompt, *messages, *json;
-    struct ob_local_params lp;     /* in process (its model: above; parallel 0: --width) */
+    const char *model, *prompt, *messages, *json;
+    struct ob_route_opts r;        /* the route (in process: its model is above; parallel 0:
+                                      --width) */
     int width, rounds, max_tokens, top_logprobs, thinking, match;
     double temperature;
-    struct ob_server_opts srv;
     uint64_t seed;
     bool vs_solo, quiet;
 };
@@ -145,7 +144,7 @@ static int run_inprocess(const struct opts *o, const cJSON *req, struct ob_agree
     struct ob_local *L = NULL;
     struct ob_req q;
     memset(&q, 0, sizeof q);
-    struct ob_local_params lp = o->lp;
+    struct ob_local_params lp = o->r.lp;
     lp.model = o->model;
     int e = ob_local_open(&lp, &L);
     struct ob_req_defaults d = {.max_tokens = o->max_tokens, .temperature = (float)o->temperature,
@@ -182,12 +181,12 @@ static int run_inprocess(const struct opts *o, const cJSON *req, struct ob_agree
 /* ---- against a server ---------------------------------------------------------------------- */
 
 /* one reply -> a stream; a reply that cannot be used is an error (OB_EFORMAT, OB_EIO, ...) */
-static int reply_rec(const cJSON *req, const struct ob_oai_cli_req *q, const char *route,
-                     const struct ob_http_result *res, struct ob_agree_rec *out, char *model,
+static int reply_rec(const struct ob_oai_cli *cli, const cJSON *req,
+                     const struct ob_oai_cli_req *q, const struct ob_http_result *res, struct ob_agree_rec *out, char *model,
                      size_t model_size)
 {
     int err;
-    cJSON *rec = ob_oai_cli_result(req, q, 0, route, res, &err);
+    cJSON *rec = ob_oai_cli_result(cli, req, q, 0, res, &err);
     if (!rec)
         return ob_seterr(OB_ENOMEM, "out of memory");
     if (!err) {
@@ -213,7 +212,7 @@ static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *
                    size_t model_size)
 {
     struct ob_oai_cli *cli;
-    int e = ob_oai_cli_open(o->url, &o->srv, &cli);
+    int e = ob_oai_cli_open(o->r.url, &o->r.srv, &cli);
     if (e)
         return e;
     snprintf(route, route_size, "%s", cli->route);     /* without credentials */
@@ -234,7 +233,7 @@ static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *
     if (!e && o->vs_solo) {
         struct ob_http_result *r;
         if (!(e = ob_http_fetch(h, url, q.body, &r))) {
-            e = reply_rec(req, &q, route, r, solo, model_name, model_size);
+            e = reply_rec(cli, req, &q, r, solo, model_name, model_size);
             if (e)
                 ob_errprefix(e, "solo");
             ob_http_result_free(r);
@@ -256,7 +255,7 @@ static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *
                 break;
             }
             struct ob_agree_rec *dst = r->user;
-            e = reply_rec(req, &q, route, r, dst, model_name, model_size);
+            e = reply_rec(cli, req, &q, r, dst, model_name, model_size);
             if (e)
                 ob_errprefix(e, "round %d copy %d", round, (int)(dst - copies) % o->width);
             ob_http_result_free(r);
@@ -489,7 +488,7 @@ static int selftest(void)
 
 static int usage_error(const char *msg)
 {
-    fprintf(stderr, PROG ": %s\nusage: " PROG " (-m MODEL [-d ROUTE] | --url URL) [options]  "
+    fprintf(stderr, PROG ": %s\nusage: " PROG " (-m MODEL [-d ROUTE] | -d URL) [options]  "
             "(see " PROG " --help)\n", msg);
     return OB_EXIT_USAGE;
 }
@@ -497,33 +496,24 @@ static int usage_error(const char *msg)
 int main(int argc, char **argv)
 {
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
-    struct opts o = {.lp = OB_LOCAL_PARAMS_DEFAULT, .width = 4, .rounds = 4, .max_tokens = 32,
-                     .top_logprobs = 5, .thinking = -1, .srv = OB_SERVER_OPTS_DEFAULT,
-                     .match = OB_MATCH_ID};
-    o.lp.parallel = 0;
-    bool selftest_only = false, in_process_opt = false;
+    struct opts o = {.r = OB_ROUTE_OPTS_DEFAULT, .width = 4, .rounds = 4, .max_tokens = 32,
+                     .top_logprobs = 5, .thinking = -1, .match = OB_MATCH_ID};
+    o.r.lp.parallel = 0;
+    bool selftest_only = false;
     struct ob_cmdline cl = {PROG, PROG " -m MODEL [-d ROUTE] [options]\n       " PROG
-                            " --url URL [options]\n       " PROG " --selftest",
+                            " -d URL [options]\n       " PROG " --selftest",
                             "Release N identical requests together for R rounds; count the distinct "
                             "answers (states).\nExit 0: one state (repeatable); 1: more than one.",
                             options};
     int c;
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
-        case OPT_URL: o.url = optarg; break;
         case 'm': o.model = optarg; break;
-        case 'd': o.lp.route = optarg; in_process_opt = true; break;
-        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.lp.threads); in_process_opt = true; break;
-        case OB_OPT_GPU: cl.bad = !ob_opt_gpu(PROG, optarg, &o.lp); in_process_opt = true; break;
         case OPT_PARALLEL:
-            cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.lp.parallel);
-            in_process_opt = true;
+            cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.r.lp.parallel);
+            if (!o.r.local_only)
+                o.r.local_only = "--parallel";
             break;
-        case OB_OPT_SPEC:
-        case OB_OPT_SPEC_MAX:
-        case OB_OPT_DRAFT:
-        case OB_OPT_DRAFT_DEVICE:
-        case OB_OPT_SPEC_FIXED: cl.bad = !ob_opt_spec(PROG, c, optarg, &o.lp); in_process_opt = true; break;
         case OPT_WIDTH: cl.bad = !ob_opt_int(PROG, "width", optarg, 1, 256, &o.width); break;
         case OPT_ROUNDS: cl.bad = !ob_opt_int(PROG, "rounds", optarg, 1, 10000, &o.rounds); break;
         case OPT_MAX_TOKENS: cl.bad = !ob_opt_int(PROG, "max-tokens", optarg, 1, 1 << 20, &o.max_tokens); break;
@@ -542,11 +532,9 @@ int main(int argc, char **argv)
             cl.bad = !ob_opt_choice(PROG, "match-by", optarg, ob_agree_match_words, &o.match);
             break;
         case OPT_JSON: o.json = optarg; break;
-        case OB_OPT_WAIT:
-        case OB_OPT_TIMEOUT:
-        case OB_OPT_RETRIES: cl.bad = !ob_opt_server(PROG, c, optarg, &o.srv); break;
         case OPT_SELFTEST: selftest_only = true; break;
         case 'q': o.quiet = true; break;
+        default: cl.bad = ob_opt_route(PROG, c, optarg, &o.r) < 0; break;
         }
     }
     if (cl.stop)
@@ -557,14 +545,14 @@ int main(int argc, char **argv)
         return usage_error("no operands are taken");
     if (selftest_only)
         return selftest();
-    if (!o.url && !o.model)
-        return usage_error("no route: -m MODEL (in process) or --url URL");
-    if (o.url && in_process_opt)
-        return usage_error("-d, -t and --parallel apply to in-process routes, not to --url");
+    if (!o.r.url && !o.model)
+        return usage_error("no route: -m MODEL (in process) or -d URL");
+    if (ob_route_opts_check(&o.r))
+        return usage_error(ob_errmsg());
     if (o.prompt && o.messages)
         return usage_error("--prompt and --messages exclude each other");
-    if (!o.lp.parallel)
-        o.lp.parallel = o.width;
+    if (!o.r.lp.parallel)
+        o.r.lp.parallel = o.width;
     if (o.messages) {
         cJSON *m = NULL;
         char why[600];
@@ -597,7 +585,7 @@ int main(int argc, char **argv)
     }
     char route[256] = "", model[256] = "";
     int e;
-    if (o.url) {
+    if (o.r.url) {
         e = run_url(&o, req, copies, &solo, route, sizeof route, model, sizeof model);
     } else {
         e = run_inprocess(&o, req, copies, &solo, route, sizeof route, model, sizeof model);

@@ -3,7 +3,7 @@
  *
  *   1b-gen -m MODEL [-d ROUTE] [options] [FILE...]     (standard input when no FILE)
  *
- *   1b-gen --url URL [-m NAME] [options] [FILE...]   (a server route: OpenAI-compatible)
+ *   1b-gen -d URL [-m NAME] [options] [FILE...]     (a server route: OpenAI-compatible)
  *
  * Every record is a request (prompt or messages, sampling fields); every output line is its
  * result: the tokens with ids, bytes, float32 log-probabilities with their bit patterns and
@@ -11,11 +11,11 @@
  * requests run N at a time through the continuous-batching engine; results still come out in
  * input order (or as they finish with --unordered), and their bits do not depend on N.
  *
- * With --url the same records go to a server (lib/net/oai-client.h has the wire mapping): N
- * requests in flight at once with --parallel N, results still in input order. The result records have the
- * same shape, with the route set to the URL and the float32 values read from the wire's
- * decimals (those that were not exactly float32 are counted per record in nonf32_values and
- * in total on standard error).
+ * With -d URL (or --url URL) the same records go to a server (lib/net/oai-client.h has the
+ * wire mapping): N requests in flight at once with --parallel N, results still in input order.
+ * The result records are written by the same writer (ob_result_record), with the route set to
+ * the URL and the float32 values read from the wire's decimals (those that were not exactly
+ * float32 are counted per record in nonf32_values and in total on standard error).
  *
  * Exit status (1b(7)): 0 ok, 2 usage, 3 a bad record (every earlier result written) or, with
  * --url, a reply that cannot be used (refused with a 4xx, not a completion, no log-probabilities:
@@ -38,20 +38,18 @@
 #define PROG "1b-gen"
 
 enum {
-    OPT_PARALLEL = 256, OPT_CHUNK, OPT_CTX, OPT_REPEAT, OPT_KEEP_GOING, OPT_UNORDERED,
-    OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_SEED, OPT_TOP_LOGPROBS, OPT_CACHE_SLOTS,
-    OPT_URL, OPT_THINKING, OPT_VERBOSE,
+    OPT_PARALLEL = 256, OPT_REPEAT, OPT_KEEP_GOING, OPT_UNORDERED,
+    OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_SEED, OPT_TOP_LOGPROBS, OPT_THINKING, OPT_VERBOSE,
 };
 
 static const struct ob_option options[] = {
-    {"model", 'm', "MODEL", "the model (GGUF, or an archive holding one); with --url its name"},
-    {"url", OPT_URL, "URL", "a server route: send the requests to URL (OpenAI-compatible)"},
-    OB_OPT_ROWS_LOCAL,
+    {"model", 'm', "MODEL", "the model (GGUF, or an archive holding one); with a URL its name"},
+    OB_OPT_ROWS_ROUTE,
     {"thinking", OPT_THINKING, "on|off", "default \"thinking\" of records without one"},
     {"parallel", OPT_PARALLEL, "N", "requests decoded together (default 1)"},
-    {"chunk", OPT_CHUNK, "N", "prompt tokens prefilled per step; 0 = whole prompts (default 512)"},
-    {"ctx", OPT_CTX, "N", "context length per sequence (default 4096, or the model's if less)"},
-    {"cache-slots", OPT_CACHE_SLOTS, "N", "extra KV slots kept as prompt cache (default 0)"},
+    OB_OPT_ROW_CHUNK,
+    OB_OPT_ROW_CTX,
+    OB_OPT_ROW_CACHE_SLOTS,
     OB_OPT_ROWS_SPEC,
     {"verbose", OPT_VERBOSE, NULL, "the engine's counters on stderr at the end (speculation's too)"},
     {"repeat", OPT_REPEAT, "N", "run every request N times (results numbered by \"repeat\")"},
@@ -68,10 +66,9 @@ static const struct ob_option options[] = {
 };
 
 struct opts {
-    const char *model, *url;
-    struct ob_local_params lp;     /* the in-process route (its model and parallel: above) */
+    const char *model;
+    struct ob_route_opts r;        /* the route (in process: its model and parallel are above) */
     int parallel, repeat, thinking;
-    struct ob_server_opts srv;
     bool keep_going, unordered, verbose;
     struct ob_req_defaults d;
 };
@@ -80,7 +77,8 @@ struct opts {
 
 /* one result on its way out: the first member of a request's state on either route */
 struct out {
-    cJSON *rec;                    /* the result record (in process: being built) */
+    cJSON *rec;                    /* the result record; NULL when done without one (no memory
+                                      for it: status says so) */
     bool done;                     /* rec is complete */
     bool fatal;                    /* done, but the route is gone (an unreachable server): why
                                       is reported once, and neither it nor anything after it
@@ -136,12 +134,12 @@ static int out_flush(struct outq *q)
             if (p->status > q->status)
                 q->status = p->status;
         }
-        int e = ob_jsonl_write(stdout, p->rec);
+        int e = p->rec ? ob_jsonl_write(stdout, p->rec) : 0;   /* none: no memory for it */
         if (e) {
             q->out_failed = true;
             return ob_errprefix(e, "stdout");
         }
-        q->written++;
+        q->written += p->rec != NULL;
         q->pending--;
         *pp = p->next;
         if (!*pp)
@@ -228,9 +226,13 @@ struct pending {
     struct out o;                  /* first: the result being built */
     struct ob_req r;
     const struct ob_tok *tok;
+    cJSON *tokens;                 /* the result's tokens, so far */
     struct ob_sb text;             /* the generated bytes */
     const char *name;              /* the input and line it came from, for messages */
     uint64_t line;
+    struct run *R;
+    cJSON *req;                    /* the request record, until the result is written */
+    int repeat;
     bool oom;
 };
 
@@ -238,7 +240,7 @@ struct run {
     struct opts *o;
     struct ob_model *m;
     struct ob_engine *eng;
-    const char *sha, *route;
+    const char *sha, *route, *model;
     struct outq q;
     long bad;
     bool stop;                     /* read no more records */
@@ -248,8 +250,7 @@ struct run {
 static void on_token(void *user, uint64_t h, const struct ob_token_info *ti)
 {
     struct pending *p = user;
-    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(p->o.rec, "tokens"),
-                         ob_token_json(p->tok, ti, p->r.logprobs));
+    cJSON_AddItemToArray(p->tokens, ob_token_json(p->tok, ti, p->r.logprobs));
     const char *b;
     size_t n;
     ob_tok_piece(p->tok, ti->id, &b, &n);
@@ -260,15 +261,26 @@ static void on_token(void *user, uint64_t h, const struct ob_token_info *ti)
 static void on_finish(void *user, uint64_t h, const struct ob_finish *f)
 {
     struct pending *p = user;
-    if (f->reason == OB_FINISH_ERROR || p->oom) {
+    struct ob_result res = {
+        .id = p->r.id, .repeat = p->repeat, .route = p->R->route, .model = p->R->model,
+        .sha256 = p->R->sha, .prompt_tokens = p->r.n_ids, .prompt_ids = p->r.ids,
+        .n_prompt_ids = p->r.n_ids, .tokens = p->tokens, .text = p->text.p,
+        .text_len = f->text_len, .finish_reason = ob_finish_name(f->reason),
+        .completion_tokens = f->n_gen, .cached_tokens = f->n_cached,
+        .timing = ob_result_timing(f->prefill_s, f->decode_s, f->n_prompt - f->n_cached, f->n_gen),
+    };
+    p->tokens = NULL;
+    if (f->reason == OB_FINISH_ERROR || p->oom)
+        res.error = p->oom ? "out of memory" : f->error ? f->error : "failed";
+    p->o.rec = ob_result_record(p->req, &res);
+    if (res.error || !p->o.rec) {
         /* the record carries the error, and so does the message */
-        const char *why = p->oom ? "out of memory" : f->error ? f->error : "failed";
-        cJSON_AddStringToObject(p->o.rec, "error", why);
-        ob_seterr(0, "%s:%llu: id %s: %s", p->name, (unsigned long long)p->line, p->r.id, why);
+        ob_seterr(0, "%s:%llu: id %s: %s", p->name, (unsigned long long)p->line, p->r.id,
+                  res.error ? res.error : "out of memory");
         out_fail(&p->o, OB_EXIT_FAILURE, false, ob_errmsg());
     }
-    ob_result_finish(p->o.rec, p->text.p, f->text_len, ob_finish_name(f->reason), f->n_gen,
-                     f->n_cached, f->prefill_s, f->decode_s, f->n_prompt - f->n_cached);
+    cJSON_Delete(p->req);
+    p->req = NULL;
     p->o.done = true;
 }
 
@@ -276,6 +288,8 @@ static void pending_free(struct out *o)
 {
     struct pending *p = (struct pending *)o;
     cJSON_Delete(p->o.rec);
+    cJSON_Delete(p->req);
+    cJSON_Delete(p->tokens);
     free(p->o.why);
     ob_req_free(&p->r);
     ob_sb_free(&p->text);
@@ -304,7 +318,14 @@ static int submit(struct run *R, const cJSON *rec, const struct ob_req *parsed, 
     memcpy(p->r.ids, parsed->ids, (size_t)parsed->n_ids * sizeof *p->r.ids);
     for (int i = 0; i < parsed->n_stop; i++)
         p->r.stop[i] = strdup(parsed->stop[i]);
-    p->o.rec = ob_result_begin(rec, &p->r, repeat, R->route, ob_model_name(R->m), R->sha);
+    p->R = R;
+    p->repeat = repeat;
+    p->req = cJSON_Duplicate(rec, true);
+    p->tokens = cJSON_CreateArray();
+    if (!p->req || !p->tokens) {
+        pending_free(&p->o);
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    }
     struct ob_request q = {
         .prompt = p->r.ids, .n_prompt = p->r.n_ids, .sampling = p->r.s,
         .max_tokens = p->r.max_tokens, .top_logprobs = p->r.logprobs ? p->r.top_logprobs : 0,
@@ -413,7 +434,8 @@ struct upending {
 
 struct urun {
     struct opts *o;
-    const char *base;              /* the route name in records */
+    const struct ob_oai_cli *cli;
+    const char *base;              /* the route name in messages */
     char *endpoint_chat, *endpoint_cmpl;
     struct ob_http *h;
     struct ob_oai_cli_params params;
@@ -448,7 +470,7 @@ static int ucollect(struct urun *U, double wait_s)
     struct upending *p = r->user;
     U->active--;
     int err;
-    p->o.rec = ob_oai_cli_result(p->req, &p->q, p->repeat, U->base, r, &err);
+    p->o.rec = ob_oai_cli_result(U->cli, p->req, &p->q, p->repeat, r, &err);
     ob_http_result_free(r);
     if (!p->o.rec)
         return ob_seterr(OB_ENOMEM, "out of memory");
@@ -583,7 +605,7 @@ static int urun_stream(void *user, const char *name, FILE *f)
 static int run_url(struct opts *o, int argc, char **argv, int first)
 {
     struct ob_oai_cli *cli;
-    int e = ob_oai_cli_open(o->url, &o->srv, &cli);
+    int e = ob_oai_cli_open(o->r.url, &o->r.srv, &cli);
     if (e) {
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
         if (e != OB_EUSAGE)
@@ -593,7 +615,7 @@ static int run_url(struct opts *o, int argc, char **argv, int first)
     if (cli->note[0])
         fprintf(stderr, PROG ": warning: %s\n", cli->note);
     const char *route = cli->route;
-    struct urun U = {.o = o, .base = route, .h = cli->http,
+    struct urun U = {.o = o, .cli = cli, .base = route, .h = cli->http,
                      .q = {.unordered = o->unordered, .release = upending_free}};
     U.q.tail = &U.q.head;
     U.params = (struct ob_oai_cli_params){.max_tokens = o->d.max_tokens,
@@ -632,12 +654,10 @@ static int usage_error(const char *fmt, const char *arg)
 int main(int argc, char **argv)
 {
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
-    struct opts o = {.lp = OB_LOCAL_PARAMS_DEFAULT, .parallel = 1, .repeat = 1, .thinking = -1,
-                     .srv = OB_SERVER_OPTS_DEFAULT,
+    struct opts o = {.r = OB_ROUTE_OPTS_DEFAULT, .parallel = 1, .repeat = 1, .thinking = -1,
                      .d = {.max_tokens = 128, .temperature = 0, .seed = 0, .top_logprobs = 0}};
-    const char *in_process_opt = NULL;     /* the first option given that --url cannot use */
     struct ob_cmdline cl = {PROG, PROG " -m MODEL [options] [FILE...]\n       " PROG
-                            " --url URL [-m NAME] [options] [FILE...]",
+                            " -d URL [-m NAME] [options] [FILE...]",
                             "Generate from request records (JSON lines); write result records.",
                             options};
     int c;
@@ -645,34 +665,8 @@ int main(int argc, char **argv)
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case 'm': o.model = optarg; break;
-        case 'd': o.lp.route = optarg; in_process_opt = "-d"; break;
-        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.lp.threads); in_process_opt = "-t"; break;
-        case OB_OPT_GPU: cl.bad = !ob_opt_gpu(PROG, optarg, &o.lp); in_process_opt = "--gpu"; break;
         case OPT_PARALLEL: cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel); break;
-        case OPT_CHUNK:
-            cl.bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &o.lp.chunk);
-            in_process_opt = "--chunk";
-            break;
-        case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 1, 1 << 24, &o.lp.n_ctx); in_process_opt = "--ctx"; break;
-        case OPT_CACHE_SLOTS:
-            cl.bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &o.lp.cache_slots);
-            in_process_opt = "--cache-slots";
-            break;
-        case OB_OPT_SPEC:
-        case OB_OPT_SPEC_MAX:
-        case OB_OPT_DRAFT:
-        case OB_OPT_DRAFT_DEVICE:
-        case OB_OPT_SPEC_FIXED:
-            cl.bad = !ob_opt_spec(PROG, c, optarg, &o.lp);
-            in_process_opt = c == OB_OPT_SPEC ? "--spec" : c == OB_OPT_SPEC_MAX ? "--spec-max"
-                           : c == OB_OPT_DRAFT ? "--draft"
-                           : c == OB_OPT_DRAFT_DEVICE ? "--draft-device" : "--spec-fixed";
-            break;
         case OPT_VERBOSE: o.verbose = true; break;
-        case OPT_URL: o.url = optarg; break;
-        case OB_OPT_WAIT:
-        case OB_OPT_TIMEOUT:
-        case OB_OPT_RETRIES: cl.bad = !ob_opt_server(PROG, c, optarg, &o.srv); break;
         case OPT_THINKING:
             cl.bad = !ob_opt_choice(PROG, "thinking", optarg, ob_opt_words_on_off, &o.thinking);
             break;
@@ -686,15 +680,16 @@ int main(int argc, char **argv)
                 o.d.temperature = (float)temperature;
             break;
         case OPT_SEED: cl.bad = !ob_opt_u64(PROG, "seed", optarg, 0, OB_SEED_MAX, &o.d.seed); break;
+        default: cl.bad = ob_opt_route(PROG, c, optarg, &o.r) < 0; break;
         }
     }
     if (cl.stop)
         return cl.status;
     if (cl.bad)
         return usage_error("%s", "invalid command line");
-    if (o.url && in_process_opt)
-        return usage_error("%s applies to in-process routes, not to --url", in_process_opt);
-    if (o.url)
+    if (ob_route_opts_check(&o.r))
+        return usage_error("%s", ob_errmsg());
+    if (o.r.url)
         return run_url(&o, argc, argv, optind);
     if (!o.model)
         return usage_error("%s", "no model (-m MODEL)");
@@ -702,9 +697,9 @@ int main(int argc, char **argv)
     struct run R = {.o = &o, .q = {.unordered = o.unordered, .release = pending_free}};
     R.q.tail = &R.q.head;
     struct ob_local *L = NULL;
-    o.lp.model = o.model;
-    o.lp.parallel = o.parallel;
-    int e = ob_local_open(&o.lp, &L);
+    o.r.lp.model = o.model;
+    o.r.lp.parallel = o.parallel;
+    int e = ob_local_open(&o.r.lp, &L);
     if (!e)
         e = ob_model_sha256(L->m, &R.sha);
     if (e) {
@@ -715,6 +710,7 @@ int main(int argc, char **argv)
     R.m = L->m;
     R.eng = L->eng;
     R.route = ob_ctx_route(L->ctx);
+    R.model = ob_model_name(L->m);
     int unopened = 0;
     e = ob_each_input(argv + optind, argc - optind, o.keep_going, run_stream, &R, &unopened);
     int status = end_status(&R.q, e, unopened, R.read_failed, R.bad);

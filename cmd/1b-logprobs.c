@@ -2,7 +2,7 @@
  * 1b-logprobs — teacher-forced scoring: the log-probability of given tokens on a route.
  *
  *   1b-logprobs -m MODEL [-d ROUTE] [options] [FILE...]     result records in, rescored out
- *   1b-logprobs --url URL [-m MODEL] [options] [FILE...]    the same through a server
+ *   1b-logprobs -d URL [-m MODEL] [options] [FILE...]       the same through a server
  *   1b-logprobs --text -m MODEL [options] [FILE...]         plain text: per-token logprobs,
  *                                                           total and perplexity
  *
@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "1b.h"
+#include "agree.h"
 #include "local.h"
 #include "net/oai-client.h"
 #include "record.h"
@@ -35,20 +36,18 @@
 #define PROG "1b-logprobs"
 
 enum {
-    OPT_PARALLEL = 256, OPT_CTX, OPT_TOP_LOGPROBS, OPT_TEXT, OPT_URL, OPT_WIRE,
-    OPT_KEEP_GOING,
+    OPT_PARALLEL = 256, OPT_TOP_LOGPROBS, OPT_TEXT, OPT_WIRE, OPT_KEEP_GOING,
 };
 
 static const struct ob_option options[] = {
-    {"model", 'm', "MODEL", "the model (with --url: only its tokenizer, when records need one)"},
-    OB_OPT_ROWS_LOCAL,
+    {"model", 'm', "MODEL", "the model (with a URL: only its tokenizer, when records need one)"},
+    OB_OPT_ROWS_ROUTE,
     {"parallel", OPT_PARALLEL, "N", "records scored together in process (default 4)"},
-    {"ctx", OPT_CTX, "N", "positions per sequence (default 4096, or the model's if less)"},
+    OB_OPT_ROW_CTX,
     {"top-logprobs", OPT_TOP_LOGPROBS, "N", "alternatives per token (default: as many as the "
                                             "record's tokens carry; --text: 0)"},
     {"text", OPT_TEXT, NULL, "score plain text: {\"id\",\"text\"} records or raw lines"},
-    {"url", OPT_URL, "URL", "score on a server (OpenAI-compatible completions with echo)"},
-    {"wire", OPT_WIRE, "forced|echo", "--url: send the tokens as forced_tokens (default) or "
+    {"wire", OPT_WIRE, "forced|echo", "a URL route: send the tokens as forced_tokens (default) or "
                                       "appended to an echoed prompt"},
     {"keep-going", OPT_KEEP_GOING, NULL, "skip records that cannot be scored (exit 3 at the end)"},
     OB_OPT_ROWS_SERVER,
@@ -58,11 +57,10 @@ static const struct ob_option options[] = {
 };
 
 struct opts {
-    const char *model, *url;
-    struct ob_local_params lp;     /* the in-process route (its model: above) */
+    const char *model;
+    struct ob_route_opts r;        /* the route (in process: its model is above) */
     int top;
     bool text, keep_going, wire_echo;
-    struct ob_server_opts srv;
 };
 
 /* what one record is scored as */
@@ -118,34 +116,6 @@ struct run {
     struct ob_oai_cli *cli;
     char *endpoint;
 };
-
-/* ---- tokens from text ------------------------------------------------------------------------ */
-
-/* a token's bytes: its "bytes" array, else its "text" */
-static bool token_bytes(const cJSON *t, char *buf, size_t cap, size_t *len)
-{
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(t, "bytes");
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(t, "text");
-    if (!x)
-        x = cJSON_GetObjectItemCaseSensitive(t, "token");
-    *len = 0;
-    if (cJSON_IsArray(b)) {
-        const cJSON *it;
-        cJSON_ArrayForEach(it, b) {
-            if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 255 ||
-                *len >= cap)
-                return false;
-            buf[(*len)++] = (char)(unsigned char)it->valuedouble;
-        }
-        return true;
-    }
-    if (cJSON_IsString(x) && strlen(x->valuestring) <= cap) {
-        *len = strlen(x->valuestring);
-        memcpy(buf, x->valuestring, *len);
-        return true;
-    }
-    return false;
-}
 
 /* ---- building jobs ---------------------------------------------------------------------------- */
 
@@ -229,39 +199,48 @@ static int job_from_record(struct run *R, cJSON *rec, uint64_t line, struct job 
         q.ids = NULL;
         ob_req_free(&q);
     }
-    /* the tokens: their ids, or ids found from their bytes */
-    int n = cJSON_GetArraySize(toks), maxtop = 0, i = 0;
-    if (!(j->forced = malloc((size_t)(n ? n : 1) * sizeof *j->forced)))
+    /* the tokens, read as every reader of result records reads them (agree.h): their ids,
+     * or ids found from their bytes */
+    struct ob_agree_rec ar;
+    memset(&ar, 0, sizeof ar);
+    if ((e = ob_agree_tokens_from_json(toks, &ar))) {
+        ob_agree_rec_free(&ar);
+        return e;
+    }
+    int n = ar.n, maxtop = 0;
+    if (!(j->forced = malloc((size_t)(n ? n : 1) * sizeof *j->forced))) {
+        ob_agree_rec_free(&ar);
         return ob_seterr(OB_ENOMEM, "out of memory");
-    const cJSON *t;
-    cJSON_ArrayForEach(t, toks) {
-        const cJSON *tid = cJSON_GetObjectItemCaseSensitive(t, "id");
-        const cJSON *top = cJSON_GetObjectItemCaseSensitive(t, "top");
-        if (cJSON_IsArray(top) && cJSON_GetArraySize(top) > maxtop)
-            maxtop = cJSON_GetArraySize(top);
-        if (cJSON_IsNumber(tid)) {
-            if (tid->valuedouble != floor(tid->valuedouble) || tid->valuedouble < 0 ||
-                (nv && tid->valuedouble >= nv))
-                return ob_seterr(OB_EFORMAT, "token %d: id is not a token id of this model", i);
-            j->forced[i++] = (int32_t)tid->valuedouble;
+    }
+    for (int i = 0; i < n && !e; i++) {
+        const struct ob_agree_tok *t = &ar.t[i];
+        if (t->n_top > maxtop)
+            maxtop = t->n_top;
+        if (t->id >= 0) {
+            if (nv && (uint32_t)t->id >= nv)
+                e = ob_seterr(OB_EFORMAT, "token %d: id is not a token id of this model", i);
+            j->forced[i] = t->id;
             continue;
         }
-        if (!R->m)
-            return ob_seterr(OB_EUSAGE, "token %d has no id: -m MODEL is needed to find it "
-                             "from its text", i);
-        char b[1024];
-        size_t len;
-        int32_t v = -1;
-        if (!token_bytes(t, b, sizeof b, &len) || (v = ob_tok_find_piece(R->tok, b, len)) < 0) {
-            char *s = ob_utf8_sanitize(b, len);
-            ob_seterr(OB_EFORMAT, "token %d (\"%s\") has no id and its text is not one token "
-                      "of this vocabulary", i, s ? s : "?");
-            free(s);
-            return OB_EFORMAT;
+        if (!R->m) {
+            e = ob_seterr(OB_EUSAGE, "token %d has no id: -m MODEL is needed to find it from "
+                          "its text", i);
+            break;
         }
-        j->forced[i++] = v;
+        int32_t v = t->has_key ? ob_tok_find_piece(R->tok, t->key, t->key_len) : -1;
+        if (v < 0) {
+            char *x = ob_utf8_sanitize(t->key ? t->key : "", t->key_len);
+            e = ob_seterr(OB_EFORMAT, "token %d (\"%s\") has no id and its text is not one "
+                          "token of this vocabulary", i, x ? x : "?");
+            free(x);
+            break;
+        }
+        j->forced[i] = v;
         j->ids_from_text = true;
     }
+    ob_agree_rec_free(&ar);
+    if (e)
+        return e;
     j->n_forced = n;
     /* alternatives: --top-logprobs, else the record's top_logprobs, else as many as its
      * tokens carry */
@@ -346,7 +325,7 @@ static cJSON *job_record(struct run *R, struct job *j, const char *model_name)
     cJSON_AddStringToObject(o, "route", R->route);
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "name", model_name);
-    if (R->sha && !R->o->url)
+    if (R->sha && !R->o->r.url)
         cJSON_AddStringToObject(m, "sha256", R->sha);
     cJSON_AddItemToObject(o, "model", m);
     if (R->o->text || !cJSON_GetObjectItemCaseSensitive(o, "prompt_ids")) {
@@ -498,7 +477,7 @@ static int add_job(struct run *R, struct job *j, char *model, size_t model_size)
     R->tail = &j->next;
     R->in_flight++;
     int e;
-    if (R->o->url) {
+    if (R->o->r.url) {
         e = score_url(R, j, model, model_size);
         if (e && e != OB_ENOMEM && e != OB_EDEVICE && e != OB_EIO) {
             j->failed = true;
@@ -533,7 +512,7 @@ static int run_stream(void *user, const char *name, FILE *f)
     int e = ob_jsonl_open(f, name, &in);
     if (e)
         return e;
-    int limit = R->o->url ? 1 : 2 * R->o->lp.parallel;
+    int limit = R->o->r.url ? 1 : 2 * R->o->r.lp.parallel;
     bool eof = false;
     for (;;) {
         while (!R->stop && !eof && R->in_flight < limit) {
@@ -635,7 +614,7 @@ static int run_stream(void *user, const char *name, FILE *f)
         if (R->in_flight == 0)
             break;
         /* a failing step ends its jobs with the error, each reported when it is flushed */
-        if (!R->o->url && R->head && !R->head->done)
+        if (!R->o->r.url && R->head && !R->head->done)
             ob_engine_step(R->eng);
         if ((e = flush(R, R->model)))
             break;
@@ -674,11 +653,10 @@ static int usage_error(const char *msg)
 int main(int argc, char **argv)
 {
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
-    struct opts o = {.lp = OB_LOCAL_PARAMS_DEFAULT, .top = -1, .srv = OB_SERVER_OPTS_DEFAULT};
-    o.lp.parallel = 4;
-    bool in_process_opt = false;
+    struct opts o = {.r = OB_ROUTE_OPTS_DEFAULT, .top = -1};
+    o.r.lp.parallel = 4;
     struct ob_cmdline cl = {PROG, PROG " -m MODEL [-d ROUTE] [options] [FILE...]\n       " PROG
-                            " --url URL [-m MODEL] [options] [FILE...]\n       " PROG
+                            " -d URL [-m MODEL] [options] [FILE...]\n       " PROG
                             " --text -m MODEL [options] [FILE...]",
                             "Teacher-forced scoring: recompute the log-probabilities of the tokens "
                             "of result records on a route\n(or score plain text: per-token "
@@ -688,17 +666,13 @@ int main(int argc, char **argv)
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case 'm': o.model = optarg; break;
-        case 'd': o.lp.route = optarg; in_process_opt = true; break;
-        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &o.lp.threads); in_process_opt = true; break;
-        case OB_OPT_GPU: cl.bad = !ob_opt_gpu(PROG, optarg, &o.lp); in_process_opt = true; break;
         case OPT_PARALLEL:
-            cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.lp.parallel);
-            in_process_opt = true;
+            cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.r.lp.parallel);
+            if (!o.r.local_only)
+                o.r.local_only = "--parallel";
             break;
-        case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &o.lp.n_ctx); in_process_opt = true; break;
         case OPT_TOP_LOGPROBS: cl.bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.top); break;
         case OPT_TEXT: o.text = true; break;
-        case OPT_URL: o.url = optarg; break;
         case OPT_WIRE: {
             static const struct ob_opt_word wires[] = {{"forced", 0}, {"echo", 1}, {NULL, 0}};
             int echo = 0;
@@ -706,28 +680,26 @@ int main(int argc, char **argv)
             o.wire_echo = echo;
             break;
         }
-        case OB_OPT_WAIT:
-        case OB_OPT_TIMEOUT:
-        case OB_OPT_RETRIES: cl.bad = !ob_opt_server(PROG, c, optarg, &o.srv); break;
         case OPT_KEEP_GOING: o.keep_going = true; break;
+        default: cl.bad = ob_opt_route(PROG, c, optarg, &o.r) < 0; break;
         }
     }
     if (cl.stop)
         return cl.status;
     if (cl.bad)
         return usage_error("invalid command line");
-    if (!o.url && !o.model)
-        return usage_error("no model (-m MODEL) and no --url");
-    if (o.url && in_process_opt)
-        return usage_error("-d, -t, --parallel and --ctx apply to in-process routes, not to --url");
+    if (!o.r.url && !o.model)
+        return usage_error("no model (-m MODEL) and no server URL (-d URL)");
+    if (ob_route_opts_check(&o.r))
+        return usage_error(ob_errmsg());
 
     struct run R = {.o = &o};
     R.tail = &R.head;
     struct ob_local *L = NULL;
     int e = 0;
-    if (!o.url) {
-        o.lp.model = o.model;
-        if (!(e = ob_local_open(&o.lp, &L)) && !(e = ob_model_sha256(L->m, &R.sha))) {
+    if (!o.r.url) {
+        o.r.lp.model = o.model;
+        if (!(e = ob_local_open(&o.r.lp, &L)) && !(e = ob_model_sha256(L->m, &R.sha))) {
             R.m = L->m;
             R.eng = L->eng;
             snprintf(R.route, sizeof R.route, "%s", ob_ctx_route(L->ctx));
@@ -739,9 +711,9 @@ int main(int argc, char **argv)
         R.tok = ob_model_tok(R.m);
         snprintf(R.model, sizeof R.model, "%s", ob_model_name(R.m));
     }
-    if (!e && o.url) {
+    if (!e && o.r.url) {
         R.model[0] = 0;                        /* the server's name, from its replies */
-        if (!(e = ob_oai_cli_open(o.url, &o.srv, &R.cli))) {
+        if (!(e = ob_oai_cli_open(o.r.url, &o.r.srv, &R.cli))) {
             snprintf(R.route, sizeof R.route, "%s", R.cli->route);
             if (!(R.endpoint = ob_oai_cli_url(R.cli, "/v1/completions")))
                 e = ob_seterr(OB_ENOMEM, "out of memory");

@@ -38,7 +38,7 @@
 #define PROG "1b-serve"
 
 enum {
-    OPT_PARALLEL = 256, OPT_CHUNK, OPT_CTX, OPT_CACHE_SLOTS, OPT_HOST, OPT_PORT, OPT_HTTP_THREADS,
+    OPT_PARALLEL = 256, OPT_HOST, OPT_PORT, OPT_HTTP_THREADS,
     OPT_QUEUE, OPT_MAX_BODY, OPT_MAX_TOKENS_CAP, OPT_TIMEOUT, OPT_IDLE_TIMEOUT, OPT_GRACE,
     OPT_API_KEY, OPT_API_KEY_FILE, OPT_ALIAS, OPT_TEMPERATURE, OPT_SEED, OPT_HEADER_TIMEOUT,
     OPT_BODY_TIMEOUT, OPT_MAX_CONNECTIONS, OPT_MAX_PER_CLIENT, OPT_MAX_PROMPTS,
@@ -49,9 +49,9 @@ static const struct ob_option options[] = {
     {"model", 'm', "MODEL", "the model (GGUF, or an archive holding one)"},
     OB_OPT_ROWS_LOCAL,
     {"parallel", OPT_PARALLEL, "N", "requests decoded together: the slots (default 4)"},
-    {"chunk", OPT_CHUNK, "N", "prompt tokens prefilled per step; 0 = whole prompts (default 512)"},
-    {"ctx", OPT_CTX, "N", "context length per sequence (default 4096, or the model's if less)"},
-    {"cache-slots", OPT_CACHE_SLOTS, "N", "extra KV slots kept as prompt cache (default 0)"},
+    OB_OPT_ROW_CHUNK,
+    OB_OPT_ROW_CTX,
+    OB_OPT_ROW_CACHE_SLOTS,
     OB_OPT_ROWS_SPEC,
     {"host", OPT_HOST, "ADDR", "address to listen on (default 127.0.0.1)"},
     {"port", OPT_PORT, "N", "port to listen on; 0 = any free one (default 8080)"},
@@ -278,8 +278,9 @@ int main(int argc, char **argv)
 {
     ob_blas_env(argc, argv);               /* before getopt permutes argv: may re-exec */
     const char *key_file = NULL;
-    struct ob_local_params lp = OB_LOCAL_PARAMS_DEFAULT;
-    lp.parallel = 4;
+    struct ob_route_opts ro = OB_ROUTE_OPTS_DEFAULT;
+    struct ob_local_params *lp = &ro.lp;
+    lp->parallel = 4;
     double grace = 30, temperature;
     struct ob_serve_params sp = {
         .host = "127.0.0.1", .port = 8080, .http_threads = 4, .queue = 64, .max_prompts = 64,
@@ -293,19 +294,8 @@ int main(int argc, char **argv)
     int c;
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
-        case 'm': lp.model = optarg; break;
-        case 'd': lp.route = optarg; break;
-        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &lp.threads); break;
-        case OB_OPT_GPU: cl.bad = !ob_opt_gpu(PROG, optarg, &lp); break;
-        case OPT_PARALLEL: cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &lp.parallel); break;
-        case OPT_CHUNK: cl.bad = !ob_opt_int(PROG, "chunk", optarg, 0, 1 << 20, &lp.chunk); break;
-        case OPT_CTX: cl.bad = !ob_opt_int(PROG, "ctx", optarg, 2, 1 << 24, &lp.n_ctx); break;
-        case OPT_CACHE_SLOTS: cl.bad = !ob_opt_int(PROG, "cache-slots", optarg, 0, 256, &lp.cache_slots); break;
-        case OB_OPT_SPEC:
-        case OB_OPT_SPEC_MAX:
-        case OB_OPT_DRAFT:
-        case OB_OPT_DRAFT_DEVICE:
-        case OB_OPT_SPEC_FIXED: cl.bad = !ob_opt_spec(PROG, c, optarg, &lp); break;
+        case 'm': lp->model = optarg; break;
+        case OPT_PARALLEL: cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &lp->parallel); break;
         case OPT_HOST: sp.host = optarg; break;
         case OPT_PORT: cl.bad = !ob_opt_int(PROG, "port", optarg, 0, 65535, &sp.port); break;
         case OPT_HTTP_THREADS: cl.bad = !ob_opt_int(PROG, "http-threads", optarg, 2, 256, &sp.http_threads); break;
@@ -346,6 +336,7 @@ int main(int argc, char **argv)
                 sp.temperature = (float)temperature;
             break;
         case OPT_SEED: cl.bad = !ob_opt_u64(PROG, "seed", optarg, 0, OB_SEED_MAX, &sp.seed); break;
+        default: cl.bad = ob_opt_route(PROG, c, optarg, &ro) < 0; break;
         }
     }
     if (cl.stop)
@@ -354,8 +345,10 @@ int main(int argc, char **argv)
         return usage_error("invalid command line");
     if (optind < argc)
         return usage_error("unexpected argument (the model goes with -m)");
-    if (!lp.model)
+    if (!lp->model)
         return usage_error("no model (-m MODEL)");
+    if (ro.url)
+        return usage_error("-d: a server URL is not a route 1b-serve can run (-d cpu, hrx, ...)");
     if (sp.api_key && key_file)
         return usage_error("--api-key and --api-key-file exclude each other");
     if (sp.api_key && !*sp.api_key)
@@ -407,9 +400,9 @@ int main(int argc, char **argv)
     char js[600], jm[600];
     event("listening", "\"host\":%s,\"port\":%d,\"pid\":%d", jstr(sp.host, js, sizeof js),
           ob_serve_port(srv), (int)getpid());
-    event("loading", "\"model\":%s", jstr(lp.model, jm, sizeof jm));
+    event("loading", "\"model\":%s", jstr(lp->model, jm, sizeof jm));
 
-    struct load L = {.lp = lp};
+    struct load L = {.lp = *lp};
     pthread_t loader;
     if (pthread_create(&loader, NULL, load_main, &L)) {
         fprintf(stderr, PROG ": cannot start a thread\n");
@@ -435,7 +428,7 @@ int main(int argc, char **argv)
     e = L.err;
     if (e)
         fprintf(stderr, PROG ": %s\n", L.msg);
-    else if ((e = ob_serve_attach(srv, loc->m, loc->ctx, loc->eng, lp.parallel)))
+    else if ((e = ob_serve_attach(srv, loc->m, loc->ctx, loc->eng, lp->parallel)))
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
     if (e) {
         ob_serve_free(srv, 0);
@@ -448,9 +441,9 @@ int main(int argc, char **argv)
     const struct ob_ctx_params *cp = ob_ctx_params(loc->ctx);
     event("ready", "\"model\":%s,\"name\":%s,\"sha256\":\"%s\",\"route\":\"%s\",\"device\":\"%s\","
                    "\"parallel\":%d,\"ctx\":%d,\"threads\":%d,\"load_s\":%.3f",
-          jstr(lp.model, jm, sizeof jm), jstr(ob_model_name(loc->m), js, sizeof js),
+          jstr(lp->model, jm, sizeof jm), jstr(ob_model_name(loc->m), js, sizeof js),
           sha ? sha : "", ob_ctx_route(loc->ctx), ob_ctx_device(loc->ctx),
-          lp.parallel, cp->n_ctx, cp->n_threads, L.secs);
+          lp->parallel, cp->n_ctx, cp->n_threads, L.secs);
 
     /* serve until a signal that drains; then drain */
     while (!drains(sig = wait_signal(-1)))

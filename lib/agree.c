@@ -196,6 +196,25 @@ static int read_token(const cJSON *o, struct ob_agree_tok *t, int64_t *nonf32, i
     return 0;
 }
 
+int ob_agree_tokens_from_json(const cJSON *toks, struct ob_agree_rec *r)
+{
+    if (!cJSON_IsArray(toks))
+        return ob_seterr(OB_EFORMAT, "'tokens' is not an array");
+    int n = cJSON_GetArraySize(toks);
+    if (n > 0 && !(r->t = calloc((size_t)n, sizeof *r->t)))
+        return oom();
+    const cJSON *it;
+    cJSON_ArrayForEach(it, toks) {
+        struct ob_agree_tok *t = &r->t[r->n++];
+        int e = read_token(it, t, &r->nonf32, r->n - 1);
+        if (e)
+            return e;
+        r->missing_lp += !t->has_lp;
+        r->no_id += t->id < 0;
+    }
+    return 0;
+}
+
 int ob_agree_rec_from_json(const cJSON *rec, struct ob_agree_rec *r)
 {
     memset(r, 0, sizeof *r);
@@ -249,25 +268,10 @@ int ob_agree_rec_from_json(const cJSON *rec, struct ob_agree_rec *r)
         ob_seterr(e, "id %s: no 'tokens' (not a result record)", r->id);
         goto fail;
     }
-    if (!cJSON_IsArray(toks)) {
-        ob_seterr(e, "id %s: 'tokens' is not an array", r->id);
+    if ((e = ob_agree_tokens_from_json(toks, r))) {
+        if (e == OB_EFORMAT)
+            ob_errprefix(e, "id %s", r->id);
         goto fail;
-    }
-    int n = cJSON_GetArraySize(toks);
-    if (n > 0 && !(r->t = calloc((size_t)n, sizeof *r->t))) {
-        e = oom();
-        goto fail;
-    }
-    const cJSON *it;
-    cJSON_ArrayForEach(it, toks) {
-        struct ob_agree_tok *t = &r->t[r->n++];
-        if ((e = read_token(it, t, &r->nonf32, r->n - 1))) {
-            if (e == OB_EFORMAT)
-                ob_errprefix(e, "id %s", r->id);
-            goto fail;
-        }
-        r->missing_lp += !t->has_lp;
-        r->no_id += t->id < 0;
     }
     return 0;
 fail:

@@ -72,6 +72,10 @@ struct ob_agree_rec {
  * when the record is not a result record: no id, no tokens and no error, a token without id
  * and text, a log-probability that is not a number, bits that disagree with the decimal. */
 int ob_agree_rec_from_json(const cJSON *rec, struct ob_agree_rec *out);
+/* The same reader for a record's "tokens" array alone (1b-logprobs reads the tokens it scores
+ * with it): appended to out's t[], n, nonf32, missing_lp and no_id (out zeroed first, freed
+ * with ob_agree_rec_free whatever the result); OB_EFORMAT naming the token and the field. */
+int ob_agree_tokens_from_json(const cJSON *tokens, struct ob_agree_rec *out);
 /* In-process tokens (engine callbacks) -> stream, with no text (matched by id). */
 int ob_agree_rec_from_info(const struct ob_token_info *t, int n, bool logprobs,
                            struct ob_agree_rec *out);

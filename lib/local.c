@@ -2,6 +2,7 @@
  * local.c — open the in-process route of a command: model, context and engine (local.h).
  */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "local.h"
@@ -87,6 +88,59 @@ bool ob_opt_spec(const char *prog, int c, const char *arg, struct ob_local_param
         return true;
     }
     return ob_opt_int(prog, "spec-max", arg, 1, OB_SPEC_MAX, &p->spec_max);
+}
+
+bool ob_route_is_url(const char *route)
+{
+    return route && strstr(route, "://") != NULL;
+}
+
+int ob_opt_route(const char *prog, int c, const char *arg, struct ob_route_opts *o)
+{
+    struct ob_local_params *p = &o->lp;
+    const char *local = NULL;      /* the option, when only an in-process route takes it */
+    bool ok = true;
+    switch (c) {
+    case 'd':
+    case OB_OPT_URL:
+        if (c == OB_OPT_URL || ob_route_is_url(arg)) {
+            o->url = arg;
+        } else {
+            p->route = arg;
+            local = "-d";
+        }
+        break;
+    case 't': ok = ob_opt_int(prog, "threads", arg, 1, 1024, &p->threads); local = "-t"; break;
+    case OB_OPT_GPU: ok = ob_opt_gpu(prog, arg, p); local = "--gpu"; break;
+    case OB_OPT_CTX: ok = ob_opt_int(prog, "ctx", arg, 2, 1 << 24, &p->n_ctx); local = "--ctx"; break;
+    case OB_OPT_CHUNK: ok = ob_opt_int(prog, "chunk", arg, 0, 1 << 20, &p->chunk); local = "--chunk"; break;
+    case OB_OPT_CACHE_SLOTS:
+        ok = ob_opt_int(prog, "cache-slots", arg, 0, 256, &p->cache_slots);
+        local = "--cache-slots";
+        break;
+    case OB_OPT_SPEC: local = "--spec"; break;
+    case OB_OPT_SPEC_MAX: local = "--spec-max"; break;
+    case OB_OPT_DRAFT: local = "--draft"; break;
+    case OB_OPT_DRAFT_DEVICE: local = "--draft-device"; break;
+    case OB_OPT_SPEC_FIXED: local = "--spec-fixed"; break;
+    case OB_OPT_WAIT:
+    case OB_OPT_TIMEOUT:
+    case OB_OPT_RETRIES: ok = ob_opt_server(prog, c, arg, &o->srv); break;
+    default: return 0;
+    }
+    if (c >= OB_OPT_SPEC && c <= OB_OPT_SPEC_FIXED)
+        ok = ob_opt_spec(prog, c, arg, p);
+    if (local && !o->local_only)
+        o->local_only = local;
+    return ok ? 1 : -1;
+}
+
+int ob_route_opts_check(const struct ob_route_opts *o)
+{
+    if (o->url && o->local_only)
+        return ob_seterr(OB_EUSAGE, "%s applies to in-process routes, not to a server URL",
+                         o->local_only);
+    return 0;
 }
 
 void ob_local_report(FILE *f, const char *prog, struct ob_local *l)

@@ -20,13 +20,30 @@
 
 /* The option rows of the in-process route, in every command that has one (before its own
  * rows; struct ob_option in 1b.h): -d ROUTE, -t N and --gpu N, into route, threads and
- * device below (--gpu's value is OB_OPT_GPU, taken by ob_opt_gpu). */
+ * device below (--gpu's value is OB_OPT_GPU), and the sizes of its context: --ctx, --chunk
+ * and --cache-slots, each command taking the rows it has (ob_opt_route takes them all). */
 enum { OB_OPT_GPU = 0x1020, OB_OPT_SPEC, OB_OPT_SPEC_MAX, OB_OPT_DRAFT, OB_OPT_DRAFT_DEVICE,
-       OB_OPT_SPEC_FIXED };
-#define OB_OPT_ROWS_LOCAL                                                                 \
-    {"device", 'd', "ROUTE", "route: cpu (default), ref, hrx (a GPU), hrx-sim, npu-sim or npu (a Q4NX pack)"}, \
+       OB_OPT_SPEC_FIXED, OB_OPT_URL, OB_OPT_CTX, OB_OPT_CHUNK, OB_OPT_CACHE_SLOTS };
+#define OB_OPT_ROW_DEVICE(routes)                                                         \
+    {"device", 'd', "ROUTE", "route: cpu (default), ref, hrx (a GPU), hrx-sim, npu-sim or npu (a Q4NX pack)" routes}
+#define OB_OPT_ROWS_THREADS_GPU                                                           \
     {"threads", 't', "N", "threads of the route (default: the CPUs available)"},         \
     {"gpu", OB_OPT_GPU, "N", "which device of the route: GPU N of -d hrx (default 0)"}
+#define OB_OPT_ROWS_LOCAL OB_OPT_ROW_DEVICE(""), OB_OPT_ROWS_THREADS_GPU
+#define OB_OPT_ROW_CTX                                                                    \
+    {"ctx", OB_OPT_CTX, "N", "positions per sequence (default 4096, or the model's if less)"}
+#define OB_OPT_ROW_CHUNK                                                                  \
+    {"chunk", OB_OPT_CHUNK, "N", "prompt tokens prefilled per step; 0 = whole prompts (default 512)"}
+#define OB_OPT_ROW_CACHE_SLOTS                                                            \
+    {"cache-slots", OB_OPT_CACHE_SLOTS, "N", "extra KV slots kept as prompt cache (default 0)"}
+
+/* The route rows of the commands that measure (1b-gen, 1b-logprobs, 1b-batchrep): -d takes a
+ * route name or a server's URL (anything with "://"), --url URL is the same as -d URL, then
+ * -t, --gpu and the server rows (OB_OPT_ROWS_SERVER, in 1b.h) follow in the command's table. */
+#define OB_OPT_ROWS_ROUTE                                                                 \
+    OB_OPT_ROW_DEVICE(", or a server's URL (OpenAI-compatible)"),                        \
+    {"url", OB_OPT_URL, "URL", "the same as -d URL"},                                     \
+    OB_OPT_ROWS_THREADS_GPU
 
 /* The rows of speculative decoding (engine.h), in every command that generates in process;
  * ob_opt_spec takes their values (OB_OPT_SPEC .. OB_OPT_SPEC_FIXED). */
@@ -67,6 +84,27 @@ struct ob_local {
     struct ob_engine *eng;
     struct ob_drafter *draft;      /* the draft model, or NULL */
 };
+
+/* Where the route options go: one struct for every command that runs requests. */
+struct ob_route_opts {
+    struct ob_local_params lp;     /* the in-process route */
+    const char *url;               /* -d URL or --url URL: the server route; NULL: in process */
+    struct ob_server_opts srv;     /* --wait, --timeout, --retries (the server route's) */
+    const char *local_only;        /* the first option given that only an in-process route
+                                      takes ("-t"), for ob_route_opts_check */
+};
+#define OB_ROUTE_OPTS_DEFAULT {.lp = OB_LOCAL_PARAMS_DEFAULT, .srv = OB_SERVER_OPTS_DEFAULT}
+/* Is this -d argument a server's URL rather than a route name ("://" in it)? */
+bool ob_route_is_url(const char *route);
+/*
+ * One option of a command's loop, if it is a route option (the rows above, the spec rows and
+ * the server rows): its argument into o. 1 when taken, 0 when c is not a route option (the
+ * command's own), -1 when its argument is bad (after "PROG: --NAME: why" on stderr).
+ */
+int ob_opt_route(const char *prog, int c, const char *arg, struct ob_route_opts *o);
+/* After the loop: OB_EUSAGE "OPTION applies to in-process routes, not to a server URL" when
+ * o->url is set and an in-process option was given, else 0. */
+int ob_route_opts_check(const struct ob_route_opts *o);
 
 /* --gpu's argument (0 .. 255) into p->device; false after "PROG: --gpu: why" on stderr */
 bool ob_opt_gpu(const char *prog, const char *arg, struct ob_local_params *p);

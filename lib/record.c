@@ -10,9 +10,10 @@
  * than ignored; any other unknown field is passed through to the result. The fields, their
  * ranges and the refusals are one table that 1b-serve and the URL route read too (record.h).
  *
- * A result record carries the request's fields, then: repeat, route, model {name, sha256},
- * prompt_tokens, prompt_ids, tokens [{id, text, bytes, logprob, bits, top}], text,
- * finish_reason, completion_tokens, cached_tokens, timing.
+ * A result record, from any route (ob_result_record: the one writer of them), carries the
+ * request's fields, then: repeat, route, model {name, sha256}, prompt_tokens, prompt_ids,
+ * tokens [{id, text, bytes, logprob, bits, top}], text, finish_reason, completion_tokens,
+ * cached_tokens, timing (and what only a server route has, record.h).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -558,49 +559,84 @@ const char *ob_finish_name(int reason)
     return "error";
 }
 
-cJSON *ob_result_begin(const cJSON *req, const struct ob_req *r, int repeat, const char *route,
-                       const char *model_name, const char *sha256)
+/* The record's own fields, in the order they are written; a request's field of the same name
+ * is replaced. */
+static const char *const result_fields[] = {
+    "id", "repeat", "route", "model", "prompt_tokens", "prompt_ids", "tokens", "text",
+    "reasoning_content", "finish_reason", "completion_tokens", "cached_tokens", "nonf32_values",
+    "timing", "error",
+};
+
+cJSON *ob_result_record(const cJSON *req, struct ob_result *r)
 {
     cJSON *o = req ? cJSON_Duplicate(req, true) : cJSON_CreateObject();
-    if (!o)
+    cJSON *id = cJSON_CreateString(r->id ? r->id : "");
+    char *text = r->text ? ob_utf8_sanitize(r->text, r->text_len) : NULL;
+    char *reasoning = r->reasoning && *r->reasoning
+                          ? ob_utf8_sanitize(r->reasoning, strlen(r->reasoning)) : NULL;
+    char *model = r->model ? ob_utf8_sanitize(r->model, strlen(r->model)) : NULL;
+    if (!o || !id || (r->text && !text) || (r->reasoning && *r->reasoning && !reasoning) ||
+        (r->model && !model)) {
+        cJSON_Delete(o);
+        cJSON_Delete(id);
+        free(text);
+        free(reasoning);
+        free(model);
+        cJSON_Delete(r->tokens);
+        cJSON_Delete(r->timing);
+        r->tokens = r->timing = NULL;
         return NULL;
-    /* the tool's own fields replace any of the same name */
-    static const char *const ours[] = {"id", "repeat", "route", "model", "prompt_tokens",
-                                       "prompt_ids", "tokens", "text", "finish_reason",
-                                       "completion_tokens", "cached_tokens", "timing", "error"};
-    for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
-        cJSON_DeleteItemFromObjectCaseSensitive(o, ours[i]);
-    ob_json_add_first(o, "id", cJSON_CreateString(r->id));
-    ob_json_add_int(o, "repeat", repeat);
-    cJSON_AddStringToObject(o, "route", route);
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "name", model_name);
-    if (sha256)
-        cJSON_AddStringToObject(m, "sha256", sha256);
-    cJSON_AddItemToObject(o, "model", m);
-    ob_json_add_int(o, "prompt_tokens", r->n_ids);
-    cJSON_AddItemToObject(o, "prompt_ids", ob_json_ids(r->ids, r->n_ids));
-    cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray());
+    }
+    for (size_t i = 0; i < sizeof result_fields / sizeof result_fields[0]; i++)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, result_fields[i]);
+    ob_json_add_first(o, "id", id);
+    ob_json_add_int(o, "repeat", r->repeat);
+    cJSON_AddStringToObject(o, "route", r->route ? r->route : "");
+    if (model) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "name", model);
+        if (r->sha256)
+            cJSON_AddStringToObject(m, "sha256", r->sha256);
+        cJSON_AddItemToObject(o, "model", m);
+        free(model);
+    }
+    if (r->prompt_tokens >= 0)
+        ob_json_add_int(o, "prompt_tokens", r->prompt_tokens);
+    if (r->prompt_ids)
+        cJSON_AddItemToObject(o, "prompt_ids", ob_json_ids(r->prompt_ids, r->n_prompt_ids));
+    cJSON_AddItemToObject(o, "tokens", r->tokens ? r->tokens : cJSON_CreateArray());
+    r->tokens = NULL;
+    if (text)
+        cJSON_AddStringToObject(o, "text", text);
+    if (reasoning)
+        cJSON_AddStringToObject(o, "reasoning_content", reasoning);
+    free(text);
+    free(reasoning);
+    if (r->finish_reason)
+        cJSON_AddStringToObject(o, "finish_reason", r->error ? "error" : r->finish_reason);
+    else if (r->error)
+        cJSON_AddStringToObject(o, "finish_reason", "error");
+    if (r->completion_tokens >= 0)
+        ob_json_add_int(o, "completion_tokens", r->completion_tokens);
+    if (r->cached_tokens >= 0)
+        ob_json_add_int(o, "cached_tokens", r->cached_tokens);
+    if (r->nonf32 > 0)
+        ob_json_add_int(o, "nonf32_values", r->nonf32);
+    if (r->timing)
+        cJSON_AddItemToObject(o, "timing", r->timing);
+    r->timing = NULL;
+    if (r->error)
+        cJSON_AddStringToObject(o, "error", r->error);
     return o;
 }
 
-int ob_result_finish(cJSON *o, const char *text, size_t text_len, const char *finish_reason,
-                     int n_gen, int n_cached, double prefill_s, double decode_s, int n_prefill)
+cJSON *ob_result_timing(double prefill_s, double decode_s, int n_prefill, int n_gen)
 {
-    char *t = ob_utf8_sanitize(text ? text : "", text ? text_len : 0);
-    if (!t)
-        return ob_seterr(OB_ENOMEM, "out of memory");
-    cJSON_AddStringToObject(o, "text", t);
-    free(t);
-    cJSON_AddStringToObject(o, "finish_reason", finish_reason);
-    ob_json_add_int(o, "completion_tokens", n_gen);
-    ob_json_add_int(o, "cached_tokens", n_cached);
     cJSON *tm = cJSON_CreateObject();
     cJSON_AddItemToObject(tm, "prefill_s", ob_json_f64(prefill_s));
     cJSON_AddItemToObject(tm, "decode_s", ob_json_f64(decode_s));
     cJSON_AddItemToObject(tm, "prefill_tps", ob_json_f64(prefill_s > 0 ? n_prefill / prefill_s : 0));
     cJSON_AddItemToObject(tm, "decode_tps",
                           ob_json_f64(decode_s > 0 && n_gen > 1 ? (n_gen - 1) / decode_s : 0));
-    cJSON_AddItemToObject(o, "timing", tm);
-    return 0;
+    return tm;
 }

@@ -132,16 +132,49 @@ int ob_req_parse(const cJSON *rec, const struct ob_model *m, const struct ob_req
                  uint64_t line, struct ob_req *out);
 void ob_req_free(struct ob_req *r);
 
-/* A result record: the request's fields, then the generator's; tokens are appended to its
- * "tokens" array with ob_token_json, then ob_result_finish adds the rest. */
 /* Put item into object o under key as its first member (records start with "id"); o takes
  * item. */
 void ob_json_add_first(cJSON *o, const char *key, cJSON *item);
-cJSON *ob_result_begin(const cJSON *req, const struct ob_req *r, int repeat, const char *route,
-                       const char *model_name, const char *sha256);
+
+/*
+ * ---- result records: one writer for every route ---------------------------------------------
+ *
+ * What a route knows of one result. The in-process routes (1b-gen's engine) and the server
+ * route (oai-client.c) fill it and ob_result_record writes it, so that the records of both
+ * have the same fields in the same order: the request's fields, then id (first), repeat,
+ * route, model {name, sha256}, prompt_tokens, prompt_ids, tokens, text, reasoning_content,
+ * finish_reason, completion_tokens, cached_tokens, nonf32_values, timing, error. A field the
+ * route does not know is left out (a server may report no sha256, and reports no prompt ids;
+ * nonf32_values, the count of the wire's decimals that were not float32, appears only when
+ * there were some).
+ */
+struct ob_result {
+    const char *id;
+    int repeat;
+    const char *route;
+    const char *model;             /* the model's name; NULL: no "model" */
+    const char *sha256;            /* NULL: not known */
+    int prompt_tokens;             /* < 0: not known */
+    const int32_t *prompt_ids;     /* NULL: not known */
+    int n_prompt_ids;
+    cJSON *tokens;                 /* taken (ob_result_record owns it then); NULL: [] */
+    const char *text;              /* text_len bytes, written as UTF-8 (U+FFFD for what is
+                                      not); NULL: no "text" */
+    size_t text_len;
+    const char *reasoning;         /* NULL or "": no "reasoning_content" */
+    const char *finish_reason;     /* NULL: none (but "error" when error is set) */
+    int completion_tokens;         /* < 0: none */
+    int cached_tokens;             /* < 0: not known */
+    int64_t nonf32;                /* the wire's decimals that were not float32 (a server
+                                      route); 0: no "nonf32_values" */
+    cJSON *timing;                 /* taken; NULL: none */
+    const char *error;             /* a failed request: why (finish_reason is then "error") */
+};
+/* The record (NULL when out of memory); r->tokens and r->timing are taken either way. */
+cJSON *ob_result_record(const cJSON *req, struct ob_result *r);
+/* The in-process routes' timing: {prefill_s, decode_s, prefill_tps, decode_tps}. */
+cJSON *ob_result_timing(double prefill_s, double decode_s, int n_prefill, int n_gen);
 cJSON *ob_token_json(const struct ob_tok *tok, const struct ob_token_info *ti, bool logprobs);
-int ob_result_finish(cJSON *rec, const char *text, size_t text_len, const char *finish_reason,
-                     int n_gen, int n_cached, double prefill_s, double decode_s, int n_prefill);
 const char *ob_finish_name(int reason);
 
 #endif

@@ -40,7 +40,9 @@ void ob_oai_cli_ready_free(struct ob_oai_cli_ready *r)
     if (!r)
         return;
     free(r->model);
-    r->model = NULL;
+    free(r->name);
+    free(r->sha256);
+    r->model = r->name = r->sha256 = NULL;
 }
 
 /* GET base+path: the HTTP status (0 when no reply) and the body (*len bytes); why, when not
@@ -83,8 +85,10 @@ static bool says_stalled(const char *body, size_t len)
     return st;
 }
 
-/* the first model's id, as valid UTF-8 (it is sent back in every request body) */
-static char *first_model(const char *body, size_t len)
+/* The first model /v1/models lists: its id, as valid UTF-8 (it is sent back in every request
+ * body), and, when it reports them (1b-serve does), the model's own name and the sha256 of its
+ * file, which result records carry as the in-process routes' do (the name stays the server's). */
+static void first_model(const char *body, size_t len, struct ob_oai_cli_ready *out)
 {
     cJSON *j = NULL;
     if (body)
@@ -92,10 +96,16 @@ static char *first_model(const char *body, size_t len)
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "data");
     const cJSON *m = cJSON_IsArray(d) ? cJSON_GetArrayItem(d, 0) : NULL;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "id");
-    char *s = cJSON_IsString(id) ? ob_utf8_sanitize(id->valuestring, strlen(id->valuestring))
-                                 : NULL;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "name");
+    const cJSON *sha = cJSON_GetObjectItemCaseSensitive(m, "sha256");
+    out->model = cJSON_IsString(id) ? ob_utf8_sanitize(id->valuestring, strlen(id->valuestring))
+                                    : NULL;
+    if (out->model && cJSON_IsString(name) && cJSON_IsString(sha) &&
+        strlen(sha->valuestring) == 64 && strspn(sha->valuestring, "0123456789abcdef") == 64) {
+        out->name = ob_utf8_sanitize(name->valuestring, strlen(name->valuestring));
+        out->sha256 = strdup(sha->valuestring);
+    }
     cJSON_Delete(j);
-    return s;
 }
 
 int ob_oai_cli_wait_ready(const char *base, double wait_s, const char *api_key,
@@ -188,7 +198,7 @@ int ob_oai_cli_wait_ready(const char *base, double wait_s, const char *api_key,
         char *body;
         size_t blen;
         if (!get(h, base, "/v1/models", &st, &body, &blen, broken, sizeof broken) && st == 200)
-            out->model = first_model(body, blen);
+            first_model(body, blen, out);
         free(body);
     }
     ob_http_free(h);
@@ -321,13 +331,14 @@ int ob_oai_cli_request(const cJSON *rec, const struct ob_oai_cli_params *p, uint
         if ((v = field(rec, pass[i])))
             cJSON_AddItemToObject(b, pass[i], cJSON_Duplicate(v, true));
     /* at least one alternative: llama-server reports no log-probabilities with zero (the
-     * extra ones are cut from the result) */
-    int ask = q->top_logprobs > 0 ? q->top_logprobs : 1;
+     * extra ones are cut from the result). Asked for even when the record wants none: they
+     * carry the tokens (ids, bytes), which a record has on every route; the values are then
+     * left out of it. */
+    int ask = q->logprobs && q->top_logprobs > 0 ? q->top_logprobs : 1;
     if (q->chat) {
-        cJSON_AddBoolToObject(b, "logprobs", q->logprobs);
-        if (q->logprobs)
-            ob_json_add_int(b, "top_logprobs", ask);
-    } else if (q->logprobs) {
+        cJSON_AddBoolToObject(b, "logprobs", true);
+        ob_json_add_int(b, "top_logprobs", ask);
+    } else {
         ob_json_add_int(b, "logprobs", ask);
     }
     v = field(rec, "cache_prompt");
@@ -569,57 +580,25 @@ int ob_oai_cli_tokens(const cJSON *choice, int top_k, cJSON **tokens, int64_t *n
 }
 
 /* the request's fields, then ours (replacing any of the same name), id first */
-static cJSON *result_begin(const cJSON *req, const char *id, int repeat, const char *route)
-{
-    cJSON *o = req ? cJSON_Duplicate(req, true) : cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    static const char *const ours[] = {"id", "repeat", "route", "model", "prompt_tokens",
-                                       "prompt_ids", "tokens", "text", "finish_reason",
-                                       "completion_tokens", "cached_tokens", "timing", "error",
-                                       "nonf32_values", "reasoning_content"};
-    for (size_t i = 0; i < sizeof ours / sizeof *ours; i++)
-        cJSON_DeleteItemFromObjectCaseSensitive(o, ours[i]);
-    cJSON *first = cJSON_CreateString(id);
-    if (!first) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    ob_json_add_first(o, "id", first);
-    ob_json_add_int(o, "repeat", repeat);
-    cJSON_AddStringToObject(o, "route", route);
-    return o;
-}
-
-static void fail_record(cJSON *o, const char *msg)
-{
-    cJSON_DeleteItemFromObjectCaseSensitive(o, "finish_reason");
-    cJSON_AddStringToObject(o, "finish_reason", "error");
-    cJSON_AddStringToObject(o, "error", msg);
-}
-
-cJSON *ob_oai_cli_result(const cJSON *req, const struct ob_oai_cli_req *q, int repeat,
-                         const char *route, const struct ob_http_result *res, int *err)
+cJSON *ob_oai_cli_result(const struct ob_oai_cli *cli, const cJSON *req,
+                         const struct ob_oai_cli_req *q, int repeat,
+                         const struct ob_http_result *res, int *err)
 {
     *err = 0;
-    cJSON *o = result_begin(req, q->id, repeat, route);
-    if (!o)
-        return NULL;
-    char msg[400];
+    struct ob_result r = {.id = q->id, .repeat = repeat, .route = cli->route, .prompt_tokens = -1,
+                          .completion_tokens = -1, .cached_tokens = -1};
+    char msg[400], t[256];
     if (res->err) {
         *err = ob_seterr(res->err, "%s", res->msg);
-        cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray());
-        fail_record(o, res->msg);
-        return o;
+        r.error = res->msg;
+        return ob_result_record(req, &r);
     }
     if (res->status != 200) {
-        char t[256];
         snprintf(msg, sizeof msg, "HTTP %ld: %s", res->status,
                  ob_oai_cli_error_text(res->body, res->len, t, sizeof t));
         *err = ob_seterr(res->status >= 500 ? OB_EIO : OB_EFORMAT, "%s", msg);
-        cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray());
-        fail_record(o, msg);
-        return o;
+        r.error = msg;
+        return ob_result_record(req, &r);
     }
     /* token text may be part of a UTF-8 character: kept as bytes, written out as U+FFFD */
     cJSON *j = NULL;
@@ -627,7 +606,6 @@ cJSON *ob_oai_cli_result(const cJSON *req, const struct ob_oai_cli_req *q, int r
     const cJSON *choices = cJSON_GetObjectItemCaseSensitive(j, "choices");
     const cJSON *c = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
     if (!cJSON_IsObject(c)) {
-        char t[256];
         if (json || !res->len)
             ob_oai_cli_error_text(res->body, res->len, t, sizeof t);
         else
@@ -635,74 +613,95 @@ cJSON *ob_oai_cli_result(const cJSON *req, const struct ob_oai_cli_req *q, int r
         snprintf(msg, sizeof msg, "%s: %s", json || !res->len ? "the reply is not a completion"
                  : "the reply cannot be read", t);
         *err = ob_seterr(OB_EFORMAT, "%s", msg);
-        cJSON_AddItemToObject(o, "tokens", cJSON_CreateArray());
-        fail_record(o, msg);
+        r.error = msg;
         cJSON_Delete(j);
-        return o;
+        return ob_result_record(req, &r);
     }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
-    cJSON *m = cJSON_CreateObject();
-    add_text(m, "name", cJSON_IsString(model) ? model->valuestring : "");
-    cJSON_AddItemToObject(o, "model", m);
+    r.model = cJSON_IsString(model) ? model->valuestring : "";
+    if (cli->sha256 && strcmp(r.model, cli->model) == 0)
+        r.sha256 = cli->sha256;                /* the file the server serves (1b-serve) */
     const cJSON *usage = cJSON_GetObjectItemCaseSensitive(j, "usage");
     const cJSON *pt = cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens");
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(usage, "completion_tokens");
-    if (is_int_in(pt, 0, 1e15))
-        ob_json_add_int(o, "prompt_tokens", (long long)pt->valuedouble);
-    int64_t nonf32 = 0;
-    cJSON *tokens = NULL;
-    int e = ob_oai_cli_tokens(c, q->top_logprobs, &tokens, &nonf32);
-    if (e == OB_ENOMEM) {
+    const cJSON *cached = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(usage, "prompt_tokens_details"), "cached_tokens");
+    if (is_int_in(pt, 0, INT32_MAX))
+        r.prompt_tokens = (int)pt->valuedouble;
+    if (is_int_in(cached, 0, INT32_MAX))
+        r.cached_tokens = (int)cached->valuedouble;
+    /* the prompt's ids, when the server reports them (1b-serve, vLLM): in the choice, or
+     * beside the choices */
+    const cJSON *pids = cJSON_GetObjectItemCaseSensitive(c, "prompt_token_ids");
+    if (!pids)
+        pids = cJSON_GetObjectItemCaseSensitive(j, "prompt_token_ids");
+    int32_t *ids = NULL;
+    int n_ids = cJSON_IsArray(pids) ? cJSON_GetArraySize(pids) : 0;
+    if (n_ids > 0 && (ids = malloc((size_t)n_ids * sizeof *ids))) {
+        const cJSON *x;
+        int k = 0;
+        cJSON_ArrayForEach(x, pids) {
+            if (!is_int_in(x, 0, INT32_MAX))
+                break;
+            ids[k++] = (int32_t)x->valuedouble;
+        }
+        if (k == n_ids) {
+            r.prompt_ids = ids;
+            r.n_prompt_ids = n_ids;
+        }
+    }
+    int e = ob_oai_cli_tokens(c, q->top_logprobs, &r.tokens, &r.nonf32);
+    if (e == OB_ENOMEM || (n_ids > 0 && !ids)) {
+        cJSON_Delete(r.tokens);
+        free(ids);
         cJSON_Delete(j);
-        cJSON_Delete(o);
         return NULL;
     }
-    cJSON_AddItemToObject(o, "tokens", tokens ? tokens : cJSON_CreateArray());
     /* the text: chat's message content (with any reasoning beside it), completions' text */
     const cJSON *msgo = cJSON_GetObjectItemCaseSensitive(c, "message");
     const cJSON *text = q->chat ? cJSON_GetObjectItemCaseSensitive(msgo, "content")
                                 : cJSON_GetObjectItemCaseSensitive(c, "text");
     const cJSON *rc = cJSON_GetObjectItemCaseSensitive(msgo, "reasoning_content");
-    add_text(o, "text", cJSON_IsString(text) ? text->valuestring : "");
-    if (cJSON_IsString(rc) && *rc->valuestring)
-        add_text(o, "reasoning_content", rc->valuestring);
+    r.text = cJSON_IsString(text) ? text->valuestring : "";
+    r.text_len = strlen(r.text);
+    r.reasoning = cJSON_IsString(rc) ? rc->valuestring : NULL;
     const cJSON *fr = cJSON_GetObjectItemCaseSensitive(c, "finish_reason");
-    add_text(o, "finish_reason", cJSON_IsString(fr) ? fr->valuestring : "unknown");
-    int n_tok = tokens ? cJSON_GetArraySize(tokens) : 0;
-    ob_json_add_int(o, "completion_tokens", is_int_in(ct, 0, 1e15) ? (long long)ct->valuedouble
-                                                                : n_tok);
-    ob_json_add_int(o, "nonf32_values", nonf32);
-    cJSON *tm = cJSON_CreateObject();
-    cJSON_AddItemToObject(tm, "request_s", ob_json_f64(res->seconds));
-    ob_json_add_int(tm, "attempts", res->attempts);
-    cJSON_AddItemToObject(o, "timing", tm);
+    r.finish_reason = cJSON_IsString(fr) ? fr->valuestring : "unknown";
+    int n_tok = r.tokens ? cJSON_GetArraySize(r.tokens) : 0;
+    r.completion_tokens = is_int_in(ct, 0, INT32_MAX) ? (int)ct->valuedouble : n_tok;
+    r.timing = cJSON_CreateObject();
+    cJSON_AddItemToObject(r.timing, "request_s", ob_json_f64(res->seconds));
+    ob_json_add_int(r.timing, "attempts", res->attempts);
     /* asked for log-probabilities and got tokens without them: unusable for measuring */
     bool generated = n_tok > 0 || (is_int_in(ct, 0, 1e15) && ct->valuedouble > 0) ||
                      (cJSON_IsString(text) && *text->valuestring);
     if (q->logprobs && q->max_tokens > 0 && (e == OB_ENOTFOUND || !n_tok) && generated) {
         *err = ob_seterr(OB_EFORMAT, "the server returned no log-probabilities");
-        fail_record(o, ob_errmsg());
-    } else if (q->logprobs && tokens) {
+    } else if (q->logprobs && r.tokens) {
         int missing = 0;
-        const cJSON *t;
-        cJSON_ArrayForEach(t, tokens)
-            missing += !cJSON_GetObjectItemCaseSensitive(t, "logprob");
-        if (missing) {
+        const cJSON *tk;
+        cJSON_ArrayForEach(tk, r.tokens)
+            missing += !cJSON_GetObjectItemCaseSensitive(tk, "logprob");
+        if (missing)
             *err = ob_seterr(OB_EFORMAT, "the server returned %d token%s without a "
                              "log-probability", missing, missing == 1 ? "" : "s");
-            fail_record(o, ob_errmsg());
-        }
     }
-    if (!q->logprobs && tokens) {
+    if (*err) {
+        snprintf(msg, sizeof msg, "%s", ob_errmsg());
+        r.error = msg;
+    }
+    if (!q->logprobs && r.tokens) {
         /* not asked for: leave them out, as the in-process routes do */
-        cJSON *t;
-        cJSON_ArrayForEach(t, tokens) {
-            cJSON_DeleteItemFromObjectCaseSensitive(t, "logprob");
-            cJSON_DeleteItemFromObjectCaseSensitive(t, "bits");
-            cJSON_DeleteItemFromObjectCaseSensitive(t, "wire_logprob");
-            cJSON_DeleteItemFromObjectCaseSensitive(t, "top");
+        cJSON *tk;
+        cJSON_ArrayForEach(tk, r.tokens) {
+            cJSON_DeleteItemFromObjectCaseSensitive(tk, "logprob");
+            cJSON_DeleteItemFromObjectCaseSensitive(tk, "bits");
+            cJSON_DeleteItemFromObjectCaseSensitive(tk, "wire_logprob");
+            cJSON_DeleteItemFromObjectCaseSensitive(tk, "top");
         }
     }
+    cJSON *o = ob_result_record(req, &r);
+    free(ids);
     cJSON_Delete(j);
     return o;
 }
@@ -717,6 +716,8 @@ void ob_oai_cli_close(struct ob_oai_cli *c)
     free(c->base);
     free(c->route);
     free(c->model);
+    free(c->model_name);
+    free(c->sha256);
     free(c);
 }
 
@@ -746,6 +747,8 @@ int ob_oai_cli_open(const char *url, const struct ob_server_opts *o, struct ob_o
         return e;
     }
     c->model = ready.model;
+    c->model_name = ready.name;
+    c->sha256 = ready.sha256;
     snprintf(c->note, sizeof c->note, "%s", ready.note);
     *out = c;
     return 0;

@@ -5,7 +5,8 @@
  *
  * A request record becomes a POST to URL/v1/chat/completions ("messages") or
  * URL/v1/completions ("prompt"), always with log-probabilities and at least one top
- * alternative asked for (llama-server reports none with zero), cache_prompt false unless the
+ * alternative asked for (llama-server reports none with zero; a record with "logprobs" false
+ * gets its tokens from them, without the values), cache_prompt false unless the
  * record says otherwise, and "thinking" sent as chat_template_kwargs.enable_thinking. A reply
  * becomes a result record of the same shape as the in-process routes': tokens with their
  * float32 log-probabilities read from the wire's decimals (a double d is the float32 (float)d;
@@ -36,6 +37,8 @@ struct ob_oai_cli {
     char *base;                    /* the server's root, for ob_oai_cli_url */
     char *route;                   /* the URL as records and messages show it (no password) */
     char *model;                   /* the first model /v1/models lists, or NULL */
+    char *model_name, *sha256;     /* its own name and its file's sha256 when the server
+                                      reports them (1b-serve), or NULL */
     char note[320];                /* a readiness warning worth printing, "" when none */
     struct ob_http *http;          /* the transfers */
 };
@@ -50,6 +53,8 @@ char *ob_oai_cli_url(const struct ob_oai_cli *c, const char *path);
 
 struct ob_oai_cli_ready {
     char *model;                   /* the first model /v1/models lists (malloc'd), or NULL */
+    char *name, *sha256;           /* its "name" and "sha256" when it has both (malloc'd), or
+                                      NULL */
     char note[320];                /* a warning worth printing, "" when none */
 };
 /*
@@ -105,16 +110,21 @@ void ob_oai_cli_req_free(struct ob_oai_cli_req *q);
 int ob_oai_cli_tokens(const cJSON *choice, int top_k, cJSON **tokens, int64_t *nonf32);
 
 /*
- * The result record of one reply: the request's fields, then id, repeat, route, model,
- * prompt_tokens, tokens, text, finish_reason, completion_tokens, nonf32_values, timing — and
- * "error" (with finish_reason "error") when the reply is unusable. *err is 0, OB_EFORMAT (the
- * server refused the request with a 4xx, the reply is not a completion, or it carries no
- * log-probabilities although they were asked for), OB_EIO (a 5xx, a timeout or a broken
- * transfer) or OB_EDEVICE (unreachable); the reason is in ob_errmsg(). NULL only when out of
- * memory.
+ * The result record of one reply, written by the writer of every route (ob_result_record in
+ * record.h, so its fields are those of an in-process record, in the same order): the
+ * request's fields, then id, repeat, route (c->route), model (the server's name for it, and
+ * the sha256 that /v1/models reported for it with its name: 1b-serve's), prompt_tokens,
+ * prompt_ids (when the reply has prompt_token_ids: 1b-serve, vLLM), tokens, text, reasoning_content, finish_reason, completion_tokens, cached_tokens (when the
+ * usage reports them), nonf32_values (when any value was not float32), timing {request_s,
+ * attempts} — and "error" (with finish_reason "error") when the reply is unusable. *err is 0,
+ * OB_EFORMAT (the server refused the request with a 4xx, the reply is not a completion, or it
+ * carries no log-probabilities although they were asked for), OB_EIO (a 5xx, a timeout or a
+ * broken transfer) or OB_EDEVICE (unreachable); the reason is in ob_errmsg(). NULL only when
+ * out of memory.
  */
-cJSON *ob_oai_cli_result(const cJSON *req, const struct ob_oai_cli_req *q, int repeat,
-                         const char *route, const struct ob_http_result *res, int *err);
+cJSON *ob_oai_cli_result(const struct ob_oai_cli *c, const cJSON *req,
+                         const struct ob_oai_cli_req *q, int repeat,
+                         const struct ob_http_result *res, int *err);
 
 /* The message of an error reply ({"error":{"message":...}} or {"error":"..."}), else the start
  * of the body when it is text, else "(empty reply)" or "(a binary reply of N bytes)"; written

@@ -952,6 +952,12 @@ static void choice(struct ob_sb *b, const struct ob_oai_srv_result *r)
     }
     if (!chat && r->prompt_logprobs >= 0)
         prompt_logprobs(b, r);
+    /* the prompt as the model read it (vLLM's name): a client's records carry it as the
+     * in-process routes' do */
+    ob_sb_str(b, ",\"prompt_token_ids\":[");
+    for (int i = 0; i < r->n_prompt; i++)
+        ob_sb_fmt(b, i ? ",%d" : "%d", (int)r->prompt[i]);
+    ob_sb_str(b, "]");
     ob_sb_str(b, ",\"finish_reason\":");
     ob_sb_json(b, r->finish_reason, strlen(r->finish_reason));
     if (r->timed_out)

@@ -83,7 +83,9 @@ static void reply(const uint8_t *p, size_t n)
     struct ob_oai_cli_req q = {.id = "f", .chat = n % 2, .logprobs = true, .top_logprobs = 3,
                                .max_tokens = 4};
     int err;
-    cJSON *rec = ob_oai_cli_result(NULL, &q, 0, "http://fuzz", &res, &err);
+    struct ob_oai_cli cli = {.route = "http://fuzz", .model = "m", .model_name = "llama",
+                             .sha256 = "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d"};
+    cJSON *rec = ob_oai_cli_result(&cli, NULL, &q, 0, &res, &err);
     if (rec) {
         char *s = cJSON_PrintUnformatted(rec);
         cJSON *back = s ? cJSON_Parse(s) : NULL;

@@ -182,7 +182,8 @@ static void reply(const char *data, size_t size)
             struct ob_http_result res = {.status = status[s], .body = body, .len = size,
                                          .attempts = 1};
             int err;
-            cJSON *rec = ob_oai_cli_result(req, &q, 0, "http://127.0.0.1:1", &res, &err);
+            struct ob_oai_cli cli = {.route = "http://127.0.0.1:1"};
+            cJSON *rec = ob_oai_cli_result(&cli, req, &q, 0, &res, &err);
             if (!rec)
                 abort();
             char *txt = cJSON_PrintUnformatted(rec);
