@@ -114,9 +114,9 @@ int ob_oai_cli_tokens(const cJSON *choice, int top_k, cJSON **tokens, int64_t *n
  * record.h, so its fields are those of an in-process record, in the same order): the
  * request's fields, then id, repeat, route (c->route), model (the server's name for it, and
  * the sha256 that /v1/models reported for it with its name: 1b-serve's), prompt_tokens,
- * prompt_ids (when the reply has prompt_token_ids: 1b-serve, vLLM), tokens, text, reasoning_content, finish_reason, completion_tokens, cached_tokens (when the
- * usage reports them), nonf32_values (when any value was not float32), timing {request_s,
- * attempts} — and "error" (with finish_reason "error") when the reply is unusable. *err is 0,
+ * prompt_ids (when the reply has prompt_token_ids: 1b-serve, vLLM), tokens, text,
+ * reasoning_content, finish_reason, completion_tokens, cached_tokens (when the usage reports
+ * them), nonf32_values (when any value was not float32), timing {request_s, attempts} — and "error" (with finish_reason "error") when the reply is unusable. *err is 0,
  * OB_EFORMAT (the server refused the request with a 4xx, the reply is not a completion, or it
  * carries no log-probabilities although they were asked for), OB_EIO (a 5xx, a timeout or a
  * broken transfer) or OB_EDEVICE (unreachable); the reason is in ob_errmsg(). NULL only when
