@@ -121,6 +121,10 @@ bool ob_type_is_float(uint32_t type);           /* F32, F16, BF16, F64 */
 bool ob_type_supported(uint32_t type);
 /* Bytes of one row of n values; false when n is not a multiple of the block or overflows. */
 bool ob_type_row_bytes(uint32_t type, uint64_t n, uint64_t *out);
+/* --list-types of 1b-synth and 1b-requant (the shell completions ask it): what their --type
+ * takes, one name a line: 1b's own pack types first when `packs` (q4nx), then the weight types
+ * of types.h (f32 .. q6_k) and the K-quant mixes (q3_k_s .. q5_k_m). */
+void ob_list_types(FILE *f, bool packs);
 
 /* ---- GGUF files ----------------------------------------------------------------------------- */
 

@@ -732,6 +732,16 @@ int ob_mix_file_type(const char *mix)
     return i < 0 ? -1 : mixes[i].ftype;
 }
 
+void ob_list_types(FILE *f, bool packs)
+{
+#define LINE(NAME, name, id, blck, bytes, ftype) #name "\n"
+    if (packs)
+        fputs(OB_TYPES_PACK(LINE), f);
+#undef LINE
+    for (int i = 0; i < N_MIXES; i++)
+        fprintf(f, "%s\n", mixes[i].name);
+}
+
 static bool more_bits(int l, int n)
 {
     return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;

@@ -56,7 +56,7 @@ struct ob_mix_tensor {
     bool tied;                     /* no output.weight: token_embd is the output projection */
 };
 bool ob_mix_known(const char *mix);
-const char *ob_mix_names(void);    /* space-separated */
+const char *ob_mix_names(void);    /* space-separated, in ob_list_types' order */
 /* llama.cpp's general.file_type of a model made with the mix (LLAMA_FTYPE_*: a weight type's
  * is its column of types.h; q3_k, q4_k and q5_k get their _S file type); -1 for none */
 int ob_mix_file_type(const char *mix);
