@@ -21,6 +21,14 @@
 #include "arith/q4nx.h"
 #include "quant.h"
 
+/* the list's geometry is the structs' (types.h, arith/blocks.h, arith/q4nx.h) */
+#define SIZE(NAME, name, id, blck, bytes, ftype)                                    \
+    _Static_assert(sizeof(struct ob_block_##name) == bytes, #name ": types.h's size");
+OB_TYPES_QUANT(SIZE)
+OB_TYPES_ACT(SIZE)
+OB_TYPES_PACK(SIZE)
+#undef SIZE
+
 /* ---- dequantisation: rows of the per-block dequantisers (lib/arith/dequant.h) ------------- */
 
 bool ob_dequant_supported(uint32_t type)

@@ -3,17 +3,17 @@
  * these lists (X-macros): the enum ob_type (1b.h), names and block geometry (types.c), the
  * row quantisers and dequantisers and what they support (quant.c), the type names and mixes of
  * 1b-synth and 1b-requant (--list-types, which the shell completions ask), their llama.cpp
- * file types (requant.c), the cpu route's scalar kernel table and activation formats
- * (cpu/kernels/matmul.c), and the hrx routes' kernel dispatch (hrx/mm.hip, hrx/norm.hip,
- * hrx/backend-hrx.c).
+ * file types (requant.c), the fp16 scales 1b-load --check reads (check.c), the cpu route's
+ * scalar kernel table and activation formats (cpu/kernels/matmul.c), and the hrx routes'
+ * kernel dispatch (hrx/mm.hip, hrx/norm.hip, hrx/backend-hrx.c).
  *
  * A row is X(NAME, name, id, blck, bytes, ftype):
  *   NAME   the enum's OB_NAME and the name 1b prints ("Q4_K");
- *   name   the lowercase name of its block struct and functions, ob_block_<name> (arith/blocks.h),
+ *   name   the lowercase name of its block struct and functions: ob_block_<name> (blocks.h),
  *          ob_dequant_<name> (arith/dequant.h), ob_dot_<name> (arith/dot.h), the quantiser
  *          q_<name> (quant.c), and of --type ("q4_k");
  *   id     its ggml number as GGUF files store it (1b's own types count from 256);
- *   blck   values a block, bytes its bytes (each struct's size is also checked in blocks.h);
+ *   blck   values a block, bytes its bytes (quant.c checks them against each struct's size);
  *   ftype  llama.cpp's general.file_type of a model all of that type (LLAMA_FTYPE_MOSTLY_*; the
  *          K-quants' _S), -1 where there is none.
  *
@@ -31,10 +31,11 @@
  *                    (arith/q4nx.h), quantised and dequantised by quant.c;
  *   OB_TYPES_OTHER   the other GGUF types: their geometry only (a model that has them loads and
  *                    is reported by name; no route runs it).
- * A new weight type is a row in FLOAT, A8 or Q8K plus its arithmetic: the block struct, the
- * dequantiser, the dot product, the quantiser (and for Q8K, mm.hip's traits). Its SIMD kernels
- * are optional: the files of cpu/kernels/ fill their tables over the scalar ones, type by type.
- * The order of the weight lists is the order --list-types prints.
+ * A new weight type is a row in FLOAT, A8 or Q8K plus its arithmetic: the block struct (and
+ * OB_FP16_SCALES_<name> beside it), the dequantiser, the dot product, the quantiser (and for
+ * Q8K, mm.hip's traits). Its SIMD kernels are optional: the files of cpu/kernels/ fill their
+ * tables over the scalar ones, type by type. The order of the weight lists is the order
+ * --list-types prints.
  */
 #ifndef OB_TYPES_H
 #define OB_TYPES_H
