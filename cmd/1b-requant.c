@@ -3,6 +3,7 @@
  * for the npu routes, reporting the error each tensor took.
  *
  *   1b-requant --type TYPE [-t N] [--force] -o OUT MODEL
+ *   1b-requant --list-types
  *
  * One JSON record per tensor on stdout, then a summary record; progress on stderr when it is a
  * terminal. Exit status as in 1b(7): 0 ok, 2 usage (an existing output without --force, an
@@ -17,13 +18,13 @@
 
 #define PROG "1b-requant"
 
-enum { OPT_TYPE = 256, OPT_FORCE };
+enum { OPT_TYPE = 256, OPT_FORCE, OPT_LIST_TYPES };
 
 static const struct ob_option options[] = {
-    {"type", OPT_TYPE, "TYPE", "what to make: q4nx (a pack for -d npu-sim/npu), a type (f32 f16 "
-                               "bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k: every "
-                               "matrix) or a mix (q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s "
-                               "q5_k_m)"},
+    {"type", OPT_TYPE, "TYPE", "what to make: q4nx (a pack for -d npu-sim/npu), a weight type "
+                               "(f32, q8_0, q4_k, ...: every matrix) or a K-quant mix (q4_k_m, "
+                               "...)"},
+    {"list-types", OPT_LIST_TYPES, NULL, "list what --type takes, one a line, and exit"},
     {"output", 'o', "OUT", "the GGUF file (or pack directory) to write (required)"},
     {"threads", 't', "N", "threads (default: the online CPUs)"},
     {"force", OPT_FORCE, NULL, "replace an existing OUT (a directory only if it is a pack)"},
@@ -111,7 +112,7 @@ int main(int argc, char **argv)
 {
     const char *type = NULL, *out = NULL;
     int threads = 0;
-    bool force = false;
+    bool force = false, list_types = false;
     struct ob_cmdline cl = {PROG, PROG " --type TYPE [options] -o OUT MODEL",
                             "Re-quantise a GGUF model into another type or mix, or into a Q4NX "
                             "pack, reporting each tensor's error as JSON.",
@@ -123,10 +124,18 @@ int main(int argc, char **argv)
         case 'o': out = optarg; break;
         case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &threads); break;
         case OPT_FORCE: force = true; break;
+        case OPT_LIST_TYPES: list_types = true; break;
         }
     }
     if (cl.stop)
         return cl.status;
+    if (!cl.bad && list_types) {
+        ob_list_types(stdout, true);
+        int e = ob_stdout_close();
+        if (e)
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
+        return ob_exit_status(e);
+    }
     if (!cl.bad && optind != argc - 1) {
         fprintf(stderr, PROG ": %s\n", optind >= argc ? "no MODEL given" : "more than one MODEL given");
         cl.bad = true;

@@ -4,6 +4,7 @@
  *
  *   1b-synth [--preset NAME] [shape options] [--type MIX] [--seed N] [--tokenizer FILE]
  *            [--no-chat-template] -o OUT
+ *   1b-synth --list-types
  *
  * Exit status as in 1b(7): 0 ok, 2 usage, 3 bad tokenizer file, 5 other failure.
  */
@@ -22,7 +23,7 @@
 enum {
     OPT_PRESET = 256, OPT_ARCH, OPT_VOCAB, OPT_EMBD, OPT_LAYERS, OPT_HEADS, OPT_KV_HEADS,
     OPT_HEAD_DIM, OPT_FF, OPT_CTX, OPT_TYPE, OPT_SEED, OPT_TOKENIZER, OPT_TIED, OPT_UNTIED,
-    OPT_NO_CHAT_TEMPLATE,
+    OPT_NO_CHAT_TEMPLATE, OPT_LIST_TYPES,
 };
 
 static const struct ob_option options[] = {
@@ -36,7 +37,8 @@ static const struct ob_option options[] = {
     {"head-dim", OPT_HEAD_DIM, "N", "dimension of one head"},
     {"ff", OPT_FF, "N", "feed-forward width"},
     {"ctx", OPT_CTX, "N", "training context length written to the metadata"},
-    {"type", OPT_TYPE, "MIX", "weight type of the matrices: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k, or a mix q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m (as 1b-requant)"},
+    {"type", OPT_TYPE, "MIX", "weight type of the matrices (f32, q8_0, q4_k, ...) or a K-quant mix (q4_k_m, ...), as 1b-requant's (default: the preset's)"},
+    {"list-types", OPT_LIST_TYPES, NULL, "list what --type takes, one a line, and exit"},
     {"seed", OPT_SEED, "N", "random seed (default 1)"},
     {"tokenizer", OPT_TOKENIZER, "FILE", "Qwen tokenizer.json for qwen2/qwen3 (default $OB_QWEN_TOKENIZER)"},
     {"tied", OPT_TIED, NULL, "output projection shares the token embedding"},
@@ -51,6 +53,7 @@ int main(int argc, char **argv)
 {
     struct ob_synth s;
     const char *out = NULL, *preset = "qwen3-tiny";
+    bool list_types = false;
     struct ob_cmdline cl = {PROG, PROG " [options] -o FILE",
                             "Write a synthetic model with seeded random weights and a real "
                             "architecture's layout and tokenizer.",
@@ -94,12 +97,20 @@ int main(int argc, char **argv)
         case OPT_TIED: s.tied = true; break;
         case OPT_UNTIED: s.tied = false; break;
         case OPT_NO_CHAT_TEMPLATE: s.no_chat_template = true; break;
+        case OPT_LIST_TYPES: list_types = true; break;
         case 'o': out = arg; break;
         }
     }
     free(given);
     if (cl.stop)
         return cl.status;
+    if (!cl.bad && list_types) {
+        ob_list_types(stdout, false);
+        int e = ob_stdout_close();
+        if (e)
+            fprintf(stderr, PROG ": %s\n", ob_errmsg());
+        return ob_exit_status(e);
+    }
     if (!cl.bad && optind < argc) {
         fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
         cl.bad = true;

@@ -1,6 +1,7 @@
 # bash completion for the 1b commands.
 # Options come from the command itself (`CMD --list-options`: one "--name" or "--name=ARG"
-# per line), so the completion cannot drift from the code.
+# per line), and so do the types --type takes (`CMD --list-types`), so the completion cannot
+# drift from the code.
 
 _1b_complete()
 {
@@ -13,7 +14,7 @@ _1b_complete()
         spec=$(printf '%s\n' "$opts" | grep -E -- "^${prev}(=|\$)" | head -n 1)
         case $spec in
         *=ROUTE) COMPREPLY=($(compgen -W "cpu ref hrx hrx-sim npu npu-sim" -- "$cur")); return 0 ;;
-        *=TYPE) COMPREPLY=($(compgen -W "q4nx f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m" -- "$cur")); return 0 ;;
+        *=TYPE|*=MIX) COMPREPLY=($(compgen -W "$("$cmd" --list-types 2>/dev/null)" -- "$cur")); return 0 ;;
         *=MODE) COMPREPLY=($(compgen -W "ngram draft off" -- "$cur")); return 0 ;;
         *=FILE|*=MODEL|*=DIR|*=OUT) COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null; return 0 ;;
         *=NAME) COMPREPLY=($(compgen -W "qwen3-tiny qwen3-small qwen2-tiny llama-tiny qwen3-0.6b gemma3-tiny gemma3-270m" -- "$cur")); return 0 ;;

@@ -25,6 +25,8 @@
 
 #include <cJSON.h>
 
+#include "types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -90,20 +92,21 @@ int ob_errprefix(int err, const char *fmt, ...) __attribute__((format(printf, 2,
 
 /* ---- ggml tensor types -------------------------------------------------------------------- */
 
-/* Type ids as stored in GGUF files (ggml numbering; gaps are ids retired upstream). */
+/* Type ids as stored in GGUF files (ggml numbering; gaps are ids retired upstream), and 1b's
+ * own from 256 on, outside ggml's numbering and never in a GGUF file (ob_type_known says no, so
+ * the reader and writer refuse them): OB_Q4NX, the tile of the npu route's Q4NX packs, 32
+ * values in 20 bytes (lib/arith/q4nx.h, man/1b.7). The ids, names and geometry come from the
+ * one list of types, types.h: OB_F32 = 0, OB_F16 = 1, OB_Q4_0 = 2, ... OB_Q4_K = 12, ... */
+#define OB_TYPE_ENUM_(NAME, name, id, blck, bytes, ftype) OB_##NAME = id,
+#define OB_TYPE_ID_(NAME, name, id, blck, bytes, ftype) char NAME[id + 1];
+union ob_type_ids_ { OB_TYPES_GGUF(OB_TYPE_ID_) };  /* its size: one past the largest GGUF id */
 enum ob_type {
-    OB_F32 = 0, OB_F16 = 1, OB_Q4_0 = 2, OB_Q4_1 = 3, OB_Q5_0 = 6, OB_Q5_1 = 7,
-    OB_Q8_0 = 8, OB_Q8_1 = 9, OB_Q2_K = 10, OB_Q3_K = 11, OB_Q4_K = 12, OB_Q5_K = 13,
-    OB_Q6_K = 14, OB_Q8_K = 15, OB_IQ2_XXS = 16, OB_IQ2_XS = 17, OB_IQ3_XXS = 18,
-    OB_IQ1_S = 19, OB_IQ4_NL = 20, OB_IQ3_S = 21, OB_IQ2_S = 22, OB_IQ4_XS = 23,
-    OB_I8 = 24, OB_I16 = 25, OB_I32 = 26, OB_I64 = 27, OB_F64 = 28, OB_IQ1_M = 29,
-    OB_BF16 = 30, OB_TQ1_0 = 34, OB_TQ2_0 = 35, OB_MXFP4 = 39, OB_NVFP4 = 40, OB_Q1_0 = 41,
-    OB_TYPE_COUNT = 42,
-    /* 1b's own, outside ggml's numbering and never in a GGUF file (ob_type_known says no, so
-     * the reader and writer refuse it): the tile of the npu route's Q4NX packs, 32 values in
-     * 20 bytes (lib/arith/q4nx.h, man/1b.7) */
-    OB_Q4NX = 256,
+    OB_TYPES_GGUF(OB_TYPE_ENUM_)
+    OB_TYPES_PACK(OB_TYPE_ENUM_)
+    OB_TYPE_COUNT = sizeof(union ob_type_ids_),     /* 42 */
 };
+#undef OB_TYPE_ID_
+#undef OB_TYPE_ENUM_
 
 /* Block geometry of a type: `blck` values are stored in `size` bytes. Returns false for an id
  * that names no GGUF type (never assigned or retired, or OB_Q4NX, which the other functions
@@ -114,10 +117,14 @@ int ob_type_from_name(const char *name);        /* case-insensitive; -1 if unkno
 uint32_t ob_type_blck(uint32_t type);           /* 0 for unknown ids */
 uint32_t ob_type_size(uint32_t type);           /* 0 for unknown ids */
 bool ob_type_is_float(uint32_t type);           /* F32, F16, BF16, F64 */
-/* The cpu route has dot-product kernels for this weight type. */
+/* The cpu route has dot-product kernels for this weight type (types.h: OB_TYPES_WEIGHT). */
 bool ob_type_supported(uint32_t type);
 /* Bytes of one row of n values; false when n is not a multiple of the block or overflows. */
 bool ob_type_row_bytes(uint32_t type, uint64_t n, uint64_t *out);
+/* --list-types of 1b-synth and 1b-requant (the shell completions ask it): what their --type
+ * takes, one name a line: 1b's own pack types first when `packs` (q4nx), then the weight types
+ * of types.h (f32 .. q6_k) and the K-quant mixes (q3_k_s .. q5_k_m). */
+void ob_list_types(FILE *f, bool packs);
 
 /* ---- GGUF files ----------------------------------------------------------------------------- */
 

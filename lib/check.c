@@ -29,19 +29,21 @@ struct ob_check {
 
 /* fp16 scale offsets within a block, per type; n == 0: the type's scales are not checked */
 #define OFF(t, f) ((uint8_t)offsetof(struct ob_block_##t, f))
+#define OFF_(t, f) OFF(t, f),
+#define ONE_(t, f) + 1
+/* a quantised weight type of the list (types.h): the fields blocks.h names */
+#define ROW(NAME, name, id, blck, bytes, ftype)                                     \
+    {OB_##NAME, 0 OB_FP16_SCALES_##name(ONE_), {OB_FP16_SCALES_##name(OFF_)}},
 static const struct { uint32_t type; uint8_t n; uint8_t off[2]; } fp16_scales[] = {
-    {OB_Q4_0, 1, {OFF(q4_0, d)}},   {OB_Q4_1, 2, {OFF(q4_1, d), OFF(q4_1, m)}},
-    {OB_Q5_0, 1, {OFF(q5_0, d)}},   {OB_Q5_1, 2, {OFF(q5_1, d), OFF(q5_1, m)}},
-    {OB_Q8_0, 1, {OFF(q8_0, d)}},   {OB_Q8_1, 2, {OFF(q8_1, d), OFF(q8_1, s)}},
-    {OB_Q2_K, 2, {OFF(q2_k, d), OFF(q2_k, dmin)}}, {OB_Q3_K, 1, {OFF(q3_k, d)}},
-    {OB_Q4_K, 2, {OFF(q4_k, d), OFF(q4_k, dmin)}}, {OB_Q5_K, 2, {OFF(q5_k, d), OFF(q5_k, dmin)}},
-    {OB_Q6_K, 1, {OFF(q6_k, d)}},
+    OB_TYPES_QUANT(ROW)
+    {OB_Q8_1, 2, {OFF(q8_1, d), OFF(q8_1, s)}},
     /* types 1b reads but has no layouts for: the fp16 scale offsets of ggml's blocks */
     {OB_IQ2_XXS, 1, {0}},
     {OB_IQ2_XS, 1, {0}},   {OB_IQ3_XXS, 1, {0}},  {OB_IQ1_S, 1, {0}},    {OB_IQ4_NL, 1, {0}},
     {OB_IQ3_S, 1, {0}},    {OB_IQ2_S, 1, {0}},    {OB_IQ4_XS, 1, {0}},   {OB_TQ1_0, 1, {52}},
     {OB_TQ2_0, 1, {64}},
 };
+#undef ROW
 
 static void count_h16(uint16_t h, struct tstat *s)      /* IEEE half */
 {

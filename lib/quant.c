@@ -21,15 +21,21 @@
 #include "arith/q4nx.h"
 #include "quant.h"
 
+/* the list's geometry is the structs' (types.h, arith/blocks.h, arith/q4nx.h) */
+#define SIZE(NAME, name, id, blck, bytes, ftype)                                    \
+    _Static_assert(sizeof(struct ob_block_##name) == bytes, #name ": types.h's size");
+OB_TYPES_QUANT(SIZE)
+OB_TYPES_ACT(SIZE)
+OB_TYPES_PACK(SIZE)
+#undef SIZE
+
 /* ---- dequantisation: rows of the per-block dequantisers (lib/arith/dequant.h) ------------- */
 
 bool ob_dequant_supported(uint32_t type)
 {
     switch (type) {
-    case OB_F32: case OB_F16: case OB_BF16:
-    case OB_Q4_0: case OB_Q4_1: case OB_Q5_0: case OB_Q5_1: case OB_Q8_0:
-    case OB_Q2_K: case OB_Q3_K: case OB_Q4_K: case OB_Q5_K: case OB_Q6_K: case OB_Q8_K:
-    case OB_Q4NX:
+    OB_TYPES_QUANTISE(OB_TYPE_CASE)
+    OB_TYPES_ACT(OB_TYPE_CASE)
         return true;
     }
     return false;
@@ -51,31 +57,22 @@ int ob_dequant_row(uint32_t type, const void *src, float *dst, int64_t n)
     int err = check_n("dequantise", type, n);
     if (err)
         return err;
-    uint32_t bl = ob_type_blck(type), bs = ob_type_size(type);
-    int64_t nb = n / bl;
+    if (type == OB_F32) {                                   /* the bits, as ob_dequant_f32 */
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return 0;
+    }
     const uint8_t *p = src;
 
-    /* one case per type, the loop inside: the block function is inlined into each loop */
-#define DQ_LOOP(blk_type, fn)                                                       \
-    for (int64_t i = 0; i < nb; i++)                                                \
-        fn((const blk_type *)(const void *)(p + i * bs), dst + i * bl);             \
-    return 0
+    /* one case per type of the list, the loop inside: the block function is inlined into
+     * each loop (ob_dequant_<name> of arith/dequant.h) */
+#define DQ_LOOP(NAME, name, id, blck, bytes, ftype)                                 \
+    case OB_##NAME:                                                                 \
+        for (int64_t i = 0; i < n / blck; i++)                                      \
+            ob_dequant_##name((const void *)(p + i * bytes), dst + i * blck);       \
+        return 0;
     switch (type) {
-    case OB_F32:  memcpy(dst, src, (size_t)n * sizeof(float)); return 0;
-    case OB_F16:  DQ_LOOP(uint16_t, ob_dequant_f16);
-    case OB_BF16: DQ_LOOP(uint16_t, ob_dequant_bf16);
-    case OB_Q4_0: DQ_LOOP(struct ob_block_q4_0, ob_dequant_q4_0);
-    case OB_Q4_1: DQ_LOOP(struct ob_block_q4_1, ob_dequant_q4_1);
-    case OB_Q5_0: DQ_LOOP(struct ob_block_q5_0, ob_dequant_q5_0);
-    case OB_Q5_1: DQ_LOOP(struct ob_block_q5_1, ob_dequant_q5_1);
-    case OB_Q8_0: DQ_LOOP(struct ob_block_q8_0, ob_dequant_q8_0);
-    case OB_Q2_K: DQ_LOOP(struct ob_block_q2_k, ob_dequant_q2_k);
-    case OB_Q3_K: DQ_LOOP(struct ob_block_q3_k, ob_dequant_q3_k);
-    case OB_Q4_K: DQ_LOOP(struct ob_block_q4_k, ob_dequant_q4_k);
-    case OB_Q5_K: DQ_LOOP(struct ob_block_q5_k, ob_dequant_q5_k);
-    case OB_Q6_K: DQ_LOOP(struct ob_block_q6_k, ob_dequant_q6_k);
-    case OB_Q8_K: DQ_LOOP(struct ob_block_q8_k, ob_dequant_q8_k);
-    case OB_Q4NX: DQ_LOOP(struct ob_block_q4nx, ob_dequant_q4nx);
+    OB_TYPES_QUANTISE(DQ_LOOP)
+    OB_TYPES_ACT(DQ_LOOP)
     }
 #undef DQ_LOOP
     return 0;
@@ -124,6 +121,26 @@ static int put_fp16(uint16_t *out, float v, uint32_t type, int64_t blk)
         return ob_seterr(OB_ERANGE, "quantise %s: block %lld: scale %g does not fit fp16",
                          ob_type_name(type), (long long)blk, (double)v);
     *out = h;
+    return 0;
+}
+
+/* ---- float types: a value a block, its bits (F32) or rounded to nearest even (blocks.h) ---- */
+
+static int q_f32(const float *x, float *b, int64_t blk)
+{
+    memcpy(b, x, sizeof *b);
+    return 0;
+}
+
+static int q_f16(const float *x, uint16_t *b, int64_t blk)
+{
+    *b = ob_f32_to_fp16(*x);
+    return 0;
+}
+
+static int q_bf16(const float *x, uint16_t *b, int64_t blk)
+{
+    *b = ob_f32_to_bf16(*x);
     return 0;
 }
 
@@ -622,10 +639,7 @@ static int q_q6_k(const float *x, struct ob_block_q6_k *b, int64_t blk)
 bool ob_quant_supported(uint32_t type)
 {
     switch (type) {
-    case OB_F32: case OB_F16: case OB_BF16:
-    case OB_Q4_0: case OB_Q4_1: case OB_Q5_0: case OB_Q5_1: case OB_Q8_0:
-    case OB_Q2_K: case OB_Q3_K: case OB_Q4_K: case OB_Q5_K: case OB_Q6_K:
-    case OB_Q4NX:
+    OB_TYPES_QUANTISE(OB_TYPE_CASE)
         return true;
     }
     return false;
@@ -638,45 +652,24 @@ int ob_quant_row(uint32_t type, const float *src, void *dst, int64_t n)
     int err = check_n("quantise", type, n);
     if (err)
         return err;
-
-    switch (type) {
-    case OB_F32:
-        memcpy(dst, src, (size_t)n * sizeof(float));
-        return 0;
-    case OB_F16:
+    if (!ob_type_is_float(type))
         for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = ob_f32_to_fp16(src[i]);
-        return 0;
-    case OB_BF16:
-        for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = ob_f32_to_bf16(src[i]);
-        return 0;
-    }
+            if (!isfinite(src[i]))
+                return ob_seterr(OB_ERANGE, "quantise %s: value %lld is %g; only finite values "
+                                 "can be quantised", ob_type_name(type), (long long)i,
+                                 (double)src[i]);
 
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(src[i]))
-            return ob_seterr(OB_ERANGE, "quantise %s: value %lld is %g; only finite values can be "
-                             "quantised", ob_type_name(type), (long long)i, (double)src[i]);
-
-    uint32_t bl = ob_type_blck(type), bs = ob_type_size(type);
-    int64_t nb = n / bl;
+    /* one case per type of the list, the loop over its blocks inside (q_<name> above) */
     uint8_t *p = dst;
-    for (int64_t i = 0; i < nb && !err; i++, p += bs) {
-        const float *x = src + i * bl;
-        switch (type) {
-        case OB_Q4_0: err = q_q4_0(x, (void *)p, i); break;
-        case OB_Q4_1: err = q_q4_1(x, (void *)p, i); break;
-        case OB_Q5_0: err = q_q5_0(x, (void *)p, i); break;
-        case OB_Q5_1: err = q_q5_1(x, (void *)p, i); break;
-        case OB_Q8_0: err = q_q8_0(x, (void *)p, i); break;
-        case OB_Q2_K: err = q_q2_k(x, (void *)p, i); break;
-        case OB_Q3_K: err = q_q3_k(x, (void *)p, i); break;
-        case OB_Q4_K: err = q_q4_k(x, (void *)p, i); break;
-        case OB_Q5_K: err = q_q5_k(x, (void *)p, i); break;
-        case OB_Q6_K: err = q_q6_k(x, (void *)p, i); break;
-        case OB_Q4NX: err = q_q4nx(x, (void *)p, i); break;
-        }
+#define Q_LOOP(NAME, name, id, blck, bytes, ftype)                                  \
+    case OB_##NAME:                                                                 \
+        for (int64_t i = 0; i < n / blck && !err; i++)                              \
+            err = q_##name(src + i * blck, (void *)(p + i * bytes), i);             \
+        return err;
+    switch (type) {
+    OB_TYPES_QUANTISE(Q_LOOP)
     }
+#undef Q_LOOP
     return err;
 }
 
@@ -701,17 +694,22 @@ int ob_quant_row(uint32_t type, const float *src, void *dst, int64_t n)
 enum { MIX_PURE, MIX_Q3_K_S, MIX_Q3_K_M, MIX_Q3_K_L, MIX_Q4_K_S, MIX_Q4_K_M, MIX_Q5_K_S,
        MIX_Q5_K_M };
 
-static const struct { const char *name; uint32_t base; int rules; } mixes[] = {
-    {"f32", OB_F32, MIX_PURE},   {"f16", OB_F16, MIX_PURE},   {"bf16", OB_BF16, MIX_PURE},
-    {"q8_0", OB_Q8_0, MIX_PURE}, {"q4_0", OB_Q4_0, MIX_PURE}, {"q4_1", OB_Q4_1, MIX_PURE},
-    {"q5_0", OB_Q5_0, MIX_PURE}, {"q5_1", OB_Q5_1, MIX_PURE}, {"q2_k", OB_Q2_K, MIX_PURE},
-    {"q3_k", OB_Q3_K, MIX_PURE}, {"q4_k", OB_Q4_K, MIX_PURE}, {"q5_k", OB_Q5_K, MIX_PURE},
-    {"q6_k", OB_Q6_K, MIX_PURE},
-    {"q3_k_s", OB_Q3_K, MIX_Q3_K_S}, {"q3_k_m", OB_Q3_K, MIX_Q3_K_M},
-    {"q3_k_l", OB_Q3_K, MIX_Q3_K_L}, {"q4_k_s", OB_Q4_K, MIX_Q4_K_S},
-    {"q4_k_m", OB_Q4_K, MIX_Q4_K_M}, {"q5_k_s", OB_Q5_K, MIX_Q5_K_S},
-    {"q5_k_m", OB_Q5_K, MIX_Q5_K_M},
+/* the K-quant mixes: X(name, base type, rules, llama.cpp's general.file_type) */
+#define K_MIXES(X)                                                                  \
+    X(q3_k_s, OB_Q3_K, MIX_Q3_K_S, 11) X(q3_k_m, OB_Q3_K, MIX_Q3_K_M, 12)           \
+    X(q3_k_l, OB_Q3_K, MIX_Q3_K_L, 13) X(q4_k_s, OB_Q4_K, MIX_Q4_K_S, 14)           \
+    X(q4_k_m, OB_Q4_K, MIX_Q4_K_M, 15) X(q5_k_s, OB_Q5_K, MIX_Q5_K_S, 16)           \
+    X(q5_k_m, OB_Q5_K, MIX_Q5_K_M, 17)
+
+/* every weight type of the list as a mix of its own (llama-quantize --pure), then the K-quant
+ * mixes */
+#define PURE(NAME, name, id, blck, bytes, ftype) {#name, OB_##NAME, MIX_PURE, ftype},
+#define MIX(name, base, rules, ftype) {#name, base, rules, ftype},
+static const struct { const char *name; uint32_t base; int rules, ftype; } mixes[] = {
+    OB_TYPES_WEIGHT(PURE) K_MIXES(MIX)
 };
+#undef PURE
+#undef MIX
 #define N_MIXES (int)(sizeof mixes / sizeof mixes[0])
 
 static int mix_find(const char *mix)
@@ -729,8 +727,27 @@ bool ob_mix_known(const char *mix)
 
 const char *ob_mix_names(void)
 {
-    return "f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k "
-           "q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m";
+#define PURE(NAME, name, id, blck, bytes, ftype) " " #name
+#define MIX(name, base, rules, ftype) " " #name
+    return OB_TYPES_WEIGHT(PURE) K_MIXES(MIX) + 1;          /* past the first space */
+#undef PURE
+#undef MIX
+}
+
+int ob_mix_file_type(const char *mix)
+{
+    int i = mix_find(mix);
+    return i < 0 ? -1 : mixes[i].ftype;
+}
+
+void ob_list_types(FILE *f, bool packs)
+{
+#define LINE(NAME, name, id, blck, bytes, ftype) #name "\n"
+    if (packs)
+        fputs(OB_TYPES_PACK(LINE), f);
+#undef LINE
+    for (int i = 0; i < N_MIXES; i++)
+        fprintf(f, "%s\n", mixes[i].name);
 }
 
 static bool more_bits(int l, int n)

@@ -202,22 +202,6 @@ static int make_plan(struct rq *q, const struct ob_hparams *hp, bool pack)
 
 /* ---- GGUF output ---------------------------------------------------------------------------- */
 
-/* llama.cpp's general.file_type of a mix (LLAMA_FTYPE_*); q3_k, q4_k and q5_k (every matrix
- * one K type) get their _S file type, the "mostly" type of that name */
-static int file_type(const char *mix)
-{
-    static const struct { const char *mix; int ft; } ft[] = {
-        {"f32", 0}, {"f16", 1}, {"q4_0", 2}, {"q4_1", 3}, {"q8_0", 7}, {"q5_0", 8}, {"q5_1", 9},
-        {"q2_k", 10}, {"q3_k", 11}, {"q3_k_s", 11}, {"q3_k_m", 12}, {"q3_k_l", 13}, {"q4_k", 14},
-        {"q4_k_s", 14}, {"q4_k_m", 15}, {"q5_k", 16}, {"q5_k_s", 16}, {"q5_k_m", 17},
-        {"q6_k", 18}, {"bf16", 32},
-    };
-    for (size_t i = 0; i < sizeof ft / sizeof ft[0]; i++)
-        if (strcasecmp(ft[i].mix, mix) == 0)
-            return ft[i].ft;
-    return -1;
-}
-
 static int fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes)
 {
     struct rq *q = ctx;
@@ -227,7 +211,7 @@ static int fill(void *ctx, uint64_t index, void *buf, uint64_t nbytes)
 static int write_gguf(struct rq *q, const char *out)
 {
     struct ob_gguf_writer *w = NULL;
-    int e, ft = file_type(q->p->type);
+    int e, ft = ob_mix_file_type(q->p->type);
     if ((e = ob_gguf_writer_new(&w)) || (e = ob_gguf_writer_copy_meta(w, q->g)) ||
         (ft >= 0 && (e = ob_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ft))) ||
         (e = ob_gguf_writer_set_u32(w, "general.quantization_version", 2)))

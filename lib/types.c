@@ -1,45 +1,50 @@
 /*
- * types.c — block geometry of every ggml tensor type a GGUF file may name, whether or not 1b
- * has kernels for it (a model with an unsupported type still loads and is reported by name),
- * and of OB_Q4NX, the tile of the npu route's packs, which no GGUF file may name.
+ * types.c — names and block geometry of every type of the one list (types.h): every ggml
+ * tensor type a GGUF file may name, whether or not 1b has kernels for it (a model with an
+ * unsupported type still loads and is reported by name), and 1b's own (OB_Q4NX, the tile of
+ * the npu route's packs, which no GGUF file may name).
  */
 #include <string.h>
 #include <strings.h>
 
 #include "1b.h"
 
-static const struct { const char *name; uint32_t blck, size; } types[OB_TYPE_COUNT] = {
-    [OB_F32] = {"F32", 1, 4},         [OB_F16] = {"F16", 1, 2},
-    [OB_Q4_0] = {"Q4_0", 32, 18},     [OB_Q4_1] = {"Q4_1", 32, 20},
-    [OB_Q5_0] = {"Q5_0", 32, 22},     [OB_Q5_1] = {"Q5_1", 32, 24},
-    [OB_Q8_0] = {"Q8_0", 32, 34},     [OB_Q8_1] = {"Q8_1", 32, 36},
-    [OB_Q2_K] = {"Q2_K", 256, 84},    [OB_Q3_K] = {"Q3_K", 256, 110},
-    [OB_Q4_K] = {"Q4_K", 256, 144},   [OB_Q5_K] = {"Q5_K", 256, 176},
-    [OB_Q6_K] = {"Q6_K", 256, 210},   [OB_Q8_K] = {"Q8_K", 256, 292},
-    [OB_IQ2_XXS] = {"IQ2_XXS", 256, 66}, [OB_IQ2_XS] = {"IQ2_XS", 256, 74},
-    [OB_IQ3_XXS] = {"IQ3_XXS", 256, 98}, [OB_IQ1_S] = {"IQ1_S", 256, 50},
-    [OB_IQ4_NL] = {"IQ4_NL", 32, 18}, [OB_IQ3_S] = {"IQ3_S", 256, 110},
-    [OB_IQ2_S] = {"IQ2_S", 256, 82},  [OB_IQ4_XS] = {"IQ4_XS", 256, 136},
-    [OB_I8] = {"I8", 1, 1},           [OB_I16] = {"I16", 1, 2},
-    [OB_I32] = {"I32", 1, 4},         [OB_I64] = {"I64", 1, 8},
-    [OB_F64] = {"F64", 1, 8},         [OB_IQ1_M] = {"IQ1_M", 256, 56},
-    [OB_BF16] = {"BF16", 1, 2},       [OB_TQ1_0] = {"TQ1_0", 256, 54},
-    [OB_TQ2_0] = {"TQ2_0", 256, 66},  [OB_MXFP4] = {"MXFP4", 32, 17},
-    [OB_NVFP4] = {"NVFP4", 64, 36},   [OB_Q1_0] = {"Q1_0", 128, 18},
+struct tinfo {
+    const char *name;
+    uint32_t id, blck, size;
 };
+
+/* indexed by id */
+#define ROW(NAME, name, id, blck, bytes, ftype) [OB_##NAME] = {#NAME, id, blck, bytes},
+static const struct tinfo types[OB_TYPE_COUNT] = {OB_TYPES_GGUF(ROW)};
+#undef ROW
+
+#define ROW(NAME, name, id, blck, bytes, ftype) {#NAME, id, blck, bytes},
+static const struct tinfo own[] = {OB_TYPES_PACK(ROW)};
+#undef ROW
 
 bool ob_type_known(uint32_t t)
 {
     return t < OB_TYPE_COUNT && types[t].name != NULL;
 }
 
+/* the row of a known type or of one of 1b's own; NULL for other ids */
+static const struct tinfo *info(uint32_t t)
+{
+    if (ob_type_known(t))
+        return &types[t];
+    for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
+        if (own[k].id == t)
+            return &own[k];
+    return NULL;
+}
+
 const char *ob_type_name(uint32_t t)
 {
     static _Thread_local char buf[32];
-    if (t == OB_Q4NX)
-        return "Q4NX";
-    if (ob_type_known(t))
-        return types[t].name;
+    const struct tinfo *i = info(t);
+    if (i)
+        return i->name;
     snprintf(buf, sizeof buf, "type#%u", t);
     return buf;
 }
@@ -54,17 +59,21 @@ int ob_type_from_name(const char *name)
 
 uint32_t ob_type_blck(uint32_t t)
 {
-    return t == OB_Q4NX ? 32 : ob_type_known(t) ? types[t].blck : 0;
+    const struct tinfo *i = info(t);
+    return i ? i->blck : 0;
 }
 
 uint32_t ob_type_size(uint32_t t)
 {
-    return t == OB_Q4NX ? 20 : ob_type_known(t) ? types[t].size : 0;
+    const struct tinfo *i = info(t);
+    return i ? i->size : 0;
 }
 
 bool ob_type_is_float(uint32_t t)
 {
-    return t == OB_F32 || t == OB_F16 || t == OB_BF16 || t == OB_F64;
+#define IS(NAME, name, id, blck, bytes, ftype) t == OB_##NAME ||
+    return OB_TYPES_FLOAT(IS) t == OB_F64;
+#undef IS
 }
 
 bool ob_type_row_bytes(uint32_t t, uint64_t n, uint64_t *out)

@@ -79,10 +79,10 @@ diff <(1b-load --tensors sq.gguf | jq -r 'select(.tensor) | "\(.tensor) \(.type)
     grep -q '^token_embd.weight Q4_K$' <(jq -r 'select(.tensor) | "\(.tensor) \(.to)"' rq.jsonl)
 ok $? "1b-synth --type q4_k_m and 1b-requant --type q4_k_m choose the same types (untied token_embd Q4_K)" ||
     sed 's/^/# /' d.txt | head -5
-# the completions offer exactly the types 1b-requant takes
-# shellcheck disable=SC2016  # $( is text of the completion script, matched as it is
-c=$(sed -n 's/.*\*=TYPE) COMPREPLY=(\$(compgen -W "\([^"]*\)".*/\1/p' "$OB_TOP/completions/1b.bash")
-[ "$c" = "q4nx ${TYPES% q4nx}" ]; ok $? "bash completion's types are the ones tested here ($c)"
+# the completions offer exactly the types 1b-requant takes (they ask 1b-requant --list-types)
+c=$(bash -c 'source "$1/completions/1b.bash"; COMP_WORDS=(1b-requant --type ""); COMP_CWORD=2
+    _1b_complete; printf "%s\n" "${COMPREPLY[@]}"' _ "$OB_TOP" | tr '\n' ' ')
+[ "$c" = "q4nx ${TYPES% q4nx} " ]; ok $? "bash completion's types are the ones tested here ($c)"
 
 # 3. the same bytes and report for any thread count; from an archive
 1b-requant -t 1 --type q4_k_m -o t1.gguf f.gguf > t1.jsonl && 1b-requant -t 3 --type q4_k_m -o t3.gguf f.gguf > t3.jsonl

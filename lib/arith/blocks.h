@@ -4,8 +4,10 @@
  * quantisers and row dequantiser (ob_quant_row, ob_dequant_row) in lib/quant.h.
  *
  * The block structs are byte-for-byte ggml's layouts (little-endian, no padding; each size is
- * checked below). fp16 and bf16 fields are stored as uint16_t bit patterns and converted with
- * the helpers below, never through a compiler's half type.
+ * checked below). OB_FP16_SCALES_<name>(X) after a weight type's struct names its fp16 scale
+ * fields, X(name, field) each: lib/check.c counts the non-finite ones. fp16 and bf16 fields
+ * are stored as uint16_t bit patterns and converted with the helpers below, never through a
+ * compiler's half type.
  *
  * Every function is OB_INLINE and shared verbatim with GPU code (hipcc, nvcc): only integer
  * bit operations and memcpy (no intrinsics, no libm, no union type punning), so every compiler
@@ -39,6 +41,7 @@ struct ob_block_q4_0 {
     uint8_t qs[OB_QK4_0 / 2];         /* nibbles */
 };
 OB_STATIC_ASSERT(sizeof(struct ob_block_q4_0) == 18, "q4_0 block size");
+#define OB_FP16_SCALES_q4_0(X) X(q4_0, d)
 
 /* Q4_1: x = d * q + m, q in 0..15; nibbles as Q4_0. */
 struct ob_block_q4_1 {
@@ -47,6 +50,7 @@ struct ob_block_q4_1 {
     uint8_t qs[OB_QK4_1 / 2];
 };
 OB_STATIC_ASSERT(sizeof(struct ob_block_q4_1) == 20, "q4_1 block size");
+#define OB_FP16_SCALES_q4_1(X) X(q4_1, d) X(q4_1, m)
 
 /*
  * Q5_0: x = d * (q - 16), q in 0..31. Low 4 bits as Q4_0's nibbles; bit 4 of value j is bit j
@@ -58,6 +62,7 @@ struct ob_block_q5_0 {
     uint8_t qs[OB_QK5_0 / 2];
 };
 OB_STATIC_ASSERT(sizeof(struct ob_block_q5_0) == 22, "q5_0 block size");
+#define OB_FP16_SCALES_q5_0(X) X(q5_0, d)
 
 /* Q5_1: x = d * q + m, q in 0..31; bits as Q5_0. */
 struct ob_block_q5_1 {
@@ -67,6 +72,7 @@ struct ob_block_q5_1 {
     uint8_t qs[OB_QK5_1 / 2];
 };
 OB_STATIC_ASSERT(sizeof(struct ob_block_q5_1) == 24, "q5_1 block size");
+#define OB_FP16_SCALES_q5_1(X) X(q5_1, d) X(q5_1, m)
 
 /* Q8_0: x = d * q, q in -128..127 (the quantiser uses -127..127). */
 struct ob_block_q8_0 {
@@ -74,6 +80,7 @@ struct ob_block_q8_0 {
     int8_t qs[OB_QK8_0];
 };
 OB_STATIC_ASSERT(sizeof(struct ob_block_q8_0) == 34, "q8_0 block size");
+#define OB_FP16_SCALES_q8_0(X) X(q8_0, d)
 
 /*
  * Q8_1: an activation format (never a stored weight type): x = d * q, s = d * sum(q). ggml's
@@ -99,6 +106,7 @@ struct ob_block_q2_k {
     uint16_t dmin;                    /* fp16 super-block scale of the mins */
 };
 OB_STATIC_ASSERT(sizeof(struct ob_block_q2_k) == 84, "q2_k block size");
+#define OB_FP16_SCALES_q2_k(X) X(q2_k, d) X(q2_k, dmin)
 
 /*
  * Q3_K: 16 sub-blocks of 16 values: x = (d * (sc[k] - 32)) * q, q in -4..3, sc 6-bit
@@ -112,6 +120,7 @@ struct ob_block_q3_k {
     uint16_t d;                       /* fp16 */
 };
 OB_STATIC_ASSERT(sizeof(struct ob_block_q3_k) == 110, "q3_k block size");
+#define OB_FP16_SCALES_q3_k(X) X(q3_k, d)
 
 /*
  * Q4_K: 8 sub-blocks of 32 values: x = (d * sc[j]) * q - dmin * m[j], q in 0..15, sc and m
@@ -125,6 +134,7 @@ struct ob_block_q4_k {
     uint8_t qs[OB_QK_K / 2];
 };
 OB_STATIC_ASSERT(sizeof(struct ob_block_q4_k) == 144, "q4_k block size");
+#define OB_FP16_SCALES_q4_k(X) X(q4_k, d) X(q4_k, dmin)
 
 /*
  * Q5_K: as Q4_K with q in 0..31: the low 4 bits as Q4_K; bit 4 of value f is bit (f / 32) of
@@ -138,6 +148,7 @@ struct ob_block_q5_k {
     uint8_t qs[OB_QK_K / 2];
 };
 OB_STATIC_ASSERT(sizeof(struct ob_block_q5_k) == 176, "q5_k block size");
+#define OB_FP16_SCALES_q5_k(X) X(q5_k, d) X(q5_k, dmin)
 
 /*
  * Q6_K: 16 sub-blocks of 16 values: x = (d * scales[k]) * (q - 32), q in 0..63. Value
@@ -151,6 +162,7 @@ struct ob_block_q6_k {
     uint16_t d;                       /* fp16 */
 };
 OB_STATIC_ASSERT(sizeof(struct ob_block_q6_k) == 210, "q6_k block size");
+#define OB_FP16_SCALES_q6_k(X) X(q6_k, d)
 
 /* Q8_K: activation format of the K-quant dot products: x = d * q; bsums[i] = sum of the 16
  * quants qs[16*i .. 16*i+15]. */

@@ -158,9 +158,7 @@ int ob_hrx_probe(bool sim, const struct ob_device_opts *d, struct ob_device_info
 bool ob_hrx_type_supported(uint32_t t)
 {
     switch (t) {
-    case OB_F32: case OB_F16: case OB_BF16: case OB_Q4_0: case OB_Q4_1: case OB_Q5_0:
-    case OB_Q5_1: case OB_Q8_0: case OB_Q2_K: case OB_Q3_K: case OB_Q4_K: case OB_Q5_K:
-    case OB_Q6_K:
+    OB_TYPES_WEIGHT(OB_TYPE_CASE)       /* the kernels of mm.hip and norm.hip */
         return true;
     }
     return false;

@@ -133,11 +133,9 @@ extern "C" int OB_HRX_FN(actq)(struct ob_hrx_q *q, int fmt, const float *x, int 
         __device__ static void part(const W *, const A *, int, int *, int *) {}          \
         __device__ static float epi(const W *, const A *, int, int) { return 0.0f; }     \
     };
-MM_TYPE32(q4_0, struct ob_block_q4_0)
-MM_TYPE32(q4_1, struct ob_block_q4_1)
-MM_TYPE32(q5_0, struct ob_block_q5_0)
-MM_TYPE32(q5_1, struct ob_block_q5_1)
-MM_TYPE32(q8_0, struct ob_block_q8_0)
+#define MM_A8(NAME, name, id, blck, bytes, ftype) MM_TYPE32(name, struct ob_block_##name)
+OB_TYPES_A8(MM_A8)                 /* the 32-value types of the list (types.h) */
+#undef MM_A8
 #undef MM_TYPE32
 
 #define MM_TYPEK(name)                                                                   \
@@ -580,32 +578,21 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
     const char *x = (const char *)xq;
     bool tiles = OB_HRX_FN(big_tiles)(q);   /* hrx-sim's own geometry: the tiled kernel */
     switch (w.type) {
-#define MM_Q(T, name)                                                                   \
-    case T:                                                                             \
+#define MM_Q(NAME, name, id, blck, bytes, ftype)                                        \
+    case OB_##NAME:                                                                     \
         if (tiles)                                                                      \
             OB_LAUNCH(q, k_mm_q<t_##name>, grid, block, w, x, stride, n, b, y, ldy, op,  \
                       g);                                                               \
         else                                                                            \
             mv_launch<t_##name>(q, w, x, stride, n, b, y, ldy, op);                     \
         break;
-    MM_Q(OB_Q4_0, q4_0)
-    MM_Q(OB_Q4_1, q4_1)
-    MM_Q(OB_Q5_0, q5_0)
-    MM_Q(OB_Q5_1, q5_1)
-    MM_Q(OB_Q8_0, q8_0)
-    MM_Q(OB_Q2_K, q2_k)
-    MM_Q(OB_Q3_K, q3_k)
-    MM_Q(OB_Q4_K, q4_k)
-    MM_Q(OB_Q5_K, q5_k)
-    MM_Q(OB_Q6_K, q6_k)
+    OB_TYPES_QUANT(MM_Q)
 #undef MM_Q
-#define MM_F(T)                                                                         \
-    case T:                                                                             \
-        OB_LAUNCH(q, k_mm_f<T>, grid, block, w, x, stride, n, b, y, ldy, op, g);        \
+#define MM_F(NAME, name, id, blck, bytes, ftype)                                        \
+    case OB_##NAME:                                                                     \
+        OB_LAUNCH(q, k_mm_f<OB_##NAME>, grid, block, w, x, stride, n, b, y, ldy, op, g); \
         break;
-    MM_F(OB_F32)
-    MM_F(OB_F16)
-    MM_F(OB_BF16)
+    OB_TYPES_FLOAT(MM_F)
 #undef MM_F
     default:
         return ob_seterr(OB_EUNSUPP, "hrx: no kernel for %s weights", ob_type_name(w.type));

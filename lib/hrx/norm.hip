@@ -29,6 +29,13 @@ static inline unsigned blocks_for(long items, int per)
 
 /* ---- embed ------------------------------------------------------------------------------------ */
 
+/* a block's address, converted to the pointer type the dequantiser of its type takes */
+struct block_ptr {
+    const void *p;
+    template <class B>
+    __device__ operator const B *() const { return (const B *)p; }
+};
+
 __global__ static void k_embed(struct ob_hrx_mat w, int bl, int bs, const int32_t *tok, int n,
                                float scale, float *x)
 {
@@ -38,21 +45,12 @@ __global__ static void k_embed(struct ob_hrx_mat w, int bl, int bs, const int32_
     long r = i / nb, b = i % nb;
     const void *src = (const char *)w.data + (size_t)tok[r] * w.row_bytes + (size_t)b * bs;
     float *y = x + r * w.k + b * bl;
+#define DQ(NAME, name, id, blck, bytes, ftype)                                          \
+    case OB_##NAME: ob_dequant_##name(block_ptr{src}, y); break;
     switch (w.type) {
-    case OB_F32: ob_dequant_f32((const float *)src, y); break;
-    case OB_F16: ob_dequant_f16((const uint16_t *)src, y); break;
-    case OB_BF16: ob_dequant_bf16((const uint16_t *)src, y); break;
-    case OB_Q4_0: ob_dequant_q4_0((const struct ob_block_q4_0 *)src, y); break;
-    case OB_Q4_1: ob_dequant_q4_1((const struct ob_block_q4_1 *)src, y); break;
-    case OB_Q5_0: ob_dequant_q5_0((const struct ob_block_q5_0 *)src, y); break;
-    case OB_Q5_1: ob_dequant_q5_1((const struct ob_block_q5_1 *)src, y); break;
-    case OB_Q8_0: ob_dequant_q8_0((const struct ob_block_q8_0 *)src, y); break;
-    case OB_Q2_K: ob_dequant_q2_k((const struct ob_block_q2_k *)src, y); break;
-    case OB_Q3_K: ob_dequant_q3_k((const struct ob_block_q3_k *)src, y); break;
-    case OB_Q4_K: ob_dequant_q4_k((const struct ob_block_q4_k *)src, y); break;
-    case OB_Q5_K: ob_dequant_q5_k((const struct ob_block_q5_k *)src, y); break;
-    case OB_Q6_K: ob_dequant_q6_k((const struct ob_block_q6_k *)src, y); break;
+    OB_TYPES_WEIGHT(DQ)
     }
+#undef DQ
     if (scale != 0.0f)
         for (int j = 0; j < bl; j++)
             y[j] = y[j] * scale;
@@ -62,9 +60,7 @@ extern "C" int OB_HRX_FN(embed)(struct ob_hrx_q *q, struct ob_hrx_mat w, const i
                                 int n, float scale, float *x)
 {
     switch (w.type) {
-    case OB_F32: case OB_F16: case OB_BF16: case OB_Q4_0: case OB_Q4_1: case OB_Q5_0:
-    case OB_Q5_1: case OB_Q8_0: case OB_Q2_K: case OB_Q3_K: case OB_Q4_K: case OB_Q5_K:
-    case OB_Q6_K:
+    OB_TYPES_WEIGHT(OB_TYPE_CASE)
         break;
     default:
         return ob_seterr(OB_EUNSUPP, "hrx: no embedding kernel for %s", ob_type_name(w.type));

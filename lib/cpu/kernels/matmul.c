@@ -25,28 +25,16 @@
 
 /* ---- scalar kernels ------------------------------------------------------------------------ */
 
-#define SCALAR_ROWS(name, wtype, atype, blk)                                            \
+/* one per weight type of the list (types.h): ob_dot_<name> (dot.h) over each activation row,
+ * a block of the weight type a block of its activation format */
+#define SCALAR_ROWS(NAME, name, id, blck, bytes, ftype)                                 \
     static void rows_##name(const void *w, const void *a, size_t as, int nr, int k,     \
                             float *out)                                                 \
     {                                                                                   \
         for (int r = 0; r < nr; r++)                                                    \
-            out[r] = ob_dot_##name((const wtype *)w,                                    \
-                                   (const atype *)((const char *)a + r * as), k / blk); \
+            out[r] = ob_dot_##name(w, (const void *)((const char *)a + r * as), k / blck); \
     }
-
-SCALAR_ROWS(q4_0, struct ob_block_q4_0, struct ob_act_a8, 32)
-SCALAR_ROWS(q4_1, struct ob_block_q4_1, struct ob_act_a8, 32)
-SCALAR_ROWS(q5_0, struct ob_block_q5_0, struct ob_act_a8, 32)
-SCALAR_ROWS(q5_1, struct ob_block_q5_1, struct ob_act_a8, 32)
-SCALAR_ROWS(q8_0, struct ob_block_q8_0, struct ob_act_a8, 32)
-SCALAR_ROWS(q2_k, struct ob_block_q2_k, struct ob_block_q8_k, 256)
-SCALAR_ROWS(q3_k, struct ob_block_q3_k, struct ob_block_q8_k, 256)
-SCALAR_ROWS(q4_k, struct ob_block_q4_k, struct ob_block_q8_k, 256)
-SCALAR_ROWS(q5_k, struct ob_block_q5_k, struct ob_block_q8_k, 256)
-SCALAR_ROWS(q6_k, struct ob_block_q6_k, struct ob_block_q8_k, 256)
-SCALAR_ROWS(f32, float, float, 1)
-SCALAR_ROWS(f16, uint16_t, float, 1)
-SCALAR_ROWS(bf16, uint16_t, float, 1)
+OB_TYPES_WEIGHT(SCALAR_ROWS)
 #undef SCALAR_ROWS
 
 static void actq_f32(const float *x, void *q, int n)
@@ -66,19 +54,9 @@ static void actq_a8(const float *x, void *q, int n)
 
 void ob_kernels_scalar(struct ob_kernel_table *t)
 {
-    t->dot[OB_Q4_0] = rows_q4_0;
-    t->dot[OB_Q4_1] = rows_q4_1;
-    t->dot[OB_Q5_0] = rows_q5_0;
-    t->dot[OB_Q5_1] = rows_q5_1;
-    t->dot[OB_Q8_0] = rows_q8_0;
-    t->dot[OB_Q2_K] = rows_q2_k;
-    t->dot[OB_Q3_K] = rows_q3_k;
-    t->dot[OB_Q4_K] = rows_q4_k;
-    t->dot[OB_Q5_K] = rows_q5_k;
-    t->dot[OB_Q6_K] = rows_q6_k;
-    t->dot[OB_F32] = rows_f32;
-    t->dot[OB_F16] = rows_f16;
-    t->dot[OB_BF16] = rows_bf16;
+#define SET(NAME, name, id, blck, bytes, ftype) t->dot[OB_##NAME] = rows_##name;
+    OB_TYPES_WEIGHT(SET)
+#undef SET
     t->actq[OB_ACT_F32] = actq_f32;
     t->actq[OB_ACT_Q8K] = actq_q8k;
     t->actq[OB_ACT_A8] = actq_a8;
@@ -112,9 +90,9 @@ const struct ob_kernel_table *ob_kernels(int isa)
 int ob_type_actfmt(uint32_t t)
 {
     switch (t) {
-    case OB_Q2_K: case OB_Q3_K: case OB_Q4_K: case OB_Q5_K: case OB_Q6_K:
+    OB_TYPES_Q8K(OB_TYPE_CASE)
         return OB_ACT_Q8K;
-    case OB_Q4_0: case OB_Q4_1: case OB_Q5_0: case OB_Q5_1: case OB_Q8_0:
+    OB_TYPES_A8(OB_TYPE_CASE)
         return OB_ACT_A8;
     }
     return OB_ACT_F32;
