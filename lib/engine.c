@@ -831,6 +831,7 @@ static bool draft_can_pay(const struct ob_engine *e, int w, bool engine_src)
  * so that its rate can rise again, where sure drafts could pay. Only the number of steps
  * depends on this.
  */
+#define DRAFT_MARGIN 1.05
 static void draft_trim(struct ob_engine *e, struct job **js, int *k, int n, int w)
 {
     int took[256] = {0}, order[OB_DRAFT_ROWS], depth = 0, total = 0;
@@ -842,7 +843,8 @@ static void draft_trim(struct ob_engine *e, struct job **js, int *k, int n, int 
         total += k[i];
     }
     cost_curve(e, w, total, c);
-    double cd = draft_cost(e), tokens = w, best_rate = w / (c[0] > 0 ? c[0] : 1e-9);
+    double cd = draft_cost(e), tokens = w, plain = w / (c[0] > 0 ? c[0] : 1e-9);
+    double best_rate = plain;
     int best_m = 0;
     for (int m = 1; m <= total; m++) {
         int best = -1;
@@ -861,16 +863,23 @@ static void draft_trim(struct ob_engine *e, struct job **js, int *k, int n, int 
             best_m = m;
         }
     }
+    if (best_rate < DRAFT_MARGIN * plain)
+        best_m = 0;                              /* too close to call: plain decoding */
     memset(took, 0, sizeof took);
     for (int m = 0; m < best_m; m++)
         took[order[m]]++;
-    /* a sequence kept from drafting 8 steps in a row drafts one token, or up to 4 from the
-     * draft model (a probe), so that its rate, which only verify steps update, can rise
-     * again; unless no rate could make a draft pay */
+    /* once a sequence was kept from drafting 8 steps in a row, it and every other sequence
+     * kept from drafting in this step draft one token, or up to 4 from the draft model (a
+     * probe), so that their rates, which only verify steps update, can rise again; unless no
+     * rate could make a draft pay. Together, so that the probes' rows cost one step past the
+     * plain step's rows (where a step's cost jumps) rather than one in every step. */
+    bool probe_now = false;
+    for (int i = 0; i < n && !probe_now; i++)
+        probe_now = took[i] == 0 && js[i]->spec_starved >= 8 &&
+                    draft_can_pay(e, w, js[i]->draft_engine);
     for (int i = 0; i < n; i++) {
         int probe = js[i]->draft_engine ? 4 : 1;
-        if (took[i] == 0 && js[i]->spec_starved >= 8 &&
-            draft_can_pay(e, w, js[i]->draft_engine))
+        if (took[i] == 0 && probe_now && draft_can_pay(e, w, js[i]->draft_engine))
             took[i] = k[i] < probe ? k[i] : probe;
         k[i] = took[i];
         js[i]->spec_starved = took[i] > 0 ? 0 : js[i]->spec_starved + 1;
