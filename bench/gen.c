@@ -34,6 +34,7 @@
 
 #include "decode-rate.h"
 #include "engine.h"
+#include "../cmd/cli.h"
 
 
 struct seqtime {
@@ -205,25 +206,27 @@ int main(int argc, char **argv)
         switch (c) {
         case 'm': model = optarg; break;
         case 'd': route = optarg; break;
-        case 'g': cl.bad = !ob_opt_int("gen", "gpu", optarg, 0, 255, &gpu); break;
-        case 'B': cl.bad = !ob_opt_num("gen", "bandwidth", optarg, 0.001, 1e6, &bw); break;
-        case 't': cl.bad = !(nt = ob_opt_int_list("gen", "threads", optarg, 1, 256, threads, 8)); break;
-        case 'w': cl.bad = !(nw = ob_opt_int_list("gen", "widths", optarg, 1, 4096, widths, 16)); break;
-        case 'p': cl.bad = !ob_opt_int("gen", "prompt", optarg, 1, 1 << 16, &plen); break;
-        case 'n': cl.bad = !ob_opt_int("gen", "gen", optarg, 2, 1 << 16, &gen); break;
-        case 'r': cl.bad = !ob_opt_int("gen", "reps", optarg, 1, 1000, &reps); break;
-        case 'D': cl.bad = !ob_opt_int("gen", "depth", optarg, 0, 1 << 20, &depth); break;
+        case 'g': cl.bad = !ob_opt_int("gpu", optarg, 0, 255, &gpu); break;
+        case 'B': cl.bad = !ob_opt_num("bandwidth", optarg, 0.001, 1e6, &bw); break;
+        case 't': cl.bad = !(nt = ob_opt_int_list("threads", optarg, 1, 256, threads, 8)); break;
+        case 'w': cl.bad = !(nw = ob_opt_int_list("widths", optarg, 1, 4096, widths, 16)); break;
+        case 'p': cl.bad = !ob_opt_int("prompt", optarg, 1, 1 << 16, &plen); break;
+        case 'n': cl.bad = !ob_opt_int("gen", optarg, 2, 1 << 16, &gen); break;
+        case 'r': cl.bad = !ob_opt_int("reps", optarg, 1, 1000, &reps); break;
+        case 'D': cl.bad = !ob_opt_int("depth", optarg, 0, 1 << 20, &depth); break;
         case 'L': lb = optarg; break;
         case 'j': json = true; break;
         }
     }
     if (cl.stop)
-        return cl.status;
+        return cli_answer(&cl);
     if (!cl.bad && (!model || optind < argc)) {
         fprintf(stderr, "gen: %s\n", model ? "no operands are taken" : "no model (-m MODEL)");
         cl.bad = true;
     }
     if (cl.bad) {
+        if (cl.msg[0])
+            cli_bad(&cl);
         fprintf(stderr, "try 'gen --help'\n");
         return OB_EXIT_USAGE;
     }

@@ -74,6 +74,7 @@
 #include "1b.h"
 #include "cpu/kernels/kernels.h"
 #include "quant.h"
+#include "../cmd/cli.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -652,9 +653,9 @@ int main(int argc, char **argv)
         switch (ch) {
         case OPT_TYPES: cl.bad = parse_types(optarg, &c); break;
         case OPT_SHAPES: cl.bad = parse_shapes(optarg, &c); break;
-        case OPT_THREADS: cl.bad = !(c.nthreads = ob_opt_int_list(PROG, "threads", optarg, 1, 256, c.threads, MAXL)); break;
+        case OPT_THREADS: cl.bad = !(c.nthreads = ob_opt_int_list("threads", optarg, 1, 256, c.threads, MAXL)); break;
         case OPT_WIDTHS:
-            cl.bad = !(c.nwidths = ob_opt_int_list(PROG, "widths", optarg, 1, 4096, c.widths, MAXL));
+            cl.bad = !(c.nwidths = ob_opt_int_list("widths", optarg, 1, 4096, c.widths, MAXL));
             set_widths = true;
             break;
         case OPT_ISA: {
@@ -702,12 +703,14 @@ int main(int argc, char **argv)
         }
     }
     if (cl.stop)
-        return cl.status;
+        return cli_answer(&cl);
     if (!cl.bad && optind < argc) {
         fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
         cl.bad = true;
     }
     if (cl.bad) {
+        if (cl.msg[0])
+            cli_bad(&cl);
         fprintf(stderr, "try '" PROG " --help'\n");
         return OB_EXIT_USAGE;
     }

@@ -32,6 +32,7 @@
 #include "decode-rate.h"
 #include "local.h"
 #include "record.h"
+#include "../cmd/cli.h"
 
 
 enum { MAXW = 16, MAXK = 8, MAXT = 4096 };
@@ -197,19 +198,20 @@ int main(int argc, char **argv)
         switch (c) {
         case 'm': model = optarg; break;
         case 'D': draft = optarg; break;
-        case 't': cl.bad = !ob_opt_int("spec", "threads", optarg, 1, 256, &threads); break;
-        case 'w': cl.bad = !(nw = ob_opt_int_list("spec", "widths", optarg, 1, MAXW, widths, 4)); break;
-        case 'n': cl.bad = !ob_opt_int("spec", "gen", optarg, 2, MAXT, &gen); break;
-        case 'r': cl.bad = !ob_opt_int("spec", "reps", optarg, 1, 100, &reps); break;
-        case 'k': cl.bad = !ob_opt_int("spec", "spec-max", optarg, 1, MAXK, &kmax); break;
+        case 't': cl.bad = !ob_opt_int("threads", optarg, 1, 256, &threads); break;
+        case 'w': cl.bad = !(nw = ob_opt_int_list("widths", optarg, 1, MAXW, widths, 4)); break;
+        case 'n': cl.bad = !ob_opt_int("gen", optarg, 2, MAXT, &gen); break;
+        case 'r': cl.bad = !ob_opt_int("reps", optarg, 1, 100, &reps); break;
+        case 'k': cl.bad = !ob_opt_int("spec-max", optarg, 1, MAXK, &kmax); break;
         case 'p': prompts = optarg; break;
         case 'j': json = true; break;
         }
     }
     if (cl.stop)
-        return cl.status;
+        return cli_answer(&cl);
     if (cl.bad || !model) {
-        fprintf(stderr, "spec: %s\n", cl.bad ? "invalid command line" : "no model (-m MODEL)");
+        fprintf(stderr, "spec: %s\n", !cl.bad ? "no model (-m MODEL)"
+                                       : cl.msg[0] ? cl.msg : "invalid command line");
         return 2;
     }
     int wmax = 1;

@@ -25,6 +25,7 @@
 
 #include "1b.h"
 #include "agree.h"
+#include "cli.h"
 
 #define PROG "1b-agree"
 
@@ -250,14 +251,14 @@ int main(int argc, char **argv)
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case OPT_MATCH_BY:
-            cl.bad = !ob_opt_choice(PROG, "match-by", optarg, ob_agree_match_words, &o.match);
+            cl.bad = !ob_opt_choice("match-by", optarg, ob_agree_match_words, &o.match);
             break;
-        case OPT_MAX_ABS: cl.bad = !ob_opt_num(PROG, "max-abs", optarg, 0, INFINITY, &o.max_abs); o.gated = true; break;
-        case OPT_MEAN_ABS: cl.bad = !ob_opt_num(PROG, "mean-abs", optarg, 0, INFINITY, &o.mean_abs); o.gated = true; break;
+        case OPT_MAX_ABS: cl.bad = !ob_opt_num("max-abs", optarg, 0, INFINITY, &o.max_abs); o.gated = true; break;
+        case OPT_MEAN_ABS: cl.bad = !ob_opt_num("mean-abs", optarg, 0, INFINITY, &o.mean_abs); o.gated = true; break;
         case OPT_MIN_MATCH:
-            cl.bad = !ob_opt_num(PROG, "min-match", optarg, 0, INFINITY, &o.min_match) || o.min_match > 1;
+            cl.bad = !ob_opt_num("min-match", optarg, 0, INFINITY, &o.min_match) || o.min_match > 1;
             if (o.min_match > 1)
-                fprintf(stderr, PROG ": --min-match: '%s' is above 1\n", optarg);
+                ob_seterr(OB_EUSAGE, "--min-match: '%s' is above 1", optarg);
             o.gated = true;
             break;
         case OPT_ALL_REPEATS: o.all_repeats = true; break;
@@ -267,9 +268,9 @@ int main(int argc, char **argv)
         }
     }
     if (cl.stop)
-        return cl.status ? EXIT_TROUBLE : 0;
+        return cli_answer(&cl) ? EXIT_TROUBLE : 0;
     if (cl.bad)
-        return usage_error("invalid command line");
+        return usage_error(cl.msg[0] ? cl.msg : "invalid command line");
     int n = argc - optind;
     if (n < 1)
         return usage_error("nothing to compare");

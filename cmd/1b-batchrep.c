@@ -30,6 +30,7 @@
 #include "local.h"
 #include "net/oai-client.h"
 #include "record.h"
+#include "cli.h"
 
 #define PROG "1b-batchrep"
 
@@ -510,37 +511,37 @@ int main(int argc, char **argv)
         switch (c) {
         case 'm': o.model = optarg; break;
         case OPT_PARALLEL:
-            cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.r.lp.parallel);
+            cl.bad = !ob_opt_int("parallel", optarg, 1, 256, &o.r.lp.parallel);
             if (!o.r.local_only)
                 o.r.local_only = "--parallel";
             break;
-        case OPT_WIDTH: cl.bad = !ob_opt_int(PROG, "width", optarg, 1, 256, &o.width); break;
-        case OPT_ROUNDS: cl.bad = !ob_opt_int(PROG, "rounds", optarg, 1, 10000, &o.rounds); break;
-        case OPT_MAX_TOKENS: cl.bad = !ob_opt_int(PROG, "max-tokens", optarg, 1, 1 << 20, &o.max_tokens); break;
+        case OPT_WIDTH: cl.bad = !ob_opt_int("width", optarg, 1, 256, &o.width); break;
+        case OPT_ROUNDS: cl.bad = !ob_opt_int("rounds", optarg, 1, 10000, &o.rounds); break;
+        case OPT_MAX_TOKENS: cl.bad = !ob_opt_int("max-tokens", optarg, 1, 1 << 20, &o.max_tokens); break;
         case OPT_PROMPT: o.prompt = optarg; break;
         case OPT_MESSAGES: o.messages = optarg; break;
         case OPT_THINKING:
-            cl.bad = !ob_opt_choice(PROG, "thinking", optarg, ob_opt_words_on_off, &o.thinking);
+            cl.bad = !ob_opt_choice("thinking", optarg, ob_opt_words_on_off, &o.thinking);
             break;
         case OPT_TOP_LOGPROBS:
-            cl.bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.top_logprobs);
+            cl.bad = !ob_opt_int("top-logprobs", optarg, 0, OB_MAX_TOP, &o.top_logprobs);
             break;
-        case OPT_TEMPERATURE: cl.bad = !ob_opt_num(PROG, "temperature", optarg, 0, 100, &o.temperature); break;
-        case OPT_SEED: cl.bad = !ob_opt_u64(PROG, "seed", optarg, 0, OB_SEED_MAX, &o.seed); break;
+        case OPT_TEMPERATURE: cl.bad = !ob_opt_num("temperature", optarg, 0, 100, &o.temperature); break;
+        case OPT_SEED: cl.bad = !ob_opt_u64("seed", optarg, 0, OB_SEED_MAX, &o.seed); break;
         case OPT_VS_SOLO: o.vs_solo = true; break;
         case OPT_MATCH_BY:
-            cl.bad = !ob_opt_choice(PROG, "match-by", optarg, ob_agree_match_words, &o.match);
+            cl.bad = !ob_opt_choice("match-by", optarg, ob_agree_match_words, &o.match);
             break;
         case OPT_JSON: o.json = optarg; break;
         case OPT_SELFTEST: selftest_only = true; break;
         case 'q': o.quiet = true; break;
-        default: cl.bad = ob_opt_route(PROG, c, optarg, &o.r) < 0; break;
+        default: cl.bad = ob_opt_route(c, optarg, &o.r) < 0; break;
         }
     }
     if (cl.stop)
-        return cl.status;
+        return cli_answer(&cl);
     if (cl.bad)
-        return usage_error("invalid command line");
+        return usage_error(cl.msg[0] ? cl.msg : "invalid command line");
     if (optind < argc)
         return usage_error("no operands are taken");
     if (selftest_only)

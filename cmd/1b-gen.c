@@ -34,6 +34,7 @@
 #include "record.h"
 #include "sb.h"
 #include "tok.h"
+#include "cli.h"
 
 #define PROG "1b-gen"
 
@@ -665,28 +666,28 @@ int main(int argc, char **argv)
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case 'm': o.model = optarg; break;
-        case OPT_PARALLEL: cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.parallel); break;
+        case OPT_PARALLEL: cl.bad = !ob_opt_int("parallel", optarg, 1, 256, &o.parallel); break;
         case OPT_VERBOSE: o.verbose = true; break;
         case OPT_THINKING:
-            cl.bad = !ob_opt_choice(PROG, "thinking", optarg, ob_opt_words_on_off, &o.thinking);
+            cl.bad = !ob_opt_choice("thinking", optarg, ob_opt_words_on_off, &o.thinking);
             break;
-        case OPT_REPEAT: cl.bad = !ob_opt_int(PROG, "repeat", optarg, 1, 1 << 20, &o.repeat); break;
+        case OPT_REPEAT: cl.bad = !ob_opt_int("repeat", optarg, 1, 1 << 20, &o.repeat); break;
         case OPT_KEEP_GOING: o.keep_going = true; break;
         case OPT_UNORDERED: o.unordered = true; break;
-        case OPT_MAX_TOKENS: cl.bad = !ob_opt_int(PROG, "max-tokens", optarg, 0, 1 << 24, &o.d.max_tokens); break;
-        case OPT_TOP_LOGPROBS: cl.bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.d.top_logprobs); break;
+        case OPT_MAX_TOKENS: cl.bad = !ob_opt_int("max-tokens", optarg, 0, 1 << 24, &o.d.max_tokens); break;
+        case OPT_TOP_LOGPROBS: cl.bad = !ob_opt_int("top-logprobs", optarg, 0, OB_MAX_TOP, &o.d.top_logprobs); break;
         case OPT_TEMPERATURE:
-            if (!(cl.bad = !ob_opt_num(PROG, "temperature", optarg, 0, 100, &temperature)))
+            if (!(cl.bad = !ob_opt_num("temperature", optarg, 0, 100, &temperature)))
                 o.d.temperature = (float)temperature;
             break;
-        case OPT_SEED: cl.bad = !ob_opt_u64(PROG, "seed", optarg, 0, OB_SEED_MAX, &o.d.seed); break;
-        default: cl.bad = ob_opt_route(PROG, c, optarg, &o.r) < 0; break;
+        case OPT_SEED: cl.bad = !ob_opt_u64("seed", optarg, 0, OB_SEED_MAX, &o.d.seed); break;
+        default: cl.bad = ob_opt_route(c, optarg, &o.r) < 0; break;
         }
     }
     if (cl.stop)
-        return cl.status;
+        return cli_answer(&cl);
     if (cl.bad)
-        return usage_error("%s", "invalid command line");
+        return usage_error("%s", cl.msg[0] ? cl.msg : "invalid command line");
     if (ob_route_opts_check(&o.r))
         return usage_error("%s", ob_errmsg());
     if (o.r.url)

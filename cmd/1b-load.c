@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "1b.h"
+#include "cli.h"
 
 #define PROG "1b-load"
 
@@ -499,23 +500,25 @@ int main(int argc, char **argv)
     int c;
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
-        case OPT_CTX: cl.bad = !ob_opt_u64(PROG, "ctx", optarg, 1, INT64_C(1) << 32, &o.ctx); break;
+        case OPT_CTX: cl.bad = !ob_opt_u64("ctx", optarg, 1, INT64_C(1) << 32, &o.ctx); break;
         case OPT_TENSORS: o.tensors = true; break;
         case OPT_CHECK: o.check = true; break;
         case OPT_META: o.meta = optarg; break;
         case OPT_TEMPLATE: o.template = true; break;
         case 'd': o.route = optarg; break;
-        case OPT_GPU: cl.bad = !ob_opt_int(PROG, "gpu", optarg, 0, 255, &o.gpu); break;
-        case OPT_SLOTS: cl.bad = !ob_opt_int(PROG, "slots", optarg, 1, 4096, &o.slots); break;
+        case OPT_GPU: cl.bad = !ob_opt_int("gpu", optarg, 0, 255, &o.gpu); break;
+        case OPT_SLOTS: cl.bad = !ob_opt_int("slots", optarg, 1, 4096, &o.slots); break;
         }
     }
     if (cl.stop)
-        return cl.status;
+        return cli_answer(&cl);
     if (!cl.bad && !(o.route && optind == argc) && optind != argc - 1) {
         fprintf(stderr, PROG ": %s\n", optind >= argc ? "no MODEL given" : "more than one MODEL given");
         cl.bad = true;
     }
     if (cl.bad) {
+        if (cl.msg[0])
+            cli_bad(&cl);
         fprintf(stderr, "usage: " PROG " [options] MODEL  (see " PROG " --help)\n");
         return OB_EXIT_USAGE;
     }

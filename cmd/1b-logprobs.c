@@ -32,6 +32,7 @@
 #include "net/oai-client.h"
 #include "record.h"
 #include "tok.h"
+#include "cli.h"
 
 #define PROG "1b-logprobs"
 
@@ -667,27 +668,27 @@ int main(int argc, char **argv)
         switch (c) {
         case 'm': o.model = optarg; break;
         case OPT_PARALLEL:
-            cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &o.r.lp.parallel);
+            cl.bad = !ob_opt_int("parallel", optarg, 1, 256, &o.r.lp.parallel);
             if (!o.r.local_only)
                 o.r.local_only = "--parallel";
             break;
-        case OPT_TOP_LOGPROBS: cl.bad = !ob_opt_int(PROG, "top-logprobs", optarg, 0, OB_MAX_TOP, &o.top); break;
+        case OPT_TOP_LOGPROBS: cl.bad = !ob_opt_int("top-logprobs", optarg, 0, OB_MAX_TOP, &o.top); break;
         case OPT_TEXT: o.text = true; break;
         case OPT_WIRE: {
             static const struct ob_opt_word wires[] = {{"forced", 0}, {"echo", 1}, {NULL, 0}};
             int echo = 0;
-            cl.bad = !ob_opt_choice(PROG, "wire", optarg, wires, &echo);
+            cl.bad = !ob_opt_choice("wire", optarg, wires, &echo);
             o.wire_echo = echo;
             break;
         }
         case OPT_KEEP_GOING: o.keep_going = true; break;
-        default: cl.bad = ob_opt_route(PROG, c, optarg, &o.r) < 0; break;
+        default: cl.bad = ob_opt_route(c, optarg, &o.r) < 0; break;
         }
     }
     if (cl.stop)
-        return cl.status;
+        return cli_answer(&cl);
     if (cl.bad)
-        return usage_error("invalid command line");
+        return usage_error(cl.msg[0] ? cl.msg : "invalid command line");
     if (!o.r.url && !o.model)
         return usage_error("no model (-m MODEL) and no server URL (-d URL)");
     if (ob_route_opts_check(&o.r))

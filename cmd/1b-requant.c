@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "1b.h"
+#include "cli.h"
 
 #define PROG "1b-requant"
 
@@ -122,13 +123,13 @@ int main(int argc, char **argv)
         switch (c) {
         case OPT_TYPE: type = optarg; break;
         case 'o': out = optarg; break;
-        case 't': cl.bad = !ob_opt_int(PROG, "threads", optarg, 1, 1024, &threads); break;
+        case 't': cl.bad = !ob_opt_int("threads", optarg, 1, 1024, &threads); break;
         case OPT_FORCE: force = true; break;
         case OPT_LIST_TYPES: list_types = true; break;
         }
     }
     if (cl.stop)
-        return cl.status;
+        return cli_answer(&cl);
     if (!cl.bad && list_types) {
         ob_list_types(stdout, true);
         int e = ob_stdout_close();
@@ -149,6 +150,8 @@ int main(int argc, char **argv)
         cl.bad = true;
     }
     if (cl.bad) {
+        if (cl.msg[0])
+            cli_bad(&cl);
         fprintf(stderr, "usage: " PROG " --type TYPE [options] -o OUT MODEL  (see " PROG " --help)\n");
         return OB_EXIT_USAGE;
     }

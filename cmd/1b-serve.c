@@ -34,6 +34,7 @@
 #include "1b.h"
 #include "local.h"
 #include "net/serve.h"
+#include "cli.h"
 
 #define PROG "1b-serve"
 
@@ -125,7 +126,7 @@ static int usage_error(const char *msg)
 static int seconds_opt(const char *name, const char *arg, double *out)
 {
     if (ob_parse_f64(arg, out) || !(*out >= 0 && *out <= 1e7)) {
-        fprintf(stderr, PROG ": --%s: '%s' is not a number of seconds\n", name, arg);
+        ob_seterr(OB_EUSAGE, "--%s: '%s' is not a number of seconds", name, arg);
         return 1;
     }
     return 0;
@@ -295,54 +296,54 @@ int main(int argc, char **argv)
     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1) {
         switch (c) {
         case 'm': lp->model = optarg; break;
-        case OPT_PARALLEL: cl.bad = !ob_opt_int(PROG, "parallel", optarg, 1, 256, &lp->parallel); break;
+        case OPT_PARALLEL: cl.bad = !ob_opt_int("parallel", optarg, 1, 256, &lp->parallel); break;
         case OPT_HOST: sp.host = optarg; break;
-        case OPT_PORT: cl.bad = !ob_opt_int(PROG, "port", optarg, 0, 65535, &sp.port); break;
-        case OPT_HTTP_THREADS: cl.bad = !ob_opt_int(PROG, "http-threads", optarg, 2, 256, &sp.http_threads); break;
-        case OPT_QUEUE: cl.bad = !ob_opt_int(PROG, "queue", optarg, 0, 1 << 20, &sp.queue); break;
+        case OPT_PORT: cl.bad = !ob_opt_int("port", optarg, 0, 65535, &sp.port); break;
+        case OPT_HTTP_THREADS: cl.bad = !ob_opt_int("http-threads", optarg, 2, 256, &sp.http_threads); break;
+        case OPT_QUEUE: cl.bad = !ob_opt_int("queue", optarg, 0, 1 << 20, &sp.queue); break;
         case OPT_MAX_PROMPTS:
-            cl.bad = !ob_opt_int(PROG, "max-prompts", optarg, 1, 1 << 16, &sp.max_prompts);
+            cl.bad = !ob_opt_int("max-prompts", optarg, 1, 1 << 16, &sp.max_prompts);
             break;
         case OPT_MAX_REQUEST_TOKENS:
-            cl.bad = !ob_opt_int(PROG, "max-request-tokens", optarg, 1, 1 << 30,
+            cl.bad = !ob_opt_int("max-request-tokens", optarg, 1, 1 << 30,
                                  &sp.max_request_tokens);
             break;
         case OPT_MAX_BODY: {
             uint64_t v;
-            cl.bad = !ob_opt_size(PROG, "max-body", optarg, 1, (uint64_t)1 << 34, &v);
+            cl.bad = !ob_opt_size("max-body", optarg, 1, (uint64_t)1 << 34, &v);
             sp.max_body = (size_t)v;
             break;
         }
         case OPT_MAX_TOKENS_CAP:
-            cl.bad = !ob_opt_int(PROG, "max-tokens-cap", optarg, 1, 1 << 24, &sp.max_tokens_cap);
+            cl.bad = !ob_opt_int("max-tokens-cap", optarg, 1, 1 << 24, &sp.max_tokens_cap);
             break;
         case OPT_TIMEOUT: cl.bad = seconds_opt("timeout", optarg, &sp.timeout); break;
-        case OPT_IDLE_TIMEOUT: cl.bad = !ob_opt_int(PROG, "idle-timeout", optarg, 0, 1 << 24, &sp.idle_timeout); break;
+        case OPT_IDLE_TIMEOUT: cl.bad = !ob_opt_int("idle-timeout", optarg, 0, 1 << 24, &sp.idle_timeout); break;
         case OPT_GRACE: cl.bad = seconds_opt("grace", optarg, &grace); break;
         case OPT_HEADER_TIMEOUT: cl.bad = seconds_opt("header-timeout", optarg, &sp.header_timeout); break;
         case OPT_BODY_TIMEOUT: cl.bad = seconds_opt("body-timeout", optarg, &sp.body_timeout); break;
         case OPT_MAX_CONNECTIONS:
-            cl.bad = !ob_opt_int(PROG, "max-connections", optarg, 16, 1 << 20, &sp.max_connections);
+            cl.bad = !ob_opt_int("max-connections", optarg, 16, 1 << 20, &sp.max_connections);
             break;
         case OPT_MAX_PER_CLIENT:
-            cl.bad = !ob_opt_int(PROG, "max-connections-per-client", optarg, 0, 1 << 20,
+            cl.bad = !ob_opt_int("max-connections-per-client", optarg, 0, 1 << 20,
                                  &sp.max_per_client);
             break;
         case OPT_API_KEY: sp.api_key = optarg; break;
         case OPT_API_KEY_FILE: key_file = optarg; break;
         case OPT_ALIAS: sp.alias = optarg; break;
         case OPT_TEMPERATURE:
-            if (!(cl.bad = !ob_opt_num(PROG, "temperature", optarg, 0, 100, &temperature)))
+            if (!(cl.bad = !ob_opt_num("temperature", optarg, 0, 100, &temperature)))
                 sp.temperature = (float)temperature;
             break;
-        case OPT_SEED: cl.bad = !ob_opt_u64(PROG, "seed", optarg, 0, OB_SEED_MAX, &sp.seed); break;
-        default: cl.bad = ob_opt_route(PROG, c, optarg, &ro) < 0; break;
+        case OPT_SEED: cl.bad = !ob_opt_u64("seed", optarg, 0, OB_SEED_MAX, &sp.seed); break;
+        default: cl.bad = ob_opt_route(c, optarg, &ro) < 0; break;
         }
     }
     if (cl.stop)
-        return cl.status;
+        return cli_answer(&cl);
     if (cl.bad)
-        return usage_error("invalid command line");
+        return usage_error(cl.msg[0] ? cl.msg : "invalid command line");
     if (optind < argc)
         return usage_error("unexpected argument (the model goes with -m)");
     if (!lp->model)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "1b.h"
+#include "cli.h"
 
 #define PROG "1b-synth"
 
@@ -83,16 +84,16 @@ int main(int argc, char **argv)
         const char *arg = given[i].arg;
         switch (given[i].c) {
         case OPT_ARCH: s.arch = arg; break;
-        case OPT_VOCAB: cl.bad = !ob_opt_u32(PROG, "vocab", arg, &s.n_vocab); break;
-        case OPT_EMBD: cl.bad = !ob_opt_u32(PROG, "embd", arg, &s.n_embd); break;
-        case OPT_LAYERS: cl.bad = !ob_opt_u32(PROG, "layers", arg, &s.n_layer); break;
-        case OPT_HEADS: cl.bad = !ob_opt_u32(PROG, "heads", arg, &s.n_head); break;
-        case OPT_KV_HEADS: cl.bad = !ob_opt_u32(PROG, "kv-heads", arg, &s.n_head_kv); break;
-        case OPT_HEAD_DIM: cl.bad = !ob_opt_u32(PROG, "head-dim", arg, &s.head_dim); break;
-        case OPT_FF: cl.bad = !ob_opt_u32(PROG, "ff", arg, &s.n_ff); break;
-        case OPT_CTX: cl.bad = !ob_opt_u32(PROG, "ctx", arg, &s.n_ctx); break;
+        case OPT_VOCAB: cl.bad = !ob_opt_u32("vocab", arg, &s.n_vocab); break;
+        case OPT_EMBD: cl.bad = !ob_opt_u32("embd", arg, &s.n_embd); break;
+        case OPT_LAYERS: cl.bad = !ob_opt_u32("layers", arg, &s.n_layer); break;
+        case OPT_HEADS: cl.bad = !ob_opt_u32("heads", arg, &s.n_head); break;
+        case OPT_KV_HEADS: cl.bad = !ob_opt_u32("kv-heads", arg, &s.n_head_kv); break;
+        case OPT_HEAD_DIM: cl.bad = !ob_opt_u32("head-dim", arg, &s.head_dim); break;
+        case OPT_FF: cl.bad = !ob_opt_u32("ff", arg, &s.n_ff); break;
+        case OPT_CTX: cl.bad = !ob_opt_u32("ctx", arg, &s.n_ctx); break;
         case OPT_TYPE: s.mix = arg; break;
-        case OPT_SEED: cl.bad = !ob_opt_u64(PROG, "seed", arg, 0, INT64_MAX, &s.seed); break;
+        case OPT_SEED: cl.bad = !ob_opt_u64("seed", arg, 0, INT64_MAX, &s.seed); break;
         case OPT_TOKENIZER: s.tokenizer = arg; break;
         case OPT_TIED: s.tied = true; break;
         case OPT_UNTIED: s.tied = false; break;
@@ -103,7 +104,7 @@ int main(int argc, char **argv)
     }
     free(given);
     if (cl.stop)
-        return cl.status;
+        return cli_answer(&cl);
     if (!cl.bad && list_types) {
         ob_list_types(stdout, false);
         int e = ob_stdout_close();
@@ -120,6 +121,8 @@ int main(int argc, char **argv)
         cl.bad = true;
     }
     if (cl.bad) {
+        if (cl.msg[0])
+            cli_bad(&cl);
         fprintf(stderr, "usage: " PROG " [options] -o FILE  (see " PROG " --help)\n");
         return OB_EXIT_USAGE;
     }

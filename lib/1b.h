@@ -675,26 +675,29 @@ struct ob_server_opts {
 #define OB_SERVER_OPTS_DEFAULT {.wait = 60, .timeout = 600, .retries = 5}
 /* c one of OB_OPT_WAIT, OB_OPT_TIMEOUT, OB_OPT_RETRIES: its argument into *so (--wait seconds
  * in [0, 86400], --timeout in [0.001, 86400]: there is always a limit; retries 0 .. 100); false
- * after "PROG: --NAME: why" on stderr. */
-bool ob_opt_server(const char *prog, int c, const char *arg, struct ob_server_opts *so);
+ * with "--NAME: why" in ob_errmsg(). */
+bool ob_opt_server(int c, const char *arg, struct ob_server_opts *so);
 /*
  * A command's option loop over one table (rows of its own, then OB_OPT_ROWS_SHARED):
  *
  *     struct ob_cmdline cl = {PROG, SYNOPSIS, ABOUT, options};
  *     while ((c = ob_cmdline_next(&cl, argc, argv)) != -1)
- *         switch (c) { case 't': cl.bad |= !ob_opt_int(PROG, "threads", optarg, ...); ... }
+ *         switch (c) { case 't': cl.bad |= !ob_opt_int("threads", optarg, ...); ... }
  *     if (cl.stop)
- *         return cl.status;     // --help, --version, --list-options answered on stdout: 0
+ *         return cli_answer(&cl);   // cmd/cli.h: --help, --version, --list-options: 0
  *     if (cl.bad)
- *         return usage_error(...);
+ *         return usage_error(cl.msg[0] ? cl.msg : "invalid command line");
  *
  * ob_cmdline_next returns the command's own options (getopt_long's value, optarg set) and -1
- * at the end: after the last option, after a shared one was answered (stop, status 0), after
- * an unknown option or a missing argument (reported on stderr; bad), once the command has set
- * bad, or when its tables cannot be allocated (reported; stop, status OB_EXIT_FAILURE). It
- * frees its tables when it returns -1. optind is the first operand afterwards. Its first call
- * sets SIGPIPE to be ignored: a write to a closed pipe is a failed write (exit 5), not a death
- * by signal. It takes --max-line (OB_OPT_ROW_MAX_LINE) itself.
+ * at the end: after the last option; after a shared one was answered (stop, status 0, the
+ * text the command writes to stdout in answer, malloc'd); after an unknown option or a
+ * missing argument (bad); once the command has set bad (msg then takes the reason its
+ * ob_opt_* call left in ob_errmsg(), if any); or when its tables or the answer cannot be
+ * allocated (stop, status OB_EXIT_FAILURE, msg "out of memory"). msg holds the first reason
+ * the line is bad ("--ctx: '0' is not ...", "unknown option '-x'"), "" when there is none; it
+ * prints nothing itself. It frees its tables when it returns -1. optind is the first operand
+ * afterwards. Its first call sets SIGPIPE to be ignored: a write to a closed pipe is a failed
+ * write (exit 5), not a death by signal. It takes --max-line (OB_OPT_ROW_MAX_LINE) itself.
  */
 struct option;
 struct ob_cmdline {
@@ -702,39 +705,37 @@ struct ob_cmdline {
     const struct ob_option *opts;
     bool bad, stop;
     int status;
+    char *answer;                  /* stop with status 0: what stdout gets (malloc'd) */
+    char msg[320];                 /* why the line is bad (or the failure of a stop), or "" */
     /* private */
     bool started;
     struct option *longs;
     char *shorts;
 };
 int ob_cmdline_next(struct ob_cmdline *cl, int argc, char **argv);
-/* An option's argument as an integer or a number in [lo, hi]; false after "PROG: --NAME: why"
- * on stderr, and *out untouched. ob_opt_u32 takes 1 .. 2^31-1. */
-bool ob_opt_int(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
-                int *out);
-bool ob_opt_u32(const char *prog, const char *name, const char *arg, uint32_t *out);
+/* An option's argument as an integer or a number in [lo, hi]; false with "--NAME: why" in
+ * ob_errmsg() (OB_EUSAGE), and *out untouched. ob_opt_u32 takes 1 .. 2^31-1. */
+bool ob_opt_int(const char *name, const char *arg, int64_t lo, int64_t hi, int *out);
+bool ob_opt_u32(const char *name, const char *arg, uint32_t *out);
 /* The same for a 64-bit count or seed in [lo, hi] (0 <= lo <= hi), e.g. --seed 0 .. OB_SEED_MAX. */
-bool ob_opt_u64(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
-                uint64_t *out);
-bool ob_opt_num(const char *prog, const char *name, const char *arg, double lo, double hi,
-                double *out);
+bool ob_opt_u64(const char *name, const char *arg, int64_t lo, int64_t hi, uint64_t *out);
+bool ob_opt_num(const char *name, const char *arg, double lo, double hi, double *out);
 /* A size in bytes with an optional K, M or G suffix (powers of 1024), in [lo, hi]. */
-bool ob_opt_size(const char *prog, const char *name, const char *arg, uint64_t lo, uint64_t hi,
-                 uint64_t *out);
+bool ob_opt_size(const char *name, const char *arg, uint64_t lo, uint64_t hi, uint64_t *out);
 /* An option's argument as one of a few words (a NULL-terminated table): its value into *out;
- * false after "PROG: --NAME: 'ARG' is not W1, W2 or W3" on stderr. */
+ * false with "--NAME: 'ARG' is not W1, W2 or W3" in ob_errmsg(). */
 struct ob_opt_word {
     const char *word;
     int value;
 };
-bool ob_opt_choice(const char *prog, const char *name, const char *arg,
-                   const struct ob_opt_word *words, int *out);
+bool ob_opt_choice(const char *name, const char *arg, const struct ob_opt_word *words,
+                   int *out);
 /* --thinking's words: on/true 1, off/false 0 */
 extern const struct ob_opt_word ob_opt_words_on_off[];
 /* An option's argument as a comma-separated list of 1 .. max integers in [lo, hi]: their
- * count, or 0 after "PROG: --NAME: why" on stderr. */
-int ob_opt_int_list(const char *prog, const char *name, const char *arg, int64_t lo, int64_t hi,
-                    int *out, int max);
+ * count, or 0 with "--NAME: why" in ob_errmsg(). */
+int ob_opt_int_list(const char *name, const char *arg, int64_t lo, int64_t hi, int *out,
+                    int max);
 
 /* ---- small utilities used by commands ------------------------------------------------------- */
 

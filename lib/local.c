@@ -62,19 +62,19 @@ int ob_local_open(const struct ob_local_params *p, struct ob_local **out)
     return 0;
 }
 
-bool ob_opt_gpu(const char *prog, const char *arg, struct ob_local_params *p)
+bool ob_opt_gpu(const char *arg, struct ob_local_params *p)
 {
-    return ob_opt_int(prog, "gpu", arg, 0, 255, &p->device);
+    return ob_opt_int("gpu", arg, 0, 255, &p->device);
 }
 
 const struct ob_opt_word ob_spec_words[] = {
     {"off", OB_SPEC_OFF}, {"ngram", OB_SPEC_NGRAM}, {"draft", OB_SPEC_DRAFT}, {NULL, 0},
 };
 
-bool ob_opt_spec(const char *prog, int c, const char *arg, struct ob_local_params *p)
+bool ob_opt_spec(int c, const char *arg, struct ob_local_params *p)
 {
     if (c == OB_OPT_SPEC)
-        return ob_opt_choice(prog, "spec", arg, ob_spec_words, &p->spec);
+        return ob_opt_choice("spec", arg, ob_spec_words, &p->spec);
     if (c == OB_OPT_DRAFT) {
         p->draft_model = arg;
         return true;
@@ -87,7 +87,7 @@ bool ob_opt_spec(const char *prog, int c, const char *arg, struct ob_local_param
         p->spec_fixed = true;
         return true;
     }
-    return ob_opt_int(prog, "spec-max", arg, 1, OB_SPEC_MAX, &p->spec_max);
+    return ob_opt_int("spec-max", arg, 1, OB_SPEC_MAX, &p->spec_max);
 }
 
 bool ob_route_is_url(const char *route)
@@ -95,7 +95,7 @@ bool ob_route_is_url(const char *route)
     return route && strstr(route, "://") != NULL;
 }
 
-int ob_opt_route(const char *prog, int c, const char *arg, struct ob_route_opts *o)
+int ob_opt_route(int c, const char *arg, struct ob_route_opts *o)
 {
     struct ob_local_params *p = &o->lp;
     const char *local = NULL;      /* the option, when only an in-process route takes it */
@@ -110,12 +110,12 @@ int ob_opt_route(const char *prog, int c, const char *arg, struct ob_route_opts 
             local = "-d";
         }
         break;
-    case 't': ok = ob_opt_int(prog, "threads", arg, 1, 1024, &p->threads); local = "-t"; break;
-    case OB_OPT_GPU: ok = ob_opt_gpu(prog, arg, p); local = "--gpu"; break;
-    case OB_OPT_CTX: ok = ob_opt_int(prog, "ctx", arg, 2, 1 << 24, &p->n_ctx); local = "--ctx"; break;
-    case OB_OPT_CHUNK: ok = ob_opt_int(prog, "chunk", arg, 0, 1 << 20, &p->chunk); local = "--chunk"; break;
+    case 't': ok = ob_opt_int("threads", arg, 1, 1024, &p->threads); local = "-t"; break;
+    case OB_OPT_GPU: ok = ob_opt_gpu(arg, p); local = "--gpu"; break;
+    case OB_OPT_CTX: ok = ob_opt_int("ctx", arg, 2, 1 << 24, &p->n_ctx); local = "--ctx"; break;
+    case OB_OPT_CHUNK: ok = ob_opt_int("chunk", arg, 0, 1 << 20, &p->chunk); local = "--chunk"; break;
     case OB_OPT_CACHE_SLOTS:
-        ok = ob_opt_int(prog, "cache-slots", arg, 0, 256, &p->cache_slots);
+        ok = ob_opt_int("cache-slots", arg, 0, 256, &p->cache_slots);
         local = "--cache-slots";
         break;
     case OB_OPT_SPEC: local = "--spec"; break;
@@ -125,11 +125,11 @@ int ob_opt_route(const char *prog, int c, const char *arg, struct ob_route_opts 
     case OB_OPT_SPEC_FIXED: local = "--spec-fixed"; break;
     case OB_OPT_WAIT:
     case OB_OPT_TIMEOUT:
-    case OB_OPT_RETRIES: ok = ob_opt_server(prog, c, arg, &o->srv); break;
+    case OB_OPT_RETRIES: ok = ob_opt_server(c, arg, &o->srv); break;
     default: return 0;
     }
     if (c >= OB_OPT_SPEC && c <= OB_OPT_SPEC_FIXED)
-        ok = ob_opt_spec(prog, c, arg, p);
+        ok = ob_opt_spec(c, arg, p);
     if (local && !o->local_only)
         o->local_only = local;
     return ok ? 1 : -1;

@@ -99,18 +99,18 @@ bool ob_route_is_url(const char *route);
 /*
  * One option of a command's loop, if it is a route option (the rows above, the spec rows and
  * the server rows): its argument into o. 1 when taken, 0 when c is not a route option (the
- * command's own), -1 when its argument is bad (after "PROG: --NAME: why" on stderr).
+ * command's own), -1 when its argument is bad (with "--NAME: why" in ob_errmsg()).
  */
-int ob_opt_route(const char *prog, int c, const char *arg, struct ob_route_opts *o);
+int ob_opt_route(int c, const char *arg, struct ob_route_opts *o);
 /* After the loop: OB_EUSAGE "OPTION applies to in-process routes, not to a server URL" when
  * o->url is set and an in-process option was given, else 0. */
 int ob_route_opts_check(const struct ob_route_opts *o);
 
-/* --gpu's argument (0 .. 255) into p->device; false after "PROG: --gpu: why" on stderr */
-bool ob_opt_gpu(const char *prog, const char *arg, struct ob_local_params *p);
-/* c one of OB_OPT_SPEC .. OB_OPT_SPEC_FIXED: its argument into p; false after
- * "PROG: --NAME: why" on stderr */
-bool ob_opt_spec(const char *prog, int c, const char *arg, struct ob_local_params *p);
+/* --gpu's argument (0 .. 255) into p->device; false with "--gpu: why" in ob_errmsg() */
+bool ob_opt_gpu(const char *arg, struct ob_local_params *p);
+/* c one of OB_OPT_SPEC .. OB_OPT_SPEC_FIXED: its argument into p; false with "--NAME: why"
+ * in ob_errmsg() */
+bool ob_opt_spec(int c, const char *arg, struct ob_local_params *p);
 /* --spec's words (and the "spec" field's: record.h) */
 extern const struct ob_opt_word ob_spec_words[];
 /* The engine's counters in one line on f (a command's --verbose): steps, rows, tokens, and

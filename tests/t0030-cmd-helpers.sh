@@ -46,9 +46,9 @@ for c in "1b-gen -m $S" "1b-serve -m $S" "1b-batchrep -m $S"; do
     p=${c%% *}
     $c --temperature warm < /dev/null > /dev/null 2> err.txt; rc=$?
     [ $rc -eq 2 ] && [ "$(head -1 err.txt)" = "$p: --temperature: 'warm' is not a number in [0, 100]" ] &&
-        [ "$(wc -l < err.txt)" -eq 3 ] || bad="$bad $p(exit $rc)"
+        [ "$(wc -l < err.txt)" -eq 2 ] || bad="$bad $p(exit $rc)"
 done
-[ -z "$bad" ]; ok $? "--temperature warm: exit 2, the reason then the usage lines${bad:+:$bad}"
+[ -z "$bad" ]; ok $? "--temperature warm: exit 2, the reason then the usage line (no second line saying the command line is invalid)${bad:+:$bad}"
 
 # FILE operands that cannot be opened: the same in process and through a server, for 1b-gen
 # and 1b-logprobs: each named with strerror's reason, exit 3, and --keep-going goes on to the

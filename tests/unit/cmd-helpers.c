@@ -162,13 +162,13 @@ int main(int argc, char **argv)
 
     /* ---- ob_opt_u64 and the seed range */
     uint64_t v = 7;
-    bool good = ob_opt_u64("t", "seed", "9007199254740991", 0, OB_SEED_MAX, &v);
+    bool good = ob_opt_u64("seed", "9007199254740991", 0, OB_SEED_MAX, &v);
     ok(good && v == 9007199254740991ull, "--seed 2^53 - 1 is the largest seed (OB_SEED_MAX)");
     v = 7;
-    ok(!ob_opt_u64("t", "seed", "9007199254740992", 0, OB_SEED_MAX, &v) && v == 7 &&
-       !ob_opt_u64("t", "seed", "9007199254740993", 0, OB_SEED_MAX, &v) && v == 7 &&
-       !ob_opt_u64("t", "seed", "-1", 0, OB_SEED_MAX, &v) && v == 7 &&
-       !ob_opt_u64("t", "seed", "x", 0, OB_SEED_MAX, &v) && v == 7,
+    ok(!ob_opt_u64("seed", "9007199254740992", 0, OB_SEED_MAX, &v) && v == 7 &&
+       !ob_opt_u64("seed", "9007199254740993", 0, OB_SEED_MAX, &v) && v == 7 &&
+       !ob_opt_u64("seed", "-1", 0, OB_SEED_MAX, &v) && v == 7 &&
+       !ob_opt_u64("seed", "x", 0, OB_SEED_MAX, &v) && v == 7,
        "2^53, 2^53 + 1, -1 and a word are refused, the value left as it was");
 
     /* ---- ob_local_open */
