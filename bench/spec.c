@@ -211,7 +211,7 @@ int main(int argc, char **argv)
         return cli_answer(&cl);
     if (cl.bad || !model) {
         fprintf(stderr, "spec: %s\n", !cl.bad ? "no model (-m MODEL)"
-                                       : cl.msg[0] ? cl.msg : "invalid command line");
+                                       : cli_reason(&cl));
         return 2;
     }
     int wmax = 1;

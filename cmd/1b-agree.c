@@ -270,7 +270,7 @@ int main(int argc, char **argv)
     if (cl.stop)
         return cli_answer(&cl) ? EXIT_TROUBLE : 0;
     if (cl.bad)
-        return usage_error(cl.msg[0] ? cl.msg : "invalid command line");
+        return usage_error(cli_reason(&cl));
     int n = argc - optind;
     if (n < 1)
         return usage_error("nothing to compare");

@@ -687,7 +687,7 @@ int main(int argc, char **argv)
     if (cl.stop)
         return cli_answer(&cl);
     if (cl.bad)
-        return usage_error("%s", cl.msg[0] ? cl.msg : "invalid command line");
+        return usage_error("%s", cli_reason(&cl));
     if (ob_route_opts_check(&o.r))
         return usage_error("%s", ob_errmsg());
     if (o.r.url)

@@ -688,7 +688,7 @@ int main(int argc, char **argv)
     if (cl.stop)
         return cli_answer(&cl);
     if (cl.bad)
-        return usage_error(cl.msg[0] ? cl.msg : "invalid command line");
+        return usage_error(cli_reason(&cl));
     if (!o.r.url && !o.model)
         return usage_error("no model (-m MODEL) and no server URL (-d URL)");
     if (ob_route_opts_check(&o.r))

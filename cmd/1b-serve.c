@@ -343,7 +343,7 @@ int main(int argc, char **argv)
     if (cl.stop)
         return cli_answer(&cl);
     if (cl.bad)
-        return usage_error(cl.msg[0] ? cl.msg : "invalid command line");
+        return usage_error(cli_reason(&cl));
     if (optind < argc)
         return usage_error("unexpected argument (the model goes with -m)");
     if (!lp->model)

@@ -33,11 +33,17 @@ static inline int cli_answer(struct ob_cmdline *cl)
     return status;
 }
 
-/* why the command line is bad, as the loop found it: "PROG: why" on stderr (a generic line
- * when the reason was not recorded) */
+/* why the command line is bad, as the loop found it (a generic reason when none was
+ * recorded) */
+static inline const char *cli_reason(const struct ob_cmdline *cl)
+{
+    return cl->msg[0] ? cl->msg : "invalid command line";
+}
+
+/* that reason as "PROG: why" on stderr */
 static inline void cli_bad(const struct ob_cmdline *cl)
 {
-    fprintf(stderr, "%s: %s\n", cl->prog, cl->msg[0] ? cl->msg : "invalid command line");
+    fprintf(stderr, "%s: %s\n", cl->prog, cli_reason(cl));
 }
 
 #endif

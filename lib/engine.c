@@ -873,13 +873,18 @@ static void draft_trim(struct ob_engine *e, struct job **js, int *k, int n, int 
      * probe), so that their rates, which only verify steps update, can rise again; unless no
      * rate could make a draft pay. Together, so that the probes' rows cost one step past the
      * plain step's rows (where a step's cost jumps) rather than one in every step. */
-    bool probe_now = false;
+    bool probe_now = false, starved = false, pay[2] = {false, false};
+    for (int i = 0; i < n && !starved; i++)
+        starved = took[i] == 0 && js[i]->spec_starved >= 8;
+    if (starved) {                               /* whether sure drafts could pay: once a step */
+        pay[0] = draft_can_pay(e, w, false);
+        pay[1] = draft_can_pay(e, w, true);
+    }
     for (int i = 0; i < n && !probe_now; i++)
-        probe_now = took[i] == 0 && js[i]->spec_starved >= 8 &&
-                    draft_can_pay(e, w, js[i]->draft_engine);
+        probe_now = took[i] == 0 && js[i]->spec_starved >= 8 && pay[js[i]->draft_engine];
     for (int i = 0; i < n; i++) {
         int probe = js[i]->draft_engine ? 4 : 1;
-        if (took[i] == 0 && probe_now && draft_can_pay(e, w, js[i]->draft_engine))
+        if (took[i] == 0 && probe_now && pay[js[i]->draft_engine])
             took[i] = k[i] < probe ? k[i] : probe;
         k[i] = took[i];
         js[i]->spec_starved = took[i] > 0 ? 0 : js[i]->spec_starved + 1;

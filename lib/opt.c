@@ -101,6 +101,7 @@ int ob_cmdline_next(struct ob_cmdline *cl, int argc, char **argv)
         opterr = 0;
     }
     /* the command set bad after its own option: the reason its ob_opt_* call left */
+    /* (the error was cleared when the option was returned: "no error" means it left none) */
     if (cl->bad)
         cmdline_bad(cl, strcmp(ob_errmsg(), "no error") ? ob_errmsg() : "");
     int c = -1;
