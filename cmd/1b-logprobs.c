@@ -28,9 +28,7 @@
 
 #include "1b.h"
 #include "agree.h"
-#include "local.h"
-#include "net/oai-client.h"
-#include "record.h"
+#include "client.h"
 #include "tok.h"
 #include "cli.h"
 
@@ -77,13 +75,14 @@ struct job {
     const char *name;              /* the input and line it came from, for messages */
     uint64_t line;
     /* results */
-    const struct ob_tok *tok;      /* in process: the scoring model's, for the tokens' text */
     cJSON *tokens;                 /* scored tokens in record shape */
     int n_got;
     double sum;                    /* text mode: float64 sum of the scored logprobs */
     bool done, failed;
+    bool fatal;                    /* failed: the server cannot be reached (nothing more runs) */
     int fail_status;               /* failed: OB_EXIT_DATA (the record), else the route's */
     char why[320];
+    struct run *R;
     struct job *next;
 };
 
@@ -99,11 +98,12 @@ static void job_free(struct job *j)
 
 struct run {
     struct opts *o;
-    struct ob_model *m;            /* NULL with --url and no -m */
+    struct ob_client *c;           /* the route */
+    struct ob_model *m;            /* the tokenizer's model: the route's in process, -m's with
+                                      a URL (only its tokenizer), else NULL */
+    struct ob_model *own;          /* m when opened here (a URL's -m) */
     const struct ob_tok *tok;
     const char *sha;
-    char route[256];
-    struct ob_engine *eng;
     char model[256];               /* its name in records: in process the model's, with --url
                                       the server's (from its first reply) */
     struct job *head, **tail;
@@ -113,9 +113,6 @@ struct run {
     bool out_failed;               /* a write to standard output failed (and was reported) */
     bool stop;                     /* read no more records */
     bool halted;                   /* a scored record failed: write no more either */
-    /* --url */
-    struct ob_oai_cli *cli;
-    char *endpoint;
 };
 
 /* ---- building jobs ---------------------------------------------------------------------------- */
@@ -323,7 +320,7 @@ static cJSON *job_record(struct run *R, struct job *j, const char *model_name)
             cJSON_DeleteItemFromObjectCaseSensitive(o, drop[i]);
         cJSON_AddItemToObject(o, "scored_from", from);
     }
-    cJSON_AddStringToObject(o, "route", R->route);
+    cJSON_AddStringToObject(o, "route", ob_client_route(R->c));
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "name", model_name);
     if (R->sha && !R->o->r.url)
@@ -361,7 +358,7 @@ static int flush(struct run *R, const char *model_name)
                 R->bad++;
             else if (j->fail_status > R->status)
                 R->status = j->fail_status;
-            if (!R->o->keep_going)
+            if (!R->o->keep_going || j->fatal)
                 R->stop = R->halted = true;
         } else {
             if (j->ids_from_text) {
@@ -388,109 +385,47 @@ static int flush(struct run *R, const char *model_name)
     return 0;
 }
 
-/* ---- in process -------------------------------------------------------------------------------- */
+/* ---- scoring (every route: client.h) ---------------------------------------------------------- */
 
-static void on_token(void *user, uint64_t h, const struct ob_token_info *ti)
+static void on_scored(void *user, struct ob_client_scored *s)
 {
     struct job *j = user;
-    j->n_got++;
-    j->sum += (double)ti->logprob;
-    cJSON_AddItemToArray(j->tokens, ob_token_json(j->tok, ti, true));
-}
-
-static void on_finish(void *user, uint64_t h, const struct ob_finish *f)
-{
-    struct job *j = user;
-    if (f->reason == OB_FINISH_ERROR) {       /* the route failed, not the record */
+    struct run *R = j->R;
+    if (s->model && !R->model[0])
+        snprintf(R->model, sizeof R->model, "%s", s->model);
+    j->tokens = s->tokens;
+    j->n_got = s->n;
+    j->sum = s->sum;
+    if (s->err) {
         j->failed = true;
-        j->fail_status = OB_EXIT_FAILURE;
-        snprintf(j->why, sizeof j->why, "%s", f->error ? f->error : "scoring failed");
-    } else if (j->n_got != j->n_forced) {
-        j->failed = true;
-        j->fail_status = OB_EXIT_DATA;
-        snprintf(j->why, sizeof j->why, "only %d of %d tokens fit in the context (--ctx)",
-                 j->n_got, j->n_forced);
+        j->fatal = s->err == OB_EDEVICE;
+        j->fail_status = ob_client_refused(s->err) ? OB_EXIT_DATA : ob_exit_status(s->err);
+        snprintf(j->why, sizeof j->why, "%s", s->why);
     }
-    j->done = true;
-}
-
-static int submit_engine(struct run *R, struct job *j)
-{
-    if (!(j->tokens = cJSON_CreateArray()))
-        return ob_seterr(OB_ENOMEM, "out of memory");
-    j->tok = R->tok;
-    if (j->n_forced == 0) {                /* nothing to score: done at once */
-        j->done = true;
-        return 0;
-    }
-    struct ob_request q = {
-        .prompt = j->prompt, .n_prompt = j->n_prompt, .sampling = OB_SAMPLING_GREEDY,
-        .max_tokens = j->n_forced, .top_logprobs = j->top, .cache_prompt = true,
-        .forced = j->forced, .n_forced = j->n_forced,
-        .on_token = on_token, .on_finish = on_finish, .user = j,
-    };
-    return ob_engine_submit(R->eng, &q, NULL);
-}
-
-/* ---- through a server -------------------------------------------------------------------------- */
-
-static int score_url(struct run *R, struct job *j, char *model, size_t model_size)
-{
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j->in, "text");
-    struct ob_oai_cli_score sc = {
-        .model = R->cli->model, .prompt = j->prompt, .n_prompt = j->n_prompt,
-        .forced = j->forced, .n_forced = j->n_forced, .echo = R->o->wire_echo, .top = j->top,
-        /* --text without a tokenizer: the server tokenizes the text */
-        .text = R->o->text && !j->forced ? (cJSON_IsString(t) ? t->valuestring : "") : NULL,
-    };
-    char *body = ob_oai_cli_score_body(&sc);
-    if (!body)
-        return ob_seterr(OB_ENOMEM, "out of memory");
-    struct ob_http_result *r;
-    int e = ob_http_fetch(R->cli->http, R->endpoint, body, &r);
-    free(body);
-    if (e)
-        return e;
-    char *mn = NULL;
-    int64_t nonf32 = 0;
-    e = ob_oai_cli_score_reply(&sc, r, &j->tokens, &j->sum, &mn, &nonf32);
-    ob_http_result_free(r);
-    if (mn && !model[0])
-        snprintf(model, model_size, "%s", mn);
-    free(mn);
-    if (e)
-        return e;
-    j->n_got = cJSON_GetArraySize(j->tokens);
-    j->done = true;
-    if (nonf32) {
+    if (s->nonf32) {
         ob_seterr(0, "id %s: %lld log-probabilit%s on the wire %s not float32", j->id,
-                  (long long)nonf32, nonf32 == 1 ? "y" : "ies", nonf32 == 1 ? "was" : "were");
+                  (long long)s->nonf32, s->nonf32 == 1 ? "y" : "ies",
+                  s->nonf32 == 1 ? "was" : "were");
         fprintf(stderr, PROG ": %s\n", ob_errmsg());            /* escaped */
     }
-    return 0;
+    j->done = true;
 }
 
-/* ---- the input loop ---------------------------------------------------------------------------- */
-
-static int add_job(struct run *R, struct job *j, char *model, size_t model_size)
+static int add_job(struct run *R, struct job *j)
 {
     *R->tail = j;
     R->tail = &j->next;
     R->in_flight++;
-    int e;
-    if (R->o->r.url) {
-        e = score_url(R, j, model, model_size);
-        if (e && e != OB_ENOMEM && e != OB_EDEVICE && e != OB_EIO) {
-            j->failed = true;
-            j->done = true;
-            j->fail_status = OB_EXIT_DATA;
-            snprintf(j->why, sizeof j->why, "%s", ob_errmsg());
-            e = 0;
-        }
-        return e;
-    }
-    e = submit_engine(R, j);
-    if (e && e != OB_ENOMEM) {                 /* refused by the engine: the record's fault */
+    j->R = R;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j->in, "text");
+    struct ob_client_score s = {
+        .prompt = j->prompt, .n_prompt = j->n_prompt, .forced = j->forced,
+        .n_forced = j->n_forced, .top = j->top, .on_scored = on_scored, .user = j,
+        /* --text on a server without a tokenizer: the server tokenizes the text */
+        .text = R->o->text && !j->forced ? (cJSON_IsString(t) ? t->valuestring : "") : NULL,
+    };
+    int e = ob_client_score(R->c, &s);
+    if (e && ob_client_refused(e)) {           /* the record's fault */
         j->failed = true;
         j->done = true;
         j->fail_status = OB_EXIT_DATA;
@@ -513,7 +448,7 @@ static int run_stream(void *user, const char *name, FILE *f)
     int e = ob_jsonl_open(f, name, &in);
     if (e)
         return e;
-    int limit = R->o->r.url ? 1 : 2 * R->o->r.lp.parallel;
+    int limit = ob_client_window(R->c);
     bool eof = false;
     for (;;) {
         while (!R->stop && !eof && R->in_flight < limit) {
@@ -607,7 +542,7 @@ static int run_stream(void *user, const char *name, FILE *f)
                 e = 0;
                 continue;
             }
-            if ((e = add_job(R, j, R->model, sizeof R->model)))
+            if ((e = add_job(R, j)))
                 break;
         }
         if (e)
@@ -615,8 +550,9 @@ static int run_stream(void *user, const char *name, FILE *f)
         if (R->in_flight == 0)
             break;
         /* a failing step ends its jobs with the error, each reported when it is flushed */
-        if (!R->o->r.url && R->head && !R->head->done)
-            ob_engine_step(R->eng);
+        if (R->head && !R->head->done && (e = ob_client_poll(R->c, 1.0)) < 0)
+            break;
+        e = 0;
         if ((e = flush(R, R->model)))
             break;
         if ((R->stop || eof) && R->in_flight == 0)
@@ -628,20 +564,16 @@ static int run_stream(void *user, const char *name, FILE *f)
 
 /* ---- main ---------------------------------------------------------------------------------------- */
 
-/* everything a run holds: records not written, the route (L: in process), --url's client */
-static void run_free(struct run *R, struct ob_local *L)
+/* everything a run holds: records not written, the route, a URL's tokenizer */
+static void run_free(struct run *R)
 {
     while (R->head) {
         struct job *j = R->head;
         R->head = j->next;
         job_free(j);
     }
-    if (L)
-        ob_local_free(L);
-    else
-        ob_model_close(R->m);
-    ob_oai_cli_close(R->cli);
-    free(R->endpoint);
+    ob_client_close(R->c);
+    ob_model_close(R->own);
 }
 
 static int usage_error(const char *msg)
@@ -696,35 +628,27 @@ int main(int argc, char **argv)
 
     struct run R = {.o = &o};
     R.tail = &R.head;
-    struct ob_local *L = NULL;
-    int e = 0;
-    if (!o.r.url) {
-        o.r.lp.model = o.model;
-        if (!(e = ob_local_open(&o.r.lp, &L)) && !(e = ob_model_sha256(L->m, &R.sha))) {
-            R.m = L->m;
-            R.eng = L->eng;
-            snprintf(R.route, sizeof R.route, "%s", ob_ctx_route(L->ctx));
-        }
-    } else if (o.model) {                      /* only its tokenizer */
-        e = ob_model_open(o.model, &R.m);
-    }
+    /* a server scores one record at a time: no other request's batch can move its bits */
+    struct ob_client_params cp = {.model = o.r.url ? NULL : o.model, .r = &o.r,
+                                  .parallel = o.r.url ? 1 : o.r.lp.parallel, .thinking = -1,
+                                  .score_echo = o.wire_echo};
+    int e = ob_client_open(&cp, &R.c);
+    if (!e && !(R.m = ob_client_local_model(R.c)) && o.model)
+        e = ob_model_open(o.model, &R.own);    /* a server's scoring: only its tokenizer */
+    if (!e && !R.m)
+        R.m = R.own;
+    if (!e && ob_client_local_model(R.c))
+        e = ob_model_sha256(R.m, &R.sha);
     if (!e && R.m) {
         R.tok = ob_model_tok(R.m);
-        snprintf(R.model, sizeof R.model, "%s", ob_model_name(R.m));
+        if (!o.r.url)
+            snprintf(R.model, sizeof R.model, "%s", ob_model_name(R.m));
     }
-    if (!e && o.r.url) {
-        R.model[0] = 0;                        /* the server's name, from its replies */
-        if (!(e = ob_oai_cli_open(o.r.url, &o.r.srv, &R.cli))) {
-            snprintf(R.route, sizeof R.route, "%s", R.cli->route);
-            if (!(R.endpoint = ob_oai_cli_url(R.cli, "/v1/completions")))
-                e = ob_seterr(OB_ENOMEM, "out of memory");
-        }
-        if (!e && R.cli->note[0])
-            fprintf(stderr, PROG ": warning: %s\n", R.cli->note);
-    }
+    if (!e && ob_client_note(R.c)[0])
+        fprintf(stderr, PROG ": warning: %s\n", ob_client_note(R.c));
     if (e) {
         fprintf(stderr, PROG ": %s\n", ob_errmsg());
-        run_free(&R, L);
+        run_free(&R);
         return ob_exit_status(e);
     }
 
@@ -738,7 +662,7 @@ int main(int argc, char **argv)
         status = R.status;
     if (R.bad && status < OB_EXIT_DATA)
         status = OB_EXIT_DATA;
-    run_free(&R, L);
+    run_free(&R);
     if (ob_stdout_close()) {
         if (!R.out_failed)
             fprintf(stderr, PROG ": %s\n", ob_errmsg());
