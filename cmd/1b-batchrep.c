@@ -27,9 +27,7 @@
 
 #include "1b.h"
 #include "agree.h"
-#include "local.h"
-#include "net/oai-client.h"
-#include "record.h"
+#include "client.h"
 #include "cli.h"
 
 #define PROG "1b-batchrep"
@@ -112,159 +110,80 @@ static cJSON *probe_record(const struct opts *o)
     return r;
 }
 
-/* ---- in process ----------------------------------------------------------------------------- */
+/* ---- the run (every route: client.h) ----------------------------------------------------------- */
 
 struct collect {
     struct ob_agree_rec *recs;     /* [rounds * width] */
     int width;
+    const char *what;              /* "solo", or NULL: "round R copy K" */
+    char *model;                   /* the model's name, from the first record */
+    size_t model_size;
     int err;
-    char why[256];
+    char why[400];
 };
 
-static void on_copy(void *user, int round, int copy, const struct ob_finish *f,
-                    const struct ob_token_info *toks, int n)
+/* a copy's result record -> its stream, read through text as any reader of the records would */
+static void on_copy(void *user, int round, int copy, struct ob_client_finish *f)
 {
     struct collect *c = user;
-    if (c->err)
-        return;
-    if (f->reason == OB_FINISH_ERROR || f->reason == OB_FINISH_CANCELLED) {
-        c->err = OB_EINTERNAL;
-        snprintf(c->why, sizeof c->why, "round %d copy %d did not finish: %s", round, copy,
-                 f->error ? f->error : "cancelled");
-        return;
+    cJSON *back = NULL;
+    int e = f->err ? f->err : !f->rec ? OB_ENOMEM : 0;
+    const char *why = f->why ? f->why : "out of memory";
+    if (!e && !c->err) {
+        char *s = ob_json_print(f->rec);
+        e = !s ? ob_seterr(OB_ENOMEM, "out of memory") : ob_json_parse(s, strlen(s), 0, &back);
+        cJSON_free(s);
+        if (!e)
+            e = ob_agree_rec_from_json(back, &c->recs[round * c->width + copy]);
+        const cJSON *mn = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(back, "model"), "name");
+        if (!e && cJSON_IsString(mn) && !c->model[0])
+            snprintf(c->model, c->model_size, "%s", mn->valuestring);
+        why = ob_errmsg();
     }
-    c->err = ob_agree_rec_from_info(toks, n, true, &c->recs[round * c->width + copy]);
-    if (c->err)
-        snprintf(c->why, sizeof c->why, "%s", ob_errmsg());
+    if (e && !c->err) {
+        c->err = e;
+        if (c->what)
+            snprintf(c->why, sizeof c->why, "%s did not finish: %s", c->what, why);
+        else
+            snprintf(c->why, sizeof c->why, "round %d copy %d did not finish: %s", round, copy,
+                     why);
+    }
+    cJSON_Delete(back);
+    cJSON_Delete(f->rec);
 }
 
-static int run_inprocess(const struct opts *o, const cJSON *req, struct ob_agree_rec *copies,
-                         struct ob_agree_rec *solo, char *route, size_t route_size,
-                         char *model_name, size_t model_size)
+static int run(const struct opts *o, const cJSON *req, struct ob_agree_rec *copies,
+               struct ob_agree_rec *solo, char *route, size_t route_size, char *model_name,
+               size_t model_size)
 {
-    struct ob_local *L = NULL;
-    struct ob_req q;
-    memset(&q, 0, sizeof q);
-    struct ob_local_params lp = o->r.lp;
-    lp.model = o->model;
-    int e = ob_local_open(&lp, &L);
-    struct ob_req_defaults d = {.max_tokens = o->max_tokens, .temperature = (float)o->temperature,
-                                .seed = o->seed, .top_logprobs = o->top_logprobs};
+    struct ob_client *c;
+    struct ob_client_params cp = {.model = o->model, .r = &o->r, .parallel = o->r.lp.parallel,
+                                  .thinking = -1};
+    int e = ob_client_open(&cp, &c);
+    if (e)
+        return e;
+    snprintf(route, route_size, "%s", ob_client_route(c));     /* without credentials */
+    if (ob_client_local_model(c))          /* a server's: the name its replies give */
+        snprintf(model_name, model_size, "%s", ob_client_model(c));
+    if (ob_client_note(c)[0] && !o->quiet)
+        fprintf(stderr, PROG ": warning: %s\n", ob_client_note(c));
     /* chat messages to a model without a template are refused (lib/chat.h): say which
      * option sends a plain prompt instead */
-    if (!e && !o->prompt && !ob_model_chat_template(L->m))
+    struct ob_model *m = ob_client_local_model(c);
+    if (m && !o->prompt && !ob_model_chat_template(m))
         e = ob_seterr(OB_EUNSUPP, "%s: the model has no chat template; give a plain prompt "
                       "(--prompt TEXT) instead of %s", o->model,
                       o->messages ? "--messages" : "the default chat probe");
-    if (!e && (e = ob_req_parse(req, L->m, &d, 1, &q)))
-        ob_errprefix(e, "the request");
-    if (!e) {
-        snprintf(route, route_size, "%s", ob_ctx_route(L->ctx));
-        snprintf(model_name, model_size, "%s", ob_model_name(L->m));
-        struct ob_request r = {
-            .prompt = q.ids, .n_prompt = q.n_ids, .sampling = q.s, .max_tokens = q.max_tokens,
-            .top_logprobs = q.top_logprobs, .cache_prompt = false, .stop = q.stop,
-            .n_stop = q.n_stop, .stop_ids = q.stop_ids, .n_stop_ids = q.n_stop_ids,
-            .spec = q.spec,
-        };
-        struct collect c = {.recs = solo, .width = 1};
-        if (o->vs_solo && !(e = ob_barrier_run(L->eng, &r, 1, 1, on_copy, &c)) && c.err)
-            e = ob_seterr(c.err, "solo: %s", c.why);
-        c = (struct collect){.recs = copies, .width = o->width};
-        if (!e && !(e = ob_barrier_run(L->eng, &r, o->width, o->rounds, on_copy, &c)) && c.err)
-            e = ob_seterr(c.err, "%s", c.why);
-    }
-    ob_req_free(&q);
-    ob_local_free(L);
-    return e;
-}
-
-/* ---- against a server ---------------------------------------------------------------------- */
-
-/* one reply -> a stream; a reply that cannot be used is an error (OB_EFORMAT, OB_EIO, ...) */
-static int reply_rec(const struct ob_oai_cli *cli, const cJSON *req,
-                     const struct ob_oai_cli_req *q, const struct ob_http_result *res, struct ob_agree_rec *out, char *model,
-                     size_t model_size)
-{
-    int err;
-    cJSON *rec = ob_oai_cli_result(cli, req, q, 0, res, &err);
-    if (!rec)
-        return ob_seterr(OB_ENOMEM, "out of memory");
-    if (!err) {
-        /* through text, as any reader of the records would see them */
-        char *s = ob_json_print(rec);
-        cJSON *back = NULL;
-        err = !s ? ob_seterr(OB_ENOMEM, "out of memory") : ob_json_parse(s, strlen(s), 0, &back);
-        cJSON_free(s);
-        if (!err)
-            err = ob_agree_rec_from_json(back, out);
-        const cJSON *mn = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(back, "model"), "name");
-        if (cJSON_IsString(mn) && model && !model[0])
-            snprintf(model, model_size, "%s", mn->valuestring);
-        cJSON_Delete(back);
-    }
-    cJSON_Delete(rec);
-    return err;
-}
-
-static int run_url(const struct opts *o, const cJSON *req, struct ob_agree_rec *copies,
-                   struct ob_agree_rec *solo, char *route, size_t route_size, char *model_name,
-                   size_t model_size)
-{
-    struct ob_oai_cli *cli;
-    int e = ob_oai_cli_open(o->r.url, &o->r.srv, &cli);
-    if (e)
-        return e;
-    snprintf(route, route_size, "%s", cli->route);     /* without credentials */
-    if (cli->note[0] && !o->quiet)
-        fprintf(stderr, PROG ": warning: %s\n", cli->note);
-    char *url = NULL;
-    struct ob_oai_cli_req q;
-    memset(&q, 0, sizeof q);
-    struct ob_http *h = cli->http;
-    struct ob_oai_cli_params p = {.max_tokens = o->max_tokens, .temperature = o->temperature,
-                                  .seed = o->seed, .top_logprobs = o->top_logprobs,
-                                  .thinking = o->thinking,
-                                  .model = o->model ? o->model : cli->model};
-    if ((e = ob_oai_cli_request(req, &p, 1, &q)))
-        ob_errprefix(e, "the request");
-    if (!e && !(url = ob_oai_cli_url(cli, q.path)))
-        e = ob_seterr(OB_ENOMEM, "out of memory");
-    if (!e && o->vs_solo) {
-        struct ob_http_result *r;
-        if (!(e = ob_http_fetch(h, url, q.body, &r))) {
-            e = reply_rec(cli, req, &q, r, solo, model_name, model_size);
-            if (e)
-                ob_errprefix(e, "solo");
-            ob_http_result_free(r);
-        }
-    }
-    for (int round = 0; round < o->rounds && !e; round++) {
-        /* the barrier: every copy is on the wire before any reply is read */
-        for (int k = 0; k < o->width && !e; k++)
-            e = ob_http_start(h, url, q.body, &copies[round * o->width + k]);
-        for (int got = 0; got < o->width && !e; got++) {
-            struct ob_http_result *r;
-            int k = ob_http_next(h, -1, &r);
-            if (k < 0) {
-                e = k;
-                break;
-            }
-            if (k == 0) {
-                e = ob_seterr(OB_EINTERNAL, "a transfer was lost");
-                break;
-            }
-            struct ob_agree_rec *dst = r->user;
-            e = reply_rec(cli, req, &q, r, dst, model_name, model_size);
-            if (e)
-                ob_errprefix(e, "round %d copy %d", round, (int)(dst - copies) % o->width);
-            ob_http_result_free(r);
-        }
-    }
-    free(url);
-    ob_oai_cli_req_free(&q);
-    ob_oai_cli_close(cli);
+    struct collect k = {.recs = solo, .width = 1, .what = "solo", .model = model_name,
+                        .model_size = model_size};
+    if (!e && o->vs_solo && !(e = ob_client_release(c, req, 1, 1, on_copy, &k)) && k.err)
+        e = ob_seterr(k.err, "%s", k.why);
+    k = (struct collect){.recs = copies, .width = o->width, .model = model_name,
+                         .model_size = model_size};
+    if (!e && !(e = ob_client_release(c, req, o->width, o->rounds, on_copy, &k)) && k.err)
+        e = ob_seterr(k.err, "%s", k.why);
+    ob_client_close(c);
     return e;
 }
 
@@ -586,11 +505,7 @@ int main(int argc, char **argv)
     }
     char route[256] = "", model[256] = "";
     int e;
-    if (o.r.url) {
-        e = run_url(&o, req, copies, &solo, route, sizeof route, model, sizeof model);
-    } else {
-        e = run_inprocess(&o, req, copies, &solo, route, sizeof route, model, sizeof model);
-    }
+    e = run(&o, req, copies, &solo, route, sizeof route, model, sizeof model);
     int status = OB_EXIT_OK;
     bool out_failed = false;               /* a failed write to stdout, already reported */
     cJSON *rep = NULL;

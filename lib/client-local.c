@@ -45,7 +45,8 @@ static void lreq_free(struct lreq *q)
     free(q);
 }
 
-/* a request record with the client's "thinking" default, parsed; messages name NAME:LINE */
+/* a request record with the client's "thinking" default, parsed; messages name NAME:LINE (name
+ * NULL: "the request") */
 static int parse(struct lclient *lc, const cJSON *rec, const char *name, uint64_t line,
                  cJSON **copy, struct ob_req *r)
 {
@@ -56,8 +57,10 @@ static int parse(struct lclient *lc, const cJSON *rec, const char *name, uint64_
     if (p->thinking >= 0 && !cJSON_GetObjectItemCaseSensitive(*copy, "thinking"))
         cJSON_AddBoolToObject(*copy, "thinking", p->thinking);
     int e = ob_req_parse(*copy, lc->L->m, &p->d, line, r);
-    if (e)
+    if (e && name)
         ob_errprefix(e, "%s:%llu: id %s", name, (unsigned long long)line, r->id ? r->id : "?");
+    else if (e)
+        ob_errprefix(e, "the request");
     return e;
 }
 
@@ -300,7 +303,7 @@ static int l_release(struct ob_client *c, const cJSON *rec, int width, int round
     struct lclient *lc = (struct lclient *)c;
     cJSON *req;
     struct ob_req r;
-    int e = parse(lc, rec, "the request", 1, &req, &r);
+    int e = parse(lc, rec, NULL, 1, &req, &r);
     if (!e) {
         struct ob_request q = request_of(&r);
         struct copies k = {.lc = lc, .req = req, .r = &r, .fn = fn, .user = user};
