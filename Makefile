@@ -267,7 +267,7 @@ $(SAN_LIB): $(SAN_OBJ)
 # the engine and serve tests against them, tests/t5040-hrx-kernels.sh the hrx kernels on
 # hrx-sim (make check builds them)
 SAN_CMDS  := $(patsubst cmd/%.c,bin/san/%,$(CMD_SRC))
-SAN_UNITS := bin/san/unit/engine bin/san/unit/engine-fail bin/san/unit/hrx
+SAN_UNITS := bin/san/unit/engine bin/san/unit/engine-fail bin/san/unit/hrx bin/san/unit/client
 
 bin/san/unit/%: tests/unit/%.c $(SAN_LIB)
 	@mkdir -p bin/san/unit

@@ -3,13 +3,13 @@
 # A model with one non-finite weight must fail its requests cleanly, on the plain and the
 # sanitized builds (1b-logprobs --text, 1b-gen; 1b-serve with echo + logprobs, forced_tokens
 # and streams: 500 engine_error, and the server lives on); then the generation, engine,
-# scoring and main serve tests run against the sanitized commands. A sanitizer report (a use
-# after free, a leak at exit, undefined behaviour) fails the check whose command wrote it:
-# reports go to files under $T/san, which must stay empty.
+# scoring, main serve and route tests (the request interface too) run against the sanitized
+# commands. A sanitizer report (a use after free, a leak at exit, undefined behaviour) fails
+# the check whose command wrote it: reports go to files under $T/san, which must stay empty.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
 SAN=$OB_TOP/bin/san
-INNER=(t4500-gen.sh t5010-engine.sh t7030-logprobs.sh t6000-serve.sh t6010-serve-errors.sh t6030-serve-signals.sh)
+INNER=(t4500-gen.sh t5010-engine.sh t7030-logprobs.sh t6000-serve.sh t6010-serve-errors.sh t6030-serve-signals.sh t7075-route-records.sh)
 plan $(( 2 + 2 * 6 + ${#INNER[@]} ))
 cd "$T" || exit 1
 mkdir san

@@ -3,10 +3,11 @@
 # requests through -d cpu and through -d URL of a 1b-serve on cpu (--alias: the model named as
 # in process) give byte-identical records apart from the route (and the timing, which is
 # measured, not computed); --url URL is -d URL; the options only an in-process route takes
-# are refused with a URL, naming the first one.
+# are refused with a URL, naming the first one. The request interface under them
+# (tests/unit/client.c) on both routes: submit, cancel, refusals, scoring, the barrier.
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/fixture_env.sh"
-plan 6
+plan 7
 cd "$T" || exit 1
 S=$SHARED/models/stories260K.gguf
 
@@ -35,6 +36,10 @@ untimed url.jsonl > b.txt
 check_same "byte-identical records apart from route and timing (fields, order, bits, model, prompt ids)" a.txt b.txt
 jq -e -s --arg u "$URL" 'all(.[0:4][]; .route == "cpu") and all(.[4:][]; .route == $u)' cpu.jsonl url.jsonl > /dev/null
 ok $? "the route field names each route"
+
+out=$("$UNIT/client" "$S" "$URL" 2>&1); rc=$?
+ok $rc "the request interface in process and on the server ($(grep -c '^ok' <<<"$out") checks)" ||
+    grep -v '^ok' <<<"$out" | head -20 | sed 's/^/# /'
 
 1b-gen --url "$URL" < p.jsonl | untimed > c.txt
 check_same "--url URL is -d URL" b.txt c.txt

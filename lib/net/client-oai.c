@@ -49,13 +49,15 @@ static void oreq_free(struct oreq *q)
     free(q);
 }
 
-static void unlink_req(struct oclient *oc, struct oreq *q)
+/* take q off the live list: false when it is not there */
+static bool unlink_req(struct oclient *oc, const void *q)
 {
     for (struct oreq **pp = &oc->live; *pp; pp = &(*pp)->next)
         if (*pp == q) {
-            *pp = q->next;
-            return;
+            *pp = (*pp)->next;
+            return true;
         }
+    return false;
 }
 
 static void start(struct oclient *oc, struct oreq *q, uint64_t *handle)
@@ -261,27 +263,38 @@ static int o_release(struct ob_client *c, const cJSON *rec, int width, int round
     if (e)
         ob_errprefix(e, "the request");
     const char *url = q.chat ? oc->endpoint_chat : oc->endpoint_cmpl;
+    char *copy = calloc((size_t)width, 1);  /* the transfers' user pointers: &copy[k] */
+    if (!e && !copy)
+        e = ob_seterr(OB_ENOMEM, "out of memory");
     for (int round = 0; round < rounds && !e; round++) {
         /* every copy is on the wire before any reply is read */
-        for (intptr_t k = 0; k < width && !e; k++)
-            e = ob_http_start(h, url, q.body, (void *)k);
-        for (int got = 0; got < width && !e; got++) {
+        for (int k = 0; k < width && !e; k++)
+            e = ob_http_start(h, url, q.body, copy + k);
+        for (int got = 0; got < width && !e;) {
             struct ob_http_result *r;
             int k = ob_http_next(h, -1, &r);
             if (k <= 0) {
                 e = k < 0 ? k : ob_seterr(OB_EINTERNAL, "a transfer was lost");
                 break;
             }
+            if (unlink_req(oc, r->user)) {     /* a cancelled request's reply: dropped */
+                oreq_free(r->user);
+                ob_http_result_free(r);
+                continue;
+            }
+            const char *at = r->user;
+            got++;
             struct ob_client_finish f = {0};
             f.rec = ob_oai_cli_result(oc->cli, rec, &q, 0, r, &f.err);
             if (!f.rec)
                 f.err = OB_ENOMEM;
             if (f.err)
                 f.why = f.rec ? ob_errmsg() : "out of memory";
-            fn(user, round, (int)(intptr_t)r->user, &f);
+            fn(user, round, (int)(at - copy), &f);
             ob_http_result_free(r);
         }
     }
+    free(copy);
     ob_oai_cli_req_free(&q);
     return e;
 }
