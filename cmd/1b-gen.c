@@ -13,6 +13,7 @@
  *
  * With -d URL (or --url URL) the same records go to a server (lib/net/oai-client.h has the
  * wire mapping): N requests in flight at once with --parallel N, results still in input order.
+ * Both routes are one loop over the request interface (lib/client.h).
  * The result records are written by the same writer (ob_result_record), with the route set to
  * the URL and the float32 values read from the wire's decimals (those that were not exactly
  * float32 are counted per record in nonf32_values and in total on standard error).
@@ -322,7 +323,6 @@ static int run_stream(void *user, const char *name, FILE *f)
             break;
         if (ob_client_in_flight(R->c) > 0 && (e = ob_client_poll(R->c, 1.0)) < 0)
             break;
-        e = 0;
         if ((e = out_flush(&R->q)))
             break;
         if (tty)

@@ -552,7 +552,6 @@ static int run_stream(void *user, const char *name, FILE *f)
         /* a failing step ends its jobs with the error, each reported when it is flushed */
         if (R->head && !R->head->done && (e = ob_client_poll(R->c, 1.0)) < 0)
             break;
-        e = 0;
         if ((e = flush(R, R->model)))
             break;
         if ((R->stop || eof) && R->in_flight == 0)
