@@ -330,13 +330,9 @@ int ob_client_open_local(const struct ob_client_params *p, struct ob_client **ou
 {
     if (!p->model)
         return ob_seterr(OB_EUSAGE, "no model (-m MODEL)");
-    struct lclient *lc = calloc(1, sizeof *lc);
+    struct lclient *lc = ob_client_new(sizeof *lc, &local_ops, p);
     if (!lc)
         return ob_seterr(OB_ENOMEM, "out of memory");
-    lc->c.ops = &local_ops;
-    lc->c.p = *p;
-    lc->c.r = *p->r;
-    lc->c.p.r = &lc->c.r;
     struct ob_local_params lp = p->r->lp;
     lp.model = p->model;
     lp.parallel = p->parallel;

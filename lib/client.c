@@ -12,6 +12,18 @@ int ob_client_open(const struct ob_client_params *p, struct ob_client **out)
     return p->r->url ? ob_client_open_oai(p, out) : ob_client_open_local(p, out);
 }
 
+void *ob_client_new(size_t size, const struct ob_client_ops *ops, const struct ob_client_params *p)
+{
+    struct ob_client *c = calloc(1, size);
+    if (!c)
+        return NULL;
+    c->ops = ops;
+    c->p = *p;
+    c->r = *p->r;
+    c->p.r = &c->r;
+    return c;
+}
+
 void ob_client_close(struct ob_client *c)
 {
     if (c)

@@ -193,6 +193,9 @@ struct ob_client {
     int in_flight;
 };
 
+/* a zeroed client of `size` bytes (an implementation's struct, struct ob_client first) with its
+ * ops and a copy of p (and of p->r); NULL when out of memory */
+void *ob_client_new(size_t size, const struct ob_client_ops *ops, const struct ob_client_params *p);
 int ob_client_open_local(const struct ob_client_params *p, struct ob_client **out);
 int ob_client_open_oai(const struct ob_client_params *p, struct ob_client **out);
 

@@ -320,13 +320,9 @@ static const struct ob_client_ops oai_ops = {
 
 int ob_client_open_oai(const struct ob_client_params *p, struct ob_client **out)
 {
-    struct oclient *oc = calloc(1, sizeof *oc);
+    struct oclient *oc = ob_client_new(sizeof *oc, &oai_ops, p);
     if (!oc)
         return ob_seterr(OB_ENOMEM, "out of memory");
-    oc->c.ops = &oai_ops;
-    oc->c.p = *p;
-    oc->c.r = *p->r;
-    oc->c.p.r = &oc->c.r;
     int e = ob_oai_cli_open(p->r->url, &p->r->srv, &oc->cli);
     if (!e) {
         oc->endpoint_chat = ob_oai_cli_url(oc->cli, "/v1/chat/completions");
