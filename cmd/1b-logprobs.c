@@ -27,7 +27,6 @@
 #include <unistd.h>
 
 #include "1b.h"
-#include "agree.h"
 #include "client.h"
 #include "tok.h"
 #include "cli.h"
@@ -65,13 +64,7 @@ struct opts {
 /* what one record is scored as */
 struct job {
     cJSON *in;                     /* the input record (text mode: built from the line) */
-    char *id;
-    int32_t *prompt;               /* context ids */
-    int n_prompt;
-    int32_t *forced;               /* the tokens to score */
-    int n_forced;
-    int top;
-    bool ids_from_text;
+    struct ob_result_forced f;     /* what it scores: id, context, forced tokens, top */
     const char *name;              /* the input and line it came from, for messages */
     uint64_t line;
     /* results */
@@ -90,9 +83,7 @@ static void job_free(struct job *j)
 {
     cJSON_Delete(j->in);
     cJSON_Delete(j->tokens);
-    free(j->id);
-    free(j->prompt);
-    free(j->forced);
+    ob_result_forced_free(&j->f);
     free(j);
 }
 
@@ -117,153 +108,14 @@ struct run {
 
 /* ---- building jobs ---------------------------------------------------------------------------- */
 
-static int ids_array(const cJSON *a, uint32_t n_vocab, int32_t **out, int *n, const char *what)
-{
-    int k = cJSON_GetArraySize(a);
-    int32_t *v = malloc((size_t)(k ? k : 1) * sizeof *v);
-    if (!v)
-        return ob_seterr(OB_ENOMEM, "out of memory");
-    int i = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, a) {
-        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
-            it->valuedouble < 0 || (n_vocab && it->valuedouble >= n_vocab)) {
-            free(v);
-            return ob_seterr(OB_EFORMAT, "%s[%d] is not a token id of this model", what, i);
-        }
-        v[i++] = (int32_t)it->valuedouble;
-    }
-    *out = v;
-    *n = k;
-    return 0;
-}
-
-/* a record's id as text (a copy; NULL when out of memory): its "id", else its line number */
-static char *record_id(const cJSON *rec, uint64_t line)
-{
-    char buf[OB_F32_BUFSZ];
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(rec, "id");
-    if (cJSON_IsString(id))
-        return strdup(id->valuestring);
-    if (cJSON_IsNumber(id))
-        return strdup(ob_f64_str(id->valuedouble, buf));
-    snprintf(buf, sizeof buf, "%llu", (unsigned long long)line);
-    return strdup(buf);
-}
-
-/* a result record -> its context and forced tokens */
-static int job_from_record(struct run *R, cJSON *rec, uint64_t line, struct job *j)
-{
-    struct opts *o = R->o;
-    uint32_t nv = R->tok ? ob_tok_n_vocab(R->tok) : 0;
-    if (!(j->id = record_id(rec, line)))
-        return ob_seterr(OB_ENOMEM, "out of memory");
-    const cJSON *err = cJSON_GetObjectItemCaseSensitive(rec, "error");
-    if (err && !cJSON_IsNull(err))
-        return ob_seterr(OB_EFORMAT, "the record is a failed request (it has an 'error'): "
-                         "nothing to score");
-    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(rec, "tokens");
-    if (!cJSON_IsArray(toks))
-        return ob_seterr(OB_EFORMAT, "no 'tokens' (not a result record)");
-    int e;
-    /* the context */
-    const cJSON *pids = cJSON_GetObjectItemCaseSensitive(rec, "prompt_ids");
-    if (pids && !cJSON_IsNull(pids) && (!cJSON_IsArray(pids) || !pids->child))
-        return ob_seterr(OB_EFORMAT, "prompt_ids is not a non-empty array of token ids");
-    if (pids && !cJSON_IsNull(pids)) {
-        if ((e = ids_array(pids, nv, &j->prompt, &j->n_prompt, "prompt_ids")))
-            return e;
-    } else {
-        if (!R->m)
-            return ob_seterr(OB_EUSAGE, "the record has no prompt_ids: -m MODEL is needed to "
-                             "tokenize its prompt");
-        struct ob_req_defaults d = {.max_tokens = 0, .top_logprobs = 0};
-        struct ob_req q;
-        /* the scoring fields are ours: a record's own sampling fields do not matter here */
-        cJSON *copy = cJSON_Duplicate(rec, true);
-        if (!copy)
-            return ob_seterr(OB_ENOMEM, "out of memory");
-        static const char *const drop[] = {"tokens", "n", "echo", "logprobs", "top_logprobs"};
-        for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
-            cJSON_DeleteItemFromObjectCaseSensitive(copy, drop[i]);
-        e = ob_req_parse(copy, R->m, &d, line, &q);
-        cJSON_Delete(copy);
-        if (e) {
-            ob_req_free(&q);
-            return e;
-        }
-        j->prompt = q.ids;
-        j->n_prompt = q.n_ids;
-        q.ids = NULL;
-        ob_req_free(&q);
-    }
-    /* the tokens, read as every reader of result records reads them (agree.h): their ids,
-     * or ids found from their bytes */
-    struct ob_agree_rec ar;
-    memset(&ar, 0, sizeof ar);
-    if ((e = ob_agree_tokens_from_json(toks, &ar))) {
-        ob_agree_rec_free(&ar);
-        return e;
-    }
-    int n = ar.n, maxtop = 0;
-    if (!(j->forced = malloc((size_t)(n ? n : 1) * sizeof *j->forced))) {
-        ob_agree_rec_free(&ar);
-        return ob_seterr(OB_ENOMEM, "out of memory");
-    }
-    for (int i = 0; i < n && !e; i++) {
-        const struct ob_agree_tok *t = &ar.t[i];
-        if (t->n_top > maxtop)
-            maxtop = t->n_top;
-        if (t->id >= 0) {
-            if (nv && (uint32_t)t->id >= nv)
-                e = ob_seterr(OB_EFORMAT, "token %d: id is not a token id of this model", i);
-            j->forced[i] = t->id;
-            continue;
-        }
-        if (!R->m) {
-            e = ob_seterr(OB_EUSAGE, "token %d has no id: -m MODEL is needed to find it from "
-                          "its text", i);
-            break;
-        }
-        int32_t v = t->has_key ? ob_tok_find_piece(R->tok, t->key, t->key_len) : -1;
-        if (v < 0) {
-            char *x = ob_utf8_sanitize(t->key ? t->key : "", t->key_len);
-            e = ob_seterr(OB_EFORMAT, "token %d (\"%s\") has no id and its text is not one "
-                          "token of this vocabulary", i, x ? x : "?");
-            free(x);
-            break;
-        }
-        j->forced[i] = v;
-        j->ids_from_text = true;
-    }
-    ob_agree_rec_free(&ar);
-    if (e)
-        return e;
-    j->n_forced = n;
-    /* alternatives: --top-logprobs, else the record's top_logprobs, else as many as its
-     * tokens carry */
-    const cJSON *tl = cJSON_GetObjectItemCaseSensitive(rec, "top_logprobs");
-    if (o->top >= 0) {
-        j->top = o->top;
-    } else if (tl && !cJSON_IsNull(tl)) {
-        if (!cJSON_IsNumber(tl) || tl->valuedouble != floor(tl->valuedouble) ||
-            tl->valuedouble < 0 || tl->valuedouble > OB_MAX_TOP)
-            return ob_seterr(OB_ERANGE, "top_logprobs is not an integer in [0, %d]", OB_MAX_TOP);
-        j->top = (int)tl->valuedouble;
-    } else {
-        j->top = maxtop > OB_MAX_TOP ? OB_MAX_TOP : maxtop;
-    }
-    return 0;
-}
-
 /* a text line or {"id","text"} record -> BOS (or the first token) as context, the rest
  * forced */
 static int job_from_text(struct run *R, const char *text, size_t len, cJSON *rec, uint64_t line,
                          struct job *j)
 {
-    if (!(j->id = record_id(rec, line)))
+    if (!(j->f.id = ob_record_id(rec, line)))
         return ob_seterr(OB_ENOMEM, "out of memory");
-    j->top = R->o->top >= 0 ? R->o->top : 0;
+    j->f.top = R->o->top >= 0 ? R->o->top : 0;
     if (!R->m)                                 /* --url without a tokenizer: the server's */
         return 0;
     int32_t *ids;
@@ -277,16 +129,16 @@ static int job_from_text(struct run *R, const char *text, size_t len, cJSON *rec
         return ob_seterr(OB_EFORMAT, "the text has %s token%s: nothing to score", n ? "one" : "no",
                          n == 1 ? "" : "s");
     }
-    j->n_prompt = 1;
-    j->prompt = malloc(sizeof *j->prompt);
-    j->forced = malloc((n ? n : 1) * sizeof *j->forced);
-    if (!j->prompt || !j->forced) {
+    j->f.n_prompt = 1;
+    j->f.prompt = malloc(sizeof *j->f.prompt);
+    j->f.forced = malloc((n ? n : 1) * sizeof *j->f.forced);
+    if (!j->f.prompt || !j->f.forced) {
         free(ids);
         return ob_seterr(OB_ENOMEM, "out of memory");
     }
-    j->prompt[0] = bos ? ob_tok_bos(R->tok) : ids[0];
-    j->n_forced = (int)n - !bos;
-    memcpy(j->forced, ids + !bos, (size_t)j->n_forced * sizeof *ids);
+    j->f.prompt[0] = bos ? ob_tok_bos(R->tok) : ids[0];
+    j->f.n_forced = (int)n - !bos;
+    memcpy(j->f.forced, ids + !bos, (size_t)j->f.n_forced * sizeof *ids);
     free(ids);
     return 0;
 }
@@ -299,7 +151,7 @@ static cJSON *job_record(struct run *R, struct job *j, const char *model_name)
     cJSON *o;
     if (R->o->text) {
         o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "id", j->id);
+        cJSON_AddStringToObject(o, "id", j->f.id);
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(j->in, "text");
         cJSON_AddStringToObject(o, "text", cJSON_IsString(t) ? t->valuestring : "");
     } else {
@@ -327,12 +179,12 @@ static cJSON *job_record(struct run *R, struct job *j, const char *model_name)
         cJSON_AddStringToObject(m, "sha256", R->sha);
     cJSON_AddItemToObject(o, "model", m);
     if (R->o->text || !cJSON_GetObjectItemCaseSensitive(o, "prompt_ids")) {
-        if (j->prompt)
-            cJSON_AddItemToObject(o, "prompt_ids", ob_json_ids(j->prompt, j->n_prompt));
+        if (j->f.prompt)
+            cJSON_AddItemToObject(o, "prompt_ids", ob_json_ids(j->f.prompt, j->f.n_prompt));
     }
     cJSON_AddItemToObject(o, "tokens", j->tokens);
     j->tokens = NULL;
-    if (j->ids_from_text)
+    if (j->f.ids_from_text)
         cJSON_AddBoolToObject(o, "ids_from_text", true);
     if (R->o->text) {
         ob_json_add_int(o, "n_tokens", j->n_got);
@@ -351,7 +203,7 @@ static int flush(struct run *R, const char *model_name)
         if (R->halted) {
             /* read after a record that stopped the run: not written, as if never read */
         } else if (j->failed) {
-            ob_seterr(0, "%s:%llu: id %s: %s", j->name, (unsigned long long)j->line, j->id,
+            ob_seterr(0, "%s:%llu: id %s: %s", j->name, (unsigned long long)j->line, j->f.id,
                       j->why);
             fprintf(stderr, PROG ": %s\n", ob_errmsg());
             if (j->fail_status == OB_EXIT_DATA)
@@ -361,9 +213,9 @@ static int flush(struct run *R, const char *model_name)
             if (!R->o->keep_going || j->fatal)
                 R->stop = R->halted = true;
         } else {
-            if (j->ids_from_text) {
+            if (j->f.ids_from_text) {
                 ob_seterr(0, "id %s: the tokens carry no ids; scored the ids their text has in "
-                          "this vocabulary", j->id);             /* escaped */
+                          "this vocabulary", j->f.id);             /* escaped */
                 fprintf(stderr, PROG ": %s\n", ob_errmsg());
             }
             cJSON *rec = job_record(R, j, model_name);
@@ -403,7 +255,7 @@ static void on_scored(void *user, struct ob_client_scored *s)
         snprintf(j->why, sizeof j->why, "%s", s->why);
     }
     if (s->nonf32) {
-        ob_seterr(0, "id %s: %lld log-probabilit%s on the wire %s not float32", j->id,
+        ob_seterr(0, "id %s: %lld log-probabilit%s on the wire %s not float32", j->f.id,
                   (long long)s->nonf32, s->nonf32 == 1 ? "y" : "ies",
                   s->nonf32 == 1 ? "was" : "were");
         fprintf(stderr, PROG ": %s\n", ob_errmsg());            /* escaped */
@@ -419,10 +271,10 @@ static int add_job(struct run *R, struct job *j)
     j->R = R;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(j->in, "text");
     struct ob_client_score s = {
-        .prompt = j->prompt, .n_prompt = j->n_prompt, .forced = j->forced,
-        .n_forced = j->n_forced, .top = j->top, .on_scored = on_scored, .user = j,
+        .prompt = j->f.prompt, .n_prompt = j->f.n_prompt, .forced = j->f.forced,
+        .n_forced = j->f.n_forced, .top = j->f.top, .on_scored = on_scored, .user = j,
         /* --text on a server without a tokenizer: the server tokenizes the text */
-        .text = R->o->text && !j->forced ? (cJSON_IsString(t) ? t->valuestring : "") : NULL,
+        .text = R->o->text && !j->f.forced ? (cJSON_IsString(t) ? t->valuestring : "") : NULL,
     };
     int e = ob_client_score(R->c, &s);
     if (e && ob_client_refused(e)) {           /* the record's fault */
@@ -503,7 +355,7 @@ static int run_stream(void *user, const char *name, FILE *f)
                     j->in = rec;
                     if ((e = job_from_text(R, t, strlen(t), rec, at, j)))
                         ob_errprefix(e, "%s:%llu: id %s", name, (unsigned long long)at,
-                                     j->id ? j->id : "?");
+                                     j->f.id ? j->f.id : "?");
                 }
             } else {
                 int r = ob_jsonl_next(in, &rec);
@@ -519,9 +371,9 @@ static int run_stream(void *user, const char *name, FILE *f)
                     e = r;
                 } else {
                     j->in = rec;
-                    if ((e = job_from_record(R, rec, at, j)))
+                    if ((e = ob_result_forced(rec, at, R->m, R->o->top, &j->f)))
                         ob_errprefix(e, "%s:%llu: id %s", name, (unsigned long long)at,
-                                     j->id ? j->id : "?");
+                                     j->f.id ? j->f.id : "?");
                 }
             }
             if (e) {

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "1b.h"
+#include "agree.h"
 #include "chat.h"
 #include "local.h"
 #include "record.h"
@@ -639,4 +640,153 @@ cJSON *ob_result_timing(double prefill_s, double decode_s, int n_prefill, int n_
     cJSON_AddItemToObject(tm, "decode_tps",
                           ob_json_f64(decode_s > 0 && n_gen > 1 ? (n_gen - 1) / decode_s : 0));
     return tm;
+}
+
+/* ---- what a result record asks to score (1b-logprobs) ------------------------------------- */
+
+static int ids_array(const cJSON *a, uint32_t n_vocab, int32_t **out, int *n, const char *what)
+{
+    int k = cJSON_GetArraySize(a);
+    int32_t *v = malloc((size_t)(k ? k : 1) * sizeof *v);
+    if (!v)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, a) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+            it->valuedouble < 0 || (n_vocab && it->valuedouble >= n_vocab)) {
+            free(v);
+            return ob_seterr(OB_EFORMAT, "%s[%d] is not a token id of this model", what, i);
+        }
+        v[i++] = (int32_t)it->valuedouble;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+char *ob_record_id(const cJSON *rec, uint64_t line)
+{
+    char buf[OB_F32_BUFSZ];
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(rec, "id");
+    if (cJSON_IsString(id))
+        return strdup(id->valuestring);
+    if (cJSON_IsNumber(id))
+        return strdup(ob_f64_str(id->valuedouble, buf));
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)line);
+    return strdup(buf);
+}
+
+int ob_result_forced(const cJSON *rec, uint64_t line, struct ob_model *m, int top,
+                     struct ob_result_forced *j)
+{
+    memset(j, 0, sizeof *j);
+    const struct ob_tok *tok = m ? ob_model_tok(m) : NULL;
+    uint32_t nv = tok ? ob_tok_n_vocab(tok) : 0;
+    if (!(j->id = ob_record_id(rec, line)))
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(rec, "error");
+    if (err && !cJSON_IsNull(err))
+        return ob_seterr(OB_EFORMAT, "the record is a failed request (it has an 'error'): "
+                         "nothing to score");
+    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(rec, "tokens");
+    if (!cJSON_IsArray(toks))
+        return ob_seterr(OB_EFORMAT, "no 'tokens' (not a result record)");
+    int e;
+    /* the context */
+    const cJSON *pids = cJSON_GetObjectItemCaseSensitive(rec, "prompt_ids");
+    if (pids && !cJSON_IsNull(pids) && (!cJSON_IsArray(pids) || !pids->child))
+        return ob_seterr(OB_EFORMAT, "prompt_ids is not a non-empty array of token ids");
+    if (pids && !cJSON_IsNull(pids)) {
+        if ((e = ids_array(pids, nv, &j->prompt, &j->n_prompt, "prompt_ids")))
+            return e;
+    } else {
+        if (!m)
+            return ob_seterr(OB_EUSAGE, "the record has no prompt_ids: -m MODEL is needed to "
+                             "tokenize its prompt");
+        struct ob_req_defaults d = {.max_tokens = 0, .top_logprobs = 0};
+        struct ob_req q;
+        /* the scoring fields are ours: a record's own sampling fields do not matter here */
+        cJSON *copy = cJSON_Duplicate(rec, true);
+        if (!copy)
+            return ob_seterr(OB_ENOMEM, "out of memory");
+        static const char *const drop[] = {"tokens", "n", "echo", "logprobs", "top_logprobs"};
+        for (size_t i = 0; i < sizeof drop / sizeof *drop; i++)
+            cJSON_DeleteItemFromObjectCaseSensitive(copy, drop[i]);
+        e = ob_req_parse(copy, m, &d, line, &q);
+        cJSON_Delete(copy);
+        if (e) {
+            ob_req_free(&q);
+            return e;
+        }
+        j->prompt = q.ids;
+        j->n_prompt = q.n_ids;
+        q.ids = NULL;
+        ob_req_free(&q);
+    }
+    /* the tokens, read as every reader of result records reads them (agree.h): their ids,
+     * or ids found from their bytes */
+    struct ob_agree_rec ar;
+    memset(&ar, 0, sizeof ar);
+    if ((e = ob_agree_tokens_from_json(toks, &ar))) {
+        ob_agree_rec_free(&ar);
+        return e;
+    }
+    int n = ar.n, maxtop = 0;
+    if (!(j->forced = malloc((size_t)(n ? n : 1) * sizeof *j->forced))) {
+        ob_agree_rec_free(&ar);
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n && !e; i++) {
+        const struct ob_agree_tok *t = &ar.t[i];
+        if (t->n_top > maxtop)
+            maxtop = t->n_top;
+        if (t->id >= 0) {
+            if (nv && (uint32_t)t->id >= nv)
+                e = ob_seterr(OB_EFORMAT, "token %d: id is not a token id of this model", i);
+            j->forced[i] = t->id;
+            continue;
+        }
+        if (!m) {
+            e = ob_seterr(OB_EUSAGE, "token %d has no id: -m MODEL is needed to find it from "
+                          "its text", i);
+            break;
+        }
+        int32_t v = t->has_key ? ob_tok_find_piece(tok, t->key, t->key_len) : -1;
+        if (v < 0) {
+            char *x = ob_utf8_sanitize(t->key ? t->key : "", t->key_len);
+            e = ob_seterr(OB_EFORMAT, "token %d (\"%s\") has no id and its text is not one "
+                          "token of this vocabulary", i, x ? x : "?");
+            free(x);
+            break;
+        }
+        j->forced[i] = v;
+        j->ids_from_text = true;
+    }
+    ob_agree_rec_free(&ar);
+    if (e)
+        return e;
+    j->n_forced = n;
+    /* alternatives: --top-logprobs, else the record's top_logprobs, else as many as its
+     * tokens carry */
+    const cJSON *tl = cJSON_GetObjectItemCaseSensitive(rec, "top_logprobs");
+    if (top >= 0) {
+        j->top = top;
+    } else if (tl && !cJSON_IsNull(tl)) {
+        if (!cJSON_IsNumber(tl) || tl->valuedouble != floor(tl->valuedouble) ||
+            tl->valuedouble < 0 || tl->valuedouble > OB_MAX_TOP)
+            return ob_seterr(OB_ERANGE, "top_logprobs is not an integer in [0, %d]", OB_MAX_TOP);
+        j->top = (int)tl->valuedouble;
+    } else {
+        j->top = maxtop > OB_MAX_TOP ? OB_MAX_TOP : maxtop;
+    }
+    return 0;
+}
+
+void ob_result_forced_free(struct ob_result_forced *f)
+{
+    free(f->id);
+    free(f->prompt);
+    free(f->forced);
+    memset(f, 0, sizeof *f);
 }

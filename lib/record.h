@@ -177,4 +177,31 @@ cJSON *ob_result_timing(double prefill_s, double decode_s, int n_prefill, int n_
 cJSON *ob_token_json(const struct ob_tok *tok, const struct ob_token_info *ti, bool logprobs);
 const char *ob_finish_name(int reason);
 
+/* A record's id as text (malloc'd; NULL when out of memory): its "id" (a string, or a number
+ * as 1b writes numbers), else its line number. */
+char *ob_record_id(const cJSON *rec, uint64_t line);
+
+/* What teacher-forced scoring takes from a result record (1b-logprobs; the tokens read by the
+ * reader of every result record, agree.h). */
+struct ob_result_forced {
+    char *id;                      /* ob_record_id */
+    int32_t *prompt;               /* the context: prompt_ids, else the prompt or messages
+                                      tokenized again (with m) */
+    int n_prompt;
+    int32_t *forced;               /* the tokens' ids, or those their text has in m's
+                                      vocabulary (ids_from_text) */
+    int n_forced;
+    int top;                       /* alternatives per token: the caller's top when >= 0, else
+                                      the record's top_logprobs, else as many as its tokens
+                                      carry (at most OB_MAX_TOP) */
+    bool ids_from_text;
+};
+/* rec -> *out (ob_result_forced_free whatever the result). m may be NULL (a server's scoring
+ * without a tokenizer): a record that needs one is refused with OB_EUSAGE naming -m MODEL.
+ * OB_EFORMAT / OB_ERANGE naming the field: a failed request ("error"), no tokens, ids that are
+ * not m's, a token whose text is no single token, a bad top_logprobs. */
+int ob_result_forced(const cJSON *rec, uint64_t line, struct ob_model *m, int top,
+                     struct ob_result_forced *out);
+void ob_result_forced_free(struct ob_result_forced *f);
+
 #endif
