@@ -71,9 +71,9 @@ struct opts {
     struct ob_req_defaults d;
 };
 
-/* ---- results, written in input order (both routes) ---------------------------------------- */
+/* ---- results, written in input order --------------------------------------------------------- */
 
-/* one result on its way out: the first member of a request's state on either route */
+/* one result on its way out */
 struct out {
     cJSON *rec;                    /* the result record; NULL when done without one (no memory
                                       for it: status says so) */
@@ -94,8 +94,14 @@ struct outq {
     int status;                    /* the worst status of the results written */
     bool halted;                   /* a fatal result was reached */
     bool out_failed;               /* a write to standard output failed (and was reported) */
-    void (*release)(struct out *);
 };
+
+static void out_free(struct out *o)
+{
+    cJSON_Delete(o->rec);
+    free(o->why);
+    free(o);
+}
 
 static void out_add(struct outq *q, struct out *o)
 {
@@ -142,7 +148,7 @@ static int out_flush(struct outq *q)
         *pp = p->next;
         if (!*pp)
             q->tail = pp;
-        q->release(p);
+        out_free(p);
     }
     return 0;
 }
@@ -153,7 +159,7 @@ static void out_drop(struct outq *q)
     while (q->head) {
         struct out *p = q->head;
         q->head = p->next;
-        q->release(p);
+        out_free(p);
     }
 }
 
@@ -188,7 +194,7 @@ static int close_stdout(const struct outq *q, int status)
     return status;
 }
 
-/* ---- reading requests (both routes) ----------------------------------------------------------- */
+/* ---- reading requests ------------------------------------------------------------------------ */
 
 /* an operand that could not be opened (ob_errmsg() says why): reported; it counts in the exit
  * status as a bad record does, and --keep-going goes on to the next (ob_each_input) */
@@ -217,7 +223,7 @@ static void read_failed(int e, int *failed, bool *stop)
     *stop = true;
 }
 
-/* ---- the loop (every route: client.h) ------------------------------------------------------- */
+/* ---- the loop (every route: client.h) -------------------------------------------------------- */
 
 struct run {
     struct opts *o;
@@ -236,13 +242,6 @@ static void on_finish(void *user, struct ob_client_finish *f)
         out_fail(o, f->rec ? ob_exit_status(f->err) : OB_EXIT_FAILURE, f->err == OB_EDEVICE,
                  f->why ? f->why : "out of memory");
     o->done = true;
-}
-
-static void out_free(struct out *o)
-{
-    cJSON_Delete(o->rec);
-    free(o->why);
-    free(o);
 }
 
 /* one run of a record: 0, a refused record (reported and counted), or a failure */
@@ -389,7 +388,7 @@ int main(int argc, char **argv)
 
     struct ob_client_params cp = {.model = o.model, .r = &o.r, .parallel = o.parallel, .d = o.d,
                                   .thinking = o.thinking};
-    struct run R = {.o = &o, .q = {.unordered = o.unordered, .release = out_free}};
+    struct run R = {.o = &o, .q = {.unordered = o.unordered}};
     R.q.tail = &R.q.head;
     int e = ob_client_open(&cp, &R.c);
     if (e) {
