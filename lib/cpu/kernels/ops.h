@@ -2,7 +2,8 @@
  * ops.h — the cpu route's elementwise and attention kernels (not matmuls), with their ISA
  * dispatch. References: ob_expf, ob_lse_sum, ob_max_f32, ob_kv_put, ob_silu, ob_gelu and
  * ob_attn_head in lib/arith/arith.h; every version here must equal them bit for bit
- * (tests/unit/ops.c).
+ * (tests/unit/ops.c). exp, expsum and row_max are the host's row kernels (lib/host/softmax.h,
+ * which sampling calls), copied into this table so that it holds every elementwise op.
  */
 #ifndef OB_OPS_H
 #define OB_OPS_H
