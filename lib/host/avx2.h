@@ -1,9 +1,9 @@
 /*
  * avx2.h — AVX2 helpers of the host's SIMD files (lib/host/NAME-avx2.c) that the cpu route's
  * kernels share (lib/cpu/kernels/avx2.h includes this): arith.h's fixed float folds, lane
- * masks, exp8 (ob_expf on 8 lanes) and exp_avx2 (over a row). Include it only from files
- * compiled for the Makefile's avx2 or avx512 level (-mavx2 -mfma -mf16c -mbmi2 at least:
- * lib/host/NAME-LEVEL.c, lib/cpu/kernels/NAME-LEVEL.c).
+ * masks, and exp8, ob_expf on 8 lanes. Include it only from files compiled for the Makefile's
+ * avx2 or avx512 level (-mavx2 -mfma -mf16c -mbmi2 at least: lib/host/NAME-LEVEL.c,
+ * lib/cpu/kernels/NAME-LEVEL.c).
  *
  * The folds and masks are exact (lane moves, and the fixed shapes of arith.h); exp8 equals
  * ob_expf bit for bit, lane by lane.
@@ -13,9 +13,6 @@
 
 #include <immintrin.h>
 #include <math.h>
-#include <stddef.h>
-
-#include "arith/arith.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -88,17 +85,6 @@ static inline __m256 exp8(__m256 x)
     y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
     y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
     return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-
-/* y[i] = ob_expf(x[i]) (y may alias x): exp8 on each 8, the reference on the tail (the host's
- * exp entry, softmax-avx2.c, and the cpu route's attention, cpu/kernels/ops-avx2.c) */
-static inline void exp_avx2(const float *x, float *y, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
-    for (; i < n; i++)
-        y[i] = ob_expf(x[i]);
 }
 
 #endif

@@ -4,7 +4,8 @@
  * References: ob_kv_put, ob_silu, ob_gelu, ob_attn_head (lib/arith/arith.h); each must be
  * equal to them bit for bit.
  *
- * exp: exp8 (lib/host/avx2.h), ob_expf's bits lane by lane.
+ * exp: exp8 (lib/host/avx2.h), ob_expf's bits lane by lane; over a row, the host's
+ * ob_exp_avx2 (host/softmax.h).
  *
  * attention: two query heads of a group share every key and value load. Scores are the
  * reference's 32-partial fmaf dot (four registers of 8 partials), folded for 8 keys at once
@@ -20,6 +21,7 @@
 #include "arith/arith.h"
 #include "cpu/kernels/avx2.h"
 #include "cpu/kernels/ops.h"
+#include "host/softmax.h"
 
 /*
  * ob_kv_put with F16C: vcvtps2ph rounds to nearest even, overflows to Inf and keeps
@@ -170,7 +172,7 @@ static void attn_pair(const float *qa, const float *qb, const uint16_t *k, const
         float *s = h ? sb : sa, m = ob_max_f32(s, n);
         for (int t = 0; t < n; t++)
             s[t] = s[t] - m;
-        exp_avx2(s, s, (size_t)n);
+        ob_exp_avx2(s, s, (size_t)n);
     }
     for (int d = 0; d < hd; d++)
         oa[d] = ob[d] = 0.0f;
