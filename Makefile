@@ -87,11 +87,13 @@ ifeq ($(strip $(PKG_LIBS)),)
 $(warning pkg-config found none of: $(PKGS) -- run scripts/setup first)
 endif
 
-# SIMD kernels: one file per ISA level (lib/cpu/kernels/NAME-LEVEL.c, and the npu routes' host
-# kernels lib/npu/NAME-LEVEL.c), compiled for that ISA only; the level is chosen at run time.
+# SIMD kernels: one file per ISA level (lib/cpu/kernels/NAME-LEVEL.c, the host's row kernels
+# lib/host/NAME-LEVEL.c, and the npu routes' host kernels lib/npu/NAME-LEVEL.c), compiled for
+# that ISA only; the level is chosen at run time.
 override OB_ISA_avx2   := -mavx2 -mfma -mf16c -mbmi2
 override OB_ISA_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c -mbmi2
-ob_level = $(if $(filter lib/cpu/kernels/%-avx2.c lib/npu/%-avx2.c,$1),avx2,$(if $(filter lib/cpu/kernels/%-avx512.c lib/npu/%-avx512.c,$1),avx512,base))
+ob_level = $(if $(filter lib/cpu/kernels/%-avx2.c lib/host/%-avx2.c lib/npu/%-avx2.c,$1),avx2,$(if \
+    $(filter lib/cpu/kernels/%-avx512.c lib/host/%-avx512.c lib/npu/%-avx512.c,$1),avx512,base))
 
 # GCC 12's loop vectorizer miscompiles the scalar reference's int8 dot products wherever VNNI is
 # enabled (the AVX-512 set above, or a user's -march=native on a VNNI CPU): it narrows

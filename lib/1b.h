@@ -117,8 +117,16 @@ int ob_type_from_name(const char *name);        /* case-insensitive; -1 if unkno
 uint32_t ob_type_blck(uint32_t type);           /* 0 for unknown ids */
 uint32_t ob_type_size(uint32_t type);           /* 0 for unknown ids */
 bool ob_type_is_float(uint32_t type);           /* F32, F16, BF16, F64 */
-/* The cpu route has dot-product kernels for this weight type (types.h: OB_TYPES_WEIGHT). */
+/* A weight type (types.h: OB_TYPES_WEIGHT), what the routes' matmuls take (the cpu route has
+ * a dot-product kernel for each). */
 bool ob_type_supported(uint32_t type);
+/* The activation format its dot products take (enum ob_actfmt, types.h): OB_ACT_Q8K for a
+ * K-quant, OB_ACT_A8 for a 32-value format, OB_ACT_F32 for a float type and any other id. */
+int ob_type_actfmt(uint32_t type);
+/* Values of one block of activation format fmt: a row's length must be a multiple of it. */
+int ob_act_align(int fmt);
+/* Bytes of a row of k values (a multiple of ob_act_align(fmt)) in activation format fmt. */
+size_t ob_act_row_bytes(int fmt, int k);
 /* Bytes of one row of n values; false when n is not a multiple of the block or overflows. */
 bool ob_type_row_bytes(uint32_t type, uint64_t n, uint64_t *out);
 /* --list-types of 1b-synth and 1b-requant (the shell completions ask it): what their --type

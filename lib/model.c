@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "quant.h"
-#include "cpu/kernels/kernels.h"   /* which types have kernels, activation block sizes */
 #include "chat.h"
 #include "model.h"
 #include "sb.h"

@@ -21,9 +21,9 @@
  *
  * Speed: the library is compiled without -mfma, so an fmaf of ob_expf is a libm call (~30 ns
  * per token, 5 ms for a 151936-token row). The exponentials of both per-token loops (weights,
- * log-sum-exp) therefore run through the cpu route's exp and expsum kernels of the level
- * ob_isa_select picks (OB_SIMD=scalar forces the references): bitwise the references at every
- * level (tests/unit/ops.c, and tests/unit/sample.c compares the levels here). With T = 1 the
+ * log-sum-exp) therefore run through the host's exp and expsum kernels (host/softmax.h) of the
+ * level ob_isa_select picks (OB_SIMD=scalar forces the references): bitwise the references at
+ * every level (tests/unit/ops.c, and tests/unit/sample.c compares the levels here). With T = 1 the
  * weights are the log-sum-exp's terms exactly ((z - zmax) / 1 = z - zmax), so
  * ob_sample_token adds them up in ob_logsumexp's shape instead of computing them twice. The
  * row's check and maximum are the level's row_max too: the plain loop, whose early exit on a
@@ -38,8 +38,8 @@
 
 #include "1b.h"
 #include "arith/arith.h"
-#include "cpu/kernels/ops.h"
 #include "host/simd.h"
+#include "host/softmax.h"
 #include "sample.h"
 
 #define NBIN 1024                  /* float32 bits >> 20 of a weight in [0, 1]: <= 0x3f8 */
@@ -59,7 +59,7 @@ struct ob_sample_scratch {
     struct cand *b;                /* [n_vocab] candidates by id (top_k) */
     double mass[NBIN];             /* weight per bin (top_p) */
     uint32_t cnt[NBIN];            /* tokens per bin */
-    const struct ob_ops *ops;      /* exp and expsum of the ISA level (OB_SIMD) */
+    const struct ob_softmax *ops;  /* exp and expsum of the ISA level (OB_SIMD) */
 };
 
 /* ---- the per-token loops --------------------------------------------------------------------- */
@@ -90,7 +90,8 @@ static double weights(const struct ob_sample_scratch *ss, const float *z, uint32
 
 /* log l of ob_logsumexp for a row whose maximum is m (the same operations in the same order);
  * with e != NULL the terms ob_expf(z[i] - m) are read from e[] instead of computed. */
-static float lse(const struct ob_ops *ops, const float *z, uint32_t n, float m, const float *e)
+static float lse(const struct ob_softmax *ops, const float *z, uint32_t n, float m,
+                 const float *e)
 {
     return ob_logf(e ? ob_sum_f32(e, (int)n) : ops->expsum(z, n, m));
 }
@@ -98,16 +99,16 @@ static float lse(const struct ob_ops *ops, const float *z, uint32_t n, float m, 
 /* the ops of the level OB_SIMD selects now (the best this CPU runs when unset; the references
  * when OB_SIMD or OB_CPU_LACKS is invalid, or OB_SIMD names a level the CPU lacks: the route
  * reports that error) */
-static const struct ob_ops *level_ops(void)
+static const struct ob_softmax *level_ops(void)
 {
     int isa;
     if (ob_isa_select(&isa))
         isa = OB_ISA_SCALAR;
-    return ob_ops(isa);
+    return ob_softmax(isa);
 }
 
 /* level_ops() as first asked, for the calls without a scratch */
-static const struct ob_ops *sel_ops;
+static const struct ob_softmax *sel_ops;
 static pthread_once_t sel_once = PTHREAD_ONCE_INIT;
 
 static void sel_init(void)
@@ -115,7 +116,7 @@ static void sel_init(void)
     sel_ops = level_ops();
 }
 
-static const struct ob_ops *selected_ops(void)
+static const struct ob_softmax *selected_ops(void)
 {
     pthread_once(&sel_once, sel_init);
     return sel_ops;
@@ -125,7 +126,7 @@ static const struct ob_ops *selected_ops(void)
 
 /* NaN and +Inf are refused; -Inf is a masked token. *zmax = the largest logit (finite): the
  * ISA's row_max, ob_max_f32's value at every level. */
-static int check_row(const struct ob_ops *ops, const float *z, uint32_t n, float *zmax)
+static int check_row(const struct ob_softmax *ops, const float *z, uint32_t n, float *zmax)
 {
     if (!z || n == 0)
         return ob_seterr(OB_EUSAGE, "empty row of logits");

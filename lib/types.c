@@ -2,12 +2,14 @@
  * types.c — names and block geometry of every type of the one list (types.h): every ggml
  * tensor type a GGUF file may name, whether or not 1b has kernels for it (a model with an
  * unsupported type still loads and is reported by name), and 1b's own (OB_Q4NX, the tile of
- * the npu route's packs, which no GGUF file may name).
+ * the npu route's packs, which no GGUF file may name); which of them are weight types every
+ * route multiplies, and the activation formats of their dot products.
  */
 #include <string.h>
 #include <strings.h>
 
 #include "1b.h"
+#include "arith/arith.h"
 
 struct tinfo {
     const char *name;
@@ -74,6 +76,43 @@ bool ob_type_is_float(uint32_t t)
 #define IS(NAME, name, id, blck, bytes, ftype) t == OB_##NAME ||
     return OB_TYPES_FLOAT(IS) t == OB_F64;
 #undef IS
+}
+
+/* the weight types: every route multiplies them (the cpu route's scalar table has a dot for
+ * each, tests/unit/kernels.c checks) */
+bool ob_type_supported(uint32_t t)
+{
+    switch (t) {
+    OB_TYPES_WEIGHT(OB_TYPE_CASE)
+        return true;
+    }
+    return false;
+}
+
+/* the activation format of a weight type's dot products, by its list */
+int ob_type_actfmt(uint32_t t)
+{
+    switch (t) {
+    OB_TYPES_Q8K(OB_TYPE_CASE)
+        return OB_ACT_Q8K;
+    OB_TYPES_A8(OB_TYPE_CASE)
+        return OB_ACT_A8;
+    }
+    return OB_ACT_F32;
+}
+
+int ob_act_align(int fmt)
+{
+    return fmt == OB_ACT_Q8K ? 256 : fmt == OB_ACT_A8 ? 32 : 1;
+}
+
+size_t ob_act_row_bytes(int fmt, int k)
+{
+    if (fmt == OB_ACT_Q8K)
+        return (size_t)(k / 256) * sizeof(struct ob_block_q8_k);
+    if (fmt == OB_ACT_A8)
+        return (size_t)(k / 32) * sizeof(struct ob_act_a8);
+    return (size_t)k * sizeof(float);
 }
 
 bool ob_type_row_bytes(uint32_t t, uint64_t n, uint64_t *out)

@@ -1,11 +1,12 @@
 /*
  * types.h — the one list of tensor types. Every table and switch that names types is made from
  * these lists (X-macros): the enum ob_type (1b.h), names and block geometry (types.c), the
- * row quantisers and dequantisers and what they support (quant.c), the type names and mixes of
- * 1b-synth and 1b-requant (--list-types, which the shell completions ask), their llama.cpp
- * file types (requant.c), the fp16 scales 1b-load --check reads (check.c), the cpu route's
- * scalar kernel table and activation formats (cpu/kernels/matmul.c), and the hrx routes'
- * kernel dispatch (hrx/mm.hip, hrx/norm.hip, hrx/backend-hrx.c).
+ * row quantisers and dequantisers and what they support (quant.c), the weight types and the
+ * activation format each takes (types.c: ob_type_supported, ob_type_actfmt; enum ob_actfmt
+ * below), the type names and mixes of 1b-synth and 1b-requant (--list-types, which the shell
+ * completions ask), their llama.cpp file types (requant.c), the fp16 scales 1b-load --check
+ * reads (check.c), the cpu route's scalar kernel table (cpu/kernels/matmul.c), and the hrx
+ * routes' kernel dispatch (hrx/mm.hip, hrx/norm.hip, hrx/backend-hrx.c).
  *
  * A row is X(NAME, name, id, blck, bytes, ftype):
  *   NAME   the enum's OB_NAME and the name 1b prints ("Q4_K");
@@ -96,6 +97,17 @@
 /* every id a GGUF file may name (ob_type_known) */
 #define OB_TYPES_GGUF(X) OB_TYPES_WEIGHT(X) OB_TYPES_ACT(X) OB_TYPES_OTHER(X)
 
+/*
+ * The activation formats: what a weight type's dot products take as their other operand, on
+ * every route (cpu kernels, hrx kernels, npu-sim's tiles), chosen by the weight type's list:
+ *   OB_ACT_F32   float32 values, for OB_TYPES_FLOAT;
+ *   OB_ACT_Q8K   Q8_K blocks of 256 values (arith/blocks.h struct ob_block_q8_k), for
+ *                OB_TYPES_Q8K;
+ *   OB_ACT_A8    A8 blocks of 32 values (arith/arith.h struct ob_act_a8), for OB_TYPES_A8.
+ * ob_type_actfmt, ob_act_align and ob_act_row_bytes (1b.h, types.c) say which and how big;
+ * hrx/hrx.h's OB_HRX_ACT_* are the same numbers (backend-hrx.c checks it).
+ */
+enum ob_actfmt { OB_ACT_F32 = 0, OB_ACT_Q8K = 1, OB_ACT_A8 = 2 };
 
 /* a row as a case label: switch (t) { OB_TYPES_WEIGHT(OB_TYPE_CASE) return true; } */
 #define OB_TYPE_CASE(NAME, name, id, blck, bytes, ftype) case OB_##NAME:

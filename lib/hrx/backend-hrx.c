@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arith/arith.h"
 #include "backend.h"
-#include "cpu/kernels/kernels.h"
 #include "hrx/hrx.h"
 
 _Static_assert((int)OB_HRX_ACT_F32 == (int)OB_ACT_F32 && (int)OB_HRX_ACT_Q8K == (int)OB_ACT_Q8K &&

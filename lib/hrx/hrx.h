@@ -45,7 +45,7 @@ struct ob_hrx_mat {
     const void *data;
 };
 
-/* Activation formats of the integer dot products (the cpu route's enum ob_actfmt, same
+/* Activation formats of the integer dot products (types.h's enum ob_actfmt, same
  * numbers): float rows, Q8_K blocks (K-quant weights), A8 blocks (32-value formats). */
 enum { OB_HRX_ACT_F32 = 0, OB_HRX_ACT_Q8K = 1, OB_HRX_ACT_A8 = 2 };
 

@@ -19,8 +19,8 @@
 #include <stdlib.h>
 
 #include "backend.h"
-#include "cpu/backend-cpu.h"
-#include "cpu/kernels/kernels.h"
+#include "cpu/backend-cpu.h"       /* the cpu-route instance the host ops run on, its buffers */
+#include "cpu/kernels/kernels.h"   /* its kernel table: the A8 quantiser, the final norm's dot */
 #include "npu/npu.h"
 
 extern const struct ob_be_ops ob_be_cpu;

@@ -1,9 +1,11 @@
 /*
  * avx2.h — helpers shared by the AVX2 kernel files (lib/cpu/kernels/NAME-avx2.c, compiled
- * with -mavx2 -mfma -mf16c -mbmi2). Include it from those files only.
+ * with -mavx2 -mfma -mf16c -mbmi2). Include it from those files only. It takes the host's
+ * (lib/host/avx2.h: AI, the folds fold8 and fold32, the lane masks, exp8), which the host's
+ * row kernels share (host/softmax-avx2.c).
  *
- * Every helper is exact: integer sums (associative), lane moves, and the fixed float folds of
- * arith.h. None of them rounds a float on its own.
+ * Every helper here is exact: integer sums (associative), lane moves, and the fixed float
+ * folds of arith.h. None of them rounds a float on its own.
  */
 #ifndef OB_KERNELS_AVX2_H
 #define OB_KERNELS_AVX2_H
@@ -12,8 +14,8 @@
 #include <string.h>
 
 #include "cpu/kernels/kernels.h"
+#include "host/avx2.h"
 
-#define AI static inline __attribute__((always_inline))
 /* fully unroll a loop with a constant trip count (register arrays stay in registers) */
 #define UNROLL _Pragma("GCC unroll 16")
 
@@ -58,16 +60,7 @@ AI __m256i hsum8v(const __m256i *v)
     return hsum8(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
 }
 
-/* ---- float folds (arith.h's fixed shapes) ------------------------------------------------------ */
-
-/* ob_fold8 on the 8 lanes: (l + l+4), then (l + l+2), then lane 0 + lane 1 */
-AI float fold8(__m256 p)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(p), _mm256_extractf128_ps(p, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+/* ---- float folds (arith.h's fixed shapes; fold8, fold32: host/avx2.h) -------------------------- */
 
 /* ob_fold8 done lane-wise on 8 vectors of partials: lane l of the result = fold of lane l */
 AI __m256 fold8v(const __m256 *p)
@@ -77,28 +70,6 @@ AI __m256 fold8v(const __m256 *p)
     q0 = _mm256_add_ps(q0, q2);
     q1 = _mm256_add_ps(q1, q3);
     return _mm256_add_ps(q0, q1);
-}
-
-/* ob_fold32 on four registers of 8 partials (register g lane l = partial 8g + l) */
-AI float fold32(__m256 p0, __m256 p1, __m256 p2, __m256 p3)
-{
-    __m256 q0 = _mm256_add_ps(p0, p2);        /* s = 16 */
-    __m256 q1 = _mm256_add_ps(p1, p3);
-    return fold8(_mm256_add_ps(q0, q1));      /* s = 8, then 4, 2, 1 */
-}
-
-/* mask with lanes j < n set */
-AI __m256 lanes_below(int n)
-{
-    return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n),
-                                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-}
-
-/* p + v in lanes j < m, p elsewhere (never p + 0.0: that would turn -0.0 into +0.0) */
-AI __m256 add_lanes(__m256 p, __m256 v, int m)
-{
-    __m256 s = _mm256_add_ps(p, v);
-    return m >= 8 ? s : _mm256_blendv_ps(p, s, lanes_below(m));
 }
 
 /* ---- loads ------------------------------------------------------------------------------------- */

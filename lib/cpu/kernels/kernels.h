@@ -21,9 +21,6 @@
 #include "matrix.h"
 #include "arith/dot.h"
 
-/* Activation formats: what a weight type's dot products take. */
-enum ob_actfmt { OB_ACT_F32 = 0, OB_ACT_Q8K = 1, OB_ACT_A8 = 2 };
-
 #define OB_MAXR 4                  /* activation rows one kernel call takes (weight reuse) */
 
 /*
@@ -67,7 +64,7 @@ struct ob_gemm {
  */
 struct ob_kernel_table {
     ob_dotrows_fn dot[OB_TYPE_COUNT];
-    ob_actq_fn actq[3];
+    ob_actq_fn actq[3];            /* by enum ob_actfmt (types.h) */
     struct ob_gemm gemm[OB_TYPE_COUNT];
     struct ob_gemm gemv[OB_TYPE_COUNT];
     /*
@@ -139,11 +136,8 @@ void ob_kernels_avx512(struct ob_kernel_table *t);
  * in w's activation format (ob_act_quantize). */
 int ob_matmul(struct ob_pool *pool, int isa, const struct ob_matrix *w, const void *x,
               size_t x_stride, int nr, float *y, size_t ldy);
-/* Quantise one row of k floats into the activation format of weight type wtype. */
+/* Quantise one row of k floats into the activation format of weight type wtype
+ * (ob_type_actfmt; the formats and their row bytes: types.h, 1b.h). */
 int ob_act_quantize(int isa, uint32_t wtype, const float *x, int k, void *q);
-
-int ob_type_actfmt(uint32_t wtype);
-size_t ob_act_row_bytes(int fmt, int k);         /* bytes of k values in the format */
-int ob_act_align(int fmt);                       /* k must be a multiple of this */
 
 #endif

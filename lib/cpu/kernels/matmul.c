@@ -87,36 +87,6 @@ const struct ob_kernel_table *ob_kernels(int isa)
     return &tables[isa < 0 || isa >= OB_ISA_COUNT ? OB_ISA_SCALAR : isa];
 }
 
-int ob_type_actfmt(uint32_t t)
-{
-    switch (t) {
-    OB_TYPES_Q8K(OB_TYPE_CASE)
-        return OB_ACT_Q8K;
-    OB_TYPES_A8(OB_TYPE_CASE)
-        return OB_ACT_A8;
-    }
-    return OB_ACT_F32;
-}
-
-int ob_act_align(int fmt)
-{
-    return fmt == OB_ACT_Q8K ? 256 : fmt == OB_ACT_A8 ? 32 : 1;
-}
-
-size_t ob_act_row_bytes(int fmt, int k)
-{
-    if (fmt == OB_ACT_Q8K)
-        return (size_t)(k / 256) * sizeof(struct ob_block_q8_k);
-    if (fmt == OB_ACT_A8)
-        return (size_t)(k / 32) * sizeof(struct ob_act_a8);
-    return (size_t)k * sizeof(float);
-}
-
-bool ob_type_supported(uint32_t t)
-{
-    return t < OB_TYPE_COUNT && ob_kernels(OB_ISA_SCALAR)->dot[t] != NULL;
-}
-
 /* ---- the threaded driver --------------------------------------------------------------------- */
 
 struct mm_job {

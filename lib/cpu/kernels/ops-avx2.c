@@ -1,16 +1,11 @@
 /*
- * ops-avx2.c — AVX2 versions of exp, expsum, row_max, f16_put, swiglu, geglu and the attention
- * head.
- * References: ob_expf, ob_lse_sum, ob_max_f32 (row_max), ob_kv_put, ob_silu, ob_gelu,
- * ob_attn_head (lib/arith/arith.h); each must be equal to them bit for bit.
+ * ops-avx2.c — AVX2 versions of f16_put, swiglu, geglu and the attention head (exp, expsum
+ * and row_max are the host's: lib/host/softmax-avx2.c).
+ * References: ob_kv_put, ob_silu, ob_gelu, ob_attn_head (lib/arith/arith.h); each must be
+ * equal to them bit for bit.
  *
- * exp: the reference's operations lane by lane (the same constants, fmadd for its fmaf,
- * _mm256_round_ps for ob_rint — equal for the |x| <= 150 it sees). The reference's final
- * scaling by 2^k takes one to two multiplications by powers of two depending on k, but every
- * path rounds only once, at the end: the result is always RN(p * 2^k). Here every lane
- * multiplies by 2^(k>>1) (exact: the product stays normal) and then by 2^(k - (k>>1)), which
- * rounds once to the same RN(p * 2^k). NaN, overflow and underflow are blended in as the
- * reference returns them.
+ * exp: exp8 (lib/host/avx2.h), ob_expf's bits lane by lane; over a row, the host's
+ * ob_exp_avx2 (host/softmax.h).
  *
  * attention: two query heads of a group share every key and value load. Scores are the
  * reference's 32-partial fmaf dot (four registers of 8 partials), folded for 8 keys at once
@@ -26,102 +21,7 @@
 #include "arith/arith.h"
 #include "cpu/kernels/avx2.h"
 #include "cpu/kernels/ops.h"
-
-static inline __m256 exp8(__m256 x)
-{
-    const __m256 hi = _mm256_set1_ps(88.72283935546875f), lo = _mm256_set1_ps(-103.972084045410f);
-    __m256 kf = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269502162933349609375f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(kf, _mm256_set1_ps(-0.693145751953125f), x);
-    r = _mm256_fmadd_ps(kf, _mm256_set1_ps(-1.428606765330187045e-06f), r);
-    __m256 p = _mm256_set1_ps(1.98412698412698412698e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.38888888888888888889e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.33333333333333333333e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.16666666666666666667e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.66666666666666666667e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    /* k in [-150, 128] for the lanes that reach here; out-of-range lanes are replaced below */
-    __m256i k = _mm256_cvtps_epi32(_mm256_max_ps(_mm256_min_ps(kf, _mm256_set1_ps(128.0f)),
-                                                 _mm256_set1_ps(-150.0f)));
-    __m256i k1 = _mm256_srai_epi32(k, 1), k2 = _mm256_sub_epi32(k, k1);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, _mm256_set1_epi32(127)), 23));
-    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, _mm256_set1_epi32(127)), 23));
-    __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-    y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
-    y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
-    return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-
-static void exp_avx2(const float *x, float *y, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
-    for (; i < n; i++)
-        y[i] = ob_expf(x[i]);
-}
-
-/* ob_lse_sum: register g lane l holds partial 8g + l; the tail adds under a mask */
-static float expsum_avx2(const float *z, size_t n, float m)
-{
-    const __m256 mv = _mm256_set1_ps(m);
-    __m256 p[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int g = 0; g < 4; g++)
-            p[g] = _mm256_add_ps(p[g], exp8(_mm256_sub_ps(_mm256_loadu_ps(z + i + 8 * g), mv)));
-    for (int g = 0; g < 4 && i + 8 * g < n; g++) {
-        int left = (int)(n - i - 8 * g) < 8 ? (int)(n - i - 8 * g) : 8;
-        __m256i k = _mm256_castps_si256(lanes_below(left));
-        __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(z + i + 8 * g, k), mv));
-        p[g] = add_lanes(p[g], e, left);
-    }
-    return fold32(p[0], p[1], p[2], p[3]);
-}
-
-/*
- * row_max: vmaxps(v, m) is v > m ? v : m, lane by lane ob_max_f32's step, so every lane
- * keeps the first of its largest values; a largest value other than zero has one bit pattern,
- * which any fold of the lanes returns, and a largest zero is the row's first zero, found again.
- * A compare "not less than +Inf" (unordered: true) flags NaN and +Inf.
- */
-static float row_max_avx2(const float *z, size_t n, int *bad)
-{
-    const __m256 inf = _mm256_set1_ps(INFINITY);
-    __m256 m[4], b[4];
-    for (int g = 0; g < 4; g++) {
-        m[g] = _mm256_set1_ps(-INFINITY);
-        b[g] = _mm256_setzero_ps();
-    }
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int g = 0; g < 4; g++) {
-            __m256 v = _mm256_loadu_ps(z + i + 8 * g);
-            m[g] = _mm256_max_ps(v, m[g]);
-            b[g] = _mm256_or_ps(b[g], _mm256_cmp_ps(v, inf, _CMP_NLT_UQ));
-        }
-    __m256 mv = _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3]));
-    __m256 bv = _mm256_or_ps(_mm256_or_ps(b[0], b[1]), _mm256_or_ps(b[2], b[3]));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    float r = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
-    int fl = _mm256_movemask_ps(bv) != 0;
-    for (size_t t = i; t < n; t++)
-        fl |= z[t] != z[t] || z[t] == INFINITY;
-    if (i < n) {
-        float t = ob_max_f32(z + i, (int)(n - i));
-        r = t > r ? t : r;
-    }
-    *bad = fl;
-    if (r == 0.0f && !fl)
-        for (i = 0; i < n; i++)
-            if (z[i] == 0.0f)
-                return z[i];
-    return r;
-}
+#include "host/softmax.h"
 
 /*
  * ob_kv_put with F16C: vcvtps2ph rounds to nearest even, overflows to Inf and keeps
@@ -272,7 +172,7 @@ static void attn_pair(const float *qa, const float *qb, const uint16_t *k, const
         float *s = h ? sb : sa, m = ob_max_f32(s, n);
         for (int t = 0; t < n; t++)
             s[t] = s[t] - m;
-        exp_avx2(s, s, (size_t)n);
+        ob_exp_avx2(s, s, (size_t)n);
     }
     for (int d = 0; d < hd; d++)
         oa[d] = ob[d] = 0.0f;
@@ -344,9 +244,6 @@ static void attn_group_avx2(const float *q, int nq, const uint16_t *k, const uin
 
 void ob_ops_avx2(struct ob_ops *t)
 {
-    t->exp = exp_avx2;
-    t->expsum = expsum_avx2;
-    t->row_max = row_max_avx2;
     t->f16_put = f16_put_avx2;
     t->swiglu = swiglu_avx2;
     t->geglu = geglu_avx2;

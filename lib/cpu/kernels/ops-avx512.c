@@ -1,13 +1,11 @@
 /*
- * ops-avx512.c — AVX-512 versions of exp, expsum, swiglu, geglu and the attention head.
- * References: ob_expf, ob_lse_sum, ob_silu, ob_gelu, ob_attn_head (lib/arith/arith.h); each
- * must be equal to them bit for bit (tests/unit/ops.c). The reasoning is ops-avx2.c's, 16 lanes wide:
+ * ops-avx512.c — AVX-512 versions of swiglu, geglu and the attention head (exp and expsum
+ * are the host's: lib/host/softmax-avx512.c).
+ * References: ob_silu, ob_gelu, ob_attn_head (lib/arith/arith.h); each must be equal to them
+ * bit for bit (tests/unit/ops.c). The reasoning is ops-avx2.c's, 16 lanes wide:
  *
- * exp: the reference's operations lane by lane (the same constants, fmadd for its fmaf,
- * roundscale for ob_rint, equal for the |x| <= 150 it sees); the scaling by 2^k as two exact
- * multiplications by powers of two whose product rounds once, like the reference's; NaN,
- * overflow and underflow blended in as the reference returns them. Tails go through the same
- * lanes under a mask.
+ * exp: exp16 (lib/host/avx512.h), ob_expf's bits lane by lane; tails go through the same lanes
+ * under a mask (first16).
  *
  * attention: two query heads of a group share every key and value load. A score is the
  * reference's 32-partial fmaf dot: two registers of 16 partials per key, folded by 16 and 8,
@@ -24,81 +22,7 @@
 #include "arith/arith.h"
 #include "cpu/kernels/avx512.h"
 #include "cpu/kernels/ops.h"
-
-static inline __m512 exp16(__m512 x)
-{
-    const __m512 hi = _mm512_set1_ps(88.72283935546875f), lo = _mm512_set1_ps(-103.972084045410f);
-    __m512 kf = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269502162933349609375f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(kf, _mm512_set1_ps(-0.693145751953125f), x);
-    r = _mm512_fmadd_ps(kf, _mm512_set1_ps(-1.428606765330187045e-06f), r);
-    __m512 p = _mm512_set1_ps(1.98412698412698412698e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.38888888888888888889e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.33333333333333333333e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.16666666666666666667e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.66666666666666666667e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    /* k in [-150, 128] for the lanes that reach here; out-of-range lanes are replaced below */
-    __m512i k = _mm512_cvtps_epi32(_mm512_max_ps(_mm512_min_ps(kf, _mm512_set1_ps(128.0f)),
-                                                 _mm512_set1_ps(-150.0f)));
-    __m512i k1 = _mm512_srai_epi32(k, 1), k2 = _mm512_sub_epi32(k, k1);
-    __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k1, _mm512_set1_epi32(127)), 23));
-    __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k2, _mm512_set1_epi32(127)), 23));
-    __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
-    y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), y, _mm512_set1_ps(INFINITY));
-    y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), y, _mm512_setzero_ps());
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
-}
-
-AI __mmask16 first16(size_t m)
-{
-    return (__mmask16)(m >= 16 ? 0xffffu : (1u << m) - 1u);
-}
-
-static inline void exp_n(const float *x, float *y, size_t n)
-{
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
-    if (i < n) {
-        __mmask16 k = first16(n - i);
-        _mm512_mask_storeu_ps(y + i, k, exp16(_mm512_maskz_loadu_ps(k, x + i)));
-    }
-}
-
-static void exp_avx512(const float *x, float *y, size_t n)
-{
-    exp_n(x, y, n);
-    _mm256_zeroupper();
-}
-
-/* ob_lse_sum: p0 lane l holds partial l, p1 partial 16 + l; the tail adds under a mask */
-static float expsum_avx512(const float *z, size_t n, float m)
-{
-    const __m512 mv = _mm512_set1_ps(m);
-    __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        p0 = _mm512_add_ps(p0, exp16(_mm512_sub_ps(_mm512_loadu_ps(z + i), mv)));
-        p1 = _mm512_add_ps(p1, exp16(_mm512_sub_ps(_mm512_loadu_ps(z + i + 16), mv)));
-    }
-    if (i < n) {
-        __mmask16 k = first16(n - i);
-        p0 = _mm512_mask_add_ps(p0, k, p0, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, z + i), mv)));
-    }
-    if (i + 16 < n) {
-        __mmask16 k = first16(n - i - 16);
-        p1 = _mm512_mask_add_ps(p1, k, p1,
-                                exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, z + i + 16), mv)));
-    }
-    /* ob_fold32: s = 16 lane-wise, then s = 8 across the halves, then ob_fold8's steps */
-    __m512 q = _mm512_add_ps(p0, p1);
-    float l = fold8(_mm256_add_ps(_mm512_castps512_ps256(q), _mm512_extractf32x8_ps(q, 1)));
-    _mm256_zeroupper();
-    return l;
-}
+#include "host/avx512.h"
 
 AI __m512 swiglu16(__m512 x, __m512 u)
 {
@@ -378,8 +302,6 @@ static void attn_group_avx512(const float *q, int nq, const uint16_t *k, const u
 
 void ob_ops_avx512(struct ob_ops *t)
 {
-    t->exp = exp_avx512;
-    t->expsum = expsum_avx512;
     t->swiglu = swiglu_avx512;
     t->geglu = geglu_avx512;
     t->attn_group = attn_group_avx512;

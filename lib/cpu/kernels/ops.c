@@ -1,32 +1,13 @@
 /*
  * ops.c — scalar versions of the elementwise and attention kernels (thin loops over arith.h)
- * and the per-ISA tables.
+ * and the per-ISA tables, whose exp, expsum and row_max are the host's (host/softmax.h).
  */
 #include <pthread.h>
 
 #include "arith/arith.h"
 #include "cpu/kernels/kernels.h"
 #include "cpu/kernels/ops.h"
-
-static void exp_ref(const float *x, float *y, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        y[i] = ob_expf(x[i]);
-}
-
-static float expsum_ref(const float *z, size_t n, float m)
-{
-    return ob_lse_sum(z, n, m);
-}
-
-static float row_max_ref(const float *z, size_t n, int *bad)
-{
-    int b = 0;
-    for (size_t i = 0; i < n; i++)
-        b |= z[i] != z[i] || z[i] == ob_inf();
-    *bad = b;
-    return ob_max_f32(z, (int)n);
-}
+#include "host/softmax.h"
 
 static void f16_put_ref(uint16_t *h, const float *x, size_t n)
 {
@@ -63,14 +44,18 @@ void ob_ops_avx512(struct ob_ops *t) { (void)t; }
 
 static void init(void)
 {
-    tables[OB_ISA_SCALAR] = (struct ob_ops){.exp = exp_ref, .expsum = expsum_ref,
-                                            .row_max = row_max_ref,
-                                            .f16_put = f16_put_ref, .swiglu = swiglu_ref,
+    tables[OB_ISA_SCALAR] = (struct ob_ops){.f16_put = f16_put_ref, .swiglu = swiglu_ref,
                                             .geglu = geglu_ref, .attn_group = attn_group_ref};
     tables[OB_ISA_AVX2] = tables[OB_ISA_SCALAR];
     ob_ops_avx2(&tables[OB_ISA_AVX2]);
     tables[OB_ISA_AVX512] = tables[OB_ISA_AVX2];
     ob_ops_avx512(&tables[OB_ISA_AVX512]);
+    for (int isa = 0; isa < OB_ISA_COUNT; isa++) {
+        const struct ob_softmax *h = ob_softmax(isa);
+        tables[isa].exp = h->exp;
+        tables[isa].expsum = h->expsum;
+        tables[isa].row_max = h->row_max;
+    }
 }
 
 const struct ob_ops *ob_ops(int isa)

@@ -2,7 +2,8 @@
  * ops.h — the cpu route's elementwise and attention kernels (not matmuls), with their ISA
  * dispatch. References: ob_expf, ob_lse_sum, ob_max_f32, ob_kv_put, ob_silu, ob_gelu and
  * ob_attn_head in lib/arith/arith.h; every version here must equal them bit for bit
- * (tests/unit/ops.c).
+ * (tests/unit/ops.c). exp, expsum and row_max are the host's row kernels (lib/host/softmax.h,
+ * which sampling calls), copied into this table so that it holds every elementwise op.
  */
 #ifndef OB_OPS_H
 #define OB_OPS_H
@@ -11,12 +12,9 @@
 #include <stdint.h>
 
 struct ob_ops {
-    /* y[i] = ob_expf(x[i]) (y may alias x) */
+    /* the host's row kernels at this level, as struct ob_softmax has them (host/softmax.h) */
     void (*exp)(const float *x, float *y, size_t n);
-    /* ob_lse_sum(z, n, m): the sum of ob_expf(z[i] - m) in the 32-partial shape */
     float (*expsum)(const float *z, size_t n, float m);
-    /* ob_max_f32(z, n), n >= 1 (of equal zeros the first); 1 in *bad if some z[i] is NaN or
-     * +Inf (the value is then any) */
     float (*row_max)(const float *z, size_t n, int *bad);
     /* h[i] = ob_f32_to_fp16(x[i]) (ob_kv_put: the KV cache's stores) */
     void (*f16_put)(uint16_t *h, const float *x, size_t n);
