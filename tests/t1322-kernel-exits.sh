@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every function a SIMD level puts in its tables (lib/cpu/kernels/*-avx2.o, *-avx512.o: the
-# addresses ob_kernels_LEVEL* and ob_ops_LEVEL take) leaves the vector upper state clean: on
+# Every function a SIMD level puts in its tables (lib/cpu/kernels/*-avx2.o, *-avx512.o and
+# lib/host/*-avx2.o, *-avx512.o: the addresses ob_kernels_LEVEL*, ob_ops_LEVEL and
+# ob_softmax_LEVEL take) leaves the vector upper state clean: on
 # each return path the last instruction that touches a ymm/zmm register (or xmm16..31) is
 # vzeroupper. The callers (the driver, the forward pass) are SSE code, which runs several times
 # slower after an AVX-512 function that returns with dirty upper state, and GCC emits no
@@ -12,7 +13,8 @@
 # past the range's end was compiled away whole by GCC 12, and decode lost 14 %).
 . "$(dirname "$0")/lib.sh"
 objs=()
-for o in "$OB_TOP"/lib/cpu/kernels/*-avx2.o "$OB_TOP"/lib/cpu/kernels/*-avx512.o; do
+for o in "$OB_TOP"/lib/cpu/kernels/*-avx2.o "$OB_TOP"/lib/cpu/kernels/*-avx512.o \
+         "$OB_TOP"/lib/host/*-avx2.o "$OB_TOP"/lib/host/*-avx512.o; do
     [ -f "$o" ] && objs+=("$o")
 done
 command -v objdump >/dev/null || { plan 1; skip "kernel exits" "no objdump"; exit 0; }
@@ -31,7 +33,7 @@ for line in sys.stdin:
 start = {funcs[f][0]: f for f in funcs}
 entries = set()
 for f in funcs:
-    if not (f.startswith("ob_kernels_") or f.startswith("ob_ops_")):
+    if not f.startswith(("ob_kernels_", "ob_ops_", "ob_softmax_")):
         continue
     lines = funcs[f][1]
     for i, l in enumerate(lines):
