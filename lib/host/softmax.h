@@ -3,8 +3,7 @@
  * exponentials, the log-sum-exp's sum and the row's maximum that sampling (lib/sample.c) runs,
  * whichever route computed the logits. References: ob_expf, ob_lse_sum and ob_max_f32 in
  * lib/arith/arith.h; every version here must equal them bit for bit (tests/unit/ops.c checks
- * them through the cpu route's table, which takes these entries, and tests/unit/sample.c
- * compares the levels through the samplers). Internal to lib/.
+ * them, and tests/unit/sample.c compares the levels through the samplers). Internal to lib/.
  *
  * Thread safety: the kernels are pure functions of their arguments; ob_softmax may be called
  * from any thread.

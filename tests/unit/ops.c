@@ -1,6 +1,7 @@
 /*
- * ops.c — the elementwise and attention kernels (lib/cpu/kernels/ops*.c) against their references
- * in lib/arith/arith.h, bit for bit, at every ISA level this CPU has (TAP):
+ * ops.c — the elementwise and attention kernels (lib/cpu/kernels/ops*.c) and the host's row
+ * kernels (lib/host/softmax*.c) against their references in lib/arith/arith.h, bit for bit, at
+ * every ISA level this CPU has (TAP):
  *  - the tables: every entry set at every level, none that this test does not compare;
  *  - exp over a dense sweep of float bit patterns in [-110, 95] plus NaN, +-Inf, the overflow
  *    and underflow thresholds and their neighbours, and results that are subnormal;
@@ -27,6 +28,7 @@
 
 #include "cpu/kernels/kernels.h"
 #include "cpu/kernels/ops.h"
+#include "host/softmax.h"
 #include "tap.h"
 
 
@@ -73,22 +75,25 @@ int main(void)
     tap_seed(99);
     int n_isa = ob_isa_best() + 1;
     const struct ob_ops *ref = ob_ops(OB_ISA_SCALAR);
-    /* the table, not a list kept here: every entry set at every level, and no entry this test
-     * does not compare (struct ob_ops holds only function pointers: exp, expsum, row_max,
-     * f16_put, swiglu, geglu, attn_group) */
+    const struct ob_softmax *href = ob_softmax(OB_ISA_SCALAR);
+    /* the tables, not a list kept here: every entry set at every level, and no entry this test
+     * does not compare (struct ob_ops holds only function pointers: f16_put, swiglu, geglu,
+     * attn_group; the host's struct ob_softmax exp, expsum, row_max) */
     int missing = 0;
     for (int isa = 0; isa < OB_ISA_COUNT; isa++) {
         const struct ob_ops *o = ob_ops(isa);
-        missing += !o->exp + !o->expsum + !o->row_max + !o->f16_put + !o->swiglu + !o->geglu +
+        const struct ob_softmax *h = ob_softmax(isa);
+        missing += !h->exp + !h->expsum + !h->row_max + !o->f16_put + !o->swiglu + !o->geglu +
                    !o->attn_group;
     }
-    ok(sizeof(struct ob_ops) == 7 * sizeof(void (*)(void)) && missing == 0,
-       "ops tables: the 7 entries compared here (a new op needs its comparison), set at every "
-       "level (%d missing)", missing);
+    ok(sizeof(struct ob_ops) == 4 * sizeof(void (*)(void)) &&
+       sizeof(struct ob_softmax) == 3 * sizeof(void (*)(void)) && missing == 0,
+       "ops and softmax tables: the 4 + 3 entries compared here (a new op needs its comparison), "
+       "set at every level (%d missing)", missing);
     enum { N = 1 << 20 };
     static float x[N], y0[N], y1[N];
     for (int isa = 0; isa < n_isa; isa++) {
-        const struct ob_ops *o = ob_ops(isa);
+        const struct ob_softmax *o = ob_softmax(isa);
         long bad = 0, rows = 0;
         static const size_t longs[] = {151936, 4099, 262144, 1000003};
         for (int it = 0; it < 70 * 8 + 4 * 8; it++) {
@@ -129,6 +134,7 @@ int main(void)
     }
     for (int isa = 1; isa < n_isa; isa++) {
         const struct ob_ops *o = ob_ops(isa);
+        const struct ob_softmax *h = ob_softmax(isa);
         long bad = 0, total = 0;
         /* every 64th float in [-110, 95], in batches */
         size_t n = 0;
@@ -138,8 +144,8 @@ int main(void)
                 if (f > -110.0f && f < 95.0f)
                     x[n++] = f;
             if (n > N - 4 || u >= 0x80000000u - 64) {
-                ref->exp(x, y0, n);
-                o->exp(x, y1, n);
+                href->exp(x, y0, n);
+                h->exp(x, y1, n);
                 for (size_t i = 0; i < n; i++)
                     bad += memcmp(&y0[i], &y1[i], 4) != 0;
                 total += (long)n;
@@ -154,8 +160,8 @@ int main(void)
                                       -100.0f, -126.0f, -149.0f, 1e-30f, -1e-30f};
         size_t ne = sizeof edges / sizeof edges[0];
         memcpy(x, edges, sizeof edges);
-        ref->exp(x, y0, ne);
-        o->exp(x, y1, ne);
+        href->exp(x, y0, ne);
+        h->exp(x, y1, ne);
         for (size_t i = 0; i < ne; i++)
             bad += memcmp(&y0[i], &y1[i], 4) != 0;
         total += (long)ne;
@@ -177,12 +183,12 @@ int main(void)
             }
             if (zmax == -INFINITY)
                 zmax = 0.0f;
-            float want = ob_lse_sum(x, m, zmax), got = o->expsum(x, m, zmax);
+            float want = ob_lse_sum(x, m, zmax), got = h->expsum(x, m, zmax);
             bad += memcmp(&want, &got, 4) != 0;
             /* a NaN logit (refused by the sampler, defined all the same) */
             if (kind == 4) {
                 x[m / 2] = NAN;
-                want = ob_lse_sum(x, m, zmax), got = o->expsum(x, m, zmax);
+                want = ob_lse_sum(x, m, zmax), got = h->expsum(x, m, zmax);
                 bad += memcmp(&want, &got, 4) != 0;
             }
             rows++;

@@ -1,13 +1,12 @@
 /*
  * ops.c — scalar versions of the elementwise and attention kernels (thin loops over arith.h)
- * and the per-ISA tables, whose exp, expsum and row_max are the host's (host/softmax.h).
+ * and the per-ISA tables.
  */
 #include <pthread.h>
 
 #include "arith/arith.h"
 #include "cpu/kernels/kernels.h"
 #include "cpu/kernels/ops.h"
-#include "host/softmax.h"
 
 static void f16_put_ref(uint16_t *h, const float *x, size_t n)
 {
@@ -50,12 +49,6 @@ static void init(void)
     ob_ops_avx2(&tables[OB_ISA_AVX2]);
     tables[OB_ISA_AVX512] = tables[OB_ISA_AVX2];
     ob_ops_avx512(&tables[OB_ISA_AVX512]);
-    for (int isa = 0; isa < OB_ISA_COUNT; isa++) {
-        const struct ob_softmax *h = ob_softmax(isa);
-        tables[isa].exp = h->exp;
-        tables[isa].expsum = h->expsum;
-        tables[isa].row_max = h->row_max;
-    }
 }
 
 const struct ob_ops *ob_ops(int isa)

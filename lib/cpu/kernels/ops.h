@@ -2,8 +2,8 @@
  * ops.h — the cpu route's elementwise and attention kernels (not matmuls), with their ISA
  * dispatch. References: ob_expf, ob_lse_sum, ob_max_f32, ob_kv_put, ob_silu, ob_gelu and
  * ob_attn_head in lib/arith/arith.h; every version here must equal them bit for bit
- * (tests/unit/ops.c). exp, expsum and row_max are the host's row kernels (lib/host/softmax.h,
- * which sampling calls), copied into this table so that it holds every elementwise op.
+ * (tests/unit/ops.c). The row kernels sampling runs (exp, expsum, row_max) are the host's:
+ * lib/host/softmax.h.
  */
 #ifndef OB_OPS_H
 #define OB_OPS_H
@@ -12,10 +12,6 @@
 #include <stdint.h>
 
 struct ob_ops {
-    /* the host's row kernels at this level, as struct ob_softmax has them (host/softmax.h) */
-    void (*exp)(const float *x, float *y, size_t n);
-    float (*expsum)(const float *z, size_t n, float m);
-    float (*row_max)(const float *z, size_t n, int *bad);
     /* h[i] = ob_f32_to_fp16(x[i]) (ob_kv_put: the KV cache's stores) */
     void (*f16_put)(uint16_t *h, const float *x, size_t n);
     /* g[i] = ob_silu(g[i]) * u[i] */
