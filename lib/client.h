@@ -16,8 +16,9 @@
  *   ob_client_cancel    ends a submitted request now (finish reason "cancelled")
  *   ob_client_route, ob_client_model, ob_client_stats, ob_client_report, ob_client_close
  *
- * Messages: a request that is refused or fails names its input and line ("FILE:LINE: id ID:
- * why") in process, the server ("URL: id ID: why") on a server route, as each has named them.
+ * Messages: a record refused at submit names its input and line ("FILE:LINE: id ID: why") on
+ * either route; a request that fails later names them in process, and the server ("URL: id
+ * ID: why") on a server route.
  *
  * Ownership: submit, score and release copy what they need from their arguments; the records
  * and token arrays handed to callbacks become the callee's (cJSON_Delete). Threads: one thread
