@@ -130,13 +130,8 @@ int main(int argc, char **argv)
     }
     if (cl.stop)
         return cli_answer(&cl);
-    if (!cl.bad && list_types) {
-        ob_list_types(stdout, true);
-        int e = ob_stdout_close();
-        if (e)
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
-        return ob_exit_status(e);
-    }
+    if (!cl.bad && list_types)
+        return cli_list_types(&cl, true);
     if (!cl.bad && optind != argc - 1) {
         fprintf(stderr, PROG ": %s\n", optind >= argc ? "no MODEL given" : "more than one MODEL given");
         cl.bad = true;

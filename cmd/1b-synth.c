@@ -105,13 +105,8 @@ int main(int argc, char **argv)
     free(given);
     if (cl.stop)
         return cli_answer(&cl);
-    if (!cl.bad && list_types) {
-        ob_list_types(stdout, false);
-        int e = ob_stdout_close();
-        if (e)
-            fprintf(stderr, PROG ": %s\n", ob_errmsg());
-        return ob_exit_status(e);
-    }
+    if (!cl.bad && list_types)
+        return cli_list_types(&cl, false);
     if (!cl.bad && optind < argc) {
         fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
         cl.bad = true;

@@ -46,4 +46,15 @@ static inline void cli_bad(const struct ob_cmdline *cl)
     fprintf(stderr, "%s: %s\n", cl->prog, cli_reason(cl));
 }
 
+/* --list-types (1b-synth, 1b-requant; the completions ask it): the list on stdout, closed; the
+ * exit status (a list that did not reach stdout is a failure) */
+static inline int cli_list_types(const struct ob_cmdline *cl, bool packs)
+{
+    ob_list_types(stdout, packs);
+    int e = ob_stdout_close();
+    if (e)
+        fprintf(stderr, "%s: %s\n", cl->prog, ob_errmsg());
+    return ob_exit_status(e);
+}
+
 #endif
