@@ -235,6 +235,196 @@ __global__ static void k_attention_w(struct ob_hrx_attn a, const float *Q, const
         out[((size_t)i * a.n_head + h) * hd + t] = o / lc[0];
 }
 
+/*
+ * The same with the keys split over blocks (a GPU's default: the kernel above gives a (head,
+ * row) one block, which at one row a step leaves most of a GPU idle while it walks the keys).
+ * Three launches, each a grid of (head, row, z): block z takes the groups of AS_CHUNKS chunks
+ * z, z + gridDim.z, ... of that head and row, a thread a position of its group:
+ *   k_att_scores  s_t as in k_attention (a thread a key, the 32 partials in registers,
+ *                 ob_fold32), into the scratch row; then each chunk's candidate for the
+ *                 maximum: chunk 0 scans from s_0 as the sequential scan does (an s_0 that is
+ *                 NaN wins, no later NaN does), a later chunk from -Inf (its NaNs are passed
+ *                 over, as the scan from a number passes them); the (value, position) pairs
+ *                 meet by shuffles, the larger value winning and the lower position on a tie;
+ *   k_att_chunks  m = chunk 0's candidate, then each later chunk's in increasing order where
+ *                 it is larger: the sequential scan's value (it keeps the first of the largest,
+ *                 and the chunks are in position order); e_t = ob_expf(s_t - m); per chunk l_c
+ *                 (one thread, increasing t) and o_c[d] (the thread of d, its fmaf chain in
+ *                 increasing t), into the scratch;
+ *   k_att_combine l = 0 + l_0 + l_1 ..., o[d] likewise in increasing chunk order, out[d] =
+ *                 o[d] / l: every addition of the reference, in its order.
+ * Scratch (ob_hrx_attn_scratch): scores [rows][n_head][n_ctx], then maxima and l_c
+ * [rows][n_head][chunks] each, then o_c [rows][n_head][chunks][hd].
+ */
+#define AS_THREADS 256
+#define AS_CHUNKS (AS_THREADS / OB_ATT_CHUNK)   /* chunks of a group: a thread a position */
+#define AS_BLOCKS 1024                          /* blocks a launch aims at (grid z below) */
+
+/* a (head, row)'s keys and its places in the scratch */
+struct as_at {
+    int nk, nch, ng;               /* keys, chunks, groups */
+    size_t base;                   /* first key's offset in the caches */
+    float *s, *cm, *lc, *oc;
+};
+
+__device__ static inline struct as_at as_where(const struct ob_hrx_attn &a, const int32_t *pos,
+                                               const int32_t *seq, float *scratch, int rows,
+                                               int h, int i)
+{
+    struct as_at w;
+    int k0 = ob_attn_first_key(pos[i], a.window), group = a.n_head / a.n_head_kv;
+    size_t nc = ((size_t)a.n_ctx + OB_ATT_CHUNK - 1) / OB_ATT_CHUNK, rh = (size_t)rows * a.n_head;
+    size_t at = (size_t)i * a.n_head + (size_t)h;
+    w.nk = pos[i] + 1 - k0;
+    w.nch = (w.nk + OB_ATT_CHUNK - 1) / OB_ATT_CHUNK;
+    w.ng = (w.nch + AS_CHUNKS - 1) / AS_CHUNKS;
+    w.base = ((size_t)seq[i] * a.n_ctx + (size_t)k0) * (size_t)(a.n_head_kv * a.hd) +
+             (size_t)(h / group) * a.hd;
+    w.s = scratch + at * a.n_ctx;
+    w.cm = scratch + rh * a.n_ctx + at * nc;
+    w.lc = w.cm + rh * nc;
+    w.oc = scratch + rh * (a.n_ctx + 2 * nc) + at * nc * a.hd;
+    return w;
+}
+
+__global__ static void k_att_scores(struct ob_hrx_attn a, const float *Q, const uint16_t *kc,
+                                    const int32_t *pos, const int32_t *seq, float *scratch,
+                                    int rows)
+{
+    __shared__ float qh[AT_MAXD * AT_THREADS], sc[AS_THREADS], cand[AS_THREADS / OB_WARP];
+    int h = (int)blockIdx.x, i = (int)blockIdx.y, t = (int)threadIdx.x;
+    int lane = t & (OB_WARP - 1), wp = t / OB_WARP, hd = a.hd, kvw = a.n_head_kv * hd;
+    struct as_at w = as_where(a, pos, seq, scratch, rows, h, i);
+    if ((int)blockIdx.z >= w.ng)
+        return;                    /* the whole block: no barrier is left half-reached */
+    const float *q = Q + ((size_t)i * a.n_head + h) * hd;
+    for (int d = t; d < hd; d += AS_THREADS)
+        qh[d] = q[d];
+    __syncthreads();
+    for (int g = (int)blockIdx.z; g < w.ng; g += (int)gridDim.z) {
+        int tt = g * AS_THREADS + t;
+        float v = 0.0f;
+        if (tt < w.nk) {
+            const uint16_t *kr = kc + w.base + (size_t)tt * kvw;
+            float p[OB_NPART];
+            OB_UNROLL
+            for (int j = 0; j < OB_NPART; j++)
+                p[j] = 0.0f;
+            for (int d0 = 0; d0 < hd; d0 += OB_NPART) {
+                OB_UNROLL
+                for (int j = 0; j < OB_NPART; j++)
+                    if (d0 + j < hd)
+                        p[j] = fmaf(qh[d0 + j], ob_fp16_to_f32(kr[d0 + j]), p[j]);
+            }
+            v = ob_fold32(p) * a.scale;
+            w.s[tt] = v;
+        }
+        sc[t] = v;
+        __syncthreads();
+        /* this position's candidate: chunk 0 from s_0, a later chunk from -Inf */
+        float m;
+        int at = tt;
+        if (tt < OB_ATT_CHUNK) {
+            float s0 = sc[0];
+            bool take = tt > 0 && tt < w.nk && v > s0;
+            m = take ? v : s0;
+            at = take ? tt : 0;
+        } else {
+            m = tt < w.nk && v > -INFINITY ? v : -INFINITY;
+        }
+        OB_UNROLL
+        for (int sh = 16; sh > 0; sh >>= 1) {
+            float om = ob_shfl_xor(m, sh);
+            int oat = ob_shfl_xor(at, sh);
+            if (om > m || (om == m && oat < at)) {
+                m = om;
+                at = oat;
+            }
+        }
+        if (lane == 0)
+            cand[wp] = m;
+        __syncthreads();
+        /* a chunk is two warps; the first of them has the lower positions */
+        int c = g * AS_CHUNKS + t / OB_ATT_CHUNK;
+        if (t % OB_ATT_CHUNK == 0 && c < w.nch) {
+            float m0 = cand[2 * (t / OB_ATT_CHUNK)], m1 = cand[2 * (t / OB_ATT_CHUNK) + 1];
+            w.cm[c] = m1 > m0 ? m1 : m0;
+        }
+        __syncthreads();
+    }
+}
+
+__global__ static void k_att_chunks(struct ob_hrx_attn a, const uint16_t *vc,
+                                    const int32_t *pos, const int32_t *seq, float *scratch,
+                                    int rows)
+{
+    __shared__ float e[AS_THREADS], shared_m;
+    int h = (int)blockIdx.x, i = (int)blockIdx.y, t = (int)threadIdx.x;
+    int hd = a.hd, kvw = a.n_head_kv * hd;
+    struct as_at w = as_where(a, pos, seq, scratch, rows, h, i);
+    if ((int)blockIdx.z >= w.ng)
+        return;
+    if (t == 0) {
+        float m = w.cm[0];
+        for (int c = 1; c < w.nch; c++)
+            m = w.cm[c] > m ? w.cm[c] : m;
+        shared_m = m;
+    }
+    __syncthreads();
+    float m = shared_m;
+    const uint16_t *v = vc + w.base;
+    int G = AS_THREADS / hd < AS_CHUNKS ? AS_THREADS / hd : AS_CHUNKS;
+    int mc = t / hd, md = t % hd;  /* this thread's (chunk of the round, dimension) */
+    for (int g = (int)blockIdx.z; g < w.ng; g += (int)gridDim.z) {
+        int g0 = g * AS_THREADS;
+        if (g0 + t < w.nk)
+            e[t] = ob_expf(w.s[g0 + t] - m);
+        __syncthreads();
+        for (int r = 0; r < AS_CHUNKS; r += G) {
+            int c = g * AS_CHUNKS + r + mc, c0 = c * OB_ATT_CHUNK;
+            if (mc < G && r + mc < AS_CHUNKS && c0 < w.nk) {
+                int c1 = c0 + OB_ATT_CHUNK < w.nk ? c0 + OB_ATT_CHUNK : w.nk;
+                float acc = 0.0f;
+                for (int tt = c0; tt < c1; tt++)
+                    acc = fmaf(e[tt - g0], ob_fp16_to_f32(v[(size_t)tt * kvw + md]), acc);
+                w.oc[(size_t)c * hd + md] = acc;
+                if (md == 0) {
+                    float sum = 0.0f;
+                    for (int tt = c0; tt < c1; tt++)
+                        sum = sum + e[tt - g0];
+                    w.lc[c] = sum;
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+__global__ static void k_att_combine(struct ob_hrx_attn a, const int32_t *pos,
+                                     const int32_t *seq, float *out, float *scratch, int rows)
+{
+    int h = (int)blockIdx.x, i = (int)blockIdx.y, hd = a.hd;
+    struct as_at w = as_where(a, pos, seq, scratch, rows, h, i);
+    float l = 0.0f;
+    for (int c = 0; c < w.nch; c++)
+        l = l + w.lc[c];
+    for (int d = (int)threadIdx.x; d < hd; d += (int)blockDim.x) {
+        float o = 0.0f;
+        for (int c = 0; c < w.nch; c++)
+            o = o + w.oc[(size_t)c * hd + d];
+        out[((size_t)i * a.n_head + h) * hd + d] = o / l;
+    }
+}
+
+/* blocks z of a split launch: enough for AS_BLOCKS in all, no more than the groups of n_ctx
+ * (a function of the shapes alone, so a recorded graph stays right for every step) */
+static unsigned as_z(const struct ob_hrx_attn &a, int rows)
+{
+    int groups = (a.n_ctx + AS_THREADS - 1) / AS_THREADS;
+    int z = AS_BLOCKS / (a.n_head * rows);
+    return (unsigned)(z < 1 ? 1 : z < groups ? z : groups);
+}
+
 extern "C" int OB_HRX_FN(attention)(struct ob_hrx_q *q, struct ob_hrx_attn a, const float *Q,
                                     const uint16_t *kc, const uint16_t *vc, const int32_t *pos,
                                     const int32_t *seq, int n, float *out, float *scratch)
@@ -249,10 +439,25 @@ extern "C" int OB_HRX_FN(attention)(struct ob_hrx_q *q, struct ob_hrx_attn a, co
             OB_LAUNCH(q, k_attention, dim3((unsigned)a.n_head, (unsigned)rows), dim3(AT_THREADS),
                       a, Q + (size_t)r0 * a.n_head * a.hd, kc, vc, pos + r0, seq + r0,
                       out + (size_t)r0 * a.n_head * a.hd, scratch);
-        else
+        else if (a.whole)
             OB_LAUNCH(q, k_attention_w, dim3((unsigned)a.n_head, (unsigned)rows),
                       dim3(AW_THREADS), a, Q + (size_t)r0 * a.n_head * a.hd, kc, vc, pos + r0,
                       seq + r0, out + (size_t)r0 * a.n_head * a.hd, scratch);
+        else {
+            dim3 grid((unsigned)a.n_head, (unsigned)rows, as_z(a, rows));
+            int e;
+            OB_LAUNCH(q, k_att_scores, grid, dim3(AS_THREADS), a,
+                      Q + (size_t)r0 * a.n_head * a.hd, kc, pos + r0, seq + r0, scratch, rows);
+            if ((e = OB_HRX_FN(launched)(q, "attention scores")))
+                return e;
+            OB_LAUNCH(q, k_att_chunks, grid, dim3(AS_THREADS), a, vc, pos + r0, seq + r0,
+                      scratch, rows);
+            if ((e = OB_HRX_FN(launched)(q, "attention chunks")))
+                return e;
+            OB_LAUNCH(q, k_att_combine, dim3((unsigned)a.n_head, (unsigned)rows),
+                      dim3((unsigned)((a.hd + OB_WARP - 1) / OB_WARP * OB_WARP)), a, pos + r0,
+                      seq + r0, out + (size_t)r0 * a.n_head * a.hd, scratch, rows);
+        }
         int e = OB_HRX_FN(launched)(q, "attention");
         if (e)
             return e;

@@ -70,6 +70,7 @@ struct ob_be {
     struct ob_hrx_q *q;
     const struct ob_be_ops *ops;   /* ob_be_hrx or ob_be_hrx_sim: for ob_forward_layer */
     bool fuse;                     /* hrx_layer folds ops together (not OB_HRX_FUSE=0) */
+    bool att_whole;                /* attention a block a (head, row) (OB_HRX_ATT_SPLIT=0) */
     bool graphs;                   /* replay a step's launches as a graph (rt has graphs) */
     enum step_mode mode;
     int last_n, cur;               /* the previous step's batch size; the replayed slot */
@@ -426,6 +427,8 @@ static int hrx_open(const struct ob_model *m, const struct ob_be_params *p, bool
     const char *gr = getenv("OB_HRX_GRAPHS"), *fu = getenv("OB_HRX_FUSE");
     be->graphs = rt->graph_begin && !(gr && !strcmp(gr, "0"));
     be->fuse = !(fu && !strcmp(fu, "0"));
+    const char *as = getenv("OB_HRX_ATT_SPLIT");
+    be->att_whole = as && !strcmp(as, "0");
     be->ops = sim ? &ob_be_hrx_sim : &ob_be_hrx;
     if (sim)
         snprintf(be->device, sizeof be->device, "hrx-sim (%d host thread%s)", p->n_threads,
@@ -637,7 +640,8 @@ static int hrx_attention(struct ob_be *be, int l)
     const struct ob_hparams *hp = &be->m->hp;
     struct ob_hrx_attn a = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim,
                             be->p.n_ctx, ob_attn_scale((int)hp->attn_scale_dim),
-                            ob_hparams_layer_swa(hp, (uint32_t)l) ? (int)hp->n_swa : 0};
+                            ob_hparams_layer_swa(hp, (uint32_t)l) ? (int)hp->n_swa : 0,
+                            be->att_whole};
     int e = be->k->attention(be->q, a, be->buf[OB_BQ], be->kc[l], be->vc[l], be->d_pos,
                              be->d_seq, be->b.n, be->buf[OB_BATT], be->att);
     be->version[OB_BATT]++;

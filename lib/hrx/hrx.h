@@ -67,14 +67,19 @@ struct ob_hrx_attn {
     int n_head, n_head_kv, hd, n_ctx;
     float scale;                   /* ob_attn_scale(hp.attn_scale_dim) */
     int window;                    /* a sliding-window layer's hp.n_swa, 0: every key from 0 */
+    int whole;                     /* on a GPU: a block a (head, row) for all its keys, not the
+                                    * keys split over blocks (OB_HRX_ATT_SPLIT=0) */
 };
 
-/* Rows of one attention launch, and the floats of scratch it needs (every query head's
- * scores, n_ctx each, for that many rows). */
+/* Rows of one attention launch, and the floats of scratch it needs: for that many rows, every
+ * query head's scores (n_ctx each) and, per chunk of 64 positions, the chunk's maximum, l_c
+ * and o_c[0..hd) (the split kernels, attn.hip). */
 #define OB_HRX_ATT_ROWS 16
 static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
 {
-    return (size_t)OB_HRX_ATT_ROWS * (size_t)a->n_head * (size_t)a->n_ctx;
+    size_t chunks = ((size_t)a->n_ctx + 63) / 64;
+    return (size_t)OB_HRX_ATT_ROWS * (size_t)a->n_head *
+           ((size_t)a->n_ctx + chunks * (2 + (size_t)a->hd));
 }
 
 /*

@@ -606,6 +606,7 @@ static void test_attention(void)
         {16, 4, 2, 70, 0}, {64, 4, 2, 300, 0}, {128, 8, 8, 130, 0}, {256, 2, 1, 65, 0},
         {64, 6, 3, 1, 0}, {128, 4, 1, 300, 16}, {64, 4, 2, 300, 64}, {256, 4, 1, 200, 65},
         {32, 2, 1, 130, 100}, {16, 2, 2, 70, 1},
+        {16, 32, 8, 1100, 0},      /* more groups of 256 keys than split blocks a (head, row) */
     };
     for (size_t c = 0; c < sizeof cs_ / sizeof cs_[0]; c++) {
         int hd = cs_[c].hd, nh = cs_[c].nh, nkv = cs_[c].nkv, n_ctx = cs_[c].maxpos + 1;
@@ -627,6 +628,10 @@ static void test_attention(void)
                 activations(V, (size_t)n * kvw, false);
                 if (slot == 1 && p0 == 0)
                     K[0] = 1e30f;             /* an overflowing key: Inf in the cache */
+                if (slot == 0 && p0 == 74 && kvw > 32) {
+                    K[0] = 1e30f;             /* position 74: +-Inf or NaN scores there */
+                    K[32] = -1e30f;
+                }
                 for (int i = 0; i < n; i++) {
                     pos[i] = p0 + i;
                     seq[i] = slot * 2;
@@ -675,22 +680,26 @@ static void test_attention(void)
                 ob_attn_head(Q + ((size_t)i * nh + h) * hd, kc_want + base, vc_want + base, kvw,
                              qp[i] + 1 - k0, hd, scale, s, oc, want + ((size_t)i * nh + h) * hd);
             }
-        struct ob_hrx_attn a = {nh, nkv, hd, n_ctx, scale, win};
+        struct ob_hrx_attn a = {nh, nkv, hd, n_ctx, scale, win, 0};
         float *dQ = dput(Q, (size_t)n * nh * hd * 4), *dout = dput(NULL, (size_t)n * nh * hd * 4);
         float *scr = dput(NULL, ob_hrx_attn_scratch(&a) * 4);
         rt->h2d(q, dp, qp, sizeof qp);
         rt->h2d(q, ds, qs, sizeof qs);
-        char why[200] = "";
-        bad = -1;
-        if (!e && !(e = rt->k->attention(q, a, dQ, dkc, dvc, dp, ds, n, dout, scr))) {
-            dget(got, dout, (size_t)n * nh * hd * 4);
-            bad = cmp_f32(got, want, (size_t)n * nh * hd, why, sizeof why);
-        }
         char wd[40] = "";
         if (win)
             snprintf(wd, sizeof wd, ", a window of %d key%s", win, win == 1 ? "" : "s");
-        ok(bad == 0, "attention: %d heads of %d over %d kv heads, positions up to %d%s%s%s", nh,
-           hd, nkv, cs_[c].maxpos, wd, why, e ? ob_errmsg() : "");
+        /* a GPU's two shapes: the keys split over blocks, and a block a (head, row) */
+        for (a.whole = 0; a.whole < 2; a.whole++) {
+            char why[200] = "";
+            bad = -1;
+            if (!e && !(e = rt->k->attention(q, a, dQ, dkc, dvc, dp, ds, n, dout, scr))) {
+                dget(got, dout, (size_t)n * nh * hd * 4);
+                bad = cmp_f32(got, want, (size_t)n * nh * hd, why, sizeof why);
+            }
+            ok(bad == 0, "attention (%s): %d heads of %d over %d kv heads, positions up to %d%s%s%s",
+               a.whole ? "whole" : "split", nh, hd, nkv, cs_[c].maxpos, wd, why,
+               e ? ob_errmsg() : "");
+        }
         void *ptrs[] = {dkc, dvc, dK, dV, dp, ds, dQ, dout, scr};
         for (int i = 0; i < 9; i++)
             rt->free(q, ptrs[i]);
