@@ -50,6 +50,12 @@
 #define gpuGraphDestroy cudaGraphDestroy
 #define gpuGraphLaunch cudaGraphLaunch
 #define gpuGraphExecDestroy cudaGraphExecDestroy
+#define gpuEvent_t cudaEvent_t
+#define gpuEventCreate cudaEventCreate
+#define gpuEventDestroy cudaEventDestroy
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventElapsedTime cudaEventElapsedTime
 #elif defined(OB_HRX_HIP)
 #define GPU_API "hip"
 #define gpuError_t hipError_t
@@ -82,14 +88,26 @@
 #define gpuGraphDestroy hipGraphDestroy
 #define gpuGraphLaunch hipGraphLaunch
 #define gpuGraphExecDestroy hipGraphExecDestroy
+#define gpuEvent_t hipEvent_t
+#define gpuEventCreate hipEventCreate
+#define gpuEventDestroy hipEventDestroy
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventElapsedTime hipEventElapsedTime
 #else
 #error "gpu.hip is compiled by nvcc or hipcc only"
 #endif
 
 /* OB_HRX_PROFILE=1: every launch and copy is waited for, and the wall time since the previous
  * one is added to its name's line; the table goes to stderr when the queue closes. The time of
- * an op includes the host's work before it (sampling shows in the first copy of a step). */
+ * an op includes the host's work before it (sampling shows in the first copy of a step).
+ * OB_HRX_PROFILE=events: nothing is waited for; an event is recorded on the stream after each
+ * launch and copy, and the stream's time from the previous event to it goes to its line when
+ * the queue next waits (a copy back, a sync, the close): the kernels' own times without a
+ * wait's cost each, and a launch that the host queued late shows the GPU's idle time before
+ * it. Graphs are off under either (the ops are timed one by one). */
 #define PROF_MAX 96
+#define PROF_EVENTS 4096           /* events held between two waits */
 struct gpu_stat {
     char name[56];
     long calls;
@@ -100,7 +118,11 @@ struct gpu_queue {
     int dev;
     gpuStream_t s;
     bool prof;
+    bool events;                   /* OB_HRX_PROFILE=events */
     double t_last;
+    int n_ev;                      /* events recorded since the last wait */
+    int ev_stat[PROF_EVENTS];      /* event i closes an op of line ev_stat[i] */
+    gpuEvent_t ev[PROF_EVENTS], ev_prev;   /* created when first needed; ev_prev: the last timed */
     int n_stat;
     gpu_stat stat[PROF_MAX];
 };
@@ -116,13 +138,9 @@ static double now_sec(void)
 
 bool OB_HRX_FN(profiling)(struct ob_hrx_q *q) { return Q(q)->prof; }
 
-/* profiling: wait for the queue, then charge the time since the last mark to `name` */
-static void prof_mark(gpu_queue *g, const char *name)
+/* the line of `name` in the profile's table */
+static int prof_line(gpu_queue *g, const char *name)
 {
-    if (!g->prof)
-        return;
-    (void)gpuStreamSynchronize(g->s);
-    double t = now_sec();
     int i = 0;
     while (i < g->n_stat && strcmp(g->stat[i].name, name))
         i++;
@@ -134,7 +152,47 @@ static void prof_mark(gpu_queue *g, const char *name)
             snprintf(g->stat[g->n_stat++].name, sizeof g->stat[i].name, "%s", name);
         }
     }
+    return i;
+}
+
+/* events: wait for the stream, then charge each event's time since the one before it */
+static void prof_flush(gpu_queue *g)
+{
+    if (!g->events || !g->n_ev)
+        return;
+    (void)gpuEventSynchronize(g->ev[g->n_ev - 1]);
+    for (int i = 0; i < g->n_ev; i++) {
+        float ms = 0.0f;
+        if (gpuEventElapsedTime(&ms, i ? g->ev[i - 1] : g->ev_prev, g->ev[i]) == gpuSuccess)
+            g->stat[g->ev_stat[i]].sec += 1e-3 * ms;
+    }
+    gpuEvent_t last = g->ev[g->n_ev - 1];  /* the next flush times from it */
+    g->ev[g->n_ev - 1] = g->ev_prev;
+    g->ev_prev = last;
+    g->n_ev = 0;
+    (void)gpuGetLastError();
+}
+
+/* profiling: the time of the op just queued, charged to `name` (prof_flush, or a wait now) */
+static void prof_mark(gpu_queue *g, const char *name)
+{
+    if (!g->prof)
+        return;
+    int i = prof_line(g, name);
     g->stat[i].calls++;
+    if (g->events) {
+        if (g->n_ev == PROF_EVENTS)
+            prof_flush(g);
+        if (!g->ev[g->n_ev] && gpuEventCreate(&g->ev[g->n_ev]) != gpuSuccess) {
+            (void)gpuGetLastError();
+            return;
+        }
+        (void)gpuEventRecord(g->ev[g->n_ev], g->s);
+        g->ev_stat[g->n_ev++] = i;
+        return;
+    }
+    (void)gpuStreamSynchronize(g->s);
+    double t = now_sec();
     g->stat[i].sec += t - g->t_last;
     g->t_last = t;
 }
@@ -153,8 +211,9 @@ static void prof_print(gpu_queue *g)
     if (!g->prof || total <= 0)
         return;
     qsort(g->stat, (size_t)g->n_stat, sizeof g->stat[0], stat_cmp);
-    fprintf(stderr, "hrx profile (%s %d, OB_HRX_PROFILE): %.1f ms in all\n"
-            "  %-44s %9s %11s %10s %6s\n", GPU_API, g->dev, 1e3 * total, "op", "calls",
+    fprintf(stderr, "hrx profile (%s %d, OB_HRX_PROFILE=%s): %.1f ms in all\n"
+            "  %-44s %9s %11s %10s %6s\n", GPU_API, g->dev, g->events ? "events" : "1",
+            1e3 * total, "op", "calls",
             "total ms", "mean us", "%");
     for (int i = 0; i < g->n_stat; i++)
         fprintf(stderr, "  %-44s %9ld %11.2f %10.2f %6.2f\n", g->stat[i].name, g->stat[i].calls,
@@ -215,9 +274,15 @@ static void gpu_close(ob_hrx_q *q)
 {
     if (!q)
         return;
-    (void)gpuSetDevice(Q(q)->dev);
-    prof_print(Q(q));
-    (void)gpuStreamDestroy(Q(q)->s);
+    gpu_queue *g = Q(q);
+    (void)gpuSetDevice(g->dev);
+    prof_flush(g);
+    prof_print(g);
+    for (int i = 0; i < PROF_EVENTS && g->ev[i]; i++)
+        (void)gpuEventDestroy(g->ev[i]);
+    if (g->ev_prev)
+        (void)gpuEventDestroy(g->ev_prev);
+    (void)gpuStreamDestroy(g->s);
     free(q);
 }
 
@@ -235,7 +300,13 @@ static int gpu_open(int index, int n_threads, ob_hrx_q **out)
     }
     const char *pr = getenv("OB_HRX_PROFILE");
     g->prof = pr && *pr && strcmp(pr, "0");
+    g->events = g->prof && !strcmp(pr, "events");
     g->t_last = now_sec();
+    if (g->events && (gpuEventCreate(&g->ev_prev) != gpuSuccess ||
+                      gpuEventRecord(g->ev_prev, g->s) != gpuSuccess)) {
+        (void)gpuGetLastError();
+        g->events = g->prof = false;   /* no events: no profile, rather than a wrong one */
+    }
     *out = (ob_hrx_q *)g;
     return 0;
 }
@@ -270,6 +341,7 @@ static int gpu_d2h(ob_hrx_q *q, void *dst, const void *src, size_t n)
               : 0;
     e = e ? e : check(gpuStreamSynchronize(Q(q)->s), "sync");
     prof_mark(Q(q), "copy to host");
+    prof_flush(Q(q));
     return e;
 }
 
@@ -287,6 +359,7 @@ static int gpu_sync(ob_hrx_q *q)
     (void)gpuSetDevice(Q(q)->dev);
     int e = check(gpuStreamSynchronize(Q(q)->s), "sync");
     prof_mark(Q(q), "sync");
+    prof_flush(Q(q));
     return e;
 }
 
