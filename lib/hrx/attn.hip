@@ -239,9 +239,11 @@ __global__ static void k_attention_w(struct ob_hrx_attn a, const float *Q, const
  * The same with the keys split over blocks (a GPU's default: the kernel above gives a (head,
  * row) one block, which at one row a step leaves most of a GPU idle while it walks the keys).
  * Three launches, each a grid of (head, row, z): block z takes the groups of AS_CHUNKS chunks
- * z, z + gridDim.z, ... of that head and row, a thread a position of its group:
- *   k_att_scores  s_t as in k_attention (a thread a key, the 32 partials in registers,
- *                 ob_fold32), into the scratch row; then each chunk's candidate for the
+ * z, z + gridDim.z, ... of that head and row (256 positions, a thread each where a thread
+ * stands for a position):
+ *   k_att_scores  s_t as in k_attention_w (a warp a key, lane j holding partial j, folded
+ *                 by ob_warp_fold32; AS_KEYS keys at a time, so that their loads overlap),
+ *                 into the scratch row; then each chunk's candidate for the
  *                 maximum: chunk 0 scans from s_0 as the sequential scan does (an s_0 that is
  *                 NaN wins, no later NaN does), a later chunk from -Inf (its NaNs are passed
  *                 over, as the scan from a number passes them); the (value, position) pairs
@@ -258,6 +260,8 @@ __global__ static void k_attention_w(struct ob_hrx_attn a, const float *Q, const
  */
 #define AS_THREADS 256
 #define AS_CHUNKS (AS_THREADS / OB_ATT_CHUNK)   /* chunks of a group: a thread a position */
+#define AS_WARPS (AS_THREADS / OB_WARP)
+#define AS_KEYS 4                               /* keys a warp scores at a time */
 #define AS_BLOCKS 1024                          /* blocks a launch aims at (grid z below) */
 
 /* a (head, row)'s keys and its places in the scratch */
@@ -291,7 +295,7 @@ __global__ static void k_att_scores(struct ob_hrx_attn a, const float *Q, const 
                                     const int32_t *pos, const int32_t *seq, float *scratch,
                                     int rows)
 {
-    __shared__ float qh[AT_MAXD * AT_THREADS], sc[AS_THREADS], cand[AS_THREADS / OB_WARP];
+    __shared__ float qh[AT_MAXD * AT_THREADS], sc[AS_THREADS], cand[AS_WARPS];
     int h = (int)blockIdx.x, i = (int)blockIdx.y, t = (int)threadIdx.x;
     int lane = t & (OB_WARP - 1), wp = t / OB_WARP, hd = a.hd, kvw = a.n_head_kv * hd;
     struct as_at w = as_where(a, pos, seq, scratch, rows, h, i);
@@ -302,25 +306,34 @@ __global__ static void k_att_scores(struct ob_hrx_attn a, const float *Q, const 
         qh[d] = q[d];
     __syncthreads();
     for (int g = (int)blockIdx.z; g < w.ng; g += (int)gridDim.z) {
-        int tt = g * AS_THREADS + t;
-        float v = 0.0f;
-        if (tt < w.nk) {
-            const uint16_t *kr = kc + w.base + (size_t)tt * kvw;
-            float p[OB_NPART];
+        int g0 = g * AS_THREADS;
+        /* a warp a key, AS_KEYS keys at a time: lane j's partial takes d = j, j + 32, ... */
+        for (int u0 = 0; u0 < AS_THREADS / AS_WARPS; u0 += AS_KEYS) {
+            float p[AS_KEYS];
             OB_UNROLL
-            for (int j = 0; j < OB_NPART; j++)
-                p[j] = 0.0f;
-            for (int d0 = 0; d0 < hd; d0 += OB_NPART) {
-                OB_UNROLL
-                for (int j = 0; j < OB_NPART; j++)
-                    if (d0 + j < hd)
-                        p[j] = fmaf(qh[d0 + j], ob_fp16_to_f32(kr[d0 + j]), p[j]);
+            for (int u = 0; u < AS_KEYS; u++) {
+                int tt = g0 + wp + AS_WARPS * (u0 + u);
+                p[u] = 0.0f;
+                if (tt < w.nk) {
+                    const uint16_t *kr = kc + w.base + (size_t)tt * kvw;
+                    for (int d = lane; d < hd; d += OB_WARP)
+                        p[u] = fmaf(qh[d], ob_fp16_to_f32(kr[d]), p[u]);
+                }
             }
-            v = ob_fold32(p) * a.scale;
-            w.s[tt] = v;
+            OB_UNROLL
+            for (int u = 0; u < AS_KEYS; u++) {
+                int tt = g0 + wp + AS_WARPS * (u0 + u);
+                float v = ob_warp_fold32(p[u]) * a.scale;
+                if (lane == 0) {
+                    sc[tt - g0] = v;
+                    if (tt < w.nk)
+                        w.s[tt] = v;
+                }
+            }
         }
-        sc[t] = v;
         __syncthreads();
+        int tt = g0 + t;
+        float v = sc[t];
         /* this position's candidate: chunk 0 from s_0, a later chunk from -Inf */
         float m;
         int at = tt;
