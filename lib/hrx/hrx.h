@@ -92,6 +92,8 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
  *   qk_rope    each head of Q (n_head * hd per row) and K (n_head_kv * hd): q/k norm, then
  *              RoPE at pos[i]
  *   kv_store   kc/vc[(seq[i] * n_ctx + pos[i]) * kvw ..] = fp16 of K/V row i (ob_kv_put)
+ *   rope_kv    qk_rope of Q in place, and of K into kc (K itself unchanged) with V's rows
+ *              into vc as kv_store does (kvw = n_head_kv * hd): one launch
  *   attention  out row i, head h = ob_attn_head(Q row i head h, slot seq[i]'s keys and values
  *              at positions ob_attn_first_key(pos[i], a.window)..pos[i]); scratch holds
  *              ob_hrx_attn_scratch(&a) floats
@@ -115,6 +117,9 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
     X(kv_store, (struct ob_hrx_q *q, const float *K, const float *V, int kvw,                \
                  const int32_t *pos, const int32_t *seq, int n, int n_ctx, uint16_t *kc,     \
                  uint16_t *vc))                                                              \
+    X(rope_kv, (struct ob_hrx_q *q, struct ob_hrx_rope r, float *Q, const float *K,          \
+                const float *V, const int32_t *pos, const int32_t *seq, int n, int n_ctx,    \
+                uint16_t *kc, uint16_t *vc))                                                 \
     X(attention, (struct ob_hrx_q *q, struct ob_hrx_attn a, const float *Q,                  \
                   const uint16_t *kc, const uint16_t *vc, const int32_t *pos,                \
                   const int32_t *seq, int n, float *out, float *scratch))                    \

@@ -598,6 +598,87 @@ static void test_qk_rope(void)
     }
 }
 
+/* rope_kv against ob_rmsnorm, ob_rope and ob_kv_put: Q rotated in place, the rotated K rows and
+ * the V rows in the caches at (slot, position), nothing else of the caches written, K unchanged */
+static void test_rope_kv(void)
+{
+    static const struct { int hd, n_rot, neox, norm; } cs_[] = {
+        {64, 64, 1, 1}, {128, 128, 1, 0}, {64, 32, 0, 1}, {128, 96, 1, 1}, {64, 48, 1, 0},
+    };
+    for (size_t c = 0; c < sizeof cs_ / sizeof cs_[0]; c++) {
+        int hd = cs_[c].hd, nh = 6, nkv = 2, n = 5, n_ctx = 40, slots = 3, half = cs_[c].n_rot / 2;
+        int kvw = nkv * hd;
+        size_t qn = (size_t)n * nh * hd, kn = (size_t)n * kvw, cache = (size_t)slots * n_ctx * kvw;
+        float *Q = malloc(qn * 4), *K = malloc(kn * 4), *V = malloc(kn * 4);
+        float *wq = malloc(hd * 4), *wk = malloc(hd * 4);
+        float *cs = malloc((size_t)n_ctx * half * 4), *sn = malloc((size_t)n_ctx * half * 4);
+        activations(Q, qn, false);
+        activations(K, kn, false);
+        activations(V, kn, false);
+        for (int i = 0; i < hd; i++) {
+            wq[i] = gauss();
+            wk[i] = gauss();
+        }
+        for (int i = 0; i < n_ctx * half; i++) {
+            cs[i] = frand();
+            sn[i] = frand();
+        }
+        int32_t pos[5] = {0, 39, 7, 7, 21}, seq[5] = {0, 2, 1, 0, 2};
+        float *wantq = malloc(qn * 4), *wantk = malloc(kn * 4), *got = malloc(kn * 4);
+        uint16_t *kc_want = malloc(cache * 2), *vc_want = malloc(cache * 2);
+        uint16_t *kc = malloc(cache * 2), *vc = malloc(cache * 2);
+        for (size_t i = 0; i < cache; i++)
+            kc_want[i] = vc_want[i] = (uint16_t)(0x3c00 + i % 97);
+        memcpy(wantq, Q, qn * 4);
+        memcpy(wantk, K, kn * 4);
+        for (int i = 0; i < n; i++) {
+            const float *c0 = cs + (size_t)pos[i] * half, *s0 = sn + (size_t)pos[i] * half;
+            for (int h = 0; h < nh + nkv; h++) {
+                float *x = h < nh ? wantq + ((size_t)i * nh + h) * hd
+                                  : wantk + ((size_t)i * nkv + h - nh) * hd;
+                if (cs_[c].norm)
+                    ob_rmsnorm(x, h < nh ? wq : wk, x, hd, 1e-6f);
+                ob_rope(x, c0, s0, cs_[c].n_rot, cs_[c].neox);
+            }
+            size_t at = ((size_t)seq[i] * n_ctx + pos[i]) * kvw;
+            ob_kv_put(kc_want + at, wantk + (size_t)i * kvw, kvw);
+            ob_kv_put(vc_want + at, V + (size_t)i * kvw, kvw);
+        }
+        float *dQ = dput(Q, qn * 4), *dK = dput(K, kn * 4), *dV = dput(V, kn * 4);
+        float *dwq = dput(wq, hd * 4), *dwk = dput(wk, hd * 4);
+        float *dcs = dput(cs, (size_t)n_ctx * half * 4), *dsn = dput(sn, (size_t)n_ctx * half * 4);
+        int32_t *dp = dput(pos, sizeof pos), *ds = dput(seq, sizeof seq);
+        uint16_t *fill = malloc(cache * 2);            /* the caches before: a pattern */
+        for (size_t i = 0; i < cache; i++)
+            fill[i] = (uint16_t)(0x3c00 + i % 97);
+        uint16_t *dkc = dput(fill, cache * 2), *dvc = dput(fill, cache * 2);
+        struct ob_hrx_rope r = {nh, nkv, hd, cs_[c].n_rot, cs_[c].neox, 1e-6f,
+                                cs_[c].norm ? dwq : NULL, cs_[c].norm ? dwk : NULL, dcs, dsn};
+        int e = rt->k->rope_kv(q, r, dQ, dK, dV, dp, ds, n, n_ctx, dkc, dvc);
+        char why[200] = "";
+        long bad = -1, cbad = 0;
+        if (!e) {
+            dget(Q, dQ, qn * 4);
+            dget(got, dK, kn * 4);
+            dget(kc, dkc, cache * 2);
+            dget(vc, dvc, cache * 2);
+            bad = cmp_f32(Q, wantq, qn, why, sizeof why) + cmp_f32(got, K, kn, why, sizeof why);
+            for (size_t i = 0; i < cache; i++)
+                cbad += kc[i] != kc_want[i] || vc[i] != vc_want[i];
+        }
+        ok(bad == 0 && cbad == 0, "rope_kv: head_dim %d, %d rotated, %s pairs, %s norm: Q, "
+           "K unchanged, %ld cache values differ%s%s", hd, cs_[c].n_rot,
+           cs_[c].neox ? "NEOX" : "NORM", cs_[c].norm ? "with" : "no", cbad, why,
+           e ? ob_errmsg() : "");
+        void *ptrs[] = {dQ, dK, dV, dwq, dwk, dcs, dsn, dp, ds, dkc, dvc};
+        for (int i = 0; i < 11; i++)
+            rt->free(q, ptrs[i]);
+        void *hp[] = {Q, K, V, wq, wk, cs, sn, wantq, wantk, got, kc_want, vc_want, kc, vc, fill};
+        for (int i = 0; i < 15; i++)
+            free(hp[i]);
+    }
+}
+
 /* kv_store then attention, against ob_kv_put and ob_attn_head */
 static void test_attention(void)
 {
@@ -819,6 +900,7 @@ static void run_all(const char *name)
     test_rmsnorm();
     test_rmsnorm_q();
     test_qk_rope();
+    test_rope_kv();
     test_attention();
     test_elementwise();
     test_graph();
