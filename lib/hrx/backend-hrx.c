@@ -764,7 +764,7 @@ static int glu_op(struct ob_be *be, int l, int glu)
  * 13 launches a layer (OB_HRX_FUSE=1). By default (OB_HRX_FUSE=2) also Q, K and V in one launch,
  * gate, up and the gated unit in one, q/k norm, RoPE and the KV store in one: 8 launches a
  * layer where Q, K, V share a weight type and gate and up do (9 where V's type differs, as in
- * Q4_K_M files). Gemma 3's post norms (which normalise OUT before the add) take the ops one by
+ * Q4_K_M files), on a GPU at up to 16 rows (matmul_multi in hrx.h). Gemma 3's post norms (which normalise OUT before the add) take the ops one by
  * one, and so does every layer under OB_HRX_FUSE=0.
  */
 static int layer_ops(struct ob_be *be, int l)
