@@ -69,7 +69,8 @@ struct ob_be {
     const struct ob_hrx_kernels *k;    /* the kernels the ops call: rt->k, or dry_kernels */
     struct ob_hrx_q *q;
     const struct ob_be_ops *ops;   /* ob_be_hrx or ob_be_hrx_sim: for ob_forward_layer */
-    bool fuse;                     /* hrx_layer folds ops together (not OB_HRX_FUSE=0) */
+    int fuse;                      /* OB_HRX_FUSE: 0 op by op, 1 the fused layer, 2 (unset) with
+                                    * q/k/v, gate/up and rope/kv store in a launch each */
     bool att_whole;                /* attention a block a (head, row) (OB_HRX_ATT_SPLIT=0) */
     bool graphs;                   /* replay a step's launches as a graph (rt has graphs) */
     enum step_mode mode;
@@ -426,7 +427,7 @@ static int hrx_open(const struct ob_model *m, const struct ob_be_params *p, bool
     be->k = rt->k;
     const char *gr = getenv("OB_HRX_GRAPHS"), *fu = getenv("OB_HRX_FUSE");
     be->graphs = rt->graph_begin && !(gr && !strcmp(gr, "0"));
-    be->fuse = !(fu && !strcmp(fu, "0"));
+    be->fuse = !fu || !*fu ? 2 : !strcmp(fu, "0") ? 0 : !strcmp(fu, "1") ? 1 : 2;
     const char *as = getenv("OB_HRX_ATT_SPLIT");
     be->att_whole = as && !strcmp(as, "0");
     be->ops = sim ? &ob_be_hrx_sim : &ob_be_hrx;
@@ -672,13 +673,103 @@ static int hrx_add(struct ob_be *be, int dst, int src)
     return e;
 }
 
+/* ---- OB_HRX_FUSE=2: more than one op a launch --------------------------------------------- */
+
+/* the products of src's rows with the matrices of roles[0 .. count) into buffers dst[..]: those
+ * of one weight type and k in one matmul_multi launch, the others in launches of their own */
+static int multi_op(struct ob_be *be, int l, const int *roles, const int *dst, int count,
+                    int src)
+{
+    const struct hrx_layer *L = &be->L[l];
+    bool done[OB_HRX_MULTI] = {false};
+    int e = 0;
+    for (int a = 0; a < count && !e; a++) {
+        if (done[a])
+            continue;
+        const struct ob_hrx_mat *wa = &L->w[roles[a]];
+        struct ob_hrx_multi m = {0};
+        for (int c = a; c < count; c++) {
+            const struct ob_hrx_mat *wc = &L->w[roles[c]];
+            if (done[c] || wc->type != wa->type || wc->k != wa->k)
+                continue;
+            m.w[m.count] = *wc;
+            m.b[m.count] = L->bias[roles[c]];
+            m.y[m.count] = be->buf[dst[c]];
+            m.ldy[m.count++] = (size_t)be->width[dst[c]];
+            done[c] = true;
+            be->version[dst[c]]++;
+        }
+        if (!(e = quantised(be, src, wa->type, wa->k, be->b.n)))
+            e = be->k->matmul_multi(be->q, m, be->xq, be->xq_stride, be->b.n,
+                                    OB_HRX_EPI_STORE);
+    }
+    return e;
+}
+
+/* Q, K and V of XN: one launch where they share weight type and k (level 2), else one each */
+static int qkv_op(struct ob_be *be, int l)
+{
+    static const int roles[3] = {OB_W_Q, OB_W_K, OB_W_V}, dst[3] = {OB_BQ, OB_BK, OB_BV};
+    int e;
+    if (be->fuse > 1)
+        return multi_op(be, l, roles, dst, 3, OB_BXN);
+    if ((e = matmul_op(be, l, OB_W_Q, OB_BXN, OB_BQ, OB_HRX_EPI_STORE)) ||
+        (e = matmul_op(be, l, OB_W_K, OB_BXN, OB_BK, OB_HRX_EPI_STORE)))
+        return e;
+    return matmul_op(be, l, OB_W_V, OB_BXN, OB_BV, OB_HRX_EPI_STORE);
+}
+
+/* q/k norm, RoPE and the KV store in one launch (level 2: K rotated straight into the cache,
+ * BK keeping the unrotated rows, which nothing reads after), else qk_rope then kv_store */
+static int rope_kv_op(struct ob_be *be, int l)
+{
+    if (be->fuse < 2) {
+        int e = hrx_qk_rope(be, l);
+        return e ? e : hrx_kv_store(be, l);
+    }
+    const struct ob_hparams *hp = &be->m->hp;
+    bool swa = ob_hparams_layer_swa(hp, (uint32_t)l);
+    struct ob_hrx_rope r = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim,
+                            (int)hp->n_rot, hp->rope_type == OB_ROPE_NEOX, hp->rms_eps,
+                            be->L[l].q_norm, be->L[l].k_norm, swa ? be->swa_cs : be->cs,
+                            swa ? be->swa_sn : be->sn};
+    int e = be->k->rope_kv(be->q, r, be->buf[OB_BQ], be->buf[OB_BK], be->buf[OB_BV], be->d_pos,
+                           be->d_seq, be->b.n, be->p.n_ctx, be->kc[l], be->vc[l]);
+    be->version[OB_BQ]++;
+    return e;
+}
+
+/* GATE = act(gate XN) * (up XN): one launch where gate and up share weight type and shape
+ * (level 2), else the gate's product, then the up product folding the gated unit in */
+static int glu_op(struct ob_be *be, int l, int glu)
+{
+    const struct hrx_layer *L = &be->L[l];
+    const struct ob_hrx_mat *g = &L->w[OB_W_GATE], *u = &L->w[OB_W_UP];
+    int e;
+    if (be->fuse > 1 && g->type == u->type && g->k == u->k && g->n == u->n) {
+        struct ob_hrx_multi m = {2, {*g, *u}, {L->bias[OB_W_GATE], L->bias[OB_W_UP]},
+                                 {be->buf[OB_BGATE], NULL},
+                                 {(size_t)be->width[OB_BGATE], 0}};
+        if ((e = quantised(be, OB_BXN, g->type, g->k, be->b.n)))
+            return e;
+        e = be->k->matmul_multi(be->q, m, be->xq, be->xq_stride, be->b.n, glu);
+        be->version[OB_BGATE]++;
+        return e;
+    }
+    e = matmul_op(be, l, OB_W_GATE, OB_BXN, OB_BGATE, OB_HRX_EPI_STORE);
+    return e ? e : matmul_op(be, l, OB_W_UP, OB_BXN, OB_BGATE, glu);
+}
+
 /*
  * Layer l with ops folded together where the arithmetic is the same, operation for operation:
  * rmsnorm and the quantisation of its rows (rmsnorm_q), the residual adds into the output and
  * down products (X = X + OUT as the matmul's last rounding), swiglu / geglu into the up product
  * (GATE = act(GATE) * UP with the gate's product already in GATE). OUT and UP are not written.
- * Gemma 3's post norms (which normalise OUT before the add) take the ops one by one, and so
- * does every layer under OB_HRX_FUSE=0.
+ * 14 launches a layer (OB_HRX_FUSE=1). By default (OB_HRX_FUSE=2) also Q, K and V in one launch,
+ * gate, up and the gated unit in one, q/k norm, RoPE and the KV store in one: 10 launches a
+ * layer where Q, K, V share a weight type and gate and up do (11 where V's type differs, as in
+ * Q4_K_M files), on a GPU at up to 16 rows (matmul_multi in hrx.h). Gemma 3's post norms (which normalise OUT before the add) take the ops one by
+ * one, and so does every layer under OB_HRX_FUSE=0.
  */
 static int layer_ops(struct ob_be *be, int l)
 {
@@ -687,14 +778,10 @@ static int layer_ops(struct ob_be *be, int l)
         return ob_forward_layer(be->ops, be, hp, l);
     int glu = hp->ffn_act == OB_ACT_GELU ? OB_HRX_EPI_GELU : OB_HRX_EPI_SILU, e;
     if ((e = rmsnorm_q(be, l, OB_W_ATTN_NORM, OB_BX, OB_BXN, OB_W_Q)) ||
-        (e = matmul_op(be, l, OB_W_Q, OB_BXN, OB_BQ, OB_HRX_EPI_STORE)) ||
-        (e = matmul_op(be, l, OB_W_K, OB_BXN, OB_BK, OB_HRX_EPI_STORE)) ||
-        (e = matmul_op(be, l, OB_W_V, OB_BXN, OB_BV, OB_HRX_EPI_STORE)) ||
-        (e = hrx_qk_rope(be, l)) || (e = hrx_kv_store(be, l)) || (e = hrx_attention(be, l)) ||
+        (e = qkv_op(be, l)) || (e = rope_kv_op(be, l)) || (e = hrx_attention(be, l)) ||
         (e = matmul_op(be, l, OB_W_O, OB_BATT, OB_BX, OB_HRX_EPI_ADD)) ||
         (e = rmsnorm_q(be, l, OB_W_FFN_NORM, OB_BX, OB_BXN, OB_W_GATE)) ||
-        (e = matmul_op(be, l, OB_W_GATE, OB_BXN, OB_BGATE, OB_HRX_EPI_STORE)) ||
-        (e = matmul_op(be, l, OB_W_UP, OB_BXN, OB_BGATE, glu)) ||
+        (e = glu_op(be, l, glu)) ||
         (e = matmul_op(be, l, OB_W_DOWN, OB_BGATE, OB_BX, OB_HRX_EPI_ADD)))
         return e;
     return 0;

@@ -54,6 +54,18 @@ enum { OB_HRX_ACT_F32 = 0, OB_HRX_ACT_Q8K = 1, OB_HRX_ACT_A8 = 2 };
  * product: y = ob_silu(y) * v (swiglu), y = ob_gelu(y) * v (geglu). */
 enum { OB_HRX_EPI_STORE = 0, OB_HRX_EPI_ADD = 1, OB_HRX_EPI_SILU = 2, OB_HRX_EPI_GELU = 3 };
 
+/* Up to 3 matrices that read the same activation rows in one launch (matmul_multi): matrix j
+ * of w[0 .. count) gives y[j][r * ldy[j] + i] (+ b[j][i] when b[j]). Q, K and V of a layer;
+ * or gate (w[0]) and up (w[1]) folded into the gated unit, y[0] = act(gate) * up. */
+#define OB_HRX_MULTI 3
+struct ob_hrx_multi {
+    int count;
+    struct ob_hrx_mat w[OB_HRX_MULTI];
+    const float *b[OB_HRX_MULTI];
+    float *y[OB_HRX_MULTI];
+    size_t ldy[OB_HRX_MULTI];
+};
+
 /* Per-head q/k norm and RoPE of one layer (ob_rmsnorm over head_dim values, then ob_rope). */
 struct ob_hrx_rope {
     int n_head, n_head_kv, hd, n_rot, neox;
@@ -94,9 +106,19 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
  *   matmul     y[r * ldy + i] = dot(w row i, xq row r) (+ b[i] when b), r < n, i < w.n
  *              (lib/arith/dot.h: ob_dot_<type>), or that value folded into y by epi
  *              (OB_HRX_EPI_*)
+ *   matmul_multi  matmul of each matrix of m (epi OB_HRX_EPI_STORE), the bits of a matmul
+ *              launch each, in one launch on a GPU where the matrices share type and k (a warp
+ *              a weight row, the row picking its matrix); or, epi OB_HRX_EPI_SILU / GELU with
+ *              count 2, y[0][r * ldy[0] + i] = act(gate + b[0]) * (up + b[1]): the bits of
+ *              matmul(gate, STORE) into y[0] then matmul(up, epi) into y[0], in one launch
+ *              where gate and up share type, n and k (y[1] unused). Elsewhere (hrx-sim's own
+ *              tiles, float weights, more than 16 rows, mixed types) it makes those matmul
+ *              launches itself
  *   qk_rope    each head of Q (n_head * hd per row) and K (n_head_kv * hd): q/k norm, then
  *              RoPE at pos[i]
  *   kv_store   kc/vc[(seq[i] * n_ctx + pos[i]) * kvw ..] = fp16 of K/V row i (ob_kv_put)
+ *   rope_kv    qk_rope of Q in place, and of K into kc (K itself unchanged) with V's rows
+ *              into vc as kv_store does (kvw = n_head_kv * hd): one launch
  *   attention  out row i, head h = ob_attn_head(Q row i head h, slot seq[i]'s keys and values
  *              at positions ob_attn_first_key(pos[i], a.window)..pos[i]); scratch holds
  *              ob_hrx_attn_scratch(&a) floats
@@ -115,11 +137,16 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
                   float *y, int fmt, void *xq, size_t stride))                               \
     X(matmul, (struct ob_hrx_q *q, struct ob_hrx_mat w, const void *xq, size_t stride, int n, \
                const float *b, float *y, size_t ldy, int epi))                               \
+    X(matmul_multi, (struct ob_hrx_q *q, struct ob_hrx_multi m, const void *xq,              \
+                     size_t stride, int n, int epi))                                         \
     X(qk_rope, (struct ob_hrx_q *q, struct ob_hrx_rope r, float *Q, float *K,                \
                 const int32_t *pos, int n))                                                  \
     X(kv_store, (struct ob_hrx_q *q, const float *K, const float *V, int kvw,                \
                  const int32_t *pos, const int32_t *seq, int n, int n_ctx, uint16_t *kc,     \
                  uint16_t *vc))                                                              \
+    X(rope_kv, (struct ob_hrx_q *q, struct ob_hrx_rope r, float *Q, const float *K,          \
+                const float *V, const int32_t *pos, const int32_t *seq, int n, int n_ctx,    \
+                uint16_t *kc, uint16_t *vc))                                                 \
     X(attention, (struct ob_hrx_q *q, struct ob_hrx_attn a, const float *Q,                  \
                   const uint16_t *kc, const uint16_t *vc, const int32_t *pos,                \
                   const int32_t *seq, int n, float *out, float *scratch))                    \

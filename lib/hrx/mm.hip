@@ -416,26 +416,18 @@ struct mv_part<t_q6_k, TR> {
  */
 #define MV_WARPS 4
 
+/* the loop of k_mv_q: weight row wr (nb blocks) against activation rows ar[0 .. TR); lane u < 8
+ * ends with partial u of each row in acc[r] (every lane of the warp must call it) */
 template <class T, int TR>
-__global__ static void k_mv_q(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
-                              const float *bias, float *y, size_t ldy, int op)
+__device__ static inline void mv_acc(const typename T::W *wr, int nb,
+                                     const typename T::A *const *ar, int lane, float *acc)
 {
-    typedef typename T::W W;
     typedef typename T::A A;
     enum { S = T::S, BPR = OB_WARP / T::S };
-    int lane = (int)threadIdx.x & (OB_WARP - 1);
-    int wn = (int)blockIdx.x * MV_WARPS + (int)threadIdx.x / OB_WARP, r0 = (int)blockIdx.y * TR;
-    int nb = w.k / T::QK, g = lane / S, p = lane % S;
-    if (wn >= w.n)
-        return;                    /* the whole warp: no shuffle is left half-reached */
-    const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
-    const A *ar[TR];
-    float acc[TR];
+    int g = lane / S, p = lane % S;
     OB_UNROLL
-    for (int r = 0; r < TR; r++) {
-        ar[r] = (const A *)(xq + (size_t)(r0 + r < n ? r0 + r : n - 1) * stride);
+    for (int r = 0; r < TR; r++)
         acc[r] = 0.0f;
-    }
     for (int b0 = 0; b0 < nb; b0 += BPR) {
         int b = b0 + g;
         bool live = b < nb;
@@ -490,6 +482,26 @@ __global__ static void k_mv_q(struct ob_hrx_mat w, const char *xq, size_t stride
             }
         }
     }
+}
+
+template <class T, int TR>
+__global__ static void k_mv_q(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
+                              const float *bias, float *y, size_t ldy, int op)
+{
+    typedef typename T::W W;
+    typedef typename T::A A;
+    int lane = (int)threadIdx.x & (OB_WARP - 1);
+    int wn = (int)blockIdx.x * MV_WARPS + (int)threadIdx.x / OB_WARP, r0 = (int)blockIdx.y * TR;
+    int nb = w.k / T::QK;
+    if (wn >= w.n)
+        return;                    /* the whole warp: no shuffle is left half-reached */
+    const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
+    const A *ar[TR];
+    float acc[TR];
+    OB_UNROLL
+    for (int r = 0; r < TR; r++)
+        ar[r] = (const A *)(xq + (size_t)(r0 + r < n ? r0 + r : n - 1) * stride);
+    mv_acc<T, TR>(wr, nb, ar, lane, acc);
     OB_UNROLL
     for (int r = 0; r < TR; r++) {
         float pp[8];
@@ -518,6 +530,165 @@ static void mv_launch(struct ob_hrx_q *q, struct ob_hrx_mat w, const char *x, si
     default: OB_LAUNCH(q, MV_K(T, 8), grid, block, w, x, stride, n, b, y, ldy, op); break;
     }
 #undef MV_K
+}
+
+/* ---- several matrices of one launch (matmul_multi) ------------------------------------------ */
+
+/*
+ * Up to 3 matrices of one type and k against the same activation rows (hrx.h: matmul_multi):
+ * each warp takes one weight row of one matrix and computes it as k_mv_q does (mv_acc, then
+ * ob_fold8 and the bias), so every value has a matmul launch's bits.
+ *   op STORE   the warps of a launch run over the rows of w[0], then w[1], then w[2]; a warp
+ *              finds its matrix from its row index and stores as k_mv_q does
+ *   op SILU, GELU  (gate w[0], up w[1], the same n) a block's warps 0 and 1 take gate rows
+ *              i, i + 1, warps 2 and 3 the same rows of up; the up warp's value (bias added)
+ *              goes through shared memory, and the gate warp stores act(gate) * up into y[0]:
+ *              the roundings of matmul(gate, STORE) then matmul(up, op) (mm_put)
+ * Rows past n repeat row n - 1 and are not stored, as in k_mv_q.
+ */
+#define MV_MULTI_ROWS 16           /* wider batches: a matmul launch a matrix (matmul's dispatch) */
+
+template <class X>
+__device__ static inline X mv_pick(int j, X a, X b, X c)
+{
+    return j == 0 ? a : j == 1 ? b : c;
+}
+
+template <class T, int TR>
+__global__ static void k_mv_multi(struct ob_hrx_multi m, const char *xq, size_t stride, int n,
+                                  int op)
+{
+    typedef typename T::W W;
+    typedef typename T::A A;
+    enum { HALF = MV_WARPS / 2 };
+    __shared__ float up[HALF][TR];
+    int lane = (int)threadIdx.x & (OB_WARP - 1), warp = (int)threadIdx.x / OB_WARP;
+    int r0 = (int)blockIdx.y * TR, i, j;
+    if (op == OB_HRX_EPI_STORE) {
+        i = (int)blockIdx.x * MV_WARPS + warp;
+        for (j = 0; j < m.count - 1 && i >= mv_pick(j, m.w[0].n, m.w[1].n, m.w[2].n); j++)
+            i -= mv_pick(j, m.w[0].n, m.w[1].n, m.w[2].n);
+    } else {
+        i = (int)blockIdx.x * HALF + warp % HALF;
+        j = warp / HALF;
+    }
+    struct ob_hrx_mat w = mv_pick(j, m.w[0], m.w[1], m.w[2]);
+    const float *bias = mv_pick(j, m.b[0], m.b[1], m.b[2]);
+    bool live = i < w.n;
+    if (op == OB_HRX_EPI_STORE && !live)
+        return;                    /* the whole warp: no shuffle is left half-reached */
+    float v[TR];                   /* row i's values (a dead warp of a gated launch: none) */
+    OB_UNROLL
+    for (int r = 0; r < TR; r++)
+        v[r] = 0.0f;
+    if (live) {
+        const W *wr = (const W *)((const char *)w.data + (size_t)i * w.row_bytes);
+        const A *ar[TR];
+        float acc[TR];
+        OB_UNROLL
+        for (int r = 0; r < TR; r++)
+            ar[r] = (const A *)(xq + (size_t)(r0 + r < n ? r0 + r : n - 1) * stride);
+        mv_acc<T, TR>(wr, w.k / T::QK, ar, lane, acc);
+        OB_UNROLL
+        for (int r = 0; r < TR; r++) {
+            float pp[8];
+            OB_UNROLL
+            for (int u = 0; u < 8; u++)
+                pp[u] = ob_shfl(acc[r], u);
+            v[r] = ob_fold8(pp);
+            if (bias)
+                v[r] = v[r] + bias[i];
+        }
+    }
+    if (op == OB_HRX_EPI_STORE) {
+        float *y = mv_pick(j, m.y[0], m.y[1], m.y[2]);
+        size_t ldy = mv_pick(j, m.ldy[0], m.ldy[1], m.ldy[2]);
+        OB_UNROLL
+        for (int r = 0; r < TR; r++)
+            if (lane == 0 && r0 + r < n)
+                y[(size_t)(r0 + r) * ldy + i] = v[r];
+        return;
+    }
+    if (live && j == 1 && lane == 0) {
+        OB_UNROLL
+        for (int r = 0; r < TR; r++)
+            up[warp % HALF][r] = v[r];
+    }
+    __syncthreads();
+    if (live && j == 0 && lane == 0) {
+        OB_UNROLL
+        for (int r = 0; r < TR; r++) {
+            float g = v[r], u = up[warp % HALF][r];     /* mm_put's act(*y) * v */
+            if (r0 + r < n)
+                m.y[0][(size_t)(r0 + r) * m.ldy[0] + i] =
+                    op == OB_HRX_EPI_SILU ? ob_silu(g) * u : ob_gelu(g) * u;
+        }
+    }
+}
+
+template <class T>
+static void mvm_launch(struct ob_hrx_q *q, const struct ob_hrx_multi &m, const char *x,
+                       size_t stride, int n, int op)
+{
+    int tr = n >= 5 ? 8 : n >= 3 ? 4 : n;
+    long rows = op == OB_HRX_EPI_STORE ? 0 : m.w[0].n;
+    if (op == OB_HRX_EPI_STORE)
+        for (int j = 0; j < m.count; j++)
+            rows += m.w[j].n;
+    int per = op == OB_HRX_EPI_STORE ? MV_WARPS : MV_WARPS / 2;
+    dim3 grid((unsigned)((rows + per - 1) / per), (unsigned)((n + tr - 1) / tr));
+    dim3 block(MV_WARPS * OB_WARP);
+#define MVM_K(T, TR) k_mv_multi<T, TR>
+    switch (tr) {
+    case 1: OB_LAUNCH(q, MVM_K(T, 1), grid, block, m, x, stride, n, op); break;
+    case 2: OB_LAUNCH(q, MVM_K(T, 2), grid, block, m, x, stride, n, op); break;
+    case 4: OB_LAUNCH(q, MVM_K(T, 4), grid, block, m, x, stride, n, op); break;
+    default: OB_LAUNCH(q, MVM_K(T, 8), grid, block, m, x, stride, n, op); break;
+    }
+#undef MVM_K
+}
+
+extern "C" int OB_HRX_FN(matmul_multi)(struct ob_hrx_q *q, struct ob_hrx_multi m,
+                                       const void *xq, size_t stride, int n, int op)
+{
+    bool glu = op == OB_HRX_EPI_SILU || op == OB_HRX_EPI_GELU;
+    if (m.count < 1 || m.count > OB_HRX_MULTI || (op != OB_HRX_EPI_STORE && !glu) ||
+        (glu && (m.count != 2 || m.w[0].n != m.w[1].n)))
+        return ob_seterr(OB_EUSAGE, "hrx matmul_multi: %d matrices, op %d", m.count, op);
+    int rows = 0;
+    for (int j = 0; j < m.count; j++)
+        rows += m.w[j].n;
+    if (n <= 0 || rows <= 0)
+        return 0;
+    bool one = !OB_HRX_FN(big_tiles)(q) && n <= MV_MULTI_ROWS, quant = false;
+    for (int j = 1; j < m.count; j++)
+        one = one && m.w[j].type == m.w[0].type && m.w[j].k == m.w[0].k;
+    switch (m.w[0].type) {
+#define MM_Q(NAME, name, id, blck, bytes, ftype) case OB_##NAME: quant = true; break;
+    OB_TYPES_QUANT(MM_Q)
+#undef MM_Q
+    }
+    if (!one || !quant) {          /* a matmul launch a matrix, as the ops one by one */
+        int e = 0;
+        for (int j = 0; j < m.count && !e; j++)
+            e = OB_HRX_FN(matmul)(q, m.w[j], xq, stride, n, m.b[j], glu ? m.y[0] : m.y[j],
+                                  glu ? m.ldy[0] : m.ldy[j], glu && j ? op : OB_HRX_EPI_STORE);
+        return e;
+    }
+    const char *x = (const char *)xq;
+    switch (m.w[0].type) {
+#define MM_Q(NAME, name, id, blck, bytes, ftype)                                        \
+    case OB_##NAME: mvm_launch<t_##name>(q, m, x, stride, n, op); break;
+    OB_TYPES_QUANT(MM_Q)
+#undef MM_Q
+    }
+    if (!OB_HRX_FN(profiling)(q))
+        return OB_HRX_FN(launched)(q, glu ? "matmul_glu" : "matmul_multi");
+    char name[56];                 /* its own line in OB_HRX_PROFILE's table */
+    snprintf(name, sizeof name, "matmul %s %s %dx%d %s", glu ? "glu" : "multi",
+             ob_type_name(m.w[0].type), rows, m.w[0].k,
+             n == 1 ? "w1" : n <= 8 ? "w2-8" : "w9+");
+    return OB_HRX_FN(launched)(q, name);
 }
 
 /* ---- float weights ------------------------------------------------------------------------------ */

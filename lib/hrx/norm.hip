@@ -11,6 +11,8 @@
  *   qk_rope   one warp a head of a row: the same q/k norm over head_dim values (when the model
  *             has it), then ob_rope's rotation of each pair, a lane per pair
  *   kv_store  one thread a value: ob_f32_to_fp16 (ob_kv_put)
+ *   rope_kv   qk_rope's warps, a K head's writing its rotated values into the KV cache as
+ *             ob_f32_to_fp16 (ob_kv_put) instead of into K, with V's head of the row
  *   swiglu    one thread a value: ob_silu(g) * u
  *   geglu     one thread a value: ob_gelu(g) * u (ob_geglu)
  *   add       one thread a value: y + x (ob_add_f32)
@@ -161,8 +163,18 @@ extern "C" int OB_HRX_FN(rmsnorm_q)(struct ob_hrx_q *q, const float *x, int n, i
 
 /* ---- q/k norm and RoPE ---------------------------------------------------------------------------- */
 
+/* where rope_kv puts a K head: its fp16 row in kc, and V's head converted into vc (k_kv_store's
+ * ob_f32_to_fp16 at the same place); qk_rope passes none and rotates K in place */
+struct rope_kv_dst {
+    const float *V;
+    const int32_t *seq;
+    int n_ctx;
+    uint16_t *kc, *vc;
+};
+
+template <bool KV>
 __global__ static void k_qk_rope(struct ob_hrx_rope r, float *Q, float *K, const int32_t *pos,
-                                 int n)
+                                 int n, struct rope_kv_dst kv)
 {
     int nh = r.n_head + r.n_head_kv;
     long wi = (long)blockIdx.x * (blockDim.x / OB_WARP) + threadIdx.x / OB_WARP;
@@ -174,6 +186,15 @@ __global__ static void k_qk_rope(struct ob_hrx_rope r, float *Q, float *K, const
     float *x = is_q ? Q + ((size_t)i * r.n_head + h) * r.hd
                     : K + ((size_t)i * r.n_head_kv + (h - r.n_head)) * r.hd;
     const float *nw = is_q ? r.q_norm : r.k_norm;
+    uint16_t *hk = NULL;           /* rope_kv's K head in the cache: x is then only read */
+    if (KV && !is_q) {
+        int kvw = r.n_head_kv * r.hd;
+        size_t at = ((size_t)kv.seq[i] * kv.n_ctx + pos[i]) * kvw + (size_t)(h - r.n_head) * r.hd;
+        const float *v = kv.V + ((size_t)i * r.n_head_kv + (h - r.n_head)) * r.hd;
+        hk = kv.kc + at;
+        for (int d = lane; d < r.hd; d += OB_WARP)
+            kv.vc[at + d] = ob_f32_to_fp16(v[d]);
+    }
     /* the norm first (its sum needs every original value: read before any lane writes) */
     float f = 0.0f;
     if (nw)
@@ -189,10 +210,18 @@ __global__ static void k_qk_rope(struct ob_hrx_rope r, float *Q, float *K, const
         }
         float c = cs[p], s = sn[p];
         float t0 = x0 * c, t1 = x1 * s, t2 = x0 * s, t3 = x1 * c;
-        x[a] = t0 - t1;
-        x[b] = t2 + t3;
+        if (KV && hk) {
+            hk[a] = ob_f32_to_fp16(t0 - t1);
+            hk[b] = ob_f32_to_fp16(t2 + t3);
+        } else {
+            x[a] = t0 - t1;
+            x[b] = t2 + t3;
+        }
     }
-    if (nw)
+    if (KV && hk)                  /* the values past n_rot: normalised or as they are */
+        for (int d = r.n_rot + lane; d < r.hd; d += OB_WARP)
+            hk[d] = ob_f32_to_fp16(nw ? (x[d] * f) * nw[d] : x[d]);
+    else if (nw)
         for (int d = r.n_rot + lane; d < r.hd; d += OB_WARP)
             x[d] = (x[d] * f) * nw[d];
 }
@@ -203,8 +232,27 @@ extern "C" int OB_HRX_FN(qk_rope)(struct ob_hrx_q *q, struct ob_hrx_rope r, floa
     long warps = (long)n * (r.n_head + r.n_head_kv);
     if (warps <= 0)
         return 0;
-    OB_LAUNCH(q, k_qk_rope, dim3(blocks_for(warps, NT / OB_WARP)), dim3(NT), r, Q, K, pos, n);
+    struct rope_kv_dst none = {NULL, NULL, 0, NULL, NULL};
+    OB_LAUNCH(q, k_qk_rope<false>, dim3(blocks_for(warps, NT / OB_WARP)), dim3(NT), r, Q, K,
+              pos, n, none);
     return OB_HRX_FN(launched)(q, "qk_rope");
+}
+
+/* qk_rope and kv_store in one launch: Q rotated in place as qk_rope does; a K head's warp
+ * rotates it into kc (what kv_store would make of qk_rope's K: nothing later reads K) and
+ * converts V's head of the same row into vc */
+extern "C" int OB_HRX_FN(rope_kv)(struct ob_hrx_q *q, struct ob_hrx_rope r, float *Q,
+                                  const float *K, const float *V, const int32_t *pos,
+                                  const int32_t *seq, int n, int n_ctx, uint16_t *kc,
+                                  uint16_t *vc)
+{
+    long warps = (long)n * (r.n_head + r.n_head_kv);
+    if (warps <= 0)
+        return 0;
+    struct rope_kv_dst kv = {V, seq, n_ctx, kc, vc};
+    OB_LAUNCH(q, k_qk_rope<true>, dim3(blocks_for(warps, NT / OB_WARP)), dim3(NT), r, Q,
+              (float *)K, pos, n, kv);
+    return OB_HRX_FN(launched)(q, "rope_kv");
 }
 
 /* ---- KV store, swiglu, geglu, add ---------------------------------------------------------------------- */

@@ -598,6 +598,245 @@ static void test_qk_rope(void)
     }
 }
 
+/*
+ * matmul_multi against the cpu route's scalar dot, row by row (+ bias): Q, K and V shapes of one
+ * type (three matrices, and two), a third matrix of another type of the same activation format
+ * (a launch a matrix), and the gated unit (gate and up: act(gate + b) * (up + b), silu and
+ * gelu), at widths 1, 3, 8 (one launch on a GPU or under OB_HRX_SIM_TILES=gpu) and 37
+ */
+static void test_matmul_multi(void)
+{
+    static const uint32_t types[] = {OB_Q4_K, OB_Q6_K, OB_Q8_0, OB_Q4_1, OB_Q5_K, OB_F16};
+    static const uint32_t other[] = {OB_Q6_K, OB_Q4_K, OB_Q4_1, OB_Q8_0, OB_Q2_K, OB_BF16};
+    static const int widths[] = {1, 3, 8, 37}, Ns[3] = {45, 17, 9};
+    const struct ob_kernel_table *ref = ob_kernels(OB_ISA_SCALAR);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        uint32_t t = types[ti];
+        int blk = (int)ob_type_blck(t), R = 37;
+        int k = blk == 256 ? 256 * 5 : blk == 32 ? 32 * 21 : 96;
+        int fmt = ob_type_actfmt(t);
+        size_t stride = ob_act_row_bytes(fmt, k), rb[4];
+        float *x = malloc((size_t)R * k * 4);
+        activations(x, (size_t)R * k, false);
+        char *xq = malloc(stride * R);
+        for (int r = 0; r < R; r++)
+            ob_act_quantize(OB_ISA_SCALAR, t, x + (size_t)r * k, k, xq + (size_t)r * stride);
+        /* matrices 0..2 of type t (raw rows for the stored products), 3: the other type */
+        void *w[4], *dw[4];
+        float *bias[3], *db[3], *want[4], *dy[3], *got = malloc((size_t)R * 64 * 4);
+        for (int j = 0; j < 4; j++) {
+            uint32_t tj = j < 3 ? t : other[ti];
+            int N = Ns[j < 3 ? j : 2];
+            w[j] = weights(tj, N, k, j != 1, &rb[j]);
+            dw[j] = dput(w[j], rb[j] * N);
+            want[j] = malloc((size_t)R * N * 4);
+            for (int r = 0; r < R; r++)
+                for (int i = 0; i < N; i++)
+                    ref->dot[tj]((char *)w[j] + (size_t)i * rb[j], xq + (size_t)r * stride,
+                                 stride, 1, k, &want[j][(size_t)r * N + i]);
+        }
+        for (int j = 0; j < 3; j++) {
+            bias[j] = malloc((size_t)Ns[j] * 4);
+            for (int i = 0; i < Ns[j]; i++)
+                bias[j][i] = gauss();
+            db[j] = dput(bias[j], (size_t)Ns[j] * 4);
+            dy[j] = dput(NULL, (size_t)R * (Ns[j] + 3) * 4);
+        }
+        void *dq = dput(xq, stride * R);
+        /* the cases: matrices (an index into w), a bias or not */
+        static const struct { int count, mat[3], with_b[3]; } cs_[] = {
+            {3, {0, 1, 2}, {1, 0, 1}}, {2, {0, 1, -1}, {0, 1, 0}}, {3, {0, 1, 3}, {1, 1, 1}},
+            {1, {2, -1, -1}, {1, 0, 0}},
+        };
+        long bad = 0;
+        char why[256] = "";
+        int e = 0;
+        for (size_t c = 0; c < sizeof cs_ / sizeof cs_[0] && !e; c++)
+            for (int wi = 0; wi < 4 && !e; wi++) {
+                int n = widths[wi];
+                struct ob_hrx_multi m = {cs_[c].count};
+                for (int j = 0; j < m.count; j++) {
+                    int mj = cs_[c].mat[j], N = Ns[mj < 3 ? mj : 2];
+                    m.w[j] = (struct ob_hrx_mat){mj < 3 ? t : other[ti], N, k, rb[mj], dw[mj]};
+                    m.b[j] = cs_[c].with_b[j] ? db[j] : NULL;
+                    m.y[j] = dy[j];
+                    m.ldy[j] = (size_t)N + 3;
+                }
+                if ((e = rt->k->matmul_multi(q, m, dq, stride, n, OB_HRX_EPI_STORE)))
+                    break;
+                for (int j = 0; j < m.count; j++) {
+                    int mj = cs_[c].mat[j], N = m.w[j].n;
+                    dget(got, dy[j], (size_t)n * m.ldy[j] * 4);
+                    for (int r = 0; r < n; r++)
+                        for (int i = 0; i < N; i++) {
+                            float v = want[mj][(size_t)r * N + i];
+                            if (m.b[j])
+                                v = v + bias[j][i];
+                            long d = cmp_f32(got + (size_t)r * m.ldy[j] + i, &v, 1,
+                                             bad ? NULL : why, bad ? 0 : sizeof why);
+                            if (d && !bad)
+                                snprintf(why + strlen(why), sizeof why - strlen(why),
+                                         " (case %zu, matrix %d, width %d, row %d)", c, j, n, r);
+                            bad += d;
+                        }
+                }
+            }
+        ok(!e && bad == 0, "matmul_multi %s: 3, 2 and 1 matrices of %d values, one of %s "
+           "among them, widths 1, 3, 8, 37: %ld differ%s", ob_type_name(t), k,
+           ob_type_name(other[ti]), bad, e ? ob_errmsg() : why);
+        /* the gated unit: gate = matrix 0, up = matrix 2 of the same shape (valid rows) */
+        void *wu = weights(t, Ns[0], k, false, &rb[3]), *dwu = dput(wu, rb[3] * Ns[0]);
+        float *wantu = malloc((size_t)R * Ns[0] * 4);
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < Ns[0]; i++)
+                ref->dot[t]((char *)wu + (size_t)i * rb[3], xq + (size_t)r * stride, stride, 1,
+                            k, &wantu[(size_t)r * Ns[0] + i]);
+        void *wg = weights(t, Ns[0], k, false, &rb[3]), *dwg = dput(wg, rb[3] * Ns[0]);
+        float *wantg = malloc((size_t)R * Ns[0] * 4), *ub = malloc((size_t)Ns[0] * 4);
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < Ns[0]; i++)
+                ref->dot[t]((char *)wg + (size_t)i * rb[3], xq + (size_t)r * stride, stride, 1,
+                            k, &wantg[(size_t)r * Ns[0] + i]);
+        for (int i = 0; i < Ns[0]; i++)
+            ub[i] = gauss();
+        float *dub = dput(ub, (size_t)Ns[0] * 4);
+        long gbad = 0;
+        size_t ldy = (size_t)Ns[0] + 3;
+        for (int op = OB_HRX_EPI_SILU; op <= OB_HRX_EPI_GELU && !e; op++)
+            for (int wi = 0; wi < 4 && !e; wi++) {
+                int n = widths[wi];
+                bool with_b = wi % 2 == 0;
+                struct ob_hrx_multi m = {2, {{t, Ns[0], k, rb[3], dwg}, {t, Ns[0], k, rb[3], dwu}},
+                                         {with_b ? db[0] : NULL, with_b ? dub : NULL},
+                                         {dy[0], NULL}, {ldy, 0}};
+                if ((e = rt->k->matmul_multi(q, m, dq, stride, n, op)))
+                    break;
+                dget(got, dy[0], (size_t)n * ldy * 4);
+                for (int r = 0; r < n; r++)
+                    for (int i = 0; i < Ns[0]; i++) {
+                        float g = wantg[(size_t)r * Ns[0] + i], u = wantu[(size_t)r * Ns[0] + i];
+                        if (with_b) {
+                            g = g + bias[0][i];
+                            u = u + ub[i];
+                        }
+                        float v = op == OB_HRX_EPI_SILU ? ob_silu(g) * u : ob_gelu(g) * u;
+                        long d = cmp_f32(got + (size_t)r * ldy + i, &v, 1, gbad ? NULL : why,
+                                         gbad ? 0 : sizeof why);
+                        if (d && !gbad)
+                            snprintf(why + strlen(why), sizeof why - strlen(why),
+                                     " (%s, width %d, row %d)",
+                                     op == OB_HRX_EPI_SILU ? "silu" : "gelu", n, r);
+                        gbad += d;
+                    }
+            }
+        ok(!e && gbad == 0, "matmul_multi %s: gate and up of %d x %d into the gated unit (silu, "
+           "gelu; with and without biases), widths 1, 3, 8, 37: %ld differ%s", ob_type_name(t),
+           Ns[0], k, gbad, e ? ob_errmsg() : why);
+        for (int j = 0; j < 4; j++) {
+            rt->free(q, dw[j]);
+            free(w[j]);
+            free(want[j]);
+        }
+        for (int j = 0; j < 3; j++) {
+            rt->free(q, db[j]);
+            rt->free(q, dy[j]);
+            free(bias[j]);
+        }
+        void *ptrs[] = {dq, dwu, dwg, dub};
+        for (int i = 0; i < 4; i++)
+            rt->free(q, ptrs[i]);
+        free(wu);
+        free(wg);
+        free(wantu);
+        free(wantg);
+        free(ub);
+        free(x);
+        free(xq);
+        free(got);
+    }
+}
+
+/* rope_kv against ob_rmsnorm, ob_rope and ob_kv_put: Q rotated in place, the rotated K rows and
+ * the V rows in the caches at (slot, position), nothing else of the caches written, K unchanged */
+static void test_rope_kv(void)
+{
+    static const struct { int hd, n_rot, neox, norm; } cs_[] = {
+        {64, 64, 1, 1}, {128, 128, 1, 0}, {64, 32, 0, 1}, {128, 96, 1, 1}, {64, 48, 1, 0},
+    };
+    for (size_t c = 0; c < sizeof cs_ / sizeof cs_[0]; c++) {
+        int hd = cs_[c].hd, nh = 6, nkv = 2, n = 5, n_ctx = 40, slots = 3, half = cs_[c].n_rot / 2;
+        int kvw = nkv * hd;
+        size_t qn = (size_t)n * nh * hd, kn = (size_t)n * kvw, cache = (size_t)slots * n_ctx * kvw;
+        float *Q = malloc(qn * 4), *K = malloc(kn * 4), *V = malloc(kn * 4);
+        float *wq = malloc(hd * 4), *wk = malloc(hd * 4);
+        float *cs = malloc((size_t)n_ctx * half * 4), *sn = malloc((size_t)n_ctx * half * 4);
+        activations(Q, qn, false);
+        activations(K, kn, false);
+        activations(V, kn, false);
+        for (int i = 0; i < hd; i++) {
+            wq[i] = gauss();
+            wk[i] = gauss();
+        }
+        for (int i = 0; i < n_ctx * half; i++) {
+            cs[i] = frand();
+            sn[i] = frand();
+        }
+        int32_t pos[5] = {0, 39, 7, 7, 21}, seq[5] = {0, 2, 1, 0, 2};
+        float *wantq = malloc(qn * 4), *wantk = malloc(kn * 4), *got = malloc(kn * 4);
+        uint16_t *kc_want = malloc(cache * 2), *vc_want = malloc(cache * 2);
+        uint16_t *kc = malloc(cache * 2), *vc = malloc(cache * 2);
+        for (size_t i = 0; i < cache; i++)
+            kc_want[i] = vc_want[i] = (uint16_t)(0x3c00 + i % 97);
+        memcpy(wantq, Q, qn * 4);
+        memcpy(wantk, K, kn * 4);
+        for (int i = 0; i < n; i++) {
+            const float *c0 = cs + (size_t)pos[i] * half, *s0 = sn + (size_t)pos[i] * half;
+            for (int h = 0; h < nh + nkv; h++) {
+                float *x = h < nh ? wantq + ((size_t)i * nh + h) * hd
+                                  : wantk + ((size_t)i * nkv + h - nh) * hd;
+                if (cs_[c].norm)
+                    ob_rmsnorm(x, h < nh ? wq : wk, x, hd, 1e-6f);
+                ob_rope(x, c0, s0, cs_[c].n_rot, cs_[c].neox);
+            }
+            size_t at = ((size_t)seq[i] * n_ctx + pos[i]) * kvw;
+            ob_kv_put(kc_want + at, wantk + (size_t)i * kvw, kvw);
+            ob_kv_put(vc_want + at, V + (size_t)i * kvw, kvw);
+        }
+        float *dQ = dput(Q, qn * 4), *dK = dput(K, kn * 4), *dV = dput(V, kn * 4);
+        float *dwq = dput(wq, hd * 4), *dwk = dput(wk, hd * 4);
+        float *dcs = dput(cs, (size_t)n_ctx * half * 4), *dsn = dput(sn, (size_t)n_ctx * half * 4);
+        int32_t *dp = dput(pos, sizeof pos), *ds = dput(seq, sizeof seq);
+        uint16_t *fill = malloc(cache * 2);            /* the caches before: a pattern */
+        for (size_t i = 0; i < cache; i++)
+            fill[i] = (uint16_t)(0x3c00 + i % 97);
+        uint16_t *dkc = dput(fill, cache * 2), *dvc = dput(fill, cache * 2);
+        struct ob_hrx_rope r = {nh, nkv, hd, cs_[c].n_rot, cs_[c].neox, 1e-6f,
+                                cs_[c].norm ? dwq : NULL, cs_[c].norm ? dwk : NULL, dcs, dsn};
+        int e = rt->k->rope_kv(q, r, dQ, dK, dV, dp, ds, n, n_ctx, dkc, dvc);
+        char why[200] = "";
+        long bad = -1, cbad = 0;
+        if (!e) {
+            dget(Q, dQ, qn * 4);
+            dget(got, dK, kn * 4);
+            dget(kc, dkc, cache * 2);
+            dget(vc, dvc, cache * 2);
+            bad = cmp_f32(Q, wantq, qn, why, sizeof why) + cmp_f32(got, K, kn, why, sizeof why);
+            for (size_t i = 0; i < cache; i++)
+                cbad += kc[i] != kc_want[i] || vc[i] != vc_want[i];
+        }
+        ok(bad == 0 && cbad == 0, "rope_kv: head_dim %d, %d rotated, %s pairs, %s norm: Q, "
+           "K unchanged, %ld cache values differ%s%s", hd, cs_[c].n_rot,
+           cs_[c].neox ? "NEOX" : "NORM", cs_[c].norm ? "with" : "no", cbad, why,
+           e ? ob_errmsg() : "");
+        void *ptrs[] = {dQ, dK, dV, dwq, dwk, dcs, dsn, dp, ds, dkc, dvc};
+        for (int i = 0; i < 11; i++)
+            rt->free(q, ptrs[i]);
+        void *hp[] = {Q, K, V, wq, wk, cs, sn, wantq, wantk, got, kc_want, vc_want, kc, vc, fill};
+        for (int i = 0; i < 15; i++)
+            free(hp[i]);
+    }
+}
+
 /* kv_store then attention, against ob_kv_put and ob_attn_head */
 static void test_attention(void)
 {
@@ -825,9 +1064,11 @@ static void run_all(const char *name)
     test_embed();
     test_actq();
     test_matmul();
+    test_matmul_multi();
     test_rmsnorm();
     test_rmsnorm_q();
     test_qk_rope();
+    test_rope_kv();
     test_attention();
     test_elementwise();
     test_graph();
