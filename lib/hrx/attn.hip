@@ -22,6 +22,7 @@
  * floats: ob_hrx_attn_scratch).
  */
 #include "hrx/shim.h"
+#include "hrx/warp.h"
 #include "arith/arith.h"
 
 #define AT_THREADS OB_ATT_CHUNK    /* one thread per position of a chunk */
@@ -438,42 +439,120 @@ static unsigned as_z(const struct ob_hrx_attn &a, int rows)
     return (unsigned)(z < 1 ? 1 : z < groups ? z : groups);
 }
 
-extern "C" int OB_HRX_FN(attention)(struct ob_hrx_q *q, struct ob_hrx_attn a, const float *Q,
-                                    const uint16_t *kc, const uint16_t *vc, const int32_t *pos,
-                                    const int32_t *seq, int n, float *out, float *scratch)
+/*
+ * attention_q: the split kernels with their last launch folded into the quantisation of the
+ * output rows for the next product (k_att_combine_q: a warp an activation block of a row, each
+ * lane's V values computed as k_att_combine does, then ob_warp_actq of them, as rmsnorm_q
+ * quantises what it has just normalised). The floats are stored too.
+ */
+#define AQ_WARPS 4
+
+template <int V>
+__global__ static void k_att_combine_q(struct ob_hrx_attn a, const int32_t *pos,
+                                       const int32_t *seq, float *out, float *scratch, int rows,
+                                       char *xq, size_t stride)
+{
+    int i = (int)blockIdx.y, lane = (int)threadIdx.x % OB_WARP, hd = a.hd;
+    int b = (int)blockIdx.x * AQ_WARPS + (int)threadIdx.x / OB_WARP;
+    if (b >= a.n_head * hd / (V * OB_WARP))
+        return;                    /* the whole warp */
+    float v[V], l = 0.0f;
+    int lh = -1;                   /* the head whose l is in l */
+    OB_UNROLL
+    for (int u = 0; u < V; u++) {
+        int at = b * V * OB_WARP + lane * V + u, h = at / hd, d = at % hd;
+        struct as_at w = as_where(a, pos, seq, scratch, rows, h, i);
+        if (h != lh) {
+            l = 0.0f;
+            for (int c = 0; c < w.nch; c++)
+                l = l + w.lc[c];
+            lh = h;
+        }
+        float o = 0.0f;
+        for (int c = 0; c < w.nch; c++)
+            o = o + w.oc[(size_t)c * hd + d];
+        v[u] = o / l;
+        out[(size_t)i * a.n_head * hd + at] = v[u];
+    }
+    ob_warp_actq<V>(v, lane, xq + (size_t)i * stride, b);
+}
+
+/* the rows [r0, r0 + rows) of attention (and of attention_q where xq: fmt's blocks too) */
+static int att_rows(struct ob_hrx_q *q, const struct ob_hrx_attn &a, const float *Q,
+                    const uint16_t *kc, const uint16_t *vc, const int32_t *pos,
+                    const int32_t *seq, int rows, float *out, float *scratch, int fmt, char *xq,
+                    size_t stride)
+{
+    if (OB_HRX_FN(big_tiles)(q))
+        OB_LAUNCH(q, k_attention, dim3((unsigned)a.n_head, (unsigned)rows), dim3(AT_THREADS), a,
+                  Q, kc, vc, pos, seq, out, scratch);
+    else if (a.whole)
+        OB_LAUNCH(q, k_attention_w, dim3((unsigned)a.n_head, (unsigned)rows), dim3(AW_THREADS),
+                  a, Q, kc, vc, pos, seq, out, scratch);
+    else {
+        dim3 grid((unsigned)a.n_head, (unsigned)rows, as_z(a, rows));
+        int e;
+        OB_LAUNCH(q, k_att_scores, grid, dim3(AS_THREADS), a, Q, kc, pos, seq, scratch, rows);
+        if ((e = OB_HRX_FN(launched)(q, "attention scores")))
+            return e;
+        OB_LAUNCH(q, k_att_chunks, grid, dim3(AS_THREADS), a, vc, pos, seq, scratch, rows);
+        if ((e = OB_HRX_FN(launched)(q, "attention chunks")))
+            return e;
+        if (xq) {
+            int V = fmt == OB_HRX_ACT_Q8K ? 8 : 1, nb = a.n_head * a.hd / (V * OB_WARP);
+            dim3 g2((unsigned)((nb + AQ_WARPS - 1) / AQ_WARPS), (unsigned)rows);
+            if (V == 8)
+                OB_LAUNCH(q, k_att_combine_q<8>, g2, dim3(AQ_WARPS * OB_WARP), a, pos, seq, out,
+                          scratch, rows, xq, stride);
+            else
+                OB_LAUNCH(q, k_att_combine_q<1>, g2, dim3(AQ_WARPS * OB_WARP), a, pos, seq, out,
+                          scratch, rows, xq, stride);
+            return OB_HRX_FN(launched)(q, "attention_q");
+        }
+        OB_LAUNCH(q, k_att_combine, dim3((unsigned)a.n_head, (unsigned)rows),
+                  dim3((unsigned)((a.hd + OB_WARP - 1) / OB_WARP * OB_WARP)), a, pos, seq, out,
+                  scratch, rows);
+    }
+    int e = OB_HRX_FN(launched)(q, "attention");
+    if (e || !xq)
+        return e;
+    return OB_HRX_FN(actq)(q, fmt, out, rows, a.n_head * a.hd, xq, stride);
+}
+
+static int att_check(const struct ob_hrx_attn &a)
 {
     if (a.hd > AT_MAXD * AT_THREADS || a.n_head_kv < 1 || a.n_head % a.n_head_kv)
         return ob_seterr(OB_EUNSUPP, "hrx attention: %d heads of %d dimensions over %d key "
                          "heads (at most %d dimensions, whole groups)", a.n_head, a.hd,
                          a.n_head_kv, AT_MAXD * AT_THREADS);
-    for (int r0 = 0; r0 < n; r0 += AT_ROWS) {
-        int rows = n - r0 < AT_ROWS ? n - r0 : AT_ROWS;
-        if (OB_HRX_FN(big_tiles)(q))
-            OB_LAUNCH(q, k_attention, dim3((unsigned)a.n_head, (unsigned)rows), dim3(AT_THREADS),
-                      a, Q + (size_t)r0 * a.n_head * a.hd, kc, vc, pos + r0, seq + r0,
-                      out + (size_t)r0 * a.n_head * a.hd, scratch);
-        else if (a.whole)
-            OB_LAUNCH(q, k_attention_w, dim3((unsigned)a.n_head, (unsigned)rows),
-                      dim3(AW_THREADS), a, Q + (size_t)r0 * a.n_head * a.hd, kc, vc, pos + r0,
-                      seq + r0, out + (size_t)r0 * a.n_head * a.hd, scratch);
-        else {
-            dim3 grid((unsigned)a.n_head, (unsigned)rows, as_z(a, rows));
-            int e;
-            OB_LAUNCH(q, k_att_scores, grid, dim3(AS_THREADS), a,
-                      Q + (size_t)r0 * a.n_head * a.hd, kc, pos + r0, seq + r0, scratch, rows);
-            if ((e = OB_HRX_FN(launched)(q, "attention scores")))
-                return e;
-            OB_LAUNCH(q, k_att_chunks, grid, dim3(AS_THREADS), a, vc, pos + r0, seq + r0,
-                      scratch, rows);
-            if ((e = OB_HRX_FN(launched)(q, "attention chunks")))
-                return e;
-            OB_LAUNCH(q, k_att_combine, dim3((unsigned)a.n_head, (unsigned)rows),
-                      dim3((unsigned)((a.hd + OB_WARP - 1) / OB_WARP * OB_WARP)), a, pos + r0,
-                      seq + r0, out + (size_t)r0 * a.n_head * a.hd, scratch, rows);
-        }
-        int e = OB_HRX_FN(launched)(q, "attention");
-        if (e)
-            return e;
-    }
     return 0;
+}
+
+extern "C" int OB_HRX_FN(attention)(struct ob_hrx_q *q, struct ob_hrx_attn a, const float *Q,
+                                    const uint16_t *kc, const uint16_t *vc, const int32_t *pos,
+                                    const int32_t *seq, int n, float *out, float *scratch)
+{
+    int e = att_check(a);
+    size_t w = (size_t)a.n_head * a.hd;
+    for (int r0 = 0; r0 < n && !e; r0 += AT_ROWS)
+        e = att_rows(q, a, Q + r0 * w, kc, vc, pos + r0, seq + r0,
+                     n - r0 < AT_ROWS ? n - r0 : AT_ROWS, out + r0 * w, scratch, 0, NULL, 0);
+    return e;
+}
+
+extern "C" int OB_HRX_FN(attention_q)(struct ob_hrx_q *q, struct ob_hrx_attn a, const float *Q,
+                                      const uint16_t *kc, const uint16_t *vc,
+                                      const int32_t *pos, const int32_t *seq, int n, float *out,
+                                      float *scratch, int fmt, void *xq, size_t stride)
+{
+    int e = att_check(a), bl = fmt == OB_HRX_ACT_Q8K ? 256 : 32;
+    size_t w = (size_t)a.n_head * a.hd;
+    if (!e && (fmt == OB_HRX_ACT_F32 || (int)(w % (size_t)bl)))   /* no blocks to fold in */
+        return (e = OB_HRX_FN(attention)(q, a, Q, kc, vc, pos, seq, n, out, scratch))
+                   ? e : OB_HRX_FN(actq)(q, fmt, out, n, (int)w, xq, stride);
+    for (int r0 = 0; r0 < n && !e; r0 += AT_ROWS)
+        e = att_rows(q, a, Q + r0 * w, kc, vc, pos + r0, seq + r0,
+                     n - r0 < AT_ROWS ? n - r0 : AT_ROWS, out + r0 * w, scratch, fmt,
+                     (char *)xq + (size_t)r0 * stride, stride);
+    return e;
 }

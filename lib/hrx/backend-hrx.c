@@ -636,17 +636,37 @@ static int hrx_kv_store(struct ob_be *be, int l)
                            be->d_seq, be->b.n, be->p.n_ctx, be->kc[l], be->vc[l]);
 }
 
-static int hrx_attention(struct ob_be *be, int l)
+static struct ob_hrx_attn attn_shape(const struct ob_be *be, int l)
 {
     const struct ob_hparams *hp = &be->m->hp;
     struct ob_hrx_attn a = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim,
                             be->p.n_ctx, ob_attn_scale((int)hp->attn_scale_dim),
                             ob_hparams_layer_swa(hp, (uint32_t)l) ? (int)hp->n_swa : 0,
                             be->att_whole};
-    int e = be->k->attention(be->q, a, be->buf[OB_BQ], be->kc[l], be->vc[l], be->d_pos,
-                             be->d_seq, be->b.n, be->buf[OB_BATT], be->att);
+    return a;
+}
+
+static int hrx_attention(struct ob_be *be, int l)
+{
+    int e = be->k->attention(be->q, attn_shape(be, l), be->buf[OB_BQ], be->kc[l], be->vc[l],
+                             be->d_pos, be->d_seq, be->b.n, be->buf[OB_BATT], be->att);
     be->version[OB_BATT]++;
     return e;
+}
+
+/* attention, and its rows quantised for the output product (the copy matmul_op reuses):
+ * one launch fewer on a GPU (OB_HRX_FUSE=2) */
+static int attention_q(struct ob_be *be, int l)
+{
+    if (be->fuse < 2)
+        return hrx_attention(be, l);
+    int k = be->width[OB_BATT], fmt = ob_type_actfmt(be->L[l].w[OB_W_O].type), n = be->b.n;
+    size_t stride = ob_act_row_bytes(fmt, k);
+    int e = be->k->attention_q(be->q, attn_shape(be, l), be->buf[OB_BQ], be->kc[l], be->vc[l],
+                               be->d_pos, be->d_seq, n, be->buf[OB_BATT], be->att, fmt, be->xq,
+                               stride);
+    be->version[OB_BATT]++;
+    return xq_holds(be, e, OB_BATT, fmt, n, stride);
 }
 
 static int hrx_swiglu(struct ob_be *be)
@@ -778,7 +798,7 @@ static int layer_ops(struct ob_be *be, int l)
         return ob_forward_layer(be->ops, be, hp, l);
     int glu = hp->ffn_act == OB_ACT_GELU ? OB_HRX_EPI_GELU : OB_HRX_EPI_SILU, e;
     if ((e = rmsnorm_q(be, l, OB_W_ATTN_NORM, OB_BX, OB_BXN, OB_W_Q)) ||
-        (e = qkv_op(be, l)) || (e = rope_kv_op(be, l)) || (e = hrx_attention(be, l)) ||
+        (e = qkv_op(be, l)) || (e = rope_kv_op(be, l)) || (e = attention_q(be, l)) ||
         (e = matmul_op(be, l, OB_W_O, OB_BATT, OB_BX, OB_HRX_EPI_ADD)) ||
         (e = rmsnorm_q(be, l, OB_W_FFN_NORM, OB_BX, OB_BXN, OB_W_GATE)) ||
         (e = glu_op(be, l, glu)) ||

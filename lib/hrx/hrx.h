@@ -122,6 +122,8 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
  *   attention  out row i, head h = ob_attn_head(Q row i head h, slot seq[i]'s keys and values
  *              at positions ob_attn_first_key(pos[i], a.window)..pos[i]); scratch holds
  *              ob_hrx_attn_scratch(&a) floats
+ *   attention_q  attention, then actq of its rows (n_head * hd values) in format fmt into
+ *              xq: one launch fewer on a GPU
  *   swiglu     g[i] = ob_silu(g[i]) * u[i]
  *   geglu      g[i] = ob_gelu(g[i]) * u[i] (ob_geglu)
  *   add        y[i] = y[i] + x[i]
@@ -150,6 +152,10 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
     X(attention, (struct ob_hrx_q *q, struct ob_hrx_attn a, const float *Q,                  \
                   const uint16_t *kc, const uint16_t *vc, const int32_t *pos,                \
                   const int32_t *seq, int n, float *out, float *scratch))                    \
+    X(attention_q, (struct ob_hrx_q *q, struct ob_hrx_attn a, const float *Q,                \
+                    const uint16_t *kc, const uint16_t *vc, const int32_t *pos,              \
+                    const int32_t *seq, int n, float *out, float *scratch, int fmt, void *xq, \
+                    size_t stride))                                                          \
     X(swiglu, (struct ob_hrx_q *q, float *g, const float *u, size_t n))                      \
     X(geglu, (struct ob_hrx_q *q, float *g, const float *u, size_t n))                       \
     X(add, (struct ob_hrx_q *q, float *y, const float *x, size_t n))

@@ -939,6 +939,39 @@ static void test_attention(void)
                a.whole ? "whole" : "split", nh, hd, nkv, cs_[c].maxpos, wd, why,
                e ? ob_errmsg() : "");
         }
+        /* attention_q: the same rows, and their blocks for the next product (split, whole) */
+        for (int fmt = OB_HRX_ACT_Q8K; fmt <= OB_HRX_ACT_A8; fmt++) {
+            int k = nh * hd;
+            if (k % (fmt == OB_HRX_ACT_Q8K ? 256 : 32))
+                continue;
+            size_t stride = ob_act_row_bytes(fmt, k);
+            uint8_t *wq = calloc(stride, (size_t)n), *gq = malloc(stride * n);
+            void *dq = dput(NULL, stride * n);
+            for (int i = 0; i < n; i++)
+                ob_act_quantize(OB_ISA_SCALAR, fmt == OB_HRX_ACT_Q8K ? OB_Q4_K : OB_Q8_0,
+                                want + (size_t)i * k, k, wq + (size_t)i * stride);
+            for (a.whole = 0; a.whole < 2; a.whole++) {
+                char why[200] = "";
+                long qbad = -1;
+                bad = -1;
+                if (!e && !(e = rt->k->attention_q(q, a, dQ, dkc, dvc, dp, ds, n, dout, scr, fmt,
+                                                   dq, stride))) {
+                    dget(got, dout, (size_t)n * k * 4);
+                    bad = cmp_f32(got, want, (size_t)n * k, why, sizeof why);
+                    dget(gq, dq, stride * n);
+                    qbad = 0;
+                    for (size_t b = 0; b < stride * n; b++)
+                        qbad += gq[b] != wq[b];
+                }
+                ok(bad == 0 && qbad == 0, "attention_q %s (%s): %d heads of %d, positions up to "
+                   "%d%s: %ld quantised bytes differ%s%s", fmt == OB_HRX_ACT_Q8K ? "Q8_K" : "A8",
+                   a.whole ? "whole" : "split", nh, hd, cs_[c].maxpos, wd, qbad, why,
+                   e ? ob_errmsg() : "");
+            }
+            rt->free(q, dq);
+            free(wq);
+            free(gq);
+        }
         void *ptrs[] = {dkc, dvc, dK, dV, dp, ds, dQ, dout, scr};
         for (int i = 0; i < 9; i++)
             rt->free(q, ptrs[i]);
