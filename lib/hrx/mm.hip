@@ -970,14 +970,12 @@ static void gm_launch(struct ob_hrx_q *q, struct ob_hrx_mat w, const char *x, si
 #undef GM_KN
 }
 
-/* OB_HRX_GEMM=0: matmul keeps k_mv_q for every width (read once) */
+/* OB_HRX_GEMM=0: matmul keeps k_mv_q for every width (asked at each call: a lookup, and no
+ * state shared between threads) */
 static bool gm_enabled(void)
 {
-    static const bool on = [] {
-        const char *e = getenv("OB_HRX_GEMM");
-        return !(e && strcmp(e, "0") == 0);
-    }();
-    return on;
+    const char *e = getenv("OB_HRX_GEMM");
+    return !(e && strcmp(e, "0") == 0);
 }
 
 /* ---- float weights ------------------------------------------------------------------------------ */
