@@ -573,10 +573,10 @@ static void mv_launch(struct ob_hrx_q *q, struct ob_hrx_mat w, const char *x, si
  *   epi(dw, mw, ad, is, ms)  r_b from the block's floats and integers, ob_blk_<type>'s order
  * Meta slots: K-quants: weights g = scale g, 16 = d, 17 = dmin, 18 + e = mins 4 e .. 4 e + 3
  * as int8 bytes; activations: the bsums of min group g (Q4_K, Q5_K: of its two sub-blocks),
- * bs_g = 128 hi_g + lo_g with lo_g in 0..127, as bytes: e = hi of groups 4 e .., 4 + e = lo
- * (so msum = 128 dp4a(m, hi) + dp4a(m, lo), the same integer), 16 = d. 32-value formats:
- * weights c = d, 8 + c = m of block c; activations c = sum, 8 + c = d of block c. Floats as
- * their bits.
+ * bs_g = 128 hi_g + lo_g with lo_g in 0..127 (and hi_g in -32..32: a sum of at most 32 int8
+ * quants), as bytes: e = hi of groups 4 e .., 4 + e = lo (so msum = 128 dp4a(m, hi) +
+ * dp4a(m, lo), the same integer), 16 = d. 32-value formats: weights c = d, 8 + c = m of
+ * block c; activations c = sum, 8 + c = d of block c. Floats as their bits.
  */
 #define GM_WSLOTS 22
 #define GM_ASLOTS 17
