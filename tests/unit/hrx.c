@@ -341,7 +341,8 @@ static void matmul_case(uint32_t t, int N, int k, bool raw, int wide)
     /* the reference: the cpu route's scalar dot, row by row; y with and without bias */
     const struct ob_kernel_table *ref = ob_kernels(OB_ISA_SCALAR);
     size_t ldy = (size_t)N + 3;
-    float *want = malloc((size_t)R * ldy * 4), *wantb = malloc((size_t)R * ldy * 4);
+    /* zeros in columns N .. ldy - 1 too: the epilogue check below reads whole rows */
+    float *want = calloc((size_t)R * ldy, 4), *wantb = calloc((size_t)R * ldy, 4);
     float *got = malloc((size_t)R * ldy * 4);
     for (int r = 0; r < R; r++)
         for (int i = 0; i < N; i++) {
