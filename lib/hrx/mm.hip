@@ -32,9 +32,11 @@
  * On a GPU's geometry the quantised products have kernels of their own: k_mv_q (a warp a
  * weight row, up to 8 activation rows a pass) below GM_MIN_ROWS = 16 activation rows, and
  * from there k_gm_q (tiles of 64 weight rows x 32 or 64 activation rows staged in shared
- * memory); OB_HRX_GEMM=0 keeps k_mv_q for every width. Both compute the bits above.
+ * memory); OB_HRX_GEMM=0 keeps k_mv_q for every width, OB_HRX_GEMM=N moves the threshold to
+ * N rows. Both compute the bits above.
  */
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 
 #include "hrx/shim.h"
@@ -970,12 +972,20 @@ static void gm_launch(struct ob_hrx_q *q, struct ob_hrx_mat w, const char *x, si
 #undef GM_KN
 }
 
-/* OB_HRX_GEMM=0: matmul keeps k_mv_q for every width (asked at each call: a lookup, and no
- * state shared between threads) */
-static bool gm_enabled(void)
+/*
+ * The fewest activation rows that take the tiles: GM_MIN_ROWS, or OB_HRX_GEMM's number (0:
+ * none, k_mv_q for every width; 1: every width, so that a device check can find the widths
+ * where the tiles pay). Asked at each call: a lookup, and no state shared between threads;
+ * a function of the environment, so a recorded graph launches what a launch would.
+ */
+static int gm_min_rows(void)
 {
     const char *e = getenv("OB_HRX_GEMM");
-    return !(e && strcmp(e, "0") == 0);
+    char *end = NULL;
+    long v = e && *e ? strtol(e, &end, 10) : -1;
+    if (v < 0 || *end || v > INT_MAX)
+        return GM_MIN_ROWS;
+    return v == 0 ? INT_MAX : (int)v;
 }
 
 /* ---- float weights ------------------------------------------------------------------------------ */
@@ -1041,7 +1051,7 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
         if (tiles)                                                                      \
             OB_LAUNCH(q, k_mm_q<t_##name>, grid, block, w, x, stride, n, b, y, ldy, op,  \
                       g);                                                               \
-        else if (n >= GM_MIN_ROWS && gm_enabled())                                      \
+        else if (n >= gm_min_rows())                                                    \
             gm_launch<gm_##name>(q, w, x, stride, n, b, y, ldy, op);                    \
         else                                                                            \
             mv_launch<t_##name>(q, w, x, stride, n, b, y, ldy, op);                     \
