@@ -3,7 +3,8 @@
 # synthetic llama model per type (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
 # Q4_K, Q5_K, Q6_K; 256 wide so that the K-quants fit), three requests decoded two at a time
 # with 5-token prefill chunks, 1b-agree cpu hrx-sim exits 0, with hrx-sim's large tiles and
-# with the GPU's launch geometry (OB_HRX_SIM_TILES=gpu). The list is checked against the cpu
+# with the GPU's launch geometry (OB_HRX_SIM_TILES=gpu), and once more three at a time in
+# 16-token chunks with the GPU's tiled product at every width (OB_HRX_GEMM=1: k_gm_q). The list is checked against the cpu
 # route's own (tests/unit/hrx.c checks that hrx has kernels for exactly those types).
 . "$(dirname "$0")/lib.sh"
 types=(f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k)
@@ -23,10 +24,12 @@ for t in "${types[@]}"; do
     1b-gen -m "$t.gguf" -t 2 --parallel 2 --chunk 5 < req.jsonl > cpu.jsonl 2> err.txt &&
         1b-gen -m "$t.gguf" -t 2 --parallel 2 --chunk 5 -d hrx-sim < req.jsonl > sim.jsonl 2>> err.txt &&
         OB_HRX_SIM_TILES=gpu 1b-gen -m "$t.gguf" -t 2 --parallel 2 --chunk 5 -d hrx-sim \
-            < req.jsonl > simg.jsonl 2>> err.txt
-    out=$(1b-agree cpu.jsonl sim.jsonl simg.jsonl 2>&1); rc=$?
+            < req.jsonl > simg.jsonl 2>> err.txt &&
+        OB_HRX_SIM_TILES=gpu OB_HRX_GEMM=1 1b-gen -m "$t.gguf" -t 2 --parallel 3 --chunk 16 \
+            -d hrx-sim < req.jsonl > simt.jsonl 2>> err.txt
+    out=$(1b-agree cpu.jsonl sim.jsonl simg.jsonl simt.jsonl 2>&1); rc=$?
     [ "$got" = "${t^^}" ] && [ $rc -eq 0 ]
-    ok $? "$t weights ($got): hrx-sim = cpu (both tilings), 1b-agree exit $rc: $(grep -m1 'A-B' <<<"$out" | tr -s ' ')" ||
+    ok $? "$t weights ($got): hrx-sim = cpu (its tiles, the GPU's shapes, the GPU's tiled product), 1b-agree exit $rc: $(grep -m1 'A-B' <<<"$out" | tr -s ' ')" ||
         { sed 's/^/# /' <<<"$out" | head -8; head -3 err.txt | sed 's/^/# /'; }
 done
 # the types above are every type the cpu route has a dot product for

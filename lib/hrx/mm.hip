@@ -28,8 +28,16 @@
  * warp's worth, and a decode step has many blocks for the SMs); on hrx-sim large (tn * tr =
  * 128 pairs: fewer blocks, fewer fiber switches), unless OB_HRX_SIM_TILES=gpu asks for the
  * GPU's (tests/unit/hrx runs both). The kernels are the same; only the launch differs.
+ *
+ * On a GPU's geometry the quantised products have kernels of their own: k_mv_q (a warp a
+ * weight row, up to 8 activation rows a pass) below GM_MIN_ROWS = 16 activation rows, and
+ * from there k_gm_q (tiles of 64 weight rows x 32 or 64 activation rows staged in shared
+ * memory); OB_HRX_GEMM=0 keeps k_mv_q for every width, OB_HRX_GEMM=N moves the threshold to
+ * N rows. Both compute the bits above.
  */
 #include <stdio.h>
+#include <limits.h>
+#include <stdlib.h>
 
 #include "hrx/shim.h"
 #include "hrx/warp.h"
@@ -691,6 +699,466 @@ extern "C" int OB_HRX_FN(matmul_multi)(struct ob_hrx_q *q, struct ob_hrx_multi m
     return OB_HRX_FN(launched)(q, name);
 }
 
+/* ---- quantised weights on a GPU, many activation rows: tiles in shared memory ---------------- */
+
+/*
+ * y[r][i] for GM_MIN_ROWS or more activation rows (matmul, below): a block of GM_THREADS threads
+ * takes GM_TN = 64 weight rows x TR = 16 J activation rows (J = 2 or 4), thread (tx, ty) =
+ * (t % 16, t / 16) the 4 x J outputs of weight rows tx + 16 i and activation rows ty + 16 j.
+ *
+ * Stages of 256 values: one block of a K-quant, or 8 blocks of a 32-value format. The block
+ * loads a stage of its 64 weight rows and TR activation rows into shared memory (neighbouring
+ * threads read neighbouring words of a row), the weights unpacked to one int8 a value (Q4_K's
+ * nibbles, Q6_K's q - 32, ...: the very integers of ob_blk_<type>) beside each block's scales,
+ * mins and d; activations as they are (Q8_K or A8 quants, bsums or sum, d). A thread's integer
+ * sums then take each value word once for its 4 x J pairs through ob_dp4a (exact in any order:
+ * ob_blk_<type>'s isum and msum), and the float epilogue is ob_blk_<type>'s, operation by
+ * operation: r_b.
+ *
+ * The order of the floats is ob_dot_<type>'s. Block b goes to partial b mod 8 in increasing b,
+ * and the stages run class by class, u = 0, 4, 2, 6, 1, 5, 3, 7, each class's blocks in
+ * increasing b, so that a thread holds one running partial P and three folded values a pair
+ * (not eight partials): ob_fold8 adds p0 + p4, p2 + p6, their sum, p1 + p5, p3 + p7, their
+ * sum, and the two sums, in that order and with those operands, and each is added as soon as
+ * its operands are complete (gm_fold). An empty class is a partial of 0.0f, as the
+ * reference's. The bias and the epilogue op follow (mm_put).
+ *
+ * Rows past the matrix or the batch read the last row (clamped) and are not stored. Shared
+ * rows are GM_LD = 65 words, so the 16 weight rows a warp reads and its 2 activation rows
+ * fall in distinct banks.
+ */
+#define GM_TN 64                   /* weight rows a block */
+#define GM_THREADS 256             /* 16 x 16 threads */
+#define GM_WORDS 64                /* a stage: 256 int8 values a row, 64 words */
+#define GM_LD (GM_WORDS + 1)       /* words of a row in shared memory */
+#define GM_MIN_ROWS 16             /* matmul takes these tiles from this many activation rows */
+
+/*
+ * A type's unpacking (G):
+ *   T                     its mm traits (W, A)
+ *   CB                    blocks a stage (256 / QK)
+ *   NG, SC                scale groups a block (of 256 / CB / NG values each); SC: a group
+ *                         multiplies its sum by its scale (K-quants), else NG = 1 and no scale
+ *   NM                    min groups a block (K-quants with a min: their msum), else 0
+ *   UNITS, unpack(w, u, o)  unit u (0 .. UNITS - 1) of block w into the block's value words o
+ *   wmeta(w, c, m)        block c of the stage's scales, mins and floats into m[slot * GM_TN]
+ *   ameta(a, c, m, ld)    activation block c's sums and d into m[slot * ld]
+ *   epi(dw, mw, ad, is, ms)  r_b from the block's floats and integers, ob_blk_<type>'s order
+ * Meta slots: K-quants: weights g = scale g, 16 = d, 17 = dmin, 18 + e = mins 4 e .. 4 e + 3
+ * as int8 bytes; activations: the bsums of min group g (Q4_K, Q5_K: of its two sub-blocks),
+ * bs_g = 128 hi_g + lo_g with lo_g in 0..127 (and hi_g in -32..32: a sum of at most 32 int8
+ * quants), as bytes: e = hi of groups 4 e .., 4 + e = lo (so msum = 128 dp4a(m, hi) +
+ * dp4a(m, lo), the same integer), 16 = d. 32-value formats: weights c = d, 8 + c = m of
+ * block c; activations c = sum, 8 + c = d of block c. Floats as their bits.
+ */
+#define GM_WSLOTS 22
+#define GM_ASLOTS 17
+
+__device__ static inline uint32_t gm_pack(int v0, int v1, int v2, int v3)
+{
+    return (uint32_t)(v0 & 255) | (uint32_t)(v1 & 255) << 8 | (uint32_t)(v2 & 255) << 16 |
+           (uint32_t)(v3 & 255) << 24;
+}
+
+/* the generic unit: one word, 4 values from G::val */
+template <class G>
+__device__ static inline void gm_unpack_val(const typename G::T::W *w, int u, uint32_t *o)
+{
+    o[u] = gm_pack(G::val(w, 4 * u), G::val(w, 4 * u + 1), G::val(w, 4 * u + 2),
+                   G::val(w, 4 * u + 3));
+}
+
+/* K-quants: one block a stage */
+#define GM_K(name, ng, nm)                                                               \
+    typedef t_##name T;                                                                  \
+    typedef T::W W;                                                                      \
+    enum { CB = 1, NG = ng, SC = 1, NM = nm };                                           \
+    __device__ static int wd_slot(int) { return 16; }                                    \
+    __device__ static int wm_slot(int) { return 17; }                                    \
+    __device__ static int ad_slot(int) { return 16; }                                    \
+    __device__ static void ameta(const struct ob_block_q8_k *a, int, uint32_t *m, int ld) \
+    {                                                                                    \
+        for (int q = 0; q < NM / 4; q++) {                                               \
+            int hi[4], lo[4];                                                            \
+            for (int e = 0; e < 4; e++) {                                                \
+                int g = 4 * q + e, bs = NM == 8 ? a->bsums[2 * g] + a->bsums[2 * g + 1]  \
+                                                : a->bsums[g];                           \
+                lo[e] = bs & 127;                                                        \
+                hi[e] = (bs - lo[e]) / 128;                                              \
+            }                                                                            \
+            m[q * ld] = gm_pack(hi[0], hi[1], hi[2], hi[3]);                             \
+            m[(4 + q) * ld] = gm_pack(lo[0], lo[1], lo[2], lo[3]);                       \
+        }                                                                                \
+        m[16 * ld] = ob_f32_bits(a->d);                                                  \
+    }                                                                                    \
+    __device__ static float epi(float dw, float mw, float ad, int is, int ms)            \
+    {                                                                                    \
+        if (NM != 0)                                                                     \
+            return (dw * ad) * (float)is - (mw * ad) * (float)ms;                        \
+        return (dw * ad) * (float)is;                                                    \
+    }
+
+__device__ static inline void gm_kmeta(const int *sc, const int *mn, int ng, uint16_t d,
+                                       uint16_t dmin, uint32_t *m)
+{
+    for (int g = 0; g < ng; g++)
+        m[g * GM_TN] = (uint32_t)sc[g];
+    for (int q = 0; q < ng / 4; q++)
+        m[(18 + q) * GM_TN] = gm_pack(mn[4 * q], mn[4 * q + 1], mn[4 * q + 2], mn[4 * q + 3]);
+    m[16 * GM_TN] = ob_f32_bits(ob_fp16_to_f32(d));
+    m[17 * GM_TN] = ob_f32_bits(ob_fp16_to_f32(dmin));
+}
+
+struct gm_q2_k {
+    GM_K(q2_k, 16, 16)
+    __device__ static int val(const W *w, int f)
+    {
+        return (w->qs[(f >> 7) * 32 + (f & 31)] >> (2 * ((f >> 5) & 3))) & 3;
+    }
+    enum { UNITS = GM_WORDS };
+    __device__ static void unpack(const W *w, int u, uint32_t *o) { gm_unpack_val<gm_q2_k>(w, u, o); }
+    __device__ static void wmeta(const W *w, int, uint32_t *m)
+    {
+        int sc[16], mn[16];
+        for (int g = 0; g < 16; g++) {
+            sc[g] = w->scales[g] & 15;
+            mn[g] = w->scales[g] >> 4;
+        }
+        gm_kmeta(sc, mn, 16, w->d, w->dmin, m);
+    }
+};
+
+struct gm_q3_k {
+    GM_K(q3_k, 16, 0)
+    __device__ static int val(const W *w, int f)
+    {
+        int l = f & 31;
+        return ((w->qs[(f >> 7) * 32 + l] >> (2 * ((f >> 5) & 3))) & 3) -
+               (((w->hmask[l] >> (f >> 5)) & 1) ? 0 : 4);
+    }
+    enum { UNITS = GM_WORDS };
+    __device__ static void unpack(const W *w, int u, uint32_t *o) { gm_unpack_val<gm_q3_k>(w, u, o); }
+    __device__ static void wmeta(const W *w, int, uint32_t *m)
+    {
+        int sc[16], mn[16];
+        for (int g = 0; g < 16; g++) {
+            sc[g] = ob_q3k_scale(g, w->scales);
+            mn[g] = 0;
+        }
+        gm_kmeta(sc, mn, 16, w->d, 0, m);
+    }
+};
+
+/* Q4_K and Q5_K: 8 groups of 32 values, scale and min from ob_k4_scale_min */
+__device__ static inline void gm_k4meta(const uint8_t *scales, uint16_t d, uint16_t dmin,
+                                        uint32_t *m)
+{
+    int sc[8], mn[8];
+    for (int g = 0; g < 8; g++) {
+        uint8_t s, n;
+        ob_k4_scale_min(g, scales, &s, &n);
+        sc[g] = s;
+        mn[g] = n;
+    }
+    gm_kmeta(sc, mn, 8, d, dmin, m);
+}
+
+/* Q4_K: unit u, the word of qs[32 c + 4 l'] (c = u / 8, l' = u % 8): its low nibbles are values
+ * 64 c + 4 l' .., its high ones 64 c + 32 + 4 l' .. */
+struct gm_q4_k {
+    GM_K(q4_k, 8, 8)
+    enum { UNITS = 32 };
+    __device__ static void unpack(const W *w, int u, uint32_t *o)
+    {
+        int c = u >> 3, l = u & 7;
+        uint32_t x = ob_ld4(w->qs + 32 * c + 4 * l);
+        o[16 * c + l] = x & 0x0F0F0F0Fu;
+        o[16 * c + 8 + l] = (x >> 4) & 0x0F0F0F0Fu;
+    }
+    __device__ static void wmeta(const W *w, int, uint32_t *m) { gm_k4meta(w->scales, w->d, w->dmin, m); }
+};
+
+struct gm_q5_k {
+    GM_K(q5_k, 8, 8)
+    __device__ static int val(const W *w, int f)
+    {
+        int j = f >> 5, l = f & 31;
+        return ((w->qs[(f >> 6) * 32 + l] >> (4 * (j & 1))) & 15) + 16 * ((w->qh[l] >> j) & 1);
+    }
+    enum { UNITS = GM_WORDS };
+    __device__ static void unpack(const W *w, int u, uint32_t *o) { gm_unpack_val<gm_q5_k>(w, u, o); }
+    __device__ static void wmeta(const W *w, int, uint32_t *m) { gm_k4meta(w->scales, w->d, w->dmin, m); }
+};
+
+/* Q6_K: unit u = (h, l') = (u / 8, u % 8): the words of ql[64 h + 4 l'], ql[64 h + 32 + 4 l']
+ * and qh[32 h + 4 l'] give values 128 h + 32 s + 4 l' .. (s = 0..3); q - 32 as an int8 is
+ * (q ^ 0x20) with bit 5's complement copied into bits 6 and 7 (the block is 210 bytes:
+ * halfword-aligned words) */
+struct gm_q6_k {
+    GM_K(q6_k, 16, 0)
+    enum { UNITS = 16 };
+    __device__ static uint32_t q32(uint32_t lo, uint32_t hi)
+    {
+        uint32_t q = (lo & 0x0F0F0F0Fu) | (hi & 0x03030303u) << 4, t = ~q & 0x20202020u;
+        return (q ^ 0x20202020u) | t << 1 | t << 2;
+    }
+    __device__ static void unpack(const W *w, int u, uint32_t *o)
+    {
+        int h = u >> 3, l = u & 7;
+        uint32_t a = ob_ld4_a2(w->ql + 64 * h + 4 * l), b = ob_ld4_a2(w->ql + 64 * h + 32 + 4 * l);
+        uint32_t c = ob_ld4_a2(w->qh + 32 * h + 4 * l);
+        o[32 * h + l] = q32(a, c);
+        o[32 * h + 8 + l] = q32(b, c >> 2);
+        o[32 * h + 16 + l] = q32(a >> 4, c >> 4);
+        o[32 * h + 24 + l] = q32(b >> 4, c >> 6);
+    }
+    __device__ static void wmeta(const W *w, int, uint32_t *m)
+    {
+        int sc[16], mn[16];
+        for (int g = 0; g < 16; g++) {
+            sc[g] = w->scales[g];
+            mn[g] = 0;
+        }
+        gm_kmeta(sc, mn, 16, w->d, 0, m);
+    }
+};
+#undef GM_K
+
+/* the 32-value formats: 8 blocks of one class a stage, one group of 32 values a block (no
+ * scale); val is the value ob_blk_<type> multiplies, ml: the format has m (+ (m d_a) sum_a) */
+#define GM_A8(name, ml, v)                                                               \
+    struct gm_##name {                                                                   \
+        typedef t_##name T;                                                              \
+        typedef T::W W;                                                                  \
+        enum { CB = 8, NG = 1, SC = 0, NM = 0, UNITS = 8 };                              \
+        __device__ static int val(const W *w, int f) { return v; }                       \
+        __device__ static void unpack(const W *w, int u, uint32_t *o) { gm_unpack_val<gm_##name>(w, u, o); } \
+        __device__ static int wd_slot(int c) { return c; }                               \
+        __device__ static int wm_slot(int c) { return 8 + c; }                           \
+        __device__ static int ad_slot(int c) { return 8 + c; }                           \
+        __device__ static void wmeta(const W *w, int c, uint32_t *m)                     \
+        {                                                                                \
+            m[c * GM_TN] = ob_f32_bits(ob_fp16_to_f32(w->d));                            \
+            m[(8 + c) * GM_TN] = ml ? ob_f32_bits(gm_m(w)) : 0;                          \
+        }                                                                                \
+        __device__ static void ameta(const struct ob_act_a8 *a, int c, uint32_t *m, int ld) \
+        {                                                                                \
+            m[c * ld] = (uint32_t)a->sum;                                                \
+            m[(8 + c) * ld] = ob_f32_bits(a->d);                                         \
+        }                                                                                \
+        __device__ static float epi(float dw, float mw, float ad, int is, int sa)        \
+        {                                                                                \
+            if (ml != 0)                                                                 \
+                return (dw * ad) * (float)is + (mw * ad) * (float)sa;                    \
+            return (dw * ad) * (float)is;                                                \
+        }                                                                                \
+    };
+template <class W>
+__device__ static inline float gm_m(const W *w) { return ob_fp16_to_f32(w->m); }
+template <>
+__device__ inline float gm_m(const struct ob_block_q4_0 *) { return 0.0f; }
+template <>
+__device__ inline float gm_m(const struct ob_block_q5_0 *) { return 0.0f; }
+template <>
+__device__ inline float gm_m(const struct ob_block_q8_0 *) { return 0.0f; }
+GM_A8(q4_0, 0, ob_q4_nib(w->qs, f) - 8)
+GM_A8(q4_1, 1, ob_q4_nib(w->qs, f))
+GM_A8(q5_0, 0, ob_q4_nib(w->qs, f) + 16 * ob_q5_bit(w->qh, f) - 16)
+GM_A8(q5_1, 1, ob_q4_nib(w->qs, f) + 16 * ob_q5_bit(w->qh, f))
+GM_A8(q8_0, 0, w->qs[f])
+#undef GM_A8
+
+/* the stage in shared memory (one set for every instantiation: hrx-sim keeps __shared__ per
+ * host thread) */
+__shared__ uint32_t gm_w[GM_TN][GM_LD], gm_a[64][GM_LD];
+__shared__ uint32_t gm_wm[GM_WSLOTS][GM_TN], gm_am[GM_ASLOTS][64];
+
+/* a class's partial P joins the fold (the class order of the comment above: o = 0 .. 7) */
+__device__ static inline void gm_fold(int o, float p, float *a, float *b, float *c)
+{
+    switch (o) {
+    case 0: *a = p; break;                          /* p0 */
+    case 1: *a = *a + p; break;                     /* p0 + p4 */
+    case 2: *b = p; break;                          /* p2 */
+    case 3: *b = *b + p; *a = *a + *b; break;       /* (p0 + p4) + (p2 + p6) */
+    case 4: *b = p; break;                          /* p1 */
+    case 5: *b = *b + p; break;                     /* p1 + p5 */
+    case 6: *c = p; break;                          /* p3 */
+    default: *c = *c + p; *b = *b + *c; *a = *a + *b; break;   /* ... + ((p1 + p5) + (p3 + p7)) */
+    }
+}
+
+/* at most 128 registers a thread on CUDA: two blocks an SM */
+#if defined(OB_HRX_CUDA)
+#define GM_BOUNDS __launch_bounds__(GM_THREADS, 2)
+#elif defined(OB_HRX_HIP)
+#define GM_BOUNDS __launch_bounds__(GM_THREADS)
+#else
+#define GM_BOUNDS
+#endif
+
+template <class G, int J>
+__global__ static void GM_BOUNDS k_gm_q(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
+                              const float *bias, float *y, size_t ldy, int op)
+{
+    typedef typename G::W W;
+    typedef typename G::T::A A;
+    enum { TR = 16 * J, CB = G::CB, WPB = GM_WORDS / CB, WPG = WPB / G::NG };
+    int t = (int)threadIdx.x, tx = t & 15, ty = t >> 4;
+    int n0 = (int)blockIdx.x * GM_TN, r0 = (int)blockIdx.y * TR, nb = w.k / G::T::QK;
+    float P[4][J], FA[4][J], FB[4][J], FC[4][J];
+    OB_UNROLL
+    for (int i = 0; i < 4; i++)
+        OB_UNROLL
+        for (int j = 0; j < J; j++)
+            FA[i][j] = FB[i][j] = FC[i][j] = 0.0f;
+    for (int o = 0; o < 8; o++) {
+        int u = (o & 1) * 4 + (o & 2) + (o >> 2);   /* 0, 4, 2, 6, 1, 5, 3, 7 */
+        int nc = nb > u ? (nb - u + 7) / 8 : 0;     /* blocks of class u */
+        OB_UNROLL
+        for (int i = 0; i < 4; i++)
+            OB_UNROLL
+            for (int j = 0; j < J; j++)
+                P[i][j] = 0.0f;
+        for (int c0 = 0; c0 < nc; c0 += CB) {
+            /* the stage: blocks u + 8 (c0 + c), c < CB (past the class: its last block) */
+            for (int it = t; it < GM_TN * CB * G::UNITS; it += GM_THREADS) {
+                int i = it / (CB * G::UNITS), c = it / G::UNITS % CB, un = it % G::UNITS;
+                int wn = n0 + i < w.n ? n0 + i : w.n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
+                const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
+                G::unpack(wr + u + 8 * bc, un, &gm_w[i][c * WPB]);
+            }
+            for (int it = t; it < GM_TN * CB; it += GM_THREADS) {
+                int i = it / CB, c = it % CB;
+                int wn = n0 + i < w.n ? n0 + i : w.n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
+                const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
+                G::wmeta(wr + u + 8 * bc, c, &gm_wm[0][i]);
+            }
+            for (int it = t; it < TR * GM_WORDS; it += GM_THREADS) {
+                int r = it / GM_WORDS, wd = it % GM_WORDS, c = wd / WPB;
+                int ar = r0 + r < n ? r0 + r : n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
+                const A *ab = (const A *)(xq + (size_t)ar * stride) + u + 8 * bc;
+                gm_a[r][wd] = ob_ld4(ab->qs + 4 * (wd % WPB));
+            }
+            for (int it = t; it < TR * CB; it += GM_THREADS) {
+                int r = it / CB, c = it % CB;
+                int ar = r0 + r < n ? r0 + r : n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
+                const A *ab = (const A *)(xq + (size_t)ar * stride) + u + 8 * bc;
+                G::ameta(ab, c, &gm_am[0][r], 64);
+            }
+            __syncthreads();
+            for (int c = 0; c < CB && c0 + c < nc; c++) {
+                int is[4][J];
+                OB_UNROLL
+                for (int i = 0; i < 4; i++)
+                    OB_UNROLL
+                    for (int j = 0; j < J; j++)
+                        is[i][j] = 0;
+                for (int g = 0; g < G::NG; g++) {
+                    int s[4][J];
+                    OB_UNROLL
+                    for (int i = 0; i < 4; i++)
+                        OB_UNROLL
+                        for (int j = 0; j < J; j++)
+                            s[i][j] = 0;
+                    OB_UNROLL
+                    for (int k = 0; k < WPG; k++) {
+                        int wd = c * WPB + g * WPG + k;
+                        uint32_t wv[4], av[J];
+                        OB_UNROLL
+                        for (int i = 0; i < 4; i++)
+                            wv[i] = gm_w[tx + 16 * i][wd];
+                        OB_UNROLL
+                        for (int j = 0; j < J; j++)
+                            av[j] = gm_a[ty + 16 * j][wd];
+                        OB_UNROLL
+                        for (int i = 0; i < 4; i++)
+                            OB_UNROLL
+                            for (int j = 0; j < J; j++)
+                                s[i][j] = ob_dp4a((int)wv[i], (int)av[j], s[i][j]);
+                    }
+                    OB_UNROLL
+                    for (int i = 0; i < 4; i++) {
+                        int sc = G::SC != 0 ? (int)gm_wm[g][tx + 16 * i] : 1;
+                        OB_UNROLL
+                        for (int j = 0; j < J; j++)
+                            is[i][j] += G::SC != 0 ? sc * s[i][j] : s[i][j];
+                    }
+                }
+                OB_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    float dw = ob_f32_from_bits(gm_wm[G::wd_slot(c)][tx + 16 * i]);
+                    float mw = ob_f32_from_bits(gm_wm[G::wm_slot(c)][tx + 16 * i]);
+                    OB_UNROLL
+                    for (int j = 0; j < J; j++) {
+                        int ms = 0;
+                        if (G::NM != 0) {           /* sum of m_g (128 hi_g + lo_g) */
+                            int mh = 0, ml = 0;
+                            OB_UNROLL
+                            for (int e = 0; e < G::NM / 4; e++) {
+                                int mw = (int)gm_wm[18 + e][tx + 16 * i];
+                                mh = ob_dp4a(mw, (int)gm_am[e][ty + 16 * j], mh);
+                                ml = ob_dp4a(mw, (int)gm_am[4 + e][ty + 16 * j], ml);
+                            }
+                            ms = 128 * mh + ml;
+                        }
+                        else if (G::SC == 0)            /* the format's sum_a, for its m */
+                            ms = (int)gm_am[c][ty + 16 * j];
+                        float ad = ob_f32_from_bits(gm_am[G::ad_slot(c)][ty + 16 * j]);
+                        P[i][j] = P[i][j] + G::epi(dw, mw, ad, is[i][j], ms);
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        OB_UNROLL
+        for (int i = 0; i < 4; i++)
+            OB_UNROLL
+            for (int j = 0; j < J; j++)
+                gm_fold(o, P[i][j], &FA[i][j], &FB[i][j], &FC[i][j]);
+    }
+    OB_UNROLL
+    for (int i = 0; i < 4; i++)
+        OB_UNROLL
+        for (int j = 0; j < J; j++) {
+            int wn = n0 + tx + 16 * i, ar = r0 + ty + 16 * j;
+            if (wn < w.n && ar < n)
+                mm_put(&y[(size_t)ar * ldy + wn], FA[i][j], bias, wn, op);
+        }
+}
+
+/* the tiles for n >= GM_MIN_ROWS rows: TR = 32 up to 32 rows, else 64 */
+template <class G>
+static void gm_launch(struct ob_hrx_q *q, struct ob_hrx_mat w, const char *x, size_t stride,
+                      int n, const float *b, float *y, size_t ldy, int op)
+{
+    int tr = n <= 32 ? 32 : 64;
+    dim3 grid((unsigned)((w.n + GM_TN - 1) / GM_TN), (unsigned)((n + tr - 1) / tr));
+    dim3 block(GM_THREADS);
+#define GM_KN(G, J) k_gm_q<G, J>   /* one macro argument for the template's two */
+    if (tr == 32)
+        OB_LAUNCH(q, GM_KN(G, 2), grid, block, w, x, stride, n, b, y, ldy, op);
+    else
+        OB_LAUNCH(q, GM_KN(G, 4), grid, block, w, x, stride, n, b, y, ldy, op);
+#undef GM_KN
+}
+
+/*
+ * The fewest activation rows that take the tiles: GM_MIN_ROWS, or OB_HRX_GEMM's number (0:
+ * none, k_mv_q for every width; 1: every width, so that a device check can find the widths
+ * where the tiles pay). Asked at each call: a lookup, and no state shared between threads;
+ * a function of the environment, so a recorded graph launches what a launch would.
+ */
+static int gm_min_rows(void)
+{
+    const char *e = getenv("OB_HRX_GEMM");
+    char *end = NULL;
+    long v = e && *e ? strtol(e, &end, 10) : -1;
+    if (v < 0 || *end || v > INT_MAX)
+        return GM_MIN_ROWS;
+    return v == 0 ? INT_MAX : (int)v;
+}
+
 /* ---- float weights ------------------------------------------------------------------------------ */
 
 template <int TYPE>
@@ -754,6 +1222,8 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
         if (tiles)                                                                      \
             OB_LAUNCH(q, k_mm_q<t_##name>, grid, block, w, x, stride, n, b, y, ldy, op,  \
                       g);                                                               \
+        else if (n >= gm_min_rows())                                                    \
+            gm_launch<gm_##name>(q, w, x, stride, n, b, y, ldy, op);                    \
         else                                                                            \
             mv_launch<t_##name>(q, w, x, stride, n, b, y, ldy, op);                     \
         break;
@@ -772,6 +1242,6 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
         return OB_HRX_FN(launched)(q, "matmul");
     char name[56];                 /* the matmul's own line in OB_HRX_PROFILE's table */
     snprintf(name, sizeof name, "matmul %s %dx%d %s", ob_type_name(w.type), w.n, w.k,
-             n == 1 ? "w1" : n <= 8 ? "w2-8" : "w9+");
+             n == 1 ? "w1" : n <= 8 ? "w2-8" : n < GM_MIN_ROWS ? "w9-15" : "w16+");
     return OB_HRX_FN(launched)(q, name);
 }

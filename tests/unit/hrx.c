@@ -317,12 +317,16 @@ static void test_actq(void)
 }
 
 /* one weight type and shape at several widths, with and without a bias */
-static void matmul_case(uint32_t t, int N, int k, bool raw)
+/* N weight rows of k values against activation rows of every width of the list (or of `wide`
+ * alone when it is not 0): 16 and up take the GPU's tiles of 64 weight rows x 32 or 64
+ * activation rows (mm.hip's k_gm_q, unless OB_HRX_GEMM=0), so 17 and 100 end in part tiles */
+static void matmul_case(uint32_t t, int N, int k, bool raw, int wide)
 {
-    static const int widths_all[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 64};
+    static const int widths_all[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 64, 100};
     static const int widths_quick[] = {1, 3, 4, 17};
-    const int *widths = quick ? widths_quick : widths_all;
-    int nw = quick ? 4 : (int)(sizeof widths_all / sizeof widths_all[0]), R = widths[nw - 1];
+    const int *widths = wide ? &wide : quick ? widths_quick : widths_all;
+    int nw = wide ? 1 : quick ? 4 : (int)(sizeof widths_all / sizeof widths_all[0]);
+    int R = widths[nw - 1];
     size_t rb;
     void *w = weights(t, N, k, raw, &rb);
     float *x = malloc((size_t)R * k * 4), *bias = malloc((size_t)N * 4);
@@ -337,7 +341,8 @@ static void matmul_case(uint32_t t, int N, int k, bool raw)
     /* the reference: the cpu route's scalar dot, row by row; y with and without bias */
     const struct ob_kernel_table *ref = ob_kernels(OB_ISA_SCALAR);
     size_t ldy = (size_t)N + 3;
-    float *want = malloc((size_t)R * ldy * 4), *wantb = malloc((size_t)R * ldy * 4);
+    /* zeros in columns N .. ldy - 1 too: the epilogue check below reads whole rows */
+    float *want = calloc((size_t)R * ldy, 4), *wantb = calloc((size_t)R * ldy, 4);
     float *got = malloc((size_t)R * ldy * 4);
     for (int r = 0; r < R; r++)
         for (int i = 0; i < N; i++) {
@@ -368,9 +373,9 @@ static void matmul_case(uint32_t t, int N, int k, bool raw)
                 bad += b;
             }
         }
-    ok(!e && bad == 0, "matmul %s %s rows: %d x %d, widths 1..%d, with and without bias: %ld "
-       "differ%s", ob_type_name(t), raw ? "raw (NaN/Inf/subnormal scales)" : "valid", N, k, R,
-       bad, e ? ob_errmsg() : why);
+    ok(!e && bad == 0, "matmul %s %s rows: %d x %d, width%s %d, with and without bias: %ld "
+       "differ%s", ob_type_name(t), raw ? "raw (NaN/Inf/subnormal scales)" : "valid", N, k,
+       wide ? "" : "s 1..", R, bad, e ? ob_errmsg() : why);
     if (bad)
         printf("# first difference at width %d\n", bad_w);
     /* the epilogues, with the bias: y0 + v, ob_silu(y0) * v, ob_gelu(y0) * v */
@@ -425,11 +430,15 @@ static void test_matmul(void)
         uint32_t t = all_types[ti];
         int blk = (int)ob_type_blck(t);
         int k_long = blk == 256 ? 256 * 37 : blk == 32 ? 32 * 70 : 1000 + 7;
-        matmul_case(t, 37, k_long, false);
-        matmul_case(t, 130, blk == 1 ? 33 : blk, true);
+        matmul_case(t, 37, k_long, false, 0);
+        matmul_case(t, 130, blk == 1 ? 33 : blk, true, 0);
         if (!quick)
-            matmul_case(t, 5, k_long, true);
+            matmul_case(t, 5, k_long, true, 0);
     }
+    /* a prefill's width on the types of a Q4_K_M model: 512 rows, 70 weight rows (two tiles,
+     * the second in part), 5 blocks (classes 5 .. 7 of the 8 partials empty) */
+    matmul_case(OB_Q4_K, 70, 5 * 256, false, 512);
+    matmul_case(OB_Q6_K, 70, 5 * 256, false, 512);
 }
 
 static void test_rmsnorm(void)
