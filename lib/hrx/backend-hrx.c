@@ -616,7 +616,8 @@ static int rmsnorm_q(struct ob_be *be, int l, int role, int src, int dst, int wr
     return xq_holds(be, e, dst, fmt, n, stride);
 }
 
-static int hrx_qk_rope(struct ob_be *be, int l)
+/* layer l's q/k norm and RoPE */
+static struct ob_hrx_rope rope_shape(const struct ob_be *be, int l)
 {
     const struct ob_hparams *hp = &be->m->hp;
     bool swa = ob_hparams_layer_swa(hp, (uint32_t)l);
@@ -624,7 +625,13 @@ static int hrx_qk_rope(struct ob_be *be, int l)
                             (int)hp->n_rot, hp->rope_type == OB_ROPE_NEOX, hp->rms_eps,
                             be->L[l].q_norm, be->L[l].k_norm, swa ? be->swa_cs : be->cs,
                             swa ? be->swa_sn : be->sn};
-    int e = be->k->qk_rope(be->q, r, be->buf[OB_BQ], be->buf[OB_BK], be->d_pos, be->b.n);
+    return r;
+}
+
+static int hrx_qk_rope(struct ob_be *be, int l)
+{
+    int e = be->k->qk_rope(be->q, rope_shape(be, l), be->buf[OB_BQ], be->buf[OB_BK], be->d_pos,
+                           be->b.n);
     be->version[OB_BQ]++;
     be->version[OB_BK]++;
     return e;
@@ -747,14 +754,9 @@ static int rope_kv_op(struct ob_be *be, int l)
         int e = hrx_qk_rope(be, l);
         return e ? e : hrx_kv_store(be, l);
     }
-    const struct ob_hparams *hp = &be->m->hp;
-    bool swa = ob_hparams_layer_swa(hp, (uint32_t)l);
-    struct ob_hrx_rope r = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim,
-                            (int)hp->n_rot, hp->rope_type == OB_ROPE_NEOX, hp->rms_eps,
-                            be->L[l].q_norm, be->L[l].k_norm, swa ? be->swa_cs : be->cs,
-                            swa ? be->swa_sn : be->sn};
-    int e = be->k->rope_kv(be->q, r, be->buf[OB_BQ], be->buf[OB_BK], be->buf[OB_BV], be->d_pos,
-                           be->d_seq, be->b.n, be->p.n_ctx, be->kc[l], be->vc[l]);
+    int e = be->k->rope_kv(be->q, rope_shape(be, l), be->buf[OB_BQ], be->buf[OB_BK],
+                           be->buf[OB_BV], be->d_pos, be->d_seq, be->b.n, be->p.n_ctx, be->kc[l],
+                           be->vc[l]);
     be->version[OB_BQ]++;
     return e;
 }
