@@ -787,11 +787,13 @@ static int glu_op(struct ob_be *be, int l, int glu)
  * rmsnorm and the quantisation of its rows (rmsnorm_q), the residual adds into the output and
  * down products (X = X + OUT as the matmul's last rounding), swiglu / geglu into the up product
  * (GATE = act(GATE) * UP with the gate's product already in GATE). OUT and UP are not written.
- * 14 launches a layer (OB_HRX_FUSE=1). By default (OB_HRX_FUSE=2) also Q, K and V in one launch,
- * gate, up and the gated unit in one, q/k norm, RoPE and the KV store in one: 10 launches a
- * layer where Q, K, V share a weight type and gate and up do (11 where V's type differs, as in
- * Q4_K_M files), on a GPU at up to 16 rows (matmul_multi in hrx.h). Gemma 3's post norms (which normalise OUT before the add) take the ops one by
- * one, and so does every layer under OB_HRX_FUSE=0.
+ * 14 launches a layer (OB_HRX_FUSE=1). By default (OB_HRX_FUSE=2) also Q, K and V in one
+ * launch, gate, up and the gated unit in one, q/k norm, RoPE and the KV store in one, and the
+ * quantisation of ATT in attention's last launch (attention_q): 11 launches a layer with
+ * attention split over blocks (three), where Q, K, V share a weight type and gate and up do
+ * (12 where V's type differs, as in Q4_K_M files), on a GPU at up to 16 rows (matmul_multi in
+ * hrx.h). Gemma 3's post norms (which normalise OUT before the add) take the ops one by one,
+ * and so does every layer under OB_HRX_FUSE=0.
  */
 static int layer_ops(struct ob_be *be, int l)
 {
