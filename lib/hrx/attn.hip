@@ -414,20 +414,32 @@ __global__ static void k_att_chunks(struct ob_hrx_attn a, const uint16_t *vc,
     }
 }
 
+/* l = 0 + l_0 + l_1 ... in increasing chunk order */
+__device__ static inline float as_l(const struct as_at &w)
+{
+    float l = 0.0f;
+    for (int c = 0; c < w.nch; c++)
+        l = l + w.lc[c];
+    return l;
+}
+
+/* out[d] = (0 + o_0[d] + o_1[d] ...) / l */
+__device__ static inline float as_out(const struct as_at &w, int hd, int d, float l)
+{
+    float o = 0.0f;
+    for (int c = 0; c < w.nch; c++)
+        o = o + w.oc[(size_t)c * hd + d];
+    return o / l;
+}
+
 __global__ static void k_att_combine(struct ob_hrx_attn a, const int32_t *pos,
                                      const int32_t *seq, float *out, float *scratch, int rows)
 {
     int h = (int)blockIdx.x, i = (int)blockIdx.y, hd = a.hd;
     struct as_at w = as_where(a, pos, seq, scratch, rows, h, i);
-    float l = 0.0f;
-    for (int c = 0; c < w.nch; c++)
-        l = l + w.lc[c];
-    for (int d = (int)threadIdx.x; d < hd; d += (int)blockDim.x) {
-        float o = 0.0f;
-        for (int c = 0; c < w.nch; c++)
-            o = o + w.oc[(size_t)c * hd + d];
-        out[((size_t)i * a.n_head + h) * hd + d] = o / l;
-    }
+    float l = as_l(w);
+    for (int d = (int)threadIdx.x; d < hd; d += (int)blockDim.x)
+        out[((size_t)i * a.n_head + h) * hd + d] = as_out(w, hd, d, l);
 }
 
 /* blocks z of a split launch: enough for AS_BLOCKS in all, no more than the groups of n_ctx
@@ -463,15 +475,10 @@ __global__ static void k_att_combine_q(struct ob_hrx_attn a, const int32_t *pos,
         int at = b * V * OB_WARP + lane * V + u, h = at / hd, d = at % hd;
         struct as_at w = as_where(a, pos, seq, scratch, rows, h, i);
         if (h != lh) {
-            l = 0.0f;
-            for (int c = 0; c < w.nch; c++)
-                l = l + w.lc[c];
+            l = as_l(w);
             lh = h;
         }
-        float o = 0.0f;
-        for (int c = 0; c < w.nch; c++)
-            o = o + w.oc[(size_t)c * hd + d];
-        v[u] = o / l;
+        v[u] = as_out(w, hd, d, l);
         out[(size_t)i * a.n_head * hd + at] = v[u];
     }
     ob_warp_actq<V>(v, lane, xq + (size_t)i * stride, b);
