@@ -85,7 +85,9 @@ need_python() {
 # that a machine with AVX-512 can take the path of one without it. An extension no level uses
 # (one -march=native turns on because this CPU has it) is not judged: such code runs, and a
 # crash stays a failure. Returns 2 (a failure, not a skip) when it cannot tell: the compiler
-# refused the flags, cpu-has is missing or OB_CPU_LACKS is not a level.
+# refused the flags, cpu-has is missing or OB_CPU_LACKS is not a level. Under OB_CPU_EMU (a
+# command that runs an x86-64 program on another CPU: t1329's qemu-x86_64 -cpu MODEL) it asks
+# that CPU, and the tests that run code compiled for a SIMD level (t1330) run it there.
 isa_lacks() {
     local probe=$T/.isa-probe.c exts out rc lv ext
     : > "$probe"
@@ -93,8 +95,8 @@ isa_lacks() {
     exts=$("$@" -dM -E "$probe" 2>/dev/null) || return 2
     exts=$(sed -nE 's/^#define __(AVX[A-Z0-9_]*|FMA|F16C|BMI2?)__ .*/\1/p' <<<"$exts" | tr '[:upper:]' '[:lower:]')
     [ -n "$exts" ] || return 0
-    # shellcheck disable=SC2086  # one extension a word
-    out=$("$UNIT/cpu-has" $exts 2>&1); rc=$?
+    # shellcheck disable=SC2086  # one extension a word; OB_CPU_EMU a command and its arguments
+    out=$(${OB_CPU_EMU:-} "$UNIT/cpu-has" $exts 2>&1); rc=$?
     case $rc in
     0) return 0 ;;
     1) read -r lv ext <<<"$out"; echo "$lv ($ext)" ;;

@@ -21,7 +21,8 @@
 # fails, and a run that dies on a CPU that has the ISA, are failures.
 #
 # OB_PORTABLE_ONLY=ERE checks only the Makefile's sets whose "OBJECT [composition]" matches, and
-# none of the hand-picked or GPU builds (t1328 runs the SIMD kernels' sets so under OB_CPU_LACKS).
+# none of the hand-picked or GPU builds (t1328 runs the SIMD kernels' sets so under OB_CPU_LACKS,
+# t1329 under OB_CPU_EMU: the builds run, and CPUID is asked, on an emulated CPU).
 . "$(dirname "$0")/lib.sh"
 P=$OB_TOP/tests/portable
 CF=(-std=gnu11 -ffp-contract=off -I"$OB_TOP/lib")
@@ -77,7 +78,8 @@ build_run() {
         echo "build-failed"; sed 's/^/# /' "$T/$label.err" | head -5 >&2; return
     fi
     if [ -n "${lacks[$key]:-}" ]; then echo "built"; return; fi
-    "$T/$label" > "$T/$label.out" 2>"$T/$label.err"; rc=$?
+    # shellcheck disable=SC2086  # OB_CPU_EMU (lib.sh): a command and its arguments
+    ${OB_CPU_EMU:-} "$T/$label" > "$T/$label.out" 2>"$T/$label.err"; rc=$?
     if [ $rc -eq 0 ]; then cat "$T/$label.out"; else
         echo "run-failed (exit $rc)"; sed 's/^/# /' "$T/$label.err" | head -5 >&2
     fi

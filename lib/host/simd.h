@@ -11,6 +11,12 @@ enum ob_isa { OB_ISA_SCALAR = 0, OB_ISA_AVX2 = 1, OB_ISA_AVX512 = 2, OB_ISA_COUN
 
 const char *ob_isa_name(int isa);
 int ob_isa_best(void);                           /* the best level this CPU runs */
+/*
+ * The per-level tables (cpu/kernels ob_kernels and ob_ops, host/softmax.h): a level's filler is
+ * code compiled with that level's flags (GCC stores its pointers with vector moves: a CPU
+ * without AVX died there), so it runs only where ob_isa_best() reaches the level. A level
+ * above it keeps the entries of the best one, and ob_isa_select never picks it.
+ */
 /* the level to use: best, or OB_SIMD if set (OB_EDEVICE if the CPU lacks it; OB_EUSAGE for an
  * OB_SIMD or OB_CPU_LACKS that names no level) */
 int ob_isa_select(int *isa);

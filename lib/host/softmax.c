@@ -40,10 +40,13 @@ static void init(void)
 {
     tables[OB_ISA_SCALAR] = (struct ob_softmax){.exp = exp_ref, .expsum = expsum_ref,
                                                 .row_max = row_max_ref};
+    int best = ob_isa_best();      /* a level's entries where the CPU runs it (simd.h) */
     tables[OB_ISA_AVX2] = tables[OB_ISA_SCALAR];
-    ob_softmax_avx2(&tables[OB_ISA_AVX2]);
+    if (best >= OB_ISA_AVX2)
+        ob_softmax_avx2(&tables[OB_ISA_AVX2]);
     tables[OB_ISA_AVX512] = tables[OB_ISA_AVX2];
-    ob_softmax_avx512(&tables[OB_ISA_AVX512]);
+    if (best >= OB_ISA_AVX512)
+        ob_softmax_avx512(&tables[OB_ISA_AVX512]);
 }
 
 const struct ob_softmax *ob_softmax(int isa)

@@ -124,7 +124,8 @@ static inline void ob_pf_row(const void *w, size_t row_bytes, int n, int n1)
     ob_pf_span(w, (size_t)n * row_bytes + OB_PF_BYTES, row_bytes, (size_t)n1 * row_bytes);
 }
 
-/* the table of one ISA; entries a level does not have are filled from the level below */
+/* the table of one ISA; entries a level does not have are filled from the level below, and
+ * a level this CPU cannot run has the entries of the best it can (host/simd.h) */
 const struct ob_kernel_table *ob_kernels(int isa);
 void ob_kernels_scalar(struct ob_kernel_table *t);
 void ob_kernels_avx2(struct ob_kernel_table *t);

@@ -72,13 +72,17 @@ void ob_kernels_avx512(struct ob_kernel_table *t) { (void)t; }
 static struct ob_kernel_table tables[OB_ISA_COUNT];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
+/* a level's entries over the level below's, where the CPU runs the level (simd.h) */
 static void tables_init(void)
 {
+    int best = ob_isa_best();
     ob_kernels_scalar(&tables[OB_ISA_SCALAR]);
     tables[OB_ISA_AVX2] = tables[OB_ISA_SCALAR];
-    ob_kernels_avx2(&tables[OB_ISA_AVX2]);
+    if (best >= OB_ISA_AVX2)
+        ob_kernels_avx2(&tables[OB_ISA_AVX2]);
     tables[OB_ISA_AVX512] = tables[OB_ISA_AVX2];
-    ob_kernels_avx512(&tables[OB_ISA_AVX512]);
+    if (best >= OB_ISA_AVX512)
+        ob_kernels_avx512(&tables[OB_ISA_AVX512]);
 }
 
 const struct ob_kernel_table *ob_kernels(int isa)

@@ -45,10 +45,13 @@ static void init(void)
 {
     tables[OB_ISA_SCALAR] = (struct ob_ops){.f16_put = f16_put_ref, .swiglu = swiglu_ref,
                                             .geglu = geglu_ref, .attn_group = attn_group_ref};
+    int best = ob_isa_best();      /* a level's entries where the CPU runs it (simd.h) */
     tables[OB_ISA_AVX2] = tables[OB_ISA_SCALAR];
-    ob_ops_avx2(&tables[OB_ISA_AVX2]);
+    if (best >= OB_ISA_AVX2)
+        ob_ops_avx2(&tables[OB_ISA_AVX2]);
     tables[OB_ISA_AVX512] = tables[OB_ISA_AVX2];
-    ob_ops_avx512(&tables[OB_ISA_AVX512]);
+    if (best >= OB_ISA_AVX512)
+        ob_ops_avx512(&tables[OB_ISA_AVX512]);
 }
 
 const struct ob_ops *ob_ops(int isa)
