@@ -116,7 +116,13 @@ struct ob_be_ops {
     int (*logits)(struct ob_be *be, const int32_t *rows, int nrows, float *out32, double *out64);
     /* copy positions [0, n_pos) of every layer's cache from slot src to slot dst */
     int (*kv_copy)(struct ob_be *be, int dst, int src, int n_pos);
+    /* optional: the route's host thread pool (host/pool.h), idle between the ops' calls: the
+     * engine runs its work on a step's rows on it (NULL, or no op: a pool of its own) */
+    struct ob_pool *(*pool)(struct ob_be *be);
 };
+
+/* the pool of a context's backend (the op above), NULL where it has none */
+struct ob_pool *ob_ctx_pool(const struct ob_ctx *c);
 
 /* ---- the route registry (route.c) ---------------------------------------------------------- */
 

@@ -91,6 +91,11 @@ const char *ob_ctx_device(const struct ob_ctx *c) { return c->route->ops->device
 struct ob_model *ob_ctx_model(const struct ob_ctx *c) { return c->m; }
 const struct ob_ctx_params *ob_ctx_params(const struct ob_ctx *c) { return &c->p; }
 
+struct ob_pool *ob_ctx_pool(const struct ob_ctx *c)
+{
+    return c->route->ops->pool ? c->route->ops->pool(c->be) : NULL;
+}
+
 uint64_t ob_ctx_kv_bytes(const struct ob_model *m, int n_slots, int n_ctx)
 {
     return (uint64_t)n_slots * ob_hparams_kv_bytes(&m->hp, (uint64_t)n_ctx);

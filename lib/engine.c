@@ -14,7 +14,8 @@
  *      sequences (at most `chunk` per step in all, in admission order);
  *   3. runs the forward pass; for every decoding row and every prompt that finished its
  *      prefill, computes the log-probabilities and samples the next token (RNG keyed by the
- *      request's seed and the token's position);
+ *      request's seed and the token's position), a row a task on the route's host threads
+ *      (pick_one), then emits them in row order;
  *   4. retires sequences that hit a stop token, a stop string, max_tokens or the context end.
  * A row's logits do not depend on the other rows of its batch, so what a request receives
  * does not depend on which requests it ran with, on the chunk size, on the cache, or on the
@@ -60,6 +61,8 @@
 #include "sb.h"
 #include "model.h"
 #include "sample.h"
+#include "backend.h"
+#include "host/pool.h"
 
 enum phase { S_FREE, S_PREFILL, S_DECODE };
 
@@ -104,6 +107,16 @@ struct job {
     struct job *next;
 };
 
+/* A wanted row's token, worked out on the pool before the step's rows are emitted in order
+ * (picks_run): what emit would compute there, keyed by what it depends on besides the row's
+ * logits and the request (the position sampled at, or which forced token is scored). emit
+ * takes it where the key matches and computes the token itself where not. */
+struct pick {
+    bool done;
+    int64_t key;
+    struct ob_token_info ti;
+};
+
 struct ob_engine {
     struct ob_ctx *ctx;
     struct ob_model *m;
@@ -142,6 +155,12 @@ struct ob_engine {
     int n_rows;
     float *logits;
     struct ob_sample_scratch *ss;
+    /* the picks of a step's wanted rows, on the route's host threads (or the engine's own):
+     * picks[w] for want[w], a scratch per thread (ss_t[0] = ss) */
+    struct ob_pool *pool, *own_pool;
+    struct pick *picks;
+    struct ob_sample_scratch **ss_t;
+    int n_ss;
     struct ob_engine_stats stats;
 };
 
@@ -150,6 +169,54 @@ static double now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The pool the picks run on: the route's host threads, idle between forward passes, or (a
+ * route without, as a GPU's) a pool of the context's thread count; none with one thread.
+ * Thread t's scratch is made when it first has a row (ss_t[0] is ss). */
+static int picks_new(struct ob_engine *e)
+{
+    int threads = ob_ctx_params(e->ctx)->n_threads, err;
+    e->pool = ob_ctx_pool(e->ctx);
+    if (!e->pool && threads > 1) {
+        if ((err = ob_pool_new(threads, &e->own_pool)))
+            return err;
+        e->pool = e->own_pool;
+    }
+    e->n_ss = ob_pool_threads(e->pool);
+    e->picks = calloc((size_t)e->logits_rows, sizeof *e->picks);
+    e->ss_t = calloc((size_t)e->n_ss, sizeof *e->ss_t);
+    if (!e->picks || !e->ss_t)
+        return ob_seterr(OB_ENOMEM, "out of memory");
+    e->ss_t[0] = e->ss;
+    return 0;
+}
+
+/* picks[w]: the token of wanted row w as emit would take it, if it will (a failure, even of
+ * memory, leaves it to emit, which then reports it). A task per row: whole results, so the
+ * threads change nothing but the time. */
+static void pick_one(void *ctx, int w, int t)
+{
+    struct ob_engine *e = ctx;
+    struct pick *pk = &e->picks[w];
+    int row = e->want[w];
+    struct job *j = e->row_job[row];
+    const float *lg = e->logits + (size_t)w * e->n_vocab;
+    pk->done = false;
+    if (!j || j->r.max_tokens == 0 || t >= e->n_ss)
+        return;
+    if (j->r.n_forced > 0) {               /* row p scores forced token p - (n_prompt - 1) */
+        pk->key = e->pos[row] - (j->r.n_prompt - 1);
+        pk->done = pk->key >= 0 && pk->key < j->r.n_forced &&
+                   !ob_score_token(lg, (uint32_t)e->n_vocab, j->r.forced[pk->key],
+                                   j->r.top_logprobs, &pk->ti);
+        return;
+    }
+    if (!e->ss_t[t] && ob_sample_scratch_new(e->n_vocab, &e->ss_t[t]))
+        return;
+    pk->key = e->pos[row] + 1;             /* the sampled token's position */
+    pk->done = !ob_sample_token(e->ss_t[t], lg, (uint32_t)e->n_vocab, &j->r.sampling,
+                                (uint64_t)pk->key, j->r.top_logprobs, &pk->ti);
 }
 
 int ob_engine_new(struct ob_ctx *ctx, const struct ob_engine_params *p, struct ob_engine **out)
@@ -200,6 +267,8 @@ int ob_engine_new(struct ob_ctx *ctx, const struct ob_engine_params *p, struct o
             err = ob_seterr(OB_ENOMEM, "out of memory");
     if (!err)
         err = ob_sample_scratch_new(e->n_vocab, &e->ss);
+    if (!err)
+        err = picks_new(e);
     if (err) {
         ob_engine_free(e);
         return err;
@@ -248,6 +317,11 @@ void ob_engine_free(struct ob_engine *e)
     free(e->want);
     free(e->row_job);
     free(e->logits);
+    for (int i = 1; e->ss_t && i < e->n_ss; i++)
+        ob_sample_scratch_free(e->ss_t[i]);
+    free(e->ss_t);
+    free(e->picks);
+    ob_pool_free(e->own_pool);
     ob_sample_scratch_free(e->ss);
     free(e->cancel);
     pthread_mutex_destroy(&e->mu);
@@ -610,9 +684,11 @@ static bool append_text(struct job *j, const char *b, size_t n)
 }
 
 /* Logits of one row: log-probabilities, sampling, callbacks, stop conditions. *id is the
- * token sampled (or scored; -1 on an error). False when the job has finished (and is freed). */
-static bool emit(struct ob_engine *e, struct job *j, const float *logits, double t,
-                 int32_t *id)
+ * token sampled (or scored; -1 on an error). pk (may be NULL): the row's pick, taken where
+ * its key is what this row is sampled at or scores. False when the job has finished (and is
+ * freed). */
+static bool emit(struct ob_engine *e, struct job *j, const float *logits, const struct pick *pk,
+                 double t, int32_t *id)
 {
     struct slot *s = &e->slots[j->slot];
     int position = s->n_tokens;                  /* where the sampled token will sit */
@@ -623,7 +699,11 @@ static bool emit(struct ob_engine *e, struct job *j, const float *logits, double
     }
     struct ob_token_info ti;
     memset(&ti, 0, sizeof ti);
-    int err = j->r.n_forced > 0
+    int err = 0;
+    if (pk && pk->done && pk->key == (j->r.n_forced > 0 ? j->n_gen : position))
+        ti = pk->ti;
+    else
+        err = j->r.n_forced > 0
                   ? ob_score_token(logits, (uint32_t)e->n_vocab, j->r.forced[j->n_gen],
                                    j->r.top_logprobs, &ti)
                   : ob_sample_token(e->ss, logits, (uint32_t)e->n_vocab, &j->r.sampling,
@@ -978,7 +1058,8 @@ static void adapt(struct ob_engine *e, struct job *j, int k, int acc)
 /* A decoding job's rows of the step: its last token at position last, then its n_draft drafted
  * tokens; logits holds their n_draft + 1 rows. Emit the picks while they confirm the drafts
  * (see the top of the file). */
-static void verify(struct ob_engine *e, struct job *j, const float *logits, int last, double t)
+static void verify(struct ob_engine *e, struct job *j, const float *logits,
+                   const struct pick *pk, int last, double t)
 {
     struct slot *s = &e->slots[j->slot];
     int k = j->n_draft, acc = 0;
@@ -987,7 +1068,7 @@ static void verify(struct ob_engine *e, struct job *j, const float *logits, int 
     for (int i = 0; i <= k && alive; i++) {
         int32_t want = i < k ? j->draft[i] : -1, id;
         s->n_tokens = last + 1 + i;              /* the positions before this pick's */
-        alive = emit(e, j, logits + (size_t)i * e->n_vocab, t, &id);
+        alive = emit(e, j, logits + (size_t)i * e->n_vocab, pk ? pk + i : NULL, t, &id);
         if (i == k || id != want)
             break;
         acc++;
@@ -1120,19 +1201,24 @@ int ob_engine_step(struct ob_engine *e)
     }
     draft_prompts(e);
     double t = now();
+    /* the rows' tokens on the pool, then emitted in order (callbacks, stops) */
+    bool picked = e->pool && n_want > 1;
+    if (picked)
+        ob_pool_run(e->pool, pick_one, e, n_want);
     for (int w = 0; w < n_want; w++) {
         int row = e->want[w];
         struct job *j = e->row_job[row];
         const float *lg = e->logits + (size_t)w * e->n_vocab;
+        const struct pick *pk = picked ? &e->picks[w] : NULL;
         int32_t id;
         if (!j)                                  /* NULL: finished by an earlier row */
             continue;
         if (j->n_draft > 0) {                    /* a decoding job's rows: w .. w + n_draft */
             int k = j->n_draft;
-            verify(e, j, lg, e->pos[row], t);
+            verify(e, j, lg, pk, e->pos[row], t);
             w += k;
         } else {
-            emit(e, j, lg, t, &id);
+            emit(e, j, lg, pk, t, &id);
         }
     }
     /* the cost of decode steps alone (a prompt row costs less: no logits, and the GEMM of

@@ -452,6 +452,8 @@ static int cpu_kv_copy(struct ob_be *be, int dst, int src, int n_pos)
     return 0;
 }
 
+static struct ob_pool *cpu_pool(struct ob_be *be) { return be->pool; }
+
 const struct ob_be_ops ob_be_cpu = {
     .open = cpu_open,
     .close = cpu_close,
@@ -468,6 +470,7 @@ const struct ob_be_ops ob_be_cpu = {
     .add = cpu_add,
     .logits = cpu_logits,
     .kv_copy = cpu_kv_copy,
+    .pool = cpu_pool,
 };
 
 /* ---- the view of routes built on this one (backend-cpu.h) -------------------------------------- */

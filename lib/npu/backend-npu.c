@@ -199,6 +199,8 @@ static int npu_logits(struct ob_be *be, const int32_t *rows, int nrows, float *o
     return e;
 }
 
+static struct ob_pool *npu_pool(struct ob_be *be) { return ob_be_cpu.pool(be->cpu); }
+
 const struct ob_be_ops ob_be_npu_sim = {
     .open = sim_open,
     .close = npu_close,
@@ -214,6 +216,7 @@ const struct ob_be_ops ob_be_npu_sim = {
     .add = npu_add,
     .logits = npu_logits,
     .kv_copy = npu_kv_copy,
+    .pool = npu_pool,
 };
 
 #ifdef OB_HAVE_XRT
@@ -249,5 +252,6 @@ const struct ob_be_ops ob_be_npu = {
     .add = npu_add,
     .logits = npu_logits,
     .kv_copy = npu_kv_copy,
+    .pool = npu_pool,
 };
 #endif

@@ -523,6 +523,8 @@ static int ref_begin(struct ob_be *be, const struct ob_batch *b)
     return 0;
 }
 
+static struct ob_pool *ref_pool(struct ob_be *be) { return be->pool; }
+
 const struct ob_be_ops ob_be_ref = {
     .open = ref_open,
     .close = ref_close,
@@ -539,6 +541,7 @@ const struct ob_be_ops ob_be_ref = {
     .add = ref_add,
     .logits = ref_logits,
     .kv_copy = ref_kv_copy,
+    .pool = ref_pool,
 };
 
 /* ---- OpenBLAS set-up ----------------------------------------------------------------------------- */
