@@ -119,10 +119,19 @@ struct ob_be_ops {
     /* optional: the route's host thread pool (host/pool.h), idle between the ops' calls: the
      * engine runs its work on a step's rows on it (NULL, or no op: a pool of its own) */
     struct ob_pool *(*pool)(struct ob_be *be);
+    /* optional (both or neither): host memory for logits' out32 that the route fills fastest
+     * (page-locked where a device copies into it), freed with host_free before close; NULL
+     * when out of memory */
+    void *(*host_alloc)(struct ob_be *be, size_t bytes);
+    void (*host_free)(struct ob_be *be, void *p);
 };
 
 /* the pool of a context's backend (the op above), NULL where it has none */
 struct ob_pool *ob_ctx_pool(const struct ob_ctx *c);
+/* memory for the logits of ob_ctx_forward: the backend's host_alloc, else malloc; freed with
+ * ob_ctx_host_free before the context */
+void *ob_ctx_host_alloc(struct ob_ctx *c, size_t bytes);
+void ob_ctx_host_free(struct ob_ctx *c, void *p);
 
 /* ---- the route registry (route.c) ---------------------------------------------------------- */
 

@@ -96,6 +96,19 @@ struct ob_pool *ob_ctx_pool(const struct ob_ctx *c)
     return c->route->ops->pool ? c->route->ops->pool(c->be) : NULL;
 }
 
+void *ob_ctx_host_alloc(struct ob_ctx *c, size_t bytes)
+{
+    return c->route->ops->host_alloc ? c->route->ops->host_alloc(c->be, bytes) : malloc(bytes);
+}
+
+void ob_ctx_host_free(struct ob_ctx *c, void *p)
+{
+    if (c->route->ops->host_free)
+        c->route->ops->host_free(c->be, p);
+    else
+        free(p);
+}
+
 uint64_t ob_ctx_kv_bytes(const struct ob_model *m, int n_slots, int n_ctx)
 {
     return (uint64_t)n_slots * ob_hparams_kv_bytes(&m->hp, (uint64_t)n_ctx);

@@ -258,7 +258,8 @@ int ob_engine_new(struct ob_ctx *ctx, const struct ob_engine_params *p, struct o
     e->row_job = malloc((size_t)rows * sizeof *e->row_job);
     /* logits: one row per live sequence, plus the rows forced tokens are scored on */
     e->logits_rows = e->p.parallel + OB_FORCED_ROWS + e->draft_cap;
-    e->logits = malloc((size_t)e->logits_rows * (size_t)e->n_vocab * sizeof(float));
+    e->logits = ob_ctx_host_alloc(ctx, (size_t)e->logits_rows * (size_t)e->n_vocab *
+                                           sizeof(float));
     int err = 0;
     if (!e->slots || !e->tok || !e->pos || !e->seq || !e->want || !e->row_job || !e->logits)
         err = ob_seterr(OB_ENOMEM, "out of memory");
@@ -316,7 +317,8 @@ void ob_engine_free(struct ob_engine *e)
     free(e->seq);
     free(e->want);
     free(e->row_job);
-    free(e->logits);
+    if (e->logits)
+        ob_ctx_host_free(e->ctx, e->logits);
     for (int i = 1; e->ss_t && i < e->n_ss; i++)
         ob_sample_scratch_free(e->ss_t[i]);
     free(e->ss_t);

@@ -93,6 +93,7 @@ struct ob_be {
     float *swa_cs, *swa_sn;        /* the same for hp.rope_base_swa (sliding-window layers) */
     float *att;                    /* attention scratch (ob_hrx_attn_scratch) */
     float *logit_x, *logits;       /* [LOGIT_ROWS][n_embd], [LOGIT_ROWS][n_vocab] */
+    void *pinned[4];               /* host_alloc's page-locked blocks (others are malloc's) */
     void *logit_q;
     struct ob_hrx_mat tok_embd, output;
     const float *output_norm;
@@ -363,6 +364,32 @@ static int step_end(struct ob_be *be)
 }
 
 /* ---- open and close -------------------------------------------------------------------------- */
+
+/* the logits' host memory: page-locked where the runtime has it (4 blocks at most; an engine
+ * takes one), else malloc's */
+static void *hrx_host_alloc(struct ob_be *be, size_t bytes)
+{
+    void *p = NULL;
+    for (int i = 0; be->rt->host_alloc && i < 4; i++)
+        if (!be->pinned[i]) {
+            if (be->rt->host_alloc(be->q, bytes ? bytes : 1, &p))
+                p = NULL;              /* none to have: plain memory, the copies slower */
+            be->pinned[i] = p;
+            break;
+        }
+    return p ? p : malloc(bytes);
+}
+
+static void hrx_host_free(struct ob_be *be, void *p)
+{
+    for (int i = 0; p && i < 4; i++)
+        if (be->pinned[i] == p) {
+            be->rt->host_free(be->q, p);
+            be->pinned[i] = NULL;
+            return;
+        }
+    free(p);
+}
 
 static void hrx_close(struct ob_be *be)
 {
@@ -868,7 +895,7 @@ static int hrx_kv_copy(struct ob_be *be, int dst, int src, int n_pos)
         .matmul = hrx_matmul,                                                              \
         .qk_rope = hrx_qk_rope, .kv_store = hrx_kv_store, .attention = hrx_attention,      \
         .swiglu = hrx_swiglu, .geglu = hrx_geglu, .add = hrx_add, .logits = hrx_logits,   \
-        .kv_copy = hrx_kv_copy,                                                            \
+        .kv_copy = hrx_kv_copy, .host_alloc = hrx_host_alloc, .host_free = hrx_host_free,  \
     }
 
 const struct ob_be_ops ob_be_hrx = HRX_OPS(hrx_open_gpu);

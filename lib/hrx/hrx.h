@@ -200,6 +200,10 @@ struct ob_hrx_rt {
     /* device memory is host memory: weights are read in place from the mapped model */
     bool host_memory;
     const struct ob_hrx_kernels *k;
+    /* host memory the device copies to and from at full speed (page-locked): the logits'
+     * (NULL where plain memory is as fast: hrx-sim); OB_ENOMEM when there is none */
+    int (*host_alloc)(struct ob_hrx_q *q, size_t bytes, void **out);
+    void (*host_free)(struct ob_hrx_q *q, void *p);
 };
 
 /* each target's runtime and kernel table (the GPU ones only in builds with CUDA=1 / HIP=1) */
