@@ -94,6 +94,7 @@ struct ob_be {
     float *att;                    /* attention scratch (ob_hrx_attn_scratch) */
     float *logit_x, *logits;       /* [LOGIT_ROWS][n_embd], [LOGIT_ROWS][n_vocab] */
     void *pinned[4];               /* host_alloc's page-locked blocks (others are malloc's) */
+    bool no_pinned;                /* OB_HRX_PINNED=0: host_alloc is malloc */
     void *logit_q;
     struct ob_hrx_mat tok_embd, output;
     const float *output_norm;
@@ -370,7 +371,7 @@ static int step_end(struct ob_be *be)
 static void *hrx_host_alloc(struct ob_be *be, size_t bytes)
 {
     void *p = NULL;
-    for (int i = 0; be->rt->host_alloc && i < 4; i++)
+    for (int i = 0; be->rt->host_alloc && !be->no_pinned && i < 4; i++)
         if (!be->pinned[i]) {
             if (be->rt->host_alloc(be->q, bytes ? bytes : 1, &p))
                 p = NULL;              /* none to have: plain memory, the copies slower */
@@ -455,8 +456,9 @@ static int hrx_open(const struct ob_model *m, const struct ob_be_params *p, bool
     const char *gr = getenv("OB_HRX_GRAPHS"), *fu = getenv("OB_HRX_FUSE");
     be->graphs = rt->graph_begin && !(gr && !strcmp(gr, "0"));
     be->fuse = !fu || !*fu ? 2 : !strcmp(fu, "0") ? 0 : !strcmp(fu, "1") ? 1 : 2;
-    const char *as = getenv("OB_HRX_ATT_SPLIT");
+    const char *as = getenv("OB_HRX_ATT_SPLIT"), *pn = getenv("OB_HRX_PINNED");
     be->att_whole = as && !strcmp(as, "0");
+    be->no_pinned = pn && !strcmp(pn, "0");
     be->ops = sim ? &ob_be_hrx_sim : &ob_be_hrx;
     if (sim)
         snprintf(be->device, sizeof be->device, "hrx-sim (%d host thread%s)", p->n_threads,
