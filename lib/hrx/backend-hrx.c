@@ -291,9 +291,10 @@ static int upload_weights(struct ob_be *be)
  * first time) or not launched at all (kernel table dry_kernels: the host-side bookkeeping of
  * the ops still runs) and the graph of that size replays them, in queue order, when the step
  * ends: after its last layer (and, should a step stop short of it, before logits, the next
- * begin, a KV copy or close) — before anything can see the results. A step's launches cannot differ from the recorded ones: every argument is a
- * function of the batch size and the model (a step whose op fails on the host fails the same
- * way on its first, unrecorded run). The bits are the launches' own; OB_HRX_GRAPHS=0 turns
+ * begin, a KV copy or close) — before anything can see the results. A step's launches cannot
+ * differ from the recorded ones: every argument is a function of the batch size and the model.
+ * A step whose op fails on the host (none can today: the model's shapes are checked at load)
+ * drops what it recorded (step_abort). The bits are the launches' own; OB_HRX_GRAPHS=0 turns
  * graphs off, and profiling (OB_HRX_PROFILE) on a GPU does too.
  */
 #define X_DRY(name, params) static int dry_##name params { return 0; }
@@ -362,6 +363,18 @@ static int step_end(struct ob_be *be)
         be->rt->graph_free(be->q, be->gs[slot].g);
     be->gs[slot] = (struct graph_slot){be->b.n, g, ++be->tick};
     return be->rt->graph_launch(be->q, g);
+}
+
+/* A step whose op failed: what it recorded is dropped (a graph stored from a half-recorded step
+ * would replay, with no error, for every later step of its size) and a replay is not run. */
+static void step_abort(struct ob_be *be)
+{
+    enum step_mode mode = be->mode;
+    be->mode = STEP_EAGER;
+    be->k = be->rt->k;
+    void *g = NULL;
+    if (mode == STEP_RECORD && !be->rt->graph_end(be->q, &g) && g)
+        be->rt->graph_free(be->q, g);
 }
 
 /* ---- open and close -------------------------------------------------------------------------- */
@@ -573,6 +586,8 @@ static int hrx_embed(struct ob_be *be)
     float scale = hp->embd_scale ? ob_embd_scale((int)hp->n_embd) : 0.0f;
     int e = be->k->embed(be->q, be->tok_embd, be->d_tok, be->b.n, scale, be->buf[OB_BX]);
     be->version[OB_BX]++;
+    if (e)
+        step_abort(be);
     return e;
 }
 
@@ -845,7 +860,9 @@ static int layer_ops(struct ob_be *be, int l)
 static int hrx_layer(struct ob_be *be, int l)
 {
     int e = layer_ops(be, l);
-    if (l == (int)be->m->hp.n_layer - 1 && !e)
+    if (e)
+        step_abort(be);
+    else if (l == (int)be->m->hp.n_layer - 1)
         e = step_end(be);
     return e;
 }
