@@ -98,7 +98,8 @@ ran=$(grep -cE '^ +ok [0-9]+ - Makefile flags of lib/cpu/kernels/a8-avx2\.o: the
 [[ $s == *" passed, 0 failed, 1 skipped" ]] && [ "$(cat skips)" = "cpu lacks avx512 (avx512f);" ] && [ "$ran" = 1 ]
 ok $? "Haswell: t1330 on the SIMD kernels' flags: $s; the avx2 set ran ($ran), skipped: $(cat skips)" ||
     grep -E '^ +not ok|stderr' portable.log | head -5 | sed 's/^/# /'
-s=$(portable "${cpus[1]##*|}")
+# (the policy would fail a missing avx2, which a Westmere lacks by design: off for this run)
+s=$(portable "${cpus[1]##*|}" OB_REQUIRE_ALL=0)
 [[ $s == *" passed, 0 failed, 2 skipped" ]] &&
     [ "$(cat skips)" = "cpu lacks avx2 (avx);cpu lacks avx2 (avx);" ]
 ok $? "Westmere: t1330 on the SIMD kernels' flags: $s; skipped: $(cat skips)" ||
