@@ -272,18 +272,38 @@ static inline void offer(struct cand *h, uint32_t *nh, uint32_t k, struct cand x
     }
 }
 
+/*
+ * The scans below go by blocks of LP_BLOCK logits and pass over a block whose largest logit's
+ * logprob is below what they look for: ob_logprob rises with z (two subtractions, each rounding
+ * monotonically), so no logprob of that block reaches it, and the result is the whole scan's.
+ * The row was checked (no NaN, no +Inf); its maxima come from the level's row_max.
+ */
+#define LP_BLOCK 256
+
+static float block_lp(const struct ob_softmax *ops, const float *z, uint32_t b, uint32_t e,
+                      float m, float logl)
+{
+    int bad;
+    return ob_logprob(ops->row_max(z + b, e - b, &bad), m, logl);
+}
+
 /* The k best of the row by (logprob desc, id asc) into out[0..k), using h[0..k) as the heap. */
-static void top_lp(const float *z, uint32_t n, float m, float logl, uint32_t k,
-                   struct cand *h, struct ob_top_lp *out)
+static void top_lp(const struct ob_softmax *ops, const float *z, uint32_t n, float m,
+                   float logl, uint32_t k, struct cand *h, struct ob_top_lp *out)
 {
     uint32_t nh = 0;
     if (k == 0)
         return;
-    for (uint32_t i = 0; i < n; i++) {
-        struct cand x = {ob_logprob(z[i], m, logl), (int32_t)i, 0.0f};
-        if (nh == k && !after(&h[0], &x))
-            continue;              /* the common case: not better than the worst kept */
-        offer(h, &nh, k, x);
+    for (uint32_t b = 0; b < n; b += LP_BLOCK) {
+        uint32_t e = n - b < LP_BLOCK ? n : b + LP_BLOCK;
+        if (nh == k && block_lp(ops, z, b, e, m, logl) < h[0].z)
+            continue;              /* the common case: nothing better than the worst kept */
+        for (uint32_t i = b; i < e; i++) {
+            struct cand x = {ob_logprob(z[i], m, logl), (int32_t)i, 0.0f};
+            if (nh == k && !after(&h[0], &x))
+                continue;
+            offer(h, &nh, k, x);
+        }
     }
     qsort(h, nh, sizeof *h, cmp_order);
     for (uint32_t j = 0; j < nh; j++)
@@ -300,7 +320,7 @@ int ob_top_logprobs(const float *z, uint32_t n, float m, float logl, uint32_t k,
     struct cand local[OB_MAX_TOP], *h = k <= OB_MAX_TOP ? local : malloc(k * sizeof *h);
     if (!h)
         return ob_seterr(OB_ENOMEM, "out of memory");
-    top_lp(z, n, m, logl, k, h, out);
+    top_lp(selected_ops(), z, n, m, logl, k, h, out);
     if (h != local)
         free(h);
     return 0;
@@ -632,7 +652,7 @@ int ob_sample_token(struct ob_sample_scratch *ss, const float *z, uint32_t n,
     out->m = zmax;
     out->logl = lse(ss->ops, z, n, zmax, e_all && p->temperature == 1.0f ? ss->e : NULL);
     struct cand heap[OB_MAX_TOP];
-    top_lp(z, n, out->m, out->logl, (uint32_t)top_logprobs, heap, out->top);
+    top_lp(ss->ops, z, n, out->m, out->logl, (uint32_t)top_logprobs, heap, out->top);
     out->id = id;
     out->logprob = ob_logprob(z[id], out->m, out->logl);
     out->n_top = top_logprobs;
@@ -643,11 +663,17 @@ int ob_sample_token(struct ob_sample_scratch *ss, const float *z, uint32_t n,
 /* 1 + the tokens before id in the order of top_lp: logprob descending, ties by id ascending */
 static int32_t vocab_rank(const float *z, uint32_t n, float m, float logl, int32_t id)
 {
+    const struct ob_softmax *ops = selected_ops();
     float lp = ob_logprob(z[id], m, logl);
     uint32_t before = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        float x = ob_logprob(z[i], m, logl);
-        before += x > lp || (x == lp && i < (uint32_t)id);
+    for (uint32_t b = 0; b < n; b += LP_BLOCK) {
+        uint32_t e = n - b < LP_BLOCK ? n : b + LP_BLOCK;
+        if (block_lp(ops, z, b, e, m, logl) < lp)
+            continue;              /* none of the block comes before */
+        for (uint32_t i = b; i < e; i++) {
+            float x = ob_logprob(z[i], m, logl);
+            before += x > lp || (x == lp && i < (uint32_t)id);
+        }
     }
     return (int32_t)before + 1;
 }

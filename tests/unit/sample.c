@@ -653,6 +653,70 @@ static int cmd_run(const char *path)
     return rc;
 }
 
+/*
+ * The top list and the rank scan the row in blocks and pass over a block whose largest logit's
+ * logprob is below what they look for (sample.c LP_BLOCK): against a full sort on rows made to
+ * tie: a cluster of logits within a few ulps of the maximum, where z - m is exact and
+ * subtracting log l rounds many of them to one logprob (ties then go by id, across blocks),
+ * exact duplicates of the worst kept in later blocks, masked (-Inf) stretches, and lengths
+ * around the block size.
+ */
+static void test_blocks(void)
+{
+    static const uint32_t lens[] = {1, 255, 256, 257, 513, 4099, 20000};
+    enum { NMAX = 20000 };
+    float *z = malloc(NMAX * sizeof *z);
+    struct ob_top_lp *all = malloc(NMAX * sizeof *all);
+    int32_t *place = malloc(NMAX * sizeof *place);
+    long bad = 0, rows = 0, ties = 0;
+    for (int it = 0; it < 70; it++) {
+        uint32_t n = lens[it % 7];
+        float top = 0.5f + 0.125f * (float)(it % 5);   /* ulps far below log l's */
+        for (uint32_t i = 0; i < n; i++)
+            z[i] = top - 40.0f + nrand(5.0f);
+        uint32_t nc = n < 64 ? n : 64;         /* the cluster: the maximum and ulps below it */
+        for (uint32_t c = 0; c < nc; c++) {
+            uint32_t at = (uint32_t)(tap_rand() % n);
+            z[at] = top;
+            for (uint32_t u = (uint32_t)(tap_rand() % 40); u > 0; u--)
+                z[at] = nextafterf(z[at], 0.0f);
+        }
+        if (it % 3 == 1 && n > 300)            /* a masked stretch over a block boundary */
+            for (uint32_t i = 200; i < 300; i++)
+                z[i] = NEG_INF;
+        float m, l;
+        if (ob_logits_lse(z, n, &m, &l)) {
+            bad++;
+            continue;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            all[i] = (struct ob_top_lp){(int32_t)i, ob_logprob(z[i], m, l)};
+        qsort(all, n, sizeof *all, cmp_lp);
+        for (uint32_t i = 0; i + 1 < n && i < 40; i++)
+            ties += all[i].logprob == all[i + 1].logprob && z[all[i].id] != z[all[i + 1].id];
+        for (uint32_t i = 0; i < n; i++)
+            place[all[i].id] = (int32_t)i + 1;
+        uint32_t k = 1 + (uint32_t)(it % OB_MAX_TOP);
+        k = k < n ? k : n;
+        struct ob_top_lp t[OB_MAX_TOP];
+        bad += ob_top_logprobs(z, n, m, l, k, t) != 0;
+        for (uint32_t j = 0; j < k; j++)
+            bad += t[j].id != all[j].id || ob_f32_bits(t[j].logprob) != ob_f32_bits(all[j].logprob);
+        int32_t probe[4] = {all[0].id, all[n / 2].id, all[n - 1].id, (int32_t)(tap_rand() % n)};
+        for (int q = 0; q < 4; q++) {
+            struct ob_token_info st;
+            bad += ob_score_token(z, n, probe[q], 0, &st) != 0 || st.rank != place[probe[q]];
+        }
+        rows++;
+    }
+    free(z);
+    free(all);
+    free(place);
+    ok(bad == 0 && ties > 0, "top_logprobs and ob_score_token's rank, scanned by blocks: %ld rows "
+       "(1 to 20000 logits, %ld equal logprobs of different logits at the top) equal a full sort "
+       "(%ld differ)", rows, ties, bad);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "run"))
@@ -664,6 +728,7 @@ int main(int argc, char **argv)
     test_checks();
     test_greedy();
     test_logprobs();
+    test_blocks();
     test_filters();
     test_draw();
     test_distribution();
