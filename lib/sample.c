@@ -660,20 +660,40 @@ int ob_sample_token(struct ob_sample_scratch *ss, const float *z, uint32_t n,
     return 0;
 }
 
-/* 1 + the tokens before id in the order of top_lp: logprob descending, ties by id ascending */
+/* The least z whose logprob is above lp (or, with ge, at least lp), +Inf where none is below
+ * +Inf: ob_logprob rises with z, so the z that pass are those from a threshold up, found by
+ * bisection over the floats in order (their bits, the sign folded). */
+static float lp_threshold(float lp, float m, float logl, bool ge)
+{
+    int64_t lo = -(int64_t)0x7f800000, hi = 0x7f800000;   /* -Inf .. +Inf */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        float z = mid < 0 ? -ob_f32_from_bits((uint32_t)-mid) : ob_f32_from_bits((uint32_t)mid);
+        float x = ob_logprob(z, m, logl);
+        if (ge ? x >= lp : x > lp)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo < 0 ? -ob_f32_from_bits((uint32_t)-lo) : ob_f32_from_bits((uint32_t)lo);
+}
+
+/* 1 + the tokens before id in the order of top_lp: logprob descending, ties by id ascending.
+ * Counted on the logits against the two thresholds (a comparison a token; the row has no NaN),
+ * not on their logprobs: the same tokens; a block whose largest logit is below both has none. */
 static int32_t vocab_rank(const float *z, uint32_t n, float m, float logl, int32_t id)
 {
     const struct ob_softmax *ops = selected_ops();
     float lp = ob_logprob(z[id], m, logl);
+    float above = lp_threshold(lp, m, logl, false), at = lp_threshold(lp, m, logl, true);
     uint32_t before = 0;
     for (uint32_t b = 0; b < n; b += LP_BLOCK) {
         uint32_t e = n - b < LP_BLOCK ? n : b + LP_BLOCK;
-        if (block_lp(ops, z, b, e, m, logl) < lp)
-            continue;              /* none of the block comes before */
-        for (uint32_t i = b; i < e; i++) {
-            float x = ob_logprob(z[i], m, logl);
-            before += x > lp || (x == lp && i < (uint32_t)id);
-        }
+        int bad;
+        if (ops->row_max(z + b, e - b, &bad) < at)
+            continue;
+        for (uint32_t i = b; i < e; i++)
+            before += (z[i] >= above) | ((z[i] >= at) & (i < (uint32_t)id));
     }
     return (int32_t)before + 1;
 }

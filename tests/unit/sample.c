@@ -702,8 +702,11 @@ static void test_blocks(void)
         bad += ob_top_logprobs(z, n, m, l, k, t) != 0;
         for (uint32_t j = 0; j < k; j++)
             bad += t[j].id != all[j].id || ob_f32_bits(t[j].logprob) != ob_f32_bits(all[j].logprob);
-        int32_t probe[4] = {all[0].id, all[n / 2].id, all[n - 1].id, (int32_t)(tap_rand() % n)};
-        for (int q = 0; q < 4; q++) {
+        /* the best, tied ones below it (ties before them in other blocks), and others */
+        int32_t probe[8] = {all[0].id, all[n > 1].id, all[n > 3 ? 3 : 0].id,
+                            all[n > 7 ? 7 : 0].id, all[n > 15 ? 15 : 0].id, all[n / 2].id,
+                            all[n - 1].id, (int32_t)(tap_rand() % n)};
+        for (int q = 0; q < 8; q++) {
             struct ob_token_info st;
             bad += ob_score_token(z, n, probe[q], 0, &st) != 0 || st.rank != place[probe[q]];
         }
