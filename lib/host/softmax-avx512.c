@@ -1,7 +1,7 @@
 /*
- * softmax-avx512.c — AVX-512 versions of exp and expsum (softmax.h; row_max is the AVX2
- * one). References: ob_expf, ob_lse_sum (lib/arith/arith.h); each must be equal to them bit for
- * bit. exp is exp16 (avx512.h), tails through the same lanes under a mask.
+ * softmax-avx512.c — AVX-512 versions of exp, expsum and row_max (softmax.h). References:
+ * ob_expf, ob_lse_sum, ob_max_f32 (lib/arith/arith.h); each must be equal to them bit for bit.
+ * exp is exp16 (avx512.h), tails through the same lanes under a mask.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -53,8 +53,44 @@ static float expsum_avx512(const float *z, size_t n, float m)
     return l;
 }
 
+/*
+ * row_max: as the AVX2 one (softmax-avx2.c), 64 values a step: vmaxps(v, m) is v > m ? v : m,
+ * lane by lane ob_max_f32's step, so every lane keeps the first of its largest values; a
+ * largest value other than zero has one bit pattern, which any fold of the lanes returns, and a
+ * largest zero is the row's first zero, found again. "Not less than +Inf" (unordered: true)
+ * flags NaN and +Inf; the tail goes through the same lanes under a mask (-Inf elsewhere).
+ */
+static float row_max_avx512(const float *z, size_t n, int *bad)
+{
+    const __m512 inf = _mm512_set1_ps(INFINITY), ninf = _mm512_set1_ps(-INFINITY);
+    __m512 m[4] = {ninf, ninf, ninf, ninf};
+    __mmask16 b = 0;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int g = 0; g < 4; g++) {
+            __m512 v = _mm512_loadu_ps(z + i + 16 * g);
+            m[g] = _mm512_max_ps(v, m[g]);
+            b |= _mm512_cmp_ps_mask(v, inf, _CMP_NLT_UQ);
+        }
+    for (; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : first16(n - i);
+        __m512 v = _mm512_mask_loadu_ps(ninf, k, z + i);
+        m[0] = _mm512_max_ps(v, m[0]);
+        b |= _mm512_mask_cmp_ps_mask(k, v, inf, _CMP_NLT_UQ);
+    }
+    float r = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]),
+                                                 _mm512_max_ps(m[2], m[3])));
+    *bad = b != 0;
+    if (r == 0.0f && !b)
+        for (i = 0; i < n; i++)
+            if (z[i] == 0.0f)
+                return z[i];
+    return r;
+}
+
 void ob_softmax_avx512(struct ob_softmax *t)
 {
     t->exp = exp_avx512;
     t->expsum = expsum_avx512;
+    t->row_max = row_max_avx512;
 }
