@@ -57,6 +57,8 @@ struct ob_sample_scratch {
     float *e;                      /* [n_vocab] weights by id (all tokens are candidates) */
     struct cand *a;                /* [n_vocab] candidates in sorted order, or the heap */
     struct cand *b;                /* [n_vocab] candidates by id (top_k) */
+    double *run;                   /* [n_vocab / RUN + 1]: the float64 sum of the weights after
+                                    * every RUN tokens, as weights() adds them */
     double mass[NBIN];             /* weight per bin (top_p) */
     uint32_t cnt[NBIN];            /* tokens per bin */
     const struct ob_softmax *ops;  /* exp and expsum of the ISA level (OB_SIMD) */
@@ -64,8 +66,12 @@ struct ob_sample_scratch {
 
 /* ---- the per-token loops --------------------------------------------------------------------- */
 
-/* e[i] = ob_expf((z[i] - zmax) / T) and their float64 sum in increasing i; with mass/cnt, the
- * weight histogram of the top_p search. The exponentials run through the ISA's exp kernel. */
+#define RUN 512                    /* tokens between the running sums kept (ss->run) */
+
+/* e[i] = ob_expf((z[i] - zmax) / T) and their float64 sum in increasing i, the sum so far kept
+ * after every RUN of them (ss->run: the draw starts from the last one below its target); with
+ * mass/cnt, the weight histogram of the top_p search. The exponentials run through the ISA's
+ * exp kernel. */
 static double weights(const struct ob_sample_scratch *ss, const float *z, uint32_t n,
                       float zmax, float T, float *e, double *mass, uint32_t *cnt)
 {
@@ -73,17 +79,21 @@ static double weights(const struct ob_sample_scratch *ss, const float *z, uint32
         e[i] = (z[i] - zmax) / T;
     ss->ops->exp(e, e, n);
     double S = 0.0;
-    if (mass) {
-        for (uint32_t i = 0; i < n; i++) {
-            float w = e[i];
-            S += (double)w;
-            uint32_t b = ob_f32_bits(w) >> BIN_SHIFT;
-            mass[b] += (double)w;
-            cnt[b]++;
+    for (uint32_t b = 0; b < n; b += RUN) {
+        uint32_t end = n - b < RUN ? n : b + RUN;
+        if (mass) {
+            for (uint32_t i = b; i < end; i++) {
+                float w = e[i];
+                S += (double)w;
+                uint32_t k = ob_f32_bits(w) >> BIN_SHIFT;
+                mass[k] += (double)w;
+                cnt[k]++;
+            }
+        } else {
+            for (uint32_t i = b; i < end; i++)
+                S += (double)e[i];
         }
-    } else {
-        for (uint32_t i = 0; i < n; i++)
-            S += (double)e[i];
+        ss->run[b / RUN] = S;
     }
     return S;
 }
@@ -351,7 +361,8 @@ int ob_sample_scratch_new(uint32_t n_vocab, struct ob_sample_scratch **out)
     if (!s || n_vocab == 0 ||
         !(s->e = malloc((size_t)n_vocab * sizeof *s->e)) ||
         !(s->a = malloc((size_t)n_vocab * sizeof *s->a)) ||
-        !(s->b = malloc((size_t)n_vocab * sizeof *s->b))) {
+        !(s->b = malloc((size_t)n_vocab * sizeof *s->b)) ||
+        !(s->run = malloc(((size_t)n_vocab / RUN + 1) * sizeof *s->run))) {
         ob_sample_scratch_free(s);
         return n_vocab == 0 ? ob_seterr(OB_EUSAGE, "a vocabulary of 0 tokens") :
                ob_seterr(OB_ENOMEM, "out of memory");
@@ -369,6 +380,7 @@ void ob_sample_scratch_free(struct ob_sample_scratch *s)
     free(s->e);
     free(s->a);
     free(s->b);
+    free(s->run);
     free(s);
 }
 
@@ -526,7 +538,18 @@ static int draw(const struct ob_sample_scratch *ss, const float *z, uint32_t n,
                 if (in_f(s, z[i], (int32_t)i, ss->e[i]))
                     W += (double)ss->e[i];
         double target = W * u;
-        for (uint32_t i = 0; i < n; i++)
+        uint32_t i = 0;
+        if (s->everything) {       /* from the last running sum not above the target: the
+                                    * same sums (weights' in the same order), and c only grows */
+            uint32_t r = 0;
+            while (r * RUN < n && ss->run[r] <= target)
+                r++;
+            if (r > 0) {
+                c = ss->run[r - 1];
+                i = r * RUN;
+            }
+        }
+        for (; i < n; i++)
             if (s->everything || in_f(s, z[i], (int32_t)i, ss->e[i])) {
                 c += (double)ss->e[i];
                 if (c > target) {

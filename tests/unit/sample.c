@@ -371,6 +371,32 @@ static void test_draw(void)
     ok(found >= 8 && exact, "targets on a running sum: the first sum that exceeds them (%d "
        "positions, r = 0 among them: %s)", found, zero_seen ? "yes" : "no");
 
+    /* the same over 2048 equal logits, where the draw starts from the running sums kept every
+     * 512 tokens (sample.c RUN): W = 2048 and target = r 2^-13, an integer for r a multiple of
+     * 2^13, the pick then target itself (the first i with i + 1 > target); targets on the kept
+     * sums themselves (512, 1024, 1536) searched for too */
+    static float flat2k[2048];
+    struct ob_sample_scratch *s2;
+    ob_sample_scratch_new(2048, &s2);
+    int on_kept = 0, ints = 0;
+    exact = 1;
+    for (uint64_t pos = 0; pos < (1ull << 27) && (ints < 300 || on_kept < 2); pos++) {
+        uint32_t r = ob_sample_rand24(q.seed, pos);
+        if (r & ((1u << 13) - 1))
+            continue;
+        bool kept = r == 512u << 13 || r == 1024u << 13 || r == 1536u << 13;
+        if (ints >= 300 && !kept)
+            continue;
+        int32_t got;
+        ob_sample(s2, flat2k, 2048, &q, pos, &got);
+        exact &= got == (int32_t)(r >> 13);
+        on_kept += kept;
+        ints++;
+    }
+    ob_sample_scratch_free(s2);
+    ok(ints >= 300 && on_kept >= 1 && exact, "targets on a running sum over 2048 tokens: the "
+       "first sum that exceeds them (%d positions, %d on a kept sum)", ints, on_kept);
+
     /* determinism: the same inputs give the same token, whatever the scratch held before */
     float z2[V];
     for (int i = 0; i < V; i++)
