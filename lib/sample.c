@@ -70,13 +70,12 @@ struct ob_sample_scratch {
 
 /* e[i] = ob_expf((z[i] - zmax) / T) and their float64 sum in increasing i, the sum so far kept
  * after every RUN of them (ss->run: the draw starts from the last one below its target); with
- * mass/cnt, the weight histogram of the top_p search. The exponentials run through the ISA's
- * exp kernel. */
+ * mass/cnt, the weight histogram of the top_p search. The tempered logits and their
+ * exponentials come from the ISA's kernels. */
 static double weights(const struct ob_sample_scratch *ss, const float *z, uint32_t n,
                       float zmax, float T, float *e, double *mass, uint32_t *cnt)
 {
-    for (uint32_t i = 0; i < n; i++)
-        e[i] = (z[i] - zmax) / T;
+    ss->ops->scale(z, n, zmax, T, e);
     ss->ops->exp(e, e, n);
     double S = 0.0;
     for (uint32_t b = 0; b < n; b += RUN) {

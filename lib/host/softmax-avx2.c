@@ -80,9 +80,21 @@ static float row_max_avx2(const float *z, size_t n, int *bad)
     return r;
 }
 
+/* scale: vsubps and vdivps round as the scalar subtraction and division do */
+static void scale_avx2(const float *z, size_t n, float m, float T, float *y)
+{
+    const __m256 mv = _mm256_set1_ps(m), tv = _mm256_set1_ps(T);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_div_ps(_mm256_sub_ps(_mm256_loadu_ps(z + i), mv), tv));
+    for (; i < n; i++)
+        y[i] = (z[i] - m) / T;
+}
+
 void ob_softmax_avx2(struct ob_softmax *t)
 {
     t->exp = ob_exp_avx2;
     t->expsum = expsum_avx2;
     t->row_max = row_max_avx2;
+    t->scale = scale_avx2;
 }

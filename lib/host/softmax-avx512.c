@@ -88,9 +88,22 @@ static float row_max_avx512(const float *z, size_t n, int *bad)
     return r;
 }
 
+/* scale: vsubps and vdivps round as the scalar subtraction and division do; the tail under a
+ * mask */
+static void scale_avx512(const float *z, size_t n, float m, float T, float *y)
+{
+    const __m512 mv = _mm512_set1_ps(m), tv = _mm512_set1_ps(T);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : first16(n - i);
+        __m512 v = _mm512_maskz_loadu_ps(k, z + i);
+        _mm512_mask_storeu_ps(y + i, k, _mm512_div_ps(_mm512_sub_ps(v, mv), tv));
+    }
+}
+
 void ob_softmax_avx512(struct ob_softmax *t)
 {
     t->exp = exp_avx512;
     t->expsum = expsum_avx512;
     t->row_max = row_max_avx512;
+    t->scale = scale_avx512;
 }

@@ -28,6 +28,12 @@ static float row_max_ref(const float *z, size_t n, int *bad)
     return ob_max_f32(z, (int)n);
 }
 
+static void scale_ref(const float *z, size_t n, float m, float T, float *y)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = (z[i] - m) / T;
+}
+
 static struct ob_softmax tables[OB_ISA_COUNT];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -39,7 +45,7 @@ void ob_softmax_avx512(struct ob_softmax *t) { (void)t; }
 static void init(void)
 {
     tables[OB_ISA_SCALAR] = (struct ob_softmax){.exp = exp_ref, .expsum = expsum_ref,
-                                                .row_max = row_max_ref};
+                                                .row_max = row_max_ref, .scale = scale_ref};
     int best = ob_isa_best();      /* a level's entries where the CPU runs it (simd.h) */
     tables[OB_ISA_AVX2] = tables[OB_ISA_SCALAR];
     if (best >= OB_ISA_AVX2)

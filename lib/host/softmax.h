@@ -1,6 +1,7 @@
 /*
  * softmax.h — the host's kernels over a row of logits, with their ISA dispatch: the
- * exponentials, the log-sum-exp's sum and the row's maximum that sampling (lib/sample.c) runs,
+ * exponentials, the log-sum-exp's sum, the row's maximum and the tempered logits that sampling
+ * (lib/sample.c) runs,
  * whichever route computed the logits. References: ob_expf, ob_lse_sum and ob_max_f32 in
  * lib/arith/arith.h; every version here must equal them bit for bit (tests/unit/ops.c checks
  * them, and tests/unit/sample.c compares the levels through the samplers). Internal to lib/.
@@ -21,6 +22,9 @@ struct ob_softmax {
     /* ob_max_f32(z, n), n >= 1 (of equal zeros the first); 1 in *bad if some z[i] is NaN or
      * +Inf (the value is then any) */
     float (*row_max)(const float *z, size_t n, int *bad);
+    /* y[i] = (z[i] - m) / T, two correctly rounded operations a value (y may alias z): the
+     * sampler's tempered logits */
+    void (*scale)(const float *z, size_t n, float m, float T, float *y);
 };
 
 /* the table of an ISA level (enum ob_isa, host/simd.h); levels without their own entry take

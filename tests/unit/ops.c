@@ -78,17 +78,17 @@ int main(void)
     const struct ob_softmax *href = ob_softmax(OB_ISA_SCALAR);
     /* the tables, not a list kept here: every entry set at every level, and no entry this test
      * does not compare (struct ob_ops holds only function pointers: f16_put, swiglu, geglu,
-     * attn_group; the host's struct ob_softmax exp, expsum, row_max) */
+     * attn_group; the host's struct ob_softmax exp, expsum, row_max, scale) */
     int missing = 0;
     for (int isa = 0; isa < OB_ISA_COUNT; isa++) {
         const struct ob_ops *o = ob_ops(isa);
         const struct ob_softmax *h = ob_softmax(isa);
-        missing += !h->exp + !h->expsum + !h->row_max + !o->f16_put + !o->swiglu + !o->geglu +
-                   !o->attn_group;
+        missing += !h->exp + !h->expsum + !h->row_max + !h->scale + !o->f16_put + !o->swiglu +
+                   !o->geglu + !o->attn_group;
     }
     ok(sizeof(struct ob_ops) == 4 * sizeof(void (*)(void)) &&
-       sizeof(struct ob_softmax) == 3 * sizeof(void (*)(void)) && missing == 0,
-       "ops and softmax tables: the 4 + 3 entries compared here (a new op needs its comparison), "
+       sizeof(struct ob_softmax) == 4 * sizeof(void (*)(void)) && missing == 0,
+       "ops and softmax tables: the 4 + 4 entries compared here (a new op needs its comparison), "
        "set at every level (%d missing)", missing);
     enum { N = 1 << 20 };
     static float x[N], y0[N], y1[N];
@@ -195,6 +195,29 @@ int main(void)
         }
         ok(bad == 0, "%s expsum: %ld rows (lengths 1-70, 4099, 151936, 262144, 1000003; -Inf, "
            "wide spreads, NaN) equal ob_lse_sum", ob_isa_name(isa), rows);
+
+        /* scale: against the scalar loop, in place and not, every length to 70 and long rows,
+         * temperatures that round (0.7, 1.3), tiny and huge ones, -Inf, -0 and the maximum */
+        bad = 0;
+        rows = 0;
+        static const float temps[] = {0.7f, 1.0f, 1.3f, 1e-30f, 3e38f, 0.01f};
+        for (int it = 0; it < 70 + 4 * 6; it++) {
+            size_t m = it < 70 ? (size_t)it + 1 : longs[(it - 70) % 4];
+            float T = temps[it % 6], zmax = 0.0f;
+            for (size_t i = 0; i < m; i++) {
+                x[i] = it % 3 == 0 ? frand(200.0f) : frand(8.0f);
+                x[i] = i % 17 == 3 ? -INFINITY : i % 19 == 4 ? -0.0f : x[i];
+                zmax = x[i] > zmax ? x[i] : zmax;
+            }
+            href->scale(x, m, zmax, T, y0);
+            h->scale(x, m, zmax, T, y1);
+            bad += memcmp(y0, y1, m * sizeof *y0) != 0;
+            h->scale(x, m, zmax, T, x);
+            bad += memcmp(y0, x, m * sizeof *y0) != 0;
+            rows++;
+        }
+        ok(bad == 0, "%s scale: %ld rows (lengths 1-70 and long; 6 temperatures, -Inf, -0; in "
+           "place too) equal (z - m) / T", ob_isa_name(isa), rows);
 
         bad = 0;
         {
