@@ -108,7 +108,7 @@ struct job {
 };
 
 /* A wanted row's token, worked out on the pool before the step's rows are emitted in order
- * (picks_run): what emit would compute there, keyed by what it depends on besides the row's
+ * (pick_one): what emit would compute there, keyed by what it depends on besides the row's
  * logits and the request (the position sampled at, or which forced token is scored). emit
  * takes it where the key matches and computes the token itself where not. */
 struct pick {
@@ -1204,7 +1204,7 @@ int ob_engine_step(struct ob_engine *e)
     draft_prompts(e);
     double t = now();
     /* the rows' tokens on the pool, then emitted in order (callbacks, stops) */
-    bool picked = e->pool && n_want > 1;
+    bool picked = n_want > 1 && ob_pool_threads(e->pool) > 1;
     if (picked)
         ob_pool_run(e->pool, pick_one, e, n_want);
     for (int w = 0; w < n_want; w++) {
