@@ -57,6 +57,7 @@ struct ob_sample_scratch {
     float *e;                      /* [n_vocab] weights by id (all tokens are candidates) */
     struct cand *a;                /* [n_vocab] candidates in sorted order, or the heap */
     struct cand *b;                /* [n_vocab] candidates by id (top_k) */
+    uint32_t *f;                   /* [n_vocab] the ids of F (draw) */
     double *run;                   /* [n_vocab / RUN + 1]: the float64 sum of the weights after
                                     * every RUN tokens, as weights() adds them */
     double mass[NBIN];             /* weight per bin (top_p) */
@@ -361,6 +362,7 @@ int ob_sample_scratch_new(uint32_t n_vocab, struct ob_sample_scratch **out)
         !(s->e = malloc((size_t)n_vocab * sizeof *s->e)) ||
         !(s->a = malloc((size_t)n_vocab * sizeof *s->a)) ||
         !(s->b = malloc((size_t)n_vocab * sizeof *s->b)) ||
+        !(s->f = malloc((size_t)n_vocab * sizeof *s->f)) ||
         !(s->run = malloc(((size_t)n_vocab / RUN + 1) * sizeof *s->run))) {
         ob_sample_scratch_free(s);
         return n_vocab == 0 ? ob_seterr(OB_EUSAGE, "a vocabulary of 0 tokens") :
@@ -380,6 +382,7 @@ void ob_sample_scratch_free(struct ob_sample_scratch *s)
     free(s->a);
     free(s->b);
     free(s->run);
+    free(s->f);
     free(s);
 }
 
@@ -417,6 +420,12 @@ static inline bool in_f(const struct sel *s, float z, int32_t id, float e)
     return (!s->cut || z > s->zc || (z == s->zc && id <= s->idc)) && e >= s->minp;
 }
 
+/* in_f as 0 or 1 from comparisons alone (no branch to mispredict) */
+static inline int in_f_bits(const struct sel *s, float z, uint32_t id, float e)
+{
+    return (!s->cut | (z > s->zc) | ((z == s->zc) & (id <= (uint32_t)s->idc))) & (e >= s->minp);
+}
+
 /* Running sums along a[0..na) (sorted order): the first j with c_j >= P, or -1. */
 static long cut_at(const struct cand *a, uint32_t na, double P)
 {
@@ -433,9 +442,10 @@ static long cut_at(const struct cand *a, uint32_t na, double P)
 static uint32_t gather_sorted(struct ob_sample_scratch *ss, const float *z, uint32_t n, float lo)
 {
     uint32_t na = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (ss->e[i] >= lo)
-            ss->a[na++] = (struct cand){z[i], (int32_t)i, ss->e[i]};
+    for (uint32_t i = 0; i < n; i++) {     /* without branches: the kept share is any */
+        ss->a[na] = (struct cand){z[i], (int32_t)i, ss->e[i]};
+        na += ss->e[i] >= lo;
+    }
     if (na > 1)
         radix_sort(ss->a, ss->b, na);
     return na;
@@ -524,38 +534,52 @@ static void select_f(struct ob_sample_scratch *ss, const float *z, uint32_t n, f
 }
 
 /* Step 5. */
-static int draw(const struct ob_sample_scratch *ss, const float *z, uint32_t n,
-                const struct sel *s, uint64_t seed, uint64_t position, int32_t *token)
+static int draw(struct ob_sample_scratch *ss, const float *z, uint32_t n, const struct sel *s,
+                uint64_t seed, uint64_t position, int32_t *token)
 {
     double u = (double)ob_sample_rand24(seed, position) * 0x1p-24;
     double W = 0.0, c = 0.0;
-    if (s->all) {
-        if (s->everything)         /* the same sums in the same order as S */
-            W = s->S;
-        else
-            for (uint32_t i = 0; i < n; i++)
-                if (in_f(s, z[i], (int32_t)i, ss->e[i]))
-                    W += (double)ss->e[i];
+    if (s->all && s->everything) {
+        W = s->S;                  /* the same sums in the same order as S */
         double target = W * u;
-        uint32_t i = 0;
-        if (s->everything) {       /* from the last running sum not above the target: the
-                                    * same sums (weights' in the same order), and c only grows */
-            uint32_t r = 0;
-            while (r * RUN < n && ss->run[r] <= target)
-                r++;
-            if (r > 0) {
-                c = ss->run[r - 1];
-                i = r * RUN;
+        uint32_t i = 0, r = 0;
+        /* from the last running sum not above the target: the same sums (weights' in the same
+         * order), and c only grows */
+        while (r * RUN < n && ss->run[r] <= target)
+            r++;
+        if (r > 0) {
+            c = ss->run[r - 1];
+            i = r * RUN;
+        }
+        for (; i < n; i++) {
+            c += (double)ss->e[i];
+            if (c > target) {
+                *token = (int32_t)i;
+                return 0;
             }
         }
-        for (; i < n; i++)
-            if (s->everything || in_f(s, z[i], (int32_t)i, ss->e[i])) {
-                c += (double)ss->e[i];
-                if (c > target) {
-                    *token = (int32_t)i;
-                    return 0;
-                }
+    } else if (s->all) {
+        /* F's tokens in increasing id, found once; W and the running sum over them */
+        uint32_t nf = 0;
+        if (s->cut)                /* top_p's F, any share of the row: without branches */
+            for (uint32_t i = 0; i < n; i++) {
+                ss->f[nf] = i;
+                nf += (uint32_t)in_f_bits(s, z[i], i, ss->e[i]);
             }
+        else                       /* min_p's alone, a few tokens as a rule */
+            for (uint32_t i = 0; i < n; i++)
+                if (ss->e[i] >= s->minp)
+                    ss->f[nf++] = i;
+        for (uint32_t j = 0; j < nf; j++)
+            W += (double)ss->e[ss->f[j]];
+        double target = W * u;
+        for (uint32_t j = 0; j < nf; j++) {
+            c += (double)ss->e[ss->f[j]];
+            if (c > target) {
+                *token = (int32_t)ss->f[j];
+                return 0;
+            }
+        }
     } else {
         const struct cand *b = ss->b;
         for (uint32_t j = 0; j < s->nc; j++)
