@@ -73,11 +73,7 @@ static float row_max_avx2(const float *z, size_t n, int *bad)
         r = t > r ? t : r;
     }
     *bad = fl;
-    if (r == 0.0f && !fl)
-        for (i = 0; i < n; i++)
-            if (z[i] == 0.0f)
-                return z[i];
-    return r;
+    return ob_row_max_zero(z, n, r, fl);
 }
 
 /* scale: vsubps and vdivps round as the scalar subtraction and division do */

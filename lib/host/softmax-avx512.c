@@ -81,11 +81,7 @@ static float row_max_avx512(const float *z, size_t n, int *bad)
     float r = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]),
                                                  _mm512_max_ps(m[2], m[3])));
     *bad = b != 0;
-    if (r == 0.0f && !b)
-        for (i = 0; i < n; i++)
-            if (z[i] == 0.0f)
-                return z[i];
-    return r;
+    return ob_row_max_zero(z, n, r, *bad);
 }
 
 /* scale: vsubps and vdivps round as the scalar subtraction and division do; the tail under a

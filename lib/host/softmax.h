@@ -27,6 +27,17 @@ struct ob_softmax {
     void (*scale)(const float *z, size_t n, float m, float T, float *y);
 };
 
+/* the SIMD row_max's last step: a largest value r of zero (no NaN or +Inf seen) is the row's
+ * first zero, its sign ob_max_f32's, found again; any other r is the maximum's one pattern */
+static inline float ob_row_max_zero(const float *z, size_t n, float r, int bad)
+{
+    if (r == 0.0f && !bad)
+        for (size_t i = 0; i < n; i++)
+            if (z[i] == 0.0f)
+                return z[i];
+    return r;
+}
+
 /* the table of an ISA level (enum ob_isa, host/simd.h); levels without their own entry take
  * the one below */
 const struct ob_softmax *ob_softmax(int isa);
