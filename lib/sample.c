@@ -415,15 +415,11 @@ struct sel {
     double S;                      /* the sum of the weights of C, in increasing id */
 };
 
-static inline bool in_f(const struct sel *s, float z, int32_t id, float e)
+/* whether token id (z, weight e) is in F, as 0 or 1 from comparisons alone: no branch to
+ * mispredict where F is any share of the row (ids and idc are never negative) */
+static inline int in_f(const struct sel *s, float z, int32_t id, float e)
 {
-    return (!s->cut || z > s->zc || (z == s->zc && id <= s->idc)) && e >= s->minp;
-}
-
-/* in_f as 0 or 1 from comparisons alone (no branch to mispredict) */
-static inline int in_f_bits(const struct sel *s, float z, uint32_t id, float e)
-{
-    return (!s->cut | (z > s->zc) | ((z == s->zc) & (id <= (uint32_t)s->idc))) & (e >= s->minp);
+    return (!s->cut | (z > s->zc) | ((z == s->zc) & (id <= s->idc))) & (e >= s->minp);
 }
 
 /* Running sums along a[0..na) (sorted order): the first j with c_j >= P, or -1. */
@@ -564,7 +560,7 @@ static int draw(struct ob_sample_scratch *ss, const float *z, uint32_t n, const 
         if (s->cut)                /* top_p's F, any share of the row: without branches */
             for (uint32_t i = 0; i < n; i++) {
                 ss->f[nf] = i;
-                nf += (uint32_t)in_f_bits(s, z[i], i, ss->e[i]);
+                nf += (uint32_t)in_f(s, z[i], (int32_t)i, ss->e[i]);
             }
         else                       /* min_p's alone, a few tokens as a rule */
             for (uint32_t i = 0; i < n; i++)
