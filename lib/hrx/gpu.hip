@@ -120,6 +120,7 @@ struct gpu_stat {
 
 struct gpu_queue {
     int dev;
+    int cc;                        /* compute capability, 10 major + minor (CUDA; 0 on HIP) */
     gpuStream_t s;
     bool prof;
     bool events;                   /* OB_HRX_PROFILE=events */
@@ -141,6 +142,11 @@ static double now_sec(void)
 }
 
 bool OB_HRX_FN(profiling)(struct ob_hrx_q *q) { return Q(q)->prof; }
+
+#if defined(OB_HRX_CUDA)
+/* mma.sync's int8 shapes came with sm_80 */
+bool OB_HRX_FN(has_mma)(struct ob_hrx_q *q) { return Q(q)->cc >= 80; }
+#endif
 
 /* the line of `name` in the profile's table */
 static int prof_line(gpu_queue *g, const char *name)
@@ -302,6 +308,13 @@ static int gpu_open(int index, int n_threads, ob_hrx_q **out)
         free(g);
         return e;
     }
+#if defined(OB_HRX_CUDA)
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index) != cudaSuccess)
+        (void)gpuGetLastError();   /* unknown: no tensor-core product (dp4a tiles) */
+    g->cc = 10 * major + minor;
+#endif
     const char *pr = getenv("OB_HRX_PROFILE");
     g->prof = pr && *pr && strcmp(pr, "0");
     g->events = g->prof && !strcmp(pr, "events");

@@ -33,7 +33,9 @@
  * weight row, up to 8 activation rows a pass) below GM_MIN_ROWS = 16 activation rows, and
  * from there k_gm_q (tiles of 64 weight rows x 32 or 64 activation rows staged in shared
  * memory); OB_HRX_GEMM=0 keeps k_mv_q for every width, OB_HRX_GEMM=N moves the threshold to
- * N rows. Both compute the bits above.
+ * N rows. k_gm_q takes its integer sums from the tensor cores (ob_mma_s8: mma.sync's int8
+ * 16 x 8 tiles, CUDA from sm_80, and hrx-sim) or, on HIP and under OB_HRX_MMA=0, from dp4a.
+ * All compute the bits above: integer sums are exact in any order.
  */
 #include <stdio.h>
 #include <limits.h>
@@ -730,7 +732,8 @@ extern "C" int OB_HRX_FN(matmul_multi)(struct ob_hrx_q *q, struct ob_hrx_multi m
 #define GM_TN 64                   /* weight rows a block */
 #define GM_THREADS 256             /* 16 x 16 threads */
 #define GM_WORDS 64                /* a stage: 256 int8 values a row, 64 words */
-#define GM_LD (GM_WORDS + 1)       /* words of a row in shared memory */
+#define GM_LD (GM_WORDS + 1)       /* words of a row in shared memory: dp4a's */
+#define GM_LDM (GM_WORDS + 4)      /* the same for the tensor cores' fragments */
 #define GM_MIN_ROWS 16             /* matmul takes these tiles from this many activation rows */
 
 /*
@@ -969,8 +972,9 @@ GM_A8(q8_0, 0, w->qs[f])
 #undef GM_A8
 
 /* the stage in shared memory (one set for every instantiation: hrx-sim keeps __shared__ per
- * host thread) */
-__shared__ uint32_t gm_w[GM_TN][GM_LD], gm_a[64][GM_LD];
+ * host thread): gm_sv holds GM_TN weight rows, then 64 activation rows, of LD words each (LD
+ * is the kernel's: GM_LD for dp4a, GM_LDM for the tensor cores) */
+__shared__ uint32_t gm_sv[(GM_TN + 64) * GM_LDM];
 __shared__ uint32_t gm_wm[GM_WSLOTS][GM_TN], gm_am[GM_ASLOTS][64];
 
 /* a class's partial P joins the fold (the class order of the comment above: o = 0 .. 7) */
@@ -988,6 +992,68 @@ __device__ static inline void gm_fold(int o, float p, float *a, float *b, float 
     }
 }
 
+/* the stage of blocks u + 8 (c0 + c), c < CB, of class u's nc (past the class: its last block)
+ * for the tile's GM_TN weight rows from n0 and TR activation rows from r0: values into sw and
+ * sa (rows of LD words), scales, mins, sums and d into gm_wm and gm_am */
+template <class G, int TR, int LD>
+__device__ static inline void gm_stage(const struct ob_hrx_mat &w, const char *xq, size_t stride,
+                                       int n, int n0, int r0, int u, int c0, int nc,
+                                       uint32_t (*sw)[LD], uint32_t (*sa)[LD])
+{
+    typedef typename G::W W;
+    typedef typename G::T::A A;
+    enum { CB = G::CB, WPB = GM_WORDS / CB };
+    int t = (int)threadIdx.x;
+    for (int it = t; it < GM_TN * CB * G::UNITS; it += GM_THREADS) {
+        int i = it / (CB * G::UNITS), c = it / G::UNITS % CB, un = it % G::UNITS;
+        int wn = n0 + i < w.n ? n0 + i : w.n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
+        const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
+        G::unpack(wr + u + 8 * bc, un, &sw[i][c * WPB]);
+    }
+    for (int it = t; it < GM_TN * CB; it += GM_THREADS) {
+        int i = it / CB, c = it % CB;
+        int wn = n0 + i < w.n ? n0 + i : w.n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
+        const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
+        G::wmeta(wr + u + 8 * bc, c, &gm_wm[0][i]);
+    }
+    for (int it = t; it < TR * GM_WORDS; it += GM_THREADS) {
+        int r = it / GM_WORDS, wd = it % GM_WORDS, c = wd / WPB;
+        int ar = r0 + r < n ? r0 + r : n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
+        const A *ab = (const A *)(xq + (size_t)ar * stride) + u + 8 * bc;
+        sa[r][wd] = ob_ld4(ab->qs + 4 * (wd % WPB));
+    }
+    for (int it = t; it < TR * CB; it += GM_THREADS) {
+        int r = it / CB, c = it % CB;
+        int ar = r0 + r < n ? r0 + r : n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
+        const A *ab = (const A *)(xq + (size_t)ar * stride) + u + 8 * bc;
+        G::ameta(ab, c, &gm_am[0][r], 64);
+    }
+}
+
+/* r_b of the stage's block c for the tile's weight row wi and activation row ai, from their
+ * integer sum is: ob_blk_<type>'s epilogue, operation by operation */
+template <class G>
+__device__ static inline float gm_rb(int c, int wi, int ai, int is)
+{
+    float dw = ob_f32_from_bits(gm_wm[G::wd_slot(c)][wi]);
+    float mw = ob_f32_from_bits(gm_wm[G::wm_slot(c)][wi]);
+    int ms = 0;
+    if (G::NM != 0) {              /* sum of m_g (128 hi_g + lo_g) */
+        int mh = 0, ml = 0;
+        OB_UNROLL
+        for (int e = 0; e < G::NM / 4; e++) {
+            int m = (int)gm_wm[18 + e][wi];
+            mh = ob_dp4a(m, (int)gm_am[e][ai], mh);
+            ml = ob_dp4a(m, (int)gm_am[4 + e][ai], ml);
+        }
+        ms = 128 * mh + ml;
+    } else if (G::SC == 0) {       /* the format's sum_a, for its m */
+        ms = (int)gm_am[c][ai];
+    }
+    float ad = ob_f32_from_bits(gm_am[G::ad_slot(c)][ai]);
+    return G::epi(dw, mw, ad, is, ms);
+}
+
 /* at most 128 registers a thread on CUDA: two blocks an SM */
 #if defined(OB_HRX_CUDA)
 #define GM_BOUNDS __launch_bounds__(GM_THREADS, 2)
@@ -997,134 +1063,150 @@ __device__ static inline void gm_fold(int o, float p, float *a, float *b, float 
 #define GM_BOUNDS
 #endif
 
-template <class G, int J>
+/*
+ * The integer sums of block c of the stage, group by group times its scale (K-quants), for the
+ * thread's NI x NJ pairs: weight rows wi0 + WIS i, activation rows gm_ai<MMA>(ai0, j), of the
+ * tile. dp4a (MMA false): thread (tx, ty) of 16 x 16 takes wi0 = tx, WIS = 16, ai0 = ty (4 x J
+ * pairs), a word of each row at a time. The tensor cores (MMA): warp v takes weight rows
+ * 16 (v % 4) .. + 15 against J tiles of 8 activation rows from an0 = 8 J (v / 4), a group's
+ * sums one ob_mma_s8 a tile (K: the group's 32 or 16 values); lane 4 g + t's fragment of the
+ * result is the pairs of weight rows 16 (v % 4) + g + 8 i (WIS = 8) and activation rows
+ * an0 + 8 (j / 2) + 2 t + j % 2 (2 x 2 J pairs). The same integers either way.
+ */
+template <bool MMA>
+__device__ static inline int gm_ai(int ai0, int j)
+{
+    return MMA ? ai0 + 8 * (j >> 1) + (j & 1) : ai0 + 16 * j;
+}
+
+template <class G, int J, bool MMA, int LD, int NI, int NJ>
+__device__ static inline void gm_isums(const uint32_t (*sw)[LD], const uint32_t (*sa)[LD], int c,
+                                       int wi0, int ai0, int an0, int (*is)[NJ])
+{
+    enum { WPB = GM_WORDS / G::CB, WPG = WPB / G::NG, WIS = MMA ? 8 : 16 };
+    OB_UNROLL
+    for (int i = 0; i < NI; i++)
+        OB_UNROLL
+        for (int j = 0; j < NJ; j++)
+            is[i][j] = 0;
+    for (int g = 0; g < G::NG; g++) {
+        int kb = c * WPB + g * WPG, s[NI][NJ];
+        if (!MMA) {
+            OB_UNROLL
+            for (int i = 0; i < NI; i++)
+                OB_UNROLL
+                for (int j = 0; j < NJ; j++)
+                    s[i][j] = 0;
+            OB_UNROLL
+            for (int k = 0; k < WPG; k++) {
+                uint32_t wv[NI], av[NJ];
+                OB_UNROLL
+                for (int i = 0; i < NI; i++)
+                    wv[i] = sw[wi0 + WIS * i][kb + k];
+                OB_UNROLL
+                for (int j = 0; j < NJ; j++)
+                    av[j] = sa[gm_ai<MMA>(ai0, j)][kb + k];
+                OB_UNROLL
+                for (int i = 0; i < NI; i++)
+                    OB_UNROLL
+                    for (int j = 0; j < NJ; j++)
+                        s[i][j] = ob_dp4a((int)wv[i], (int)av[j], s[i][j]);
+            }
+        }
+#if defined(OB_HRX_HAS_MMA)
+        else {
+            int tq = (int)threadIdx.x & 3, gr = ((int)threadIdx.x & 31) >> 2;
+            uint32_t af[4], bf[2];
+            af[0] = sw[wi0][kb + tq];
+            af[1] = sw[wi0 + 8][kb + tq];
+            af[2] = WPG == 8 ? sw[wi0][kb + tq + 4] : 0;
+            af[3] = WPG == 8 ? sw[wi0 + 8][kb + tq + 4] : 0;
+            OB_UNROLL
+            for (int jt = 0; jt < NJ / 2; jt++) {
+                int c4[4];
+                bf[0] = sa[an0 + 8 * jt + gr][kb + tq];
+                bf[1] = WPG == 8 ? sa[an0 + 8 * jt + gr][kb + tq + 4] : 0;
+                ob_mma_s8<4 * WPG>(af, bf, c4);
+                s[0][2 * jt] = c4[0];
+                s[0][2 * jt + 1] = c4[1];
+                s[1][2 * jt] = c4[2];
+                s[1][2 * jt + 1] = c4[3];
+            }
+        }
+#endif
+        OB_UNROLL
+        for (int i = 0; i < NI; i++) {
+            int sc = G::SC != 0 ? (int)gm_wm[g][wi0 + WIS * i] : 1;
+            OB_UNROLL
+            for (int j = 0; j < NJ; j++)
+                is[i][j] += G::SC != 0 ? sc * s[i][j] : s[i][j];
+        }
+    }
+}
+
+template <class G, int J, bool MMA>
 __global__ static void GM_BOUNDS k_gm_q(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
                               const float *bias, float *y, size_t ldy, int op)
 {
-    typedef typename G::W W;
-    typedef typename G::T::A A;
-    enum { TR = 16 * J, CB = G::CB, WPB = GM_WORDS / CB, WPG = WPB / G::NG };
-    int t = (int)threadIdx.x, tx = t & 15, ty = t >> 4;
+    enum { TR = 16 * J, CB = G::CB, LD = MMA ? GM_LDM : GM_LD, NI = MMA ? 2 : 4,
+           NJ = MMA ? 2 * J : J, WIS = MMA ? 8 : 16 };
+    uint32_t (*sw)[LD] = (uint32_t (*)[LD])gm_sv;
+    uint32_t (*sa)[LD] = (uint32_t (*)[LD])(gm_sv + GM_TN * LD);
+    int t = (int)threadIdx.x, v = t >> 5, lane = t & 31;
+    int wi0 = MMA ? 16 * (v & 3) + (lane >> 2) : t & 15;
+    int an0 = 8 * J * (v >> 2), ai0 = MMA ? an0 + 2 * (lane & 3) : t >> 4;
     int n0 = (int)blockIdx.x * GM_TN, r0 = (int)blockIdx.y * TR, nb = w.k / G::T::QK;
-    float P[4][J], FA[4][J], FB[4][J], FC[4][J];
+    float P[NI][NJ], FA[NI][NJ], FB[NI][NJ], FC[NI][NJ];
     OB_UNROLL
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < NI; i++)
         OB_UNROLL
-        for (int j = 0; j < J; j++)
+        for (int j = 0; j < NJ; j++)
             FA[i][j] = FB[i][j] = FC[i][j] = 0.0f;
     for (int o = 0; o < 8; o++) {
         int u = (o & 1) * 4 + (o & 2) + (o >> 2);   /* 0, 4, 2, 6, 1, 5, 3, 7 */
         int nc = nb > u ? (nb - u + 7) / 8 : 0;     /* blocks of class u */
         OB_UNROLL
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < NI; i++)
             OB_UNROLL
-            for (int j = 0; j < J; j++)
+            for (int j = 0; j < NJ; j++)
                 P[i][j] = 0.0f;
         for (int c0 = 0; c0 < nc; c0 += CB) {
-            /* the stage: blocks u + 8 (c0 + c), c < CB (past the class: its last block) */
-            for (int it = t; it < GM_TN * CB * G::UNITS; it += GM_THREADS) {
-                int i = it / (CB * G::UNITS), c = it / G::UNITS % CB, un = it % G::UNITS;
-                int wn = n0 + i < w.n ? n0 + i : w.n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
-                const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
-                G::unpack(wr + u + 8 * bc, un, &gm_w[i][c * WPB]);
-            }
-            for (int it = t; it < GM_TN * CB; it += GM_THREADS) {
-                int i = it / CB, c = it % CB;
-                int wn = n0 + i < w.n ? n0 + i : w.n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
-                const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
-                G::wmeta(wr + u + 8 * bc, c, &gm_wm[0][i]);
-            }
-            for (int it = t; it < TR * GM_WORDS; it += GM_THREADS) {
-                int r = it / GM_WORDS, wd = it % GM_WORDS, c = wd / WPB;
-                int ar = r0 + r < n ? r0 + r : n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
-                const A *ab = (const A *)(xq + (size_t)ar * stride) + u + 8 * bc;
-                gm_a[r][wd] = ob_ld4(ab->qs + 4 * (wd % WPB));
-            }
-            for (int it = t; it < TR * CB; it += GM_THREADS) {
-                int r = it / CB, c = it % CB;
-                int ar = r0 + r < n ? r0 + r : n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
-                const A *ab = (const A *)(xq + (size_t)ar * stride) + u + 8 * bc;
-                G::ameta(ab, c, &gm_am[0][r], 64);
-            }
+            gm_stage<G, TR, LD>(w, xq, stride, n, n0, r0, u, c0, nc, sw, sa);
             __syncthreads();
             for (int c = 0; c < CB && c0 + c < nc; c++) {
-                int is[4][J];
+                int is[NI][NJ];
+                gm_isums<G, J, MMA, LD, NI, NJ>(sw, sa, c, wi0, ai0, an0, is);
                 OB_UNROLL
-                for (int i = 0; i < 4; i++)
+                for (int i = 0; i < NI; i++)
                     OB_UNROLL
-                    for (int j = 0; j < J; j++)
-                        is[i][j] = 0;
-                for (int g = 0; g < G::NG; g++) {
-                    int s[4][J];
-                    OB_UNROLL
-                    for (int i = 0; i < 4; i++)
-                        OB_UNROLL
-                        for (int j = 0; j < J; j++)
-                            s[i][j] = 0;
-                    OB_UNROLL
-                    for (int k = 0; k < WPG; k++) {
-                        int wd = c * WPB + g * WPG + k;
-                        uint32_t wv[4], av[J];
-                        OB_UNROLL
-                        for (int i = 0; i < 4; i++)
-                            wv[i] = gm_w[tx + 16 * i][wd];
-                        OB_UNROLL
-                        for (int j = 0; j < J; j++)
-                            av[j] = gm_a[ty + 16 * j][wd];
-                        OB_UNROLL
-                        for (int i = 0; i < 4; i++)
-                            OB_UNROLL
-                            for (int j = 0; j < J; j++)
-                                s[i][j] = ob_dp4a((int)wv[i], (int)av[j], s[i][j]);
-                    }
-                    OB_UNROLL
-                    for (int i = 0; i < 4; i++) {
-                        int sc = G::SC != 0 ? (int)gm_wm[g][tx + 16 * i] : 1;
-                        OB_UNROLL
-                        for (int j = 0; j < J; j++)
-                            is[i][j] += G::SC != 0 ? sc * s[i][j] : s[i][j];
-                    }
-                }
-                OB_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    float dw = ob_f32_from_bits(gm_wm[G::wd_slot(c)][tx + 16 * i]);
-                    float mw = ob_f32_from_bits(gm_wm[G::wm_slot(c)][tx + 16 * i]);
-                    OB_UNROLL
-                    for (int j = 0; j < J; j++) {
-                        int ms = 0;
-                        if (G::NM != 0) {           /* sum of m_g (128 hi_g + lo_g) */
-                            int mh = 0, ml = 0;
-                            OB_UNROLL
-                            for (int e = 0; e < G::NM / 4; e++) {
-                                int mw = (int)gm_wm[18 + e][tx + 16 * i];
-                                mh = ob_dp4a(mw, (int)gm_am[e][ty + 16 * j], mh);
-                                ml = ob_dp4a(mw, (int)gm_am[4 + e][ty + 16 * j], ml);
-                            }
-                            ms = 128 * mh + ml;
-                        }
-                        else if (G::SC == 0)            /* the format's sum_a, for its m */
-                            ms = (int)gm_am[c][ty + 16 * j];
-                        float ad = ob_f32_from_bits(gm_am[G::ad_slot(c)][ty + 16 * j]);
-                        P[i][j] = P[i][j] + G::epi(dw, mw, ad, is[i][j], ms);
-                    }
-                }
+                    for (int j = 0; j < NJ; j++)
+                        P[i][j] = P[i][j] + gm_rb<G>(c, wi0 + WIS * i, gm_ai<MMA>(ai0, j),
+                                                     is[i][j]);
             }
             __syncthreads();
         }
         OB_UNROLL
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < NI; i++)
             OB_UNROLL
-            for (int j = 0; j < J; j++)
+            for (int j = 0; j < NJ; j++)
                 gm_fold(o, P[i][j], &FA[i][j], &FB[i][j], &FC[i][j]);
     }
     OB_UNROLL
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < NI; i++)
         OB_UNROLL
-        for (int j = 0; j < J; j++) {
-            int wn = n0 + tx + 16 * i, ar = r0 + ty + 16 * j;
+        for (int j = 0; j < NJ; j++) {
+            int wn = n0 + wi0 + WIS * i, ar = r0 + gm_ai<MMA>(ai0, j);
             if (wn < w.n && ar < n)
                 mm_put(&y[(size_t)ar * ldy + wn], FA[i][j], bias, wn, op);
         }
+}
+
+/* the tensor cores' product for the tiles: where the target has it (OB_HRX_FN(has_mma)) and
+ * OB_HRX_MMA is not 0; a function of the device and the environment, as a graph needs */
+static bool gm_mma(struct ob_hrx_q *q)
+{
+    const char *e = getenv("OB_HRX_MMA");
+    return OB_HRX_FN(has_mma)(q) && !(e && !strcmp(e, "0"));
 }
 
 /* the tiles for n >= GM_MIN_ROWS rows: TR = 32 up to 32 rows, else 64 */
@@ -1135,11 +1217,20 @@ static void gm_launch(struct ob_hrx_q *q, struct ob_hrx_mat w, const char *x, si
     int tr = n <= 32 ? 32 : 64;
     dim3 grid((unsigned)((w.n + GM_TN - 1) / GM_TN), (unsigned)((n + tr - 1) / tr));
     dim3 block(GM_THREADS);
-#define GM_KN(G, J) k_gm_q<G, J>   /* one macro argument for the template's two */
+#define GM_KN(G, J, M) k_gm_q<G, J, M>   /* one macro argument for the template's three */
+#if defined(OB_HRX_HAS_MMA)
+    if (gm_mma(q)) {
+        if (tr == 32)
+            OB_LAUNCH(q, GM_KN(G, 2, true), grid, block, w, x, stride, n, b, y, ldy, op);
+        else
+            OB_LAUNCH(q, GM_KN(G, 4, true), grid, block, w, x, stride, n, b, y, ldy, op);
+        return;
+    }
+#endif
     if (tr == 32)
-        OB_LAUNCH(q, GM_KN(G, 2), grid, block, w, x, stride, n, b, y, ldy, op);
+        OB_LAUNCH(q, GM_KN(G, 2, false), grid, block, w, x, stride, n, b, y, ldy, op);
     else
-        OB_LAUNCH(q, GM_KN(G, 4), grid, block, w, x, stride, n, b, y, ldy, op);
+        OB_LAUNCH(q, GM_KN(G, 4, false), grid, block, w, x, stride, n, b, y, ldy, op);
 #undef GM_KN
 }
 
@@ -1241,7 +1332,8 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
     if (!OB_HRX_FN(profiling)(q))
         return OB_HRX_FN(launched)(q, "matmul");
     char name[56];                 /* the matmul's own line in OB_HRX_PROFILE's table */
-    snprintf(name, sizeof name, "matmul %s %dx%d %s", ob_type_name(w.type), w.n, w.k,
-             n == 1 ? "w1" : n <= 8 ? "w2-8" : n < GM_MIN_ROWS ? "w9-15" : "w16+");
+    snprintf(name, sizeof name, "matmul %s %dx%d %s%s", ob_type_name(w.type), w.n, w.k,
+             n == 1 ? "w1" : n <= 8 ? "w2-8" : n < GM_MIN_ROWS ? "w9-15" : "w16+",
+             n >= gm_min_rows() && gm_mma(q) ? " mma" : "");
     return OB_HRX_FN(launched)(q, name);
 }

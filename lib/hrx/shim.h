@@ -15,6 +15,8 @@
  *                                        the warp takes part (on AMD's 64-wide wavefronts the
  *                                        shuffle has width 32: each half is its own warp, so
  *                                        the 32-partial shape of lib/arith/ holds everywhere)
+ *   ob_mma_s8<K>(a, b, c)               the warp's 16 x 8 int8 matrix product (CUDA's tensor
+ *                                       cores; hrx-sim; not HIP: OB_HRX_FN(has_mma))
  *   OB_LAUNCH(q, kernel, grid, block, args...)   a launch on queue q (struct ob_hrx_q)
  *   OB_UNROLL                           before a loop of constant count: unroll it (so that a
  *                                       small array indexed by its counter stays in registers)
@@ -118,6 +120,16 @@ static inline bool OB_HRX_FN(big_tiles)(struct ob_hrx_q *q) { return false; }
 bool OB_HRX_FN(profiling)(struct ob_hrx_q *q);
 #endif
 
+/* the warp's int8 matrix product (ob_mma_s8, below) is there: hrx-sim, and a CUDA device of
+ * compute capability 8.0 or later (gpu.hip); HIP keeps dp4a */
+#if defined(OB_HRX_SIM)
+static inline bool OB_HRX_FN(has_mma)(struct ob_hrx_q *q) { return true; }
+#elif defined(OB_HRX_CUDA)
+bool OB_HRX_FN(has_mma)(struct ob_hrx_q *q);
+#else
+static inline bool OB_HRX_FN(has_mma)(struct ob_hrx_q *q) { return false; }
+#endif
+
 /* after OB_LAUNCH: 0, or the launch's failure (a kernel bug found by hrx-sim, a GPU error) as
  * an OB_E* code with its message set on the calling thread */
 extern "C" int OB_HRX_FN(launched)(struct ob_hrx_q *q, const char *kernel);
@@ -159,6 +171,58 @@ __device__ static inline uint32_t ob_ld4_a2(const void *p)
     return h[0] | (uint32_t)h[1] << 16;
 #endif
 }
+
+/* ---- the warp's integer matrix product (int8 tensor cores; CUDA and hrx-sim) ---------------- */
+
+#if defined(OB_HRX_CUDA) || defined(OB_HRX_SIM)
+#define OB_HRX_HAS_MMA 1
+/*
+ * c[0..3] = the int32 sums of the warp's 16 x 8 tile A B: A 16 rows of K int8 values, B 8
+ * columns of K, K = 32 or 16; PTX's mma.m16n8k32 / m16n8k16 .row.col.s32.s8.s8.s32 (sm_80 on)
+ * and its fragments. Lane 4 g + t (g = lane / 4, t = lane % 4) holds word t (values 4 t ..
+ * 4 t + 3) of A's row g in a[0] and of row g + 8 in a[1]; for K = 32 word t + 4 of the same
+ * rows in a[2] and a[3]; word t of B's column g in b[0] (K = 32: word t + 4 in b[1]). It gets
+ * rows g (c[0], c[1]) and g + 8 (c[2], c[3]) at columns 2 t and 2 t + 1. Every lane of the
+ * warp takes part. Integers: the same sums in any order, so the tensor core gives dp4a's.
+ * On a CUDA device below 8.0 the product is not there: OB_HRX_FN(has_mma) says so, and no
+ * kernel that calls it is launched.
+ */
+template <int K>
+__device__ static inline void ob_mma_s8(const uint32_t *a, const uint32_t *b, int *c)
+{
+    static_assert(K == 32 || K == 16, "mma.m16n8kK: K is 32 or 16 for int8");
+#if defined(OB_HRX_SIM)
+    enum { NA = K / 8, NB = K / 16 };
+    uint32_t v[NA + NB];
+    for (int i = 0; i < NA; i++)
+        v[i] = a[i];
+    for (int i = 0; i < NB; i++)
+        v[NA + i] = b[i];
+    const uint32_t (*all)[OB_SIM_OFFER_MAX] = ob_sim_warp_offer(v, NA + NB);
+    int lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < 4; i++) {
+        int row = g + 8 * (i >> 1), col = 2 * t + (i & 1), s = 0;
+        for (int kw = 0; kw < K / 4; kw++)
+            s = ob_dp4a((int)all[4 * (row & 7) + (kw & 3)][(row >> 3) + 2 * (kw >> 2)],
+                        (int)all[4 * col + (kw & 3)][NA + (kw >> 2)], s);
+        c[i] = s;
+    }
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (K == 32)
+        asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, "
+            "{%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};"
+            : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(0));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, "
+            "{%4, %5}, {%6}, {%7, %7, %7, %7};"
+            : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(b[0]), "r"(0));
+#else
+    c[0] = c[1] = c[2] = c[3] = 0;  /* device code for an arch below sm_80: never launched */
+#endif
+}
+#endif
 
 /* ---- warp reductions with the bits of lib/arith/ -------------------------------------------- */
 

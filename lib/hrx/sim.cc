@@ -74,6 +74,7 @@ struct fiber {
 
 struct warp_state {
     uint32_t slot[2][OB_WARP];
+    uint32_t words[2][OB_WARP][OB_SIM_OFFER_MAX];   /* ob_sim_warp_offer's */
     unsigned arrived[2];
     int size;
 };
@@ -290,26 +291,51 @@ void ob_sim_syncthreads()
     f->state = F_RUN;
 }
 
+/* enter the warp's k-th collective (a shuffle or an offer) in slot set k & 1: false if this
+ * lane had to wait for the others. Slot set p is written again at collective k + 2, which no
+ * lane enters before every lane has left collective k + 1, so each lane has read what it
+ * needs of collective k by then. */
+static unsigned warp_enter(exec *x, fiber *f, warp_state *w)
+{
+    if (w->size != OB_WARP) {
+        char m[160];
+        snprintf(m, sizeof m, "a warp shuffle or matrix product in a warp of %d threads "
+                 "(blocks of %u x %u x %u: shuffles need whole warps of 32)", w->size,
+                 f->t.bdim.x, f->t.bdim.y, f->t.bdim.z);
+        fail_here(x, f, m);
+    }
+    return f->nshfl++;
+}
+
+static void warp_wait(exec *x, fiber *f, warp_state *w, unsigned k)
+{
+    if (++w->arrived[k & 1] < OB_WARP * (k / 2 + 1)) {
+        f->state = F_SHFL;
+        leave(x, f);
+        f->state = F_RUN;
+    }
+}
+
 uint32_t ob_sim_shfl(uint32_t v, int src)
 {
     exec *x = t_exec;
     fiber *f = x->cur;
     warp_state *w = &x->w[f->warp];
-    if (w->size != OB_WARP) {
-        char m[160];
-        snprintf(m, sizeof m, "a warp shuffle in a warp of %d threads (blocks of %u x %u x %u: "
-                 "shuffles need whole warps of 32)", w->size, f->t.bdim.x, f->t.bdim.y,
-                 f->t.bdim.z);
-        fail_here(x, f, m);
-    }
-    unsigned k = f->nshfl++, p = k & 1;
+    unsigned k = warp_enter(x, f, w), p = k & 1;
     w->slot[p][f->lane] = v;
-    if (++w->arrived[p] < OB_WARP * (k / 2 + 1)) {
-        f->state = F_SHFL;
-        leave(x, f);
-        f->state = F_RUN;
-    }
+    warp_wait(x, f, w, k);
     return w->slot[p][src & (OB_WARP - 1)];
+}
+
+const uint32_t (*ob_sim_warp_offer(const uint32_t *v, int n))[OB_SIM_OFFER_MAX]
+{
+    exec *x = t_exec;
+    fiber *f = x->cur;
+    warp_state *w = &x->w[f->warp];
+    unsigned k = warp_enter(x, f, w), p = k & 1;
+    memcpy(w->words[p][f->lane], v, (size_t)(n < OB_SIM_OFFER_MAX ? n : OB_SIM_OFFER_MAX) * 4);
+    warp_wait(x, f, w, k);
+    return w->words[p];
 }
 
 /* ---- blocks ------------------------------------------------------------------------------------ */

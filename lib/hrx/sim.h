@@ -40,6 +40,11 @@ extern __thread const ob_sim_thread *ob_sim_self;
 void ob_sim_syncthreads();
 /* the value v of lane src (0..31) of this thread's warp, once every lane has offered its own */
 uint32_t ob_sim_shfl(uint32_t v, int src);
+/* a collective of the warp, as a shuffle is: lane l offers n <= OB_SIM_OFFER_MAX words v; once
+ * every lane has offered, row l of the result holds lane l's words (for the warp's matrix
+ * products: shim.h's ob_mma_s8). Read it before this thread's next shuffle or offer. */
+#define OB_SIM_OFFER_MAX 8
+const uint32_t (*ob_sim_warp_offer(const uint32_t *v, int n))[OB_SIM_OFFER_MAX];
 
 typedef void (*ob_sim_body)(const void *arg);
 /* run body(arg) as every thread of grid x block on q's threads; an error is kept in q and

@@ -7,6 +7,9 @@
  *   - __shared__ memory is the block's own (concurrent blocks on two host threads);
  *   - warp shuffles: ob_shfl_xor over every mask, ob_shfl from any lane, ob_warp_isum, and
  *     ob_warp_fold32 equal to lib/arith's ob_fold32 in every lane;
+ *   - ob_mma_s8, the warp's int8 matrix product (K = 32 and 16), against a plain product: its
+ *     fragments filled by PTX's element formulas (written here apart from the shim's), mixed
+ *     with shuffles, in 2 warps a block; in a partial warp it is a reported bug as a shuffle is;
  *   - a fiber's stack holds a 16 KiB local array;
  *   - kernel bugs are reported, never a hang or a silent answer: a barrier some threads never
  *     reach (returned, or diverged), a shuffle some lanes never reach, a shuffle in a partial
@@ -26,6 +29,40 @@
 static ob_hrx_q *q;
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
+
+/* element i's place in a fragment of mma.m16n8kK .s8 (PTX ISA), lane 4 g + t: A's a_i (16
+ * elements for K = 32, 8 for K = 16, 4 a register), B's b_i (8 or 4), C's c_i (4) */
+static int mma_a_row(int K, int i, int g) { return (K == 32 ? (i < 4 || (i >= 8 && i < 12)) : i < 4) ? g : g + 8; }
+static int mma_a_col(int i, int t) { return t * 4 + (i & 3) + (i >= 8 ? 16 : 0); }
+static int mma_b_row(int i, int t) { return t * 4 + (i & 3) + (i >= 4 ? 16 : 0); }
+
+/* warp w of the block: C_w = A_w B_w, A_w 16 x K row-major, B_w K x 8 (b[w][k * 8 + col]); a
+ * shuffle before the product and after it */
+template <int K>
+__global__ static void k_mma(const int8_t *a, const int8_t *b, int *c, int *shf)
+{
+    int lane = (int)threadIdx.x & 31, w = (int)threadIdx.x / 32, g = lane >> 2, t = lane & 3;
+    const int8_t *aw = a + w * 16 * K, *bw = b + w * K * 8;
+    uint32_t af[4] = {0, 0, 0, 0}, bf[2] = {0, 0};
+    for (int i = 0; i < K / 2; i++)
+        af[i / 4] |= (uint32_t)(uint8_t)aw[mma_a_row(K, i, g) * K + mma_a_col(i, t)] << 8 * (i % 4);
+    for (int i = 0; i < K / 4; i++)
+        bf[i / 4] |= (uint32_t)(uint8_t)bw[mma_b_row(i, t) * 8 + g] << 8 * (i % 4);
+    shf[threadIdx.x] = ob_shfl(lane, 31 - lane);
+    int r[4];
+    ob_mma_s8<K>(af, bf, r);
+    shf[threadIdx.x] += 100 * ob_shfl_xor(lane, 5);
+    for (int i = 0; i < 4; i++)
+        c[w * 128 + (i < 2 ? g : g + 8) * 8 + t * 2 + (i & 1)] = r[i];
+}
+
+__global__ static void k_mma_short_warp(int *out)
+{
+    uint32_t af[4] = {1, 2, 3, 4}, bf[2] = {5, 6};
+    int r[4];
+    ob_mma_s8<32>(af, bf, r);
+    out[threadIdx.x] = r[0];
+}
 
 __global__ static void k_indices(unsigned *seen)
 {
@@ -249,6 +286,45 @@ static void bad_launch(int e, const char *kernel, const char *what, const char *
     ok(e == OB_EINTERNAL && strstr(m, kernel) && strstr(m, what), "%s: reported (%s)", desc, m);
 }
 
+static void test_mma(void)
+{
+    int8_t as[2 * 16 * 32], bs[2 * 32 * 8], *a = as, *b = bs;
+    int cs[2 * 128], shs[64], *c = cs, *sh = shs, bad = 0, e = 0;
+    uint64_t s = 777;
+    for (int round = 0; round < 20; round++)
+        for (int K = 16; K <= 32; K += 16) {
+            for (int i = 0; i < 2 * 16 * K; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                a[i] = round < 2 ? (int8_t)(round ? 127 : -128) : (int8_t)(s >> 56);
+            }
+            for (int i = 0; i < 2 * K * 8; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                b[i] = round < 2 ? (int8_t)-128 : (int8_t)(s >> 56);
+            }
+            if (K == 32)
+                OB_LAUNCH(q, k_mma<32>, dim3(1), dim3(64), a, b, c, sh);
+            else
+                OB_LAUNCH(q, k_mma<16>, dim3(1), dim3(64), a, b, c, sh);
+            e |= launched("mma");
+            for (int w = 0; w < 2; w++)
+                for (int r = 0; r < 16; r++)
+                    for (int col = 0; col < 8; col++) {
+                        int want = 0;
+                        for (int k = 0; k < K; k++)
+                            want += a[(w * 16 + r) * K + k] * b[(w * K + k) * 8 + col];
+                        bad += c[w * 128 + r * 8 + col] != want;
+                    }
+            for (int l = 0; l < 64; l++)
+                bad += sh[l] != 31 - l % 32 + 100 * ((l % 32) ^ 5);
+        }
+    ok(!e && !bad, "ob_mma_s8: 16 x 8 int8 products (K 32 and 16, -128 and 127 extremes) by "
+       "PTX's fragments, between shuffles, 2 warps a block: %d wrong", bad);
+    int outs[48], *out = outs;
+    OB_LAUNCH(q, k_mma_short_warp, dim3(1), dim3(48), out);
+    bad_launch(launched("x"), "k_mma_short_warp", "warp of 16 threads", "a matrix product in a "
+               "warp of 16 threads (a block of 48)");
+}
+
 static void test_bugs(void)
 {
     int outs[2048], *out = outs;
@@ -298,6 +374,7 @@ int main(void)
     test_barriers();
     test_own_shared();
     test_shuffles();
+    test_mma();
     test_stack();
     test_bugs();
     timing();

@@ -357,11 +357,26 @@ static void matmul_case(uint32_t t, int N, int k, bool raw, int wide)
     long bad = 0;
     char why[256] = "";
     int e = 0, bad_w = 0;
+    /* pass 1: the tiles' widths again with dp4a instead of the tensor cores (OB_HRX_MMA=0:
+     * HIP's product, and CUDA's below sm_80) */
+    const char *mma_env = getenv("OB_HRX_MMA");
+    char mma_was[16];
+    snprintf(mma_was, sizeof mma_was, "%s", mma_env ? mma_env : "");
+    for (int pass = 0; pass < 2 && !e; pass++)
     for (int wi = 0; wi < nw && !e; wi++)
         for (int with_b = 0; with_b < 2 && !e; with_b++) {
             int n = widths[wi];
-            if ((e = rt->k->matmul(q, m, dq, stride, n, with_b ? db : NULL, dy, ldy,
-                                   OB_HRX_EPI_STORE)))
+            if (pass == 1 && n < 16)
+                continue;
+            if (pass == 1)
+                setenv("OB_HRX_MMA", "0", 1);
+            e = rt->k->matmul(q, m, dq, stride, n, with_b ? db : NULL, dy, ldy,
+                              OB_HRX_EPI_STORE);
+            if (mma_env)
+                setenv("OB_HRX_MMA", mma_was, 1);
+            else
+                unsetenv("OB_HRX_MMA");
+            if (e)
                 break;
             dget(got, dy, (size_t)n * ldy * 4);
             for (int r = 0; r < n; r++) {
@@ -369,15 +384,17 @@ static void matmul_case(uint32_t t, int N, int k, bool raw, int wide)
                 long b = cmp_f32(got + (size_t)r * ldy, ref_row, (size_t)N, bad ? NULL : why,
                                  bad ? 0 : sizeof why);
                 if (b && !bad)
-                    bad_w = n;
+                    bad_w = pass ? -n : n;
                 bad += b;
             }
         }
-    ok(!e && bad == 0, "matmul %s %s rows: %d x %d, width%s %d, with and without bias: %ld "
-       "differ%s", ob_type_name(t), raw ? "raw (NaN/Inf/subnormal scales)" : "valid", N, k,
-       wide ? "" : "s 1..", R, bad, e ? ob_errmsg() : why);
+    ok(!e && bad == 0, "matmul %s %s rows: %d x %d, width%s %d, with and without bias (from 16 "
+       "rows: tensor cores, and dp4a): %ld differ%s", ob_type_name(t),
+       raw ? "raw (NaN/Inf/subnormal scales)" : "valid", N, k, wide ? "" : "s 1..", R, bad,
+       e ? ob_errmsg() : why);
     if (bad)
-        printf("# first difference at width %d\n", bad_w);
+        printf("# first difference at width %d%s\n", bad_w < 0 ? -bad_w : bad_w,
+               bad_w < 0 ? " with OB_HRX_MMA=0" : "");
     /* the epilogues, with the bias: y0 + v, ob_silu(y0) * v, ob_gelu(y0) * v */
     if (!raw) {
         float *y0 = malloc((size_t)R * ldy * 4), *wante = malloc((size_t)R * ldy * 4);
