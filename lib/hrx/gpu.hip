@@ -121,6 +121,8 @@ struct gpu_stat {
 struct gpu_queue {
     int dev;
     int cc;                        /* compute capability, 10 major + minor (CUDA; 0 on HIP) */
+    int sms;                       /* multiprocessors */
+    float *ws;                     /* the workspace (shim.h), NULL if it could not be had */
     gpuStream_t s;
     bool prof;
     bool events;                   /* OB_HRX_PROFILE=events */
@@ -147,6 +149,14 @@ bool OB_HRX_FN(profiling)(struct ob_hrx_q *q) { return Q(q)->prof; }
 /* mma.sync's int8 shapes came with sm_80 */
 bool OB_HRX_FN(has_mma)(struct ob_hrx_q *q) { return Q(q)->cc >= 80; }
 #endif
+
+int OB_HRX_FN(sms)(struct ob_hrx_q *q) { return Q(q)->sms; }
+
+float *OB_HRX_FN(workspace)(struct ob_hrx_q *q, size_t *n)
+{
+    *n = Q(q)->ws ? OB_HRX_WS_FLOATS : 0;
+    return Q(q)->ws;
+}
 
 /* the line of `name` in the profile's table */
 static int prof_line(gpu_queue *g, const char *name)
@@ -290,6 +300,8 @@ static void gpu_close(ob_hrx_q *q)
     prof_print(g);
     for (int i = 0; i < PROF_EVENTS && g->ev[i]; i++)
         (void)gpuEventDestroy(g->ev[i]);
+    if (g->ws)
+        (void)gpuFree(g->ws);
     if (g->ev_prev)
         (void)gpuEventDestroy(g->ev_prev);
     (void)gpuStreamDestroy(g->s);
@@ -308,13 +320,17 @@ static int gpu_open(int index, int n_threads, ob_hrx_q **out)
         free(g);
         return e;
     }
+    gpuDeviceProp p;
+    if (gpuGetDeviceProperties(&p, index) == gpuSuccess) {
 #if defined(OB_HRX_CUDA)
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index) != cudaSuccess)
-        (void)gpuGetLastError();   /* unknown: no tensor-core product (dp4a tiles) */
-    g->cc = 10 * major + minor;
+        g->cc = 10 * p.major + p.minor;
 #endif
+        g->sms = p.multiProcessorCount;
+    }
+    /* unknown: no tensor-core product (dp4a tiles), no split products; no workspace: the same */
+    if (gpuMalloc((void **)&g->ws, OB_HRX_WS_FLOATS * sizeof(float)) != gpuSuccess)
+        g->ws = NULL;
+    (void)gpuGetLastError();
     const char *pr = getenv("OB_HRX_PROFILE");
     g->prof = pr && *pr && strcmp(pr, "0");
     g->events = g->prof && !strcmp(pr, "events");

@@ -33,6 +33,9 @@ extern "C" {
 #endif
 
 #define OB_WARP 32                 /* lanes of a warp, on every target (shim.h) */
+/* floats of a queue's workspace (16 MiB): the partials of a product split over the classes of
+ * its blocks (mm.hip's k_gm_q) */
+#define OB_HRX_WS_FLOATS ((size_t)4 << 20)
 
 struct ob_hrx_q;                   /* a queue: a GPU stream on one device, or hrx-sim's threads */
 

@@ -34,8 +34,10 @@
  * from there k_gm_q (tiles of 64 weight rows x 32 or 64 activation rows staged in shared
  * memory); OB_HRX_GEMM=0 keeps k_mv_q for every width, OB_HRX_GEMM=N moves the threshold to
  * N rows. k_gm_q takes its integer sums from the tensor cores (ob_mma_s8: mma.sync's int8
- * 16 x 8 tiles, CUDA from sm_80, and hrx-sim) or, on HIP and under OB_HRX_MMA=0, from dp4a.
- * All compute the bits above: integer sums are exact in any order.
+ * 16 x 8 tiles, CUDA from sm_80, and hrx-sim) or, on HIP and under OB_HRX_MMA=0, from dp4a;
+ * where its tiles are too few for the GPU, a tile's classes of blocks are split over blocks
+ * and their partials folded after (k_gm_fold, OB_HRX_SPLIT). All compute the bits above:
+ * integer sums are exact in any order, and the float sums keep the reference's order.
  */
 #include <stdio.h>
 #include <limits.h>
@@ -1144,9 +1146,17 @@ __device__ static inline void gm_isums(const uint32_t (*sw)[LD], const uint32_t 
     }
 }
 
+/*
+ * A tile's classes may be split over S = gridDim.z blocks (S = 1, 2, 4, 8): block z runs
+ * classes o = 8 z / S .. 8 (z + 1) / S - 1 of the order above, which make one node of
+ * ob_fold8's tree (p0 + p4; (p0 + p4) + (p2 + p6); ...), and stores that node's value in
+ * ws[z][row][weight row] (P for one class, the fold's a, b or c for two or four: each range
+ * starts with an assignment in gm_fold). k_gm_fold adds the S nodes as the tree does, then the
+ * bias and the op: the bits of one block running all eight classes.
+ */
 template <class G, int J, bool MMA>
 __global__ static void GM_BOUNDS k_gm_q(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
-                              const float *bias, float *y, size_t ldy, int op)
+                              const float *bias, float *y, size_t ldy, int op, float *ws)
 {
     enum { TR = 16 * J, CB = G::CB, LD = MMA ? GM_LDM : GM_LD, NI = MMA ? 2 : 4,
            NJ = MMA ? 2 * J : J, WIS = MMA ? 8 : 16 };
@@ -1161,8 +1171,9 @@ __global__ static void GM_BOUNDS k_gm_q(struct ob_hrx_mat w, const char *xq, siz
     for (int i = 0; i < NI; i++)
         OB_UNROLL
         for (int j = 0; j < NJ; j++)
-            FA[i][j] = FB[i][j] = FC[i][j] = 0.0f;
-    for (int o = 0; o < 8; o++) {
+            P[i][j] = FA[i][j] = FB[i][j] = FC[i][j] = 0.0f;
+    int S = (int)gridDim.z, z = (int)blockIdx.z, o0 = 8 * z / S, o1 = 8 * (z + 1) / S;
+    for (int o = o0; o < o1; o++) {
         int u = (o & 1) * 4 + (o & 2) + (o >> 2);   /* 0, 4, 2, 6, 1, 5, 3, 7 */
         int nc = nb > u ? (nb - u + 7) / 8 : 0;     /* blocks of class u */
         OB_UNROLL
@@ -1196,9 +1207,34 @@ __global__ static void GM_BOUNDS k_gm_q(struct ob_hrx_mat w, const char *xq, siz
         OB_UNROLL
         for (int j = 0; j < NJ; j++) {
             int wn = n0 + wi0 + WIS * i, ar = r0 + gm_ai<MMA>(ai0, j);
-            if (wn < w.n && ar < n)
+            if (wn >= w.n || ar >= n)
+                continue;
+            if (S == 1) {
                 mm_put(&y[(size_t)ar * ldy + wn], FA[i][j], bias, wn, op);
+                continue;
+            }
+            float node = o1 - o0 == 1 ? P[i][j] : o0 == 0 ? FA[i][j]
+                         : o0 == 6 ? FC[i][j] : FB[i][j];
+            ws[((size_t)z * n + ar) * w.n + wn] = node;
         }
+}
+
+/* y[r][i] from the S nodes of a split product (k_gm_q above): ob_fold8's tree over them, then
+ * the bias and the op; a thread an output */
+__global__ static void k_gm_fold(const float *ws, int S, int n, int wn, const float *bias,
+                                 float *y, size_t ldy, int op)
+{
+    size_t id = (size_t)blockIdx.x * blockDim.x + threadIdx.x, per = (size_t)n * wn;
+    if (id >= per)
+        return;
+    float v[8];
+    for (int z = 0; z < S; z++)
+        v[z] = ws[z * per + id];
+    for (int h = 1; h < S; h *= 2)           /* (v0 + v1), (v2 + v3), ...; then their sums */
+        for (int z = 0; z + h < S; z += 2 * h)
+            v[z] = v[z] + v[z + h];
+    int r = (int)(id / (size_t)wn), i = (int)(id % (size_t)wn);
+    mm_put(&y[(size_t)r * ldy + i], v[0], bias, i, op);
 }
 
 /* the tensor cores' product for the tiles: where the target has it (OB_HRX_FN(has_mma)) and
@@ -1209,29 +1245,57 @@ static bool gm_mma(struct ob_hrx_q *q)
     return OB_HRX_FN(has_mma)(q) && !(e && !strcmp(e, "0"));
 }
 
-/* the tiles for n >= GM_MIN_ROWS rows: TR = 32 up to 32 rows, else 64 */
+/*
+ * Into how many blocks a tile's classes are split (k_gm_q): OB_HRX_SPLIT's 1, 2, 4 or 8, or
+ * the fewest that give the launch two blocks a multiprocessor, at most 8 and at most the
+ * blocks of a row (nb, so that no block is left without one); halved until the nodes fit
+ * the queue's workspace. Any split gives the same bits; this picks the speed. A function of
+ * the shapes, the device and the environment, as a graph needs.
+ */
+static int gm_split(struct ob_hrx_q *q, int blocks, int nb, size_t per, size_t ws_n)
+{
+    const char *e = getenv("OB_HRX_SPLIT");
+    int S = 1;
+    if (e && (!strcmp(e, "1") || !strcmp(e, "2") || !strcmp(e, "4") || !strcmp(e, "8")))
+        S = atoi(e);
+    else
+        while (S < 8 && blocks * S < 2 * OB_HRX_FN(sms)(q) && 2 * S <= nb)
+            S *= 2;
+    while (S > 1 && (size_t)S * per > ws_n)
+        S /= 2;
+    return S;
+}
+
+/* the tiles for n >= GM_MIN_ROWS rows: TR = 32 up to 32 rows, else 64; split over S blocks
+ * a tile and folded by k_gm_fold where the tiles alone leave multiprocessors idle */
 template <class G>
 static void gm_launch(struct ob_hrx_q *q, struct ob_hrx_mat w, const char *x, size_t stride,
                       int n, const float *b, float *y, size_t ldy, int op)
 {
     int tr = n <= 32 ? 32 : 64;
-    dim3 grid((unsigned)((w.n + GM_TN - 1) / GM_TN), (unsigned)((n + tr - 1) / tr));
-    dim3 block(GM_THREADS);
+    size_t ws_n, per = (size_t)n * (size_t)w.n;
+    float *ws = OB_HRX_FN(workspace)(q, &ws_n);
+    unsigned gx = (unsigned)((w.n + GM_TN - 1) / GM_TN), gy = (unsigned)((n + tr - 1) / tr);
+    int S = gm_split(q, (int)(gx * gy), w.k / G::T::QK, per, ws_n);
+    dim3 grid(gx, gy, (unsigned)S), block(GM_THREADS);
+    float *part = S > 1 ? ws : NULL;
 #define GM_KN(G, J, M) k_gm_q<G, J, M>   /* one macro argument for the template's three */
+    bool mma = false;
 #if defined(OB_HRX_HAS_MMA)
-    if (gm_mma(q)) {
-        if (tr == 32)
-            OB_LAUNCH(q, GM_KN(G, 2, true), grid, block, w, x, stride, n, b, y, ldy, op);
-        else
-            OB_LAUNCH(q, GM_KN(G, 4, true), grid, block, w, x, stride, n, b, y, ldy, op);
-        return;
-    }
+    mma = gm_mma(q);
+    if (mma && tr == 32)
+        OB_LAUNCH(q, GM_KN(G, 2, true), grid, block, w, x, stride, n, b, y, ldy, op, part);
+    else if (mma)
+        OB_LAUNCH(q, GM_KN(G, 4, true), grid, block, w, x, stride, n, b, y, ldy, op, part);
 #endif
-    if (tr == 32)
-        OB_LAUNCH(q, GM_KN(G, 2, false), grid, block, w, x, stride, n, b, y, ldy, op);
-    else
-        OB_LAUNCH(q, GM_KN(G, 4, false), grid, block, w, x, stride, n, b, y, ldy, op);
+    if (!mma && tr == 32)
+        OB_LAUNCH(q, GM_KN(G, 2, false), grid, block, w, x, stride, n, b, y, ldy, op, part);
+    else if (!mma)
+        OB_LAUNCH(q, GM_KN(G, 4, false), grid, block, w, x, stride, n, b, y, ldy, op, part);
 #undef GM_KN
+    if (S > 1)
+        OB_LAUNCH(q, k_gm_fold, dim3((unsigned)((per + 255) / 256)), dim3(256), (const float *)ws,
+                  S, n, w.n, b, y, ldy, op);
 }
 
 /*

@@ -120,6 +120,17 @@ static inline bool OB_HRX_FN(big_tiles)(struct ob_hrx_q *q) { return false; }
 bool OB_HRX_FN(profiling)(struct ob_hrx_q *q);
 #endif
 
+/* the queue's workspace (*n floats of device memory, OB_HRX_WS_FLOATS or 0: none) and the
+ * device's multiprocessors (SMs or CUs; hrx-sim: a nominal 132, an H100's) */
+#if defined(OB_HRX_SIM)
+float *ob_sim_workspace(struct ob_hrx_q *q, size_t *n);
+static inline float *OB_HRX_FN(workspace)(struct ob_hrx_q *q, size_t *n) { return ob_sim_workspace(q, n); }
+static inline int OB_HRX_FN(sms)(struct ob_hrx_q *q) { return 132; }
+#else
+float *OB_HRX_FN(workspace)(struct ob_hrx_q *q, size_t *n);
+int OB_HRX_FN(sms)(struct ob_hrx_q *q);
+#endif
+
 /* the warp's int8 matrix product (ob_mma_s8, below) is there: hrx-sim, and a CUDA device of
  * compute capability 8.0 or later (gpu.hip); HIP keeps dp4a */
 #if defined(OB_HRX_SIM)

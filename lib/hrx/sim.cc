@@ -441,6 +441,8 @@ struct ob_hrx_q {
     exec **ex;                     /* [n_threads], made when a thread first runs a block */
     pthread_mutex_t mu;
     bool big_tiles;                /* launch geometry (shim.h): not OB_HRX_SIM_TILES=gpu */
+    float *ws;                     /* the workspace (shim.h), made when first asked for */
+    bool ws_failed;
     int err;                       /* the first failure of the last launch */
     char msg[512];
     /* the launch being run */
@@ -508,6 +510,14 @@ void ob_sim_run(ob_hrx_q *q, const char *kernel, dim3 grid, dim3 block, ob_sim_b
 
 bool ob_sim_big_tiles(ob_hrx_q *q) { return q->big_tiles; }
 
+float *ob_sim_workspace(ob_hrx_q *q, size_t *n)
+{
+    if (!q->ws && !q->ws_failed && !(q->ws = (float *)malloc(OB_HRX_WS_FLOATS * sizeof(float))))
+        q->ws_failed = true;       /* no workspace: products are not split */
+    *n = q->ws ? OB_HRX_WS_FLOATS : 0;
+    return q->ws;
+}
+
 bool ob_sim_recording(ob_hrx_q *q) { return q->rec != NULL; }
 
 void ob_sim_record(ob_hrx_q *q, const char *kernel, dim3 grid, dim3 block, ob_sim_body body,
@@ -568,6 +578,7 @@ static void sim_close(ob_hrx_q *q)
     if (!q)
         return;
     sim_graph_free(q, q->rec);
+    free(q->ws);
     ob_pool_free(q->pool);
     for (int i = 0; i < q->n_threads; i++)
         exec_free(q->ex[i]);

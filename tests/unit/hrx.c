@@ -356,26 +356,29 @@ static void matmul_case(uint32_t t, int N, int k, bool raw, int wide)
     struct ob_hrx_mat m = {t, N, k, rb, dw};
     long bad = 0;
     char why[256] = "";
-    int e = 0, bad_w = 0;
-    /* pass 1: the tiles' widths again with dp4a instead of the tensor cores (OB_HRX_MMA=0:
-     * HIP's product, and CUDA's below sm_80) */
-    const char *mma_env = getenv("OB_HRX_MMA");
-    char mma_was[16];
-    snprintf(mma_was, sizeof mma_was, "%s", mma_env ? mma_env : "");
-    for (int pass = 0; pass < 2 && !e; pass++)
+    int e = 0, bad_w = 0, bad_pass = 0;
+    /* passes 1..: the tiles' widths again with dp4a instead of the tensor cores (OB_HRX_MMA=0:
+     * HIP's product, and CUDA's below sm_80), and with each split of their classes
+     * (OB_HRX_SPLIT: 1 is none; the default picks one from the launch's blocks) */
+    static const char *const pass_env[][2] = {{NULL, NULL}, {"OB_HRX_MMA", "0"},
+        {"OB_HRX_SPLIT", "1"}, {"OB_HRX_SPLIT", "2"}, {"OB_HRX_SPLIT", "4"}, {"OB_HRX_SPLIT", "8"}};
+    for (int pass = 0; pass < 6 && !e; pass++)
     for (int wi = 0; wi < nw && !e; wi++)
         for (int with_b = 0; with_b < 2 && !e; with_b++) {
             int n = widths[wi];
-            if (pass == 1 && n < 16)
-                continue;
-            if (pass == 1)
-                setenv("OB_HRX_MMA", "0", 1);
+            if ((pass > 0 && n < 16) || (pass > 1 && n != 17 && n != 64))
+                continue;           /* the splits: one width of each tile height */
+            const char *name = pass_env[pass][0], *was = name ? getenv(name) : NULL;
+            char keep[16];
+            snprintf(keep, sizeof keep, "%s", was ? was : "");
+            if (name)
+                setenv(name, pass_env[pass][1], 1);
             e = rt->k->matmul(q, m, dq, stride, n, with_b ? db : NULL, dy, ldy,
                               OB_HRX_EPI_STORE);
-            if (mma_env)
-                setenv("OB_HRX_MMA", mma_was, 1);
-            else
-                unsetenv("OB_HRX_MMA");
+            if (name && was)
+                setenv(name, keep, 1);
+            else if (name)
+                unsetenv(name);
             if (e)
                 break;
             dget(got, dy, (size_t)n * ldy * 4);
@@ -383,18 +386,21 @@ static void matmul_case(uint32_t t, int N, int k, bool raw, int wide)
                 const float *ref_row = (with_b ? wantb : want) + (size_t)r * ldy;
                 long b = cmp_f32(got + (size_t)r * ldy, ref_row, (size_t)N, bad ? NULL : why,
                                  bad ? 0 : sizeof why);
-                if (b && !bad)
-                    bad_w = pass ? -n : n;
+                if (b && !bad) {
+                    bad_w = n;
+                    bad_pass = pass;
+                }
                 bad += b;
             }
         }
     ok(!e && bad == 0, "matmul %s %s rows: %d x %d, width%s %d, with and without bias (from 16 "
-       "rows: tensor cores, and dp4a): %ld differ%s", ob_type_name(t),
+       "rows: tensor cores and dp4a, classes split 1 to 8 ways): %ld differ%s", ob_type_name(t),
        raw ? "raw (NaN/Inf/subnormal scales)" : "valid", N, k, wide ? "" : "s 1..", R, bad,
        e ? ob_errmsg() : why);
     if (bad)
-        printf("# first difference at width %d%s\n", bad_w < 0 ? -bad_w : bad_w,
-               bad_w < 0 ? " with OB_HRX_MMA=0" : "");
+        printf("# first difference at width %d%s%s%s%s\n", bad_w, bad_pass ? " with " : "",
+               bad_pass ? pass_env[bad_pass][0] : "", bad_pass ? "=" : "",
+               bad_pass ? pass_env[bad_pass][1] : "");
     /* the epilogues, with the bias: y0 + v, ob_silu(y0) * v, ob_gelu(y0) * v */
     if (!raw) {
         float *y0 = malloc((size_t)R * ldy * 4), *wante = malloc((size_t)R * ldy * 4);
