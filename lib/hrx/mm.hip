@@ -1266,6 +1266,19 @@ static int gm_split(struct ob_hrx_q *q, int blocks, int nb, size_t per, size_t w
     return S;
 }
 
+/* k_gm_q<G, J, MMA> for tr activation rows a tile: J = 2 up to 32, else 4 */
+template <class G, bool MMA>
+static void gm_go(struct ob_hrx_q *q, int tr, dim3 grid, struct ob_hrx_mat w, const char *x,
+                  size_t stride, int n, const float *b, float *y, size_t ldy, int op, float *part)
+{
+#define GM_KN(J) k_gm_q<G, J, MMA>   /* one macro argument for the template's three */
+    if (tr == 32)
+        OB_LAUNCH(q, GM_KN(2), grid, dim3(GM_THREADS), w, x, stride, n, b, y, ldy, op, part);
+    else
+        OB_LAUNCH(q, GM_KN(4), grid, dim3(GM_THREADS), w, x, stride, n, b, y, ldy, op, part);
+#undef GM_KN
+}
+
 /* the tiles for n >= GM_MIN_ROWS rows: TR = 32 up to 32 rows, else 64; split over S blocks
  * a tile and folded by k_gm_fold where the tiles alone leave multiprocessors idle */
 template <class G>
@@ -1277,22 +1290,14 @@ static void gm_launch(struct ob_hrx_q *q, struct ob_hrx_mat w, const char *x, si
     float *ws = OB_HRX_FN(workspace)(q, &ws_n);
     unsigned gx = (unsigned)((w.n + GM_TN - 1) / GM_TN), gy = (unsigned)((n + tr - 1) / tr);
     int S = gm_split(q, (int)(gx * gy), w.k / G::T::QK, per, ws_n);
-    dim3 grid(gx, gy, (unsigned)S), block(GM_THREADS);
+    dim3 grid(gx, gy, (unsigned)S);
     float *part = S > 1 ? ws : NULL;
-#define GM_KN(G, J, M) k_gm_q<G, J, M>   /* one macro argument for the template's three */
-    bool mma = false;
 #if defined(OB_HRX_HAS_MMA)
-    mma = gm_mma(q);
-    if (mma && tr == 32)
-        OB_LAUNCH(q, GM_KN(G, 2, true), grid, block, w, x, stride, n, b, y, ldy, op, part);
-    else if (mma)
-        OB_LAUNCH(q, GM_KN(G, 4, true), grid, block, w, x, stride, n, b, y, ldy, op, part);
+    if (gm_mma(q))
+        gm_go<G, true>(q, tr, grid, w, x, stride, n, b, y, ldy, op, part);
+    else
 #endif
-    if (!mma && tr == 32)
-        OB_LAUNCH(q, GM_KN(G, 2, false), grid, block, w, x, stride, n, b, y, ldy, op, part);
-    else if (!mma)
-        OB_LAUNCH(q, GM_KN(G, 4, false), grid, block, w, x, stride, n, b, y, ldy, op, part);
-#undef GM_KN
+        gm_go<G, false>(q, tr, grid, w, x, stride, n, b, y, ldy, op, part);
     if (S > 1)
         OB_LAUNCH(q, k_gm_fold, dim3((unsigned)((per + 255) / 256)), dim3(256), (const float *)ws,
                   S, n, w.n, b, y, ldy, op);

@@ -362,37 +362,37 @@ static void matmul_case(uint32_t t, int N, int k, bool raw, int wide)
      * (OB_HRX_SPLIT: 1 is none; the default picks one from the launch's blocks) */
     static const char *const pass_env[][2] = {{NULL, NULL}, {"OB_HRX_MMA", "0"},
         {"OB_HRX_SPLIT", "1"}, {"OB_HRX_SPLIT", "2"}, {"OB_HRX_SPLIT", "4"}, {"OB_HRX_SPLIT", "8"}};
-    for (int pass = 0; pass < 6 && !e; pass++)
-    for (int wi = 0; wi < nw && !e; wi++)
-        for (int with_b = 0; with_b < 2 && !e; with_b++) {
-            int n = widths[wi];
-            if ((pass > 0 && n < 16) || (pass > 1 && n != 17 && n != 64))
-                continue;           /* the splits: one width of each tile height */
-            const char *name = pass_env[pass][0], *was = name ? getenv(name) : NULL;
-            char keep[16];
-            snprintf(keep, sizeof keep, "%s", was ? was : "");
-            if (name)
-                setenv(name, pass_env[pass][1], 1);
-            e = rt->k->matmul(q, m, dq, stride, n, with_b ? db : NULL, dy, ldy,
-                              OB_HRX_EPI_STORE);
-            if (name && was)
-                setenv(name, keep, 1);
-            else if (name)
-                unsetenv(name);
-            if (e)
-                break;
-            dget(got, dy, (size_t)n * ldy * 4);
-            for (int r = 0; r < n; r++) {
-                const float *ref_row = (with_b ? wantb : want) + (size_t)r * ldy;
-                long b = cmp_f32(got + (size_t)r * ldy, ref_row, (size_t)N, bad ? NULL : why,
-                                 bad ? 0 : sizeof why);
-                if (b && !bad) {
-                    bad_w = n;
-                    bad_pass = pass;
+    for (int pass = 0; pass < 6 && !e; pass++) {
+        const char *name = pass_env[pass][0], *was = name ? getenv(name) : NULL;
+        char *keep = was ? strdup(was) : NULL;
+        if (name)
+            setenv(name, pass_env[pass][1], 1);
+        for (int wi = 0; wi < nw && !e; wi++)
+            for (int with_b = 0; with_b < 2 && !e; with_b++) {
+                int n = widths[wi];
+                if ((pass > 0 && n < 16) || (pass > 1 && n != 17 && n != 64))
+                    continue;       /* the splits: one width of each tile height */
+                if ((e = rt->k->matmul(q, m, dq, stride, n, with_b ? db : NULL, dy, ldy,
+                                       OB_HRX_EPI_STORE)))
+                    break;
+                dget(got, dy, (size_t)n * ldy * 4);
+                for (int r = 0; r < n; r++) {
+                    const float *ref_row = (with_b ? wantb : want) + (size_t)r * ldy;
+                    long b = cmp_f32(got + (size_t)r * ldy, ref_row, (size_t)N,
+                                     bad ? NULL : why, bad ? 0 : sizeof why);
+                    if (b && !bad) {
+                        bad_w = n;
+                        bad_pass = pass;
+                    }
+                    bad += b;
                 }
-                bad += b;
             }
-        }
+        if (keep)                  /* the caller's value back */
+            setenv(name, keep, 1);
+        else if (name)
+            unsetenv(name);
+        free(keep);
+    }
     ok(!e && bad == 0, "matmul %s %s rows: %d x %d, width%s %d, with and without bias (from 16 "
        "rows: tensor cores and dp4a, classes split 1 to 8 ways): %ld differ%s", ob_type_name(t),
        raw ? "raw (NaN/Inf/subnormal scales)" : "valid", N, k, wide ? "" : "s 1..", R, bad,
