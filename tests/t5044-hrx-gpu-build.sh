@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The GPU builds of the hrx route: make CUDA=1 (nvcc; sm_90 here, sm_80 as PTX) and make HIP=1 (hipcc,
-# gfx90a and gfx1030; CUDA_ARCH and HIP_ARCH name others), both at once where both toolchains are installed, compile the kernel
-# sources and link (in a copy of the tree that keeps this build's C objects, so that only the
-# GPU objects are compiled). The binaries carry each runtime; on a machine without a GPU,
-# -d hrx exits 4 with one line naming what each runtime said (with one: it must equal cpu);
-# hrx-sim and the kernel tests still pass in them; and a user's NVCCFLAGS=--use_fast_math or
-# HIPCCFLAGS=-ffast-math cannot change the arithmetic: the device code of the kernels has no
-# approximate or flush-to-zero instruction (PTX) and no fast-math flag (LLVM IR).
+# The GPU builds of the hrx route: make CUDA=1 (nvcc; sm_90 here) and make HIP=1 (hipcc, gfx90a
+# and gfx1030; CUDA_ARCH and HIP_ARCH name others), both at once where both toolchains are
+# installed, under a user's fast-math flags (NVCCFLAGS=--use_fast_math, HIPCCFLAGS=-ffast-math),
+# compile the kernel sources and link (in a copy of the tree that keeps this build's C objects,
+# so that only the GPU objects are compiled). The binaries carry each runtime; on a machine
+# without a GPU, -d hrx exits 4 with one line naming what each runtime said (with one: it must
+# equal cpu); hrx-sim and the kernel tests still pass in them; and those flags cannot change the
+# arithmetic: the device code of the kernels has no approximate or flush-to-zero instruction
+# (the build's own PTX) and no fast-math flag (LLVM IR).
 # A toolchain that is not installed skips its checks ("optional toolchain").
 . "$(dirname "$0")/lib.sh"
 S=$SHARED/models/stories260K.gguf
@@ -36,10 +37,13 @@ cd "$T" || exit 1
 # the tree with this build's objects, their times kept (make compiles only what is new)
 mkdir src
 tar -C "$OB_TOP" -cf - Makefile lib cmd tests/unit tests/data bench | tar -C src -xf -
-# (CUDA for sm_90 alone, the device tool's GPU: nvcc takes a minute an architecture for mm.hip;
-# sm_80's device code is compiled below, to PTX, with a user's fast-math flags)
-mk -s -C src -j2 "${knobs[@]}" CUDA_ARCH=90 bin/1b-gen bin/1b-load bin/unit/hrx > build.log 2>&1; rc=$?
-ok $rc "make ${knobs[*]}: the kernels compile for ${names[*]} (sm_90) and the programs link" ||
+# (CUDA for sm_90 alone, the device tool's GPU; the PTX nvcc makes of each kernel file is kept
+# for the check below)
+mkdir keep
+nvf="-O2 --use_fast_math --keep --keep-dir $PWD/keep" hipf='-O2 -ffast-math -ffp-contract=fast'
+mk -s -C src -j2 "${knobs[@]}" CUDA_ARCH=90 NVCCFLAGS="$nvf" HIPCCFLAGS="$hipf" \
+    bin/1b-gen bin/1b-load bin/unit/hrx > build.log 2>&1; built=$?
+ok $built "make ${knobs[*]} (fast-math flags): the kernels compile for ${names[*]} (sm_90) and the programs link" ||
     tail -15 build.log | sed 's/^/# /'
 have=""
 for n in "${names[@]}"; do
@@ -67,28 +71,21 @@ out=$(src/bin/unit/hrx --quick 2>&1); rc=$?
 ok $? "the GPU build's kernel tests: $(grep -c '^ok' <<<"$out") ok ($(grep -o '# SKIP.*' <<<"$out" | sed 's/# SKIP/skipped:/' | head -2 | tr '\n' ' '))" ||
     grep '^not ok' <<<"$out" | head -5 | sed 's/^/# /'
 
-# the device code under a user's fast-math flags, from the Makefile's own command lines
+# the device code under the user's fast-math flags: the build's own PTX (sm_90: the tensor
+# cores' path too), and hipcc's LLVM IR from the Makefile's command line with those flags
+read -ra cj <<<"$(pkg-config --cflags libcjson)"
 if command -v nvcc > /dev/null; then
-    # sm_80 as PTX only (code=compute_80): the front end's output, what the check reads
-    cmd=$(mk -s -C src print-cflags CUDA=1 CUDA_ARCH=80 NVCCFLAGS='-O2 --use_fast_math' |
-          sed -n 's|^lib/hrx/cuda-mm.o: ||p' | sed 's/code=sm_80/code=compute_80/')
-    read -ra c <<<"$cmd"
-    read -ra cj <<<"$(pkg-config --cflags libcjson)"
-    bad=""
-    mkdir keep
-    for f in mm norm attn; do       # the very command line, keeping its PTX
-        "${c[@]}" -Isrc/lib "${cj[@]}" -c "src/lib/hrx/$f.hip" -o "$f.o" \
-            --keep --keep-dir keep 2> ptx.err || bad+="$f: $(head -c 200 ptx.err) "
-    done
+    line=$(mk -s -C src print-cflags CUDA=1 CUDA_ARCH=90 NVCCFLAGS="$nvf" | sed -n 's|^lib/hrx/cuda-mm.o: ||p')
     np=$(compgen -G 'keep/*.ptx' | wc -l)
     hit=$(grep -l -E '\.approx|\.ftz' keep/*.ptx 2>/dev/null | head -3 | xargs -r -n1 basename)
-    [ -n "$cmd" ] && [ -z "$bad" ] && [ "$np" -ge 3 ] && [ -z "$hit" ]
-    ok $? "NVCCFLAGS=--use_fast_math: the kernels' PTX ($np files, sm_80) has no .approx and no .ftz${bad:+ ($bad)}${hit:+ (in: $hit)}"
+    [ $built -eq 0 ] && [[ "$line" == *--use_fast_math* ]] && [ -s keep/mm.ptx ] &&
+        [ -s keep/norm.ptx ] && [ -s keep/attn.ptx ] && [ -z "$hit" ]
+    ok $? "NVCCFLAGS=--use_fast_math: the kernels' PTX ($np files, sm_90) has no .approx and no .ftz${hit:+ (in: $hit)}"
 else
     skip "NVCCFLAGS=--use_fast_math: exact PTX" "optional toolchain: no nvcc"
 fi
 if command -v hipcc > /dev/null; then
-    cmd=$(mk -s -C src print-cflags HIP=1 HIPCCFLAGS='-O2 -ffast-math -ffp-contract=fast' |
+    cmd=$(mk -s -C src print-cflags HIP=1 HIPCCFLAGS="$hipf" |
           sed -n 's|^lib/hrx/hip-mm.o: ||p' | sed 's/--offload-arch=gfx1030//')
     read -ra c <<<"$cmd"
     bad=""

@@ -736,6 +736,7 @@ extern "C" int OB_HRX_FN(matmul_multi)(struct ob_hrx_q *q, struct ob_hrx_multi m
 #define GM_WORDS 64                /* a stage: 256 int8 values a row, 64 words */
 #define GM_LD (GM_WORDS + 1)       /* words of a row in shared memory: dp4a's */
 #define GM_LDM (GM_WORDS + 4)      /* the same for the tensor cores' fragments */
+#define GM_OLD (GM_TN + 4)         /* a row of a tile's results in shared memory */
 #define GM_MIN_ROWS 16             /* matmul takes these tiles from this many activation rows */
 
 /*
@@ -1202,21 +1203,27 @@ __global__ static void GM_BOUNDS k_gm_q(struct ob_hrx_mat w, const char *xq, siz
             for (int j = 0; j < NJ; j++)
                 gm_fold(o, P[i][j], &FA[i][j], &FB[i][j], &FC[i][j]);
     }
+    /* the tile's results through shared memory (the stage is free: every read of it came
+     * before the last __syncthreads() above), then out along y's rows: one epilogue in the
+     * kernel's code (inlined at each of a thread's pairs, ob_gelu's exp was most of it) */
+    static_assert(TR * GM_OLD <= (GM_TN + 64) * GM_LDM, "a tile's results fit the stage");
+    float *out = (float *)gm_sv;
     OB_UNROLL
     for (int i = 0; i < NI; i++)
         OB_UNROLL
-        for (int j = 0; j < NJ; j++) {
-            int wn = n0 + wi0 + WIS * i, ar = r0 + gm_ai<MMA>(ai0, j);
-            if (wn >= w.n || ar >= n)
-                continue;
-            if (S == 1) {
-                mm_put(&y[(size_t)ar * ldy + wn], FA[i][j], bias, wn, op);
-                continue;
-            }
-            float node = o1 - o0 == 1 ? P[i][j] : o0 == 0 ? FA[i][j]
-                         : o0 == 6 ? FC[i][j] : FB[i][j];
-            ws[((size_t)z * n + ar) * w.n + wn] = node;
-        }
+        for (int j = 0; j < NJ; j++)
+            out[gm_ai<MMA>(ai0, j) * GM_OLD + wi0 + WIS * i] =
+                o1 - o0 == 1 ? P[i][j] : o0 == 0 ? FA[i][j] : o0 == 6 ? FC[i][j] : FB[i][j];
+    __syncthreads();
+    for (int it = t; it < TR * GM_TN; it += GM_THREADS) {
+        int r = it / GM_TN, i = it % GM_TN, wn = n0 + i, ar = r0 + r;
+        if (wn >= w.n || ar >= n)
+            continue;
+        if (S == 1)
+            mm_put(&y[(size_t)ar * ldy + wn], out[r * GM_OLD + i], bias, wn, op);
+        else
+            ws[((size_t)z * n + ar) * w.n + wn] = out[r * GM_OLD + i];
+    }
 }
 
 /* y[r][i] from the S nodes of a split product (k_gm_q above): ob_fold8's tree over them, then
