@@ -995,13 +995,21 @@ __device__ static inline void gm_fold(int o, float p, float *a, float *b, float 
     }
 }
 
-/* the stage of blocks u + 8 (c0 + c), c < CB, of class u's nc (past the class: its last block)
+/*
+ * The stage of blocks u + 8 (c0 + c), c < CB, of class u's nc (past the class: its last block)
  * for the tile's GM_TN weight rows from n0 and TR activation rows from r0: values into sw and
- * sa (rows of LD words), scales, mins, sums and d into gm_wm and gm_am */
+ * sa (rows of LD words), scales, mins, sums and d into gm_wm and gm_am. With async the
+ * activations' words, which need no unpacking, go by ob_cp4 (the caller waits with ob_cp_wait
+ * before its __syncthreads()): on a GPU with cp.async they are in flight while the thread
+ * reads and unpacks the weights, where a load and a store a word took a round trip to memory
+ * per few words (the SASS of sm_90: 16 words a thread in four rounds for TR = 64). The
+ * activations' sums go to the threads from GM_THREADS / 2 on, the weights' scales and mins
+ * (64 of them for a K-quant) to those from 0, so that no warp waits for both.
+ */
 template <class G, int TR, int LD>
 __device__ static inline void gm_stage(const struct ob_hrx_mat &w, const char *xq, size_t stride,
                                        int n, int n0, int r0, int u, int c0, int nc,
-                                       uint32_t (*sw)[LD], uint32_t (*sa)[LD])
+                                       uint32_t (*sw)[LD], uint32_t (*sa)[LD], bool async)
 {
     typedef typename G::W W;
     typedef typename G::T::A A;
@@ -1023,9 +1031,12 @@ __device__ static inline void gm_stage(const struct ob_hrx_mat &w, const char *x
         int r = it / GM_WORDS, wd = it % GM_WORDS, c = wd / WPB;
         int ar = r0 + r < n ? r0 + r : n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
         const A *ab = (const A *)(xq + (size_t)ar * stride) + u + 8 * bc;
-        sa[r][wd] = ob_ld4(ab->qs + 4 * (wd % WPB));
+        if (async)
+            ob_cp4(&sa[r][wd], ab->qs + 4 * (wd % WPB));
+        else
+            sa[r][wd] = ob_ld4(ab->qs + 4 * (wd % WPB));
     }
-    for (int it = t; it < TR * CB; it += GM_THREADS) {
+    for (int it = (t + GM_THREADS / 2) % GM_THREADS; it < TR * CB; it += GM_THREADS) {
         int r = it / CB, c = it % CB;
         int ar = r0 + r < n ? r0 + r : n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
         const A *ab = (const A *)(xq + (size_t)ar * stride) + u + 8 * bc;
@@ -1157,7 +1168,8 @@ __device__ static inline void gm_isums(const uint32_t (*sw)[LD], const uint32_t 
  */
 template <class G, int J, bool MMA>
 __global__ static void GM_BOUNDS k_gm_q(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
-                              const float *bias, float *y, size_t ldy, int op, float *ws)
+                              const float *bias, float *y, size_t ldy, int op, float *ws,
+                              int async)
 {
     enum { TR = 16 * J, CB = G::CB, LD = MMA ? GM_LDM : GM_LD, NI = MMA ? 2 : 4,
            NJ = MMA ? 2 * J : J, WIS = MMA ? 8 : 16 };
@@ -1183,7 +1195,8 @@ __global__ static void GM_BOUNDS k_gm_q(struct ob_hrx_mat w, const char *xq, siz
             for (int j = 0; j < NJ; j++)
                 P[i][j] = 0.0f;
         for (int c0 = 0; c0 < nc; c0 += CB) {
-            gm_stage<G, TR, LD>(w, xq, stride, n, n0, r0, u, c0, nc, sw, sa);
+            gm_stage<G, TR, LD>(w, xq, stride, n, n0, r0, u, c0, nc, sw, sa, async != 0);
+            ob_cp_wait();
             __syncthreads();
             for (int c = 0; c < CB && c0 + c < nc; c++) {
                 int is[NI][NJ];
@@ -1252,6 +1265,14 @@ static bool gm_mma(struct ob_hrx_q *q)
     return OB_HRX_FN(has_mma)(q) && !(e && !strcmp(e, "0"));
 }
 
+/* the stage's activations by asynchronous copies (gm_stage's async) unless OB_HRX_ASYNC is 0:
+ * the same bits either way; the knob lets a device check time both */
+static int gm_async(void)
+{
+    const char *e = getenv("OB_HRX_ASYNC");
+    return !(e && !strcmp(e, "0"));
+}
+
 /*
  * Into how many blocks a tile's classes are split (k_gm_q): OB_HRX_SPLIT's 1, 2, 4 or 8, or
  * the fewest that give the launch two blocks a multiprocessor, at most 8 and at most the
@@ -1276,13 +1297,16 @@ static int gm_split(struct ob_hrx_q *q, int blocks, int nb, size_t per, size_t w
 /* k_gm_q<G, J, MMA> for tr activation rows a tile: J = 2 up to 32, else 4 */
 template <class G, bool MMA>
 static void gm_go(struct ob_hrx_q *q, int tr, dim3 grid, struct ob_hrx_mat w, const char *x,
-                  size_t stride, int n, const float *b, float *y, size_t ldy, int op, float *part)
+                  size_t stride, int n, const float *b, float *y, size_t ldy, int op, float *part,
+                  int async)
 {
 #define GM_KN(J) k_gm_q<G, J, MMA>   /* one macro argument for the template's three */
     if (tr == 32)
-        OB_LAUNCH(q, GM_KN(2), grid, dim3(GM_THREADS), w, x, stride, n, b, y, ldy, op, part);
+        OB_LAUNCH(q, GM_KN(2), grid, dim3(GM_THREADS), w, x, stride, n, b, y, ldy, op, part,
+                  async);
     else
-        OB_LAUNCH(q, GM_KN(4), grid, dim3(GM_THREADS), w, x, stride, n, b, y, ldy, op, part);
+        OB_LAUNCH(q, GM_KN(4), grid, dim3(GM_THREADS), w, x, stride, n, b, y, ldy, op, part,
+                  async);
 #undef GM_KN
 }
 
@@ -1301,10 +1325,10 @@ static void gm_launch(struct ob_hrx_q *q, struct ob_hrx_mat w, const char *x, si
     float *part = S > 1 ? ws : NULL;
 #if defined(OB_HRX_HAS_MMA)
     if (gm_mma(q))
-        gm_go<G, true>(q, tr, grid, w, x, stride, n, b, y, ldy, op, part);
+        gm_go<G, true>(q, tr, grid, w, x, stride, n, b, y, ldy, op, part, gm_async());
     else
 #endif
-        gm_go<G, false>(q, tr, grid, w, x, stride, n, b, y, ldy, op, part);
+        gm_go<G, false>(q, tr, grid, w, x, stride, n, b, y, ldy, op, part, gm_async());
     if (S > 1)
         OB_LAUNCH(q, k_gm_fold, dim3((unsigned)((per + 255) / 256)), dim3(256), (const float *)ws,
                   S, n, w.n, b, y, ldy, op);

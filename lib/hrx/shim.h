@@ -18,6 +18,8 @@
  *   ob_mma_s8<K>(a, b, c)               the warp's 16 x 8 int8 matrix product (CUDA's tensor
  *                                       cores; hrx-sim; not HIP: OB_HRX_FN(has_mma))
  *   OB_LAUNCH(q, kernel, grid, block, args...)   a launch on queue q (struct ob_hrx_q)
+ *   ob_cp4(dst, src), ob_cp_wait()      a copy of a word from device memory into shared memory
+ *                                       that completes at the thread's next ob_cp_wait()
  *   OB_UNROLL                           before a loop of constant count: unroll it (so that a
  *                                       small array indexed by its counter stays in registers)
  *   OB_HRX_FN(name)                     the target's name of a launcher or table
@@ -180,6 +182,36 @@ __device__ static inline uint32_t ob_ld4_a2(const void *p)
     return v[0] | (uint32_t)v[1] << 16;
 #else
     return h[0] | (uint32_t)h[1] << 16;
+#endif
+}
+
+/*
+ * An asynchronous copy of the 4 bytes at src (device memory) to dst (shared memory), both
+ * 4-byte aligned: dst holds them once this thread has called ob_cp_wait(), and another thread
+ * sees them after a __syncthreads() that follows that wait. On CUDA from sm_80 it is cp.async,
+ * which no register waits for, so every copy of a stage can be in flight at once (a load and
+ * a store wait for the load's round trip before the store); elsewhere an ordinary load and
+ * store. hrx-sim performs the copies at the wait, in the order given, so a kernel that reads
+ * dst before it (a missing or misplaced wait) computes wrong bits in the tests, and a thread
+ * that ends with copies not waited for fails the launch.
+ */
+__device__ static inline void ob_cp4(uint32_t *dst, const void *src)
+{
+#if defined(OB_HRX_SIM)
+    ob_sim_cp_async(dst, src, 4);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;"
+                 :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
+#else
+    *dst = *(const uint32_t *)src;
+#endif
+}
+__device__ static inline void ob_cp_wait(void)
+{
+#if defined(OB_HRX_SIM)
+    ob_sim_cp_wait();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
 }
 

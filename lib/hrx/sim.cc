@@ -41,6 +41,7 @@ extern "C" {
 #endif
 #endif
 #ifdef OB_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define STACK_BYTES (512u << 10)   /* ASan's redzones make frames larger */
 #else
@@ -66,6 +67,12 @@ struct fiber {
 #endif
     char *stack;                   /* lowest usable byte of its stack; NULL: none yet */
     unsigned nbar, nshfl;          /* barriers and shuffles entered so far */
+    struct {
+        void *dst;
+        const void *src;
+        int n;
+    } cp[OB_SIM_CP_MAX];           /* ob_sim_cp_async's copies, until ob_sim_cp_wait */
+    int ncp;
     int state, warp, lane;
 #ifdef OB_ASAN
     void *fake;
@@ -145,6 +152,7 @@ asm(".text\n"
 #endif
 
 static void fiber_entry();
+static void fail_here(exec *x, fiber *f, const char *what);
 
 /* scheduler -> fiber f */
 static void enter(exec *x, fiber *f)
@@ -190,6 +198,12 @@ static void fiber_entry()
 #endif
     f->state = F_RUN;
     x->body(x->arg);
+    if (f->ncp) {
+        char m[160];
+        snprintf(m, sizeof m, "thread %d returned with %d asynchronous copies not waited for "
+                 "(ob_cp4 without ob_cp_wait)", (int)(f - x->f), f->ncp);
+        fail_here(x, f, m);
+    }
     f->state = F_DONE;
     x->live--;
     x->free_stack[x->n_free++] = f->stack;   /* reused once this fiber has switched away */
@@ -226,6 +240,11 @@ static char *get_stack(exec *x)
 /* a new fiber's first frame: ob_hrx_sim_swap "returns" into fiber_entry */
 static void prepare(exec *x, fiber *f)
 {
+#ifdef OB_ASAN
+    /* a stack comes back with the poisoned redzones of frames that never returned (a
+     * fiber's first frame, and every frame of one that failed): clean for the new fiber */
+    ASAN_UNPOISON_MEMORY_REGION(f->stack, STACK_BYTES);
+#endif
 #if defined(__x86_64__)
     uintptr_t *sp = (uintptr_t *)(f->stack + STACK_BYTES);
     *--sp = 0;                               /* fiber_entry's return address: never used */
@@ -338,6 +357,27 @@ const uint32_t (*ob_sim_warp_offer(const uint32_t *v, int n))[OB_SIM_OFFER_MAX]
     return w->words[p];
 }
 
+void ob_sim_cp_wait()
+{
+    fiber *f = t_exec->cur;
+    for (int i = 0; i < f->ncp; i++)
+        memcpy(f->cp[i].dst, f->cp[i].src, (size_t)f->cp[i].n);
+    f->ncp = 0;
+}
+
+void ob_sim_cp_async(void *dst, const void *src, int n)
+{
+    fiber *f = t_exec->cur;
+    if (n < 1 || n > 16)
+        fail_here(t_exec, f, "an asynchronous copy of fewer than 1 or more than 16 bytes");
+    if (f->ncp == OB_SIM_CP_MAX)
+        ob_sim_cp_wait();
+    f->cp[f->ncp].dst = dst;
+    f->cp[f->ncp].src = src;
+    f->cp[f->ncp].n = n;
+    f->ncp++;
+}
+
 /* ---- blocks ------------------------------------------------------------------------------------ */
 
 static void abandon(exec *x)
@@ -369,6 +409,7 @@ static bool run_block(exec *x, dim3 grid, dim3 block, dim3 bidx)
         f->t.bdim = block;
         f->t.gdim = grid;
         f->nbar = f->nshfl = 0;
+        f->ncp = 0;
         f->state = F_NEW;
         f->warp = i / OB_WARP;
         f->lane = i % OB_WARP;

@@ -46,6 +46,12 @@ uint32_t ob_sim_shfl(uint32_t v, int src);
 #define OB_SIM_OFFER_MAX 8
 const uint32_t (*ob_sim_warp_offer(const uint32_t *v, int n))[OB_SIM_OFFER_MAX];
 
+/* shim.h's ob_cp4 and ob_cp_wait: this thread's copy of n <= 16 bytes, kept until its wait
+ * (up to OB_SIM_CP_MAX of them; a further one performs those kept first, as a GPU may) */
+#define OB_SIM_CP_MAX 32
+void ob_sim_cp_async(void *dst, const void *src, int n);
+void ob_sim_cp_wait();
+
 typedef void (*ob_sim_body)(const void *arg);
 /* run body(arg) as every thread of grid x block on q's threads; an error is kept in q and
  * returned by ob_hrx_sim_launched */

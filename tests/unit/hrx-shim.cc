@@ -170,6 +170,31 @@ __global__ static void k_switches(int n, int *out)
     out[threadIdx.x] = v;
 }
 
+/* ob_cp4 / ob_cp_wait: each thread copies src[t] into the shared word of thread t + 1 (and, in
+ * many, 40 words of its own: more than hrx-sim keeps before it performs the first ones) */
+__global__ static void k_cp(const uint32_t *src, uint32_t *early, uint32_t *late, int many)
+{
+    __shared__ uint32_t buf[64], own[64 * 40];
+    int t = (int)threadIdx.x, n = (int)blockDim.x;
+    buf[t] = 0xdeadu;
+    __syncthreads();
+    ob_cp4(&buf[(t + 1) % n], &src[t]);
+    early[t] = buf[(t + 1) % n];
+    for (int i = 0; i < many; i++)
+        ob_cp4(&own[t * 40 + i], &src[(t + i) % n]);
+    ob_cp_wait();
+    __syncthreads();
+    late[t] = buf[t];
+    for (int i = 0; i < many; i++)
+        late[n + t * 40 + i] = own[t * 40 + i];
+}
+
+__global__ static void k_cp_unwaited(const uint32_t *src)
+{
+    __shared__ uint32_t buf[64];
+    ob_cp4(&buf[threadIdx.x], &src[threadIdx.x]);
+}
+
 /* ---- checks -------------------------------------------------------------------------------------- */
 
 static int launched(const char *k) { return ob_hrx_sim_launched(q, k); }
@@ -325,6 +350,29 @@ static void test_mma(void)
                "warp of 16 threads (a block of 48)");
 }
 
+static void test_cp(void)
+{
+    uint32_t srcs[64], earlys[64], lates[64 + 64 * 40], *src = srcs, *early = earlys, *late = lates;
+    int bad = 0, stale = 0, e;
+    for (int i = 0; i < 64; i++)
+        src[i] = 0x1000u + (uint32_t)i;
+    OB_LAUNCH(q, k_cp, dim3(3), dim3(64), (const uint32_t *)src, early, late, 40);
+    e = launched("cp");
+    for (int t = 0; t < 64; t++) {
+        stale += early[t] == 0xdeadu;
+        bad += late[t] != src[(t + 63) % 64];
+        for (int i = 0; i < 40; i++)
+            bad += late[64 + t * 40 + i] != src[(t + i) % 64];
+    }
+    ok(!e && !bad && stale == 64, "ob_cp4: a copy is in shared memory after the thread's "
+       "ob_cp_wait and a barrier, not before (hrx-sim defers it: %d of 64 reads before the wait "
+       "saw the old word), 41 copies a thread: %d wrong%s%s", stale, bad, e ? ": " : "",
+       e ? ob_errmsg() : "");
+    OB_LAUNCH(q, k_cp_unwaited, dim3(1), dim3(64), (const uint32_t *)src);
+    bad_launch(launched("x"), "k_cp_unwaited", "not waited for", "a thread that returns with "
+               "an asynchronous copy not waited for");
+}
+
 static void test_bugs(void)
 {
     int outs[2048], *out = outs;
@@ -376,6 +424,7 @@ int main(void)
     test_shuffles();
     test_mma();
     test_stack();
+    test_cp();
     test_bugs();
     timing();
     ob_hrx_sim_rt.close(q);

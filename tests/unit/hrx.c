@@ -76,6 +76,16 @@ static void dget(void *h, const void *d, size_t n)
     }
 }
 
+/* ": " and the failed launch's message, for the end of a check's line (e != 0), else "" */
+static const char *errs(int e)
+{
+    static char m[600];
+    if (!e)
+        return "";
+    snprintf(m, sizeof m, ": %s", ob_errmsg());
+    return m;
+}
+
 /* ---- comparison -------------------------------------------------------------------------------- */
 
 static bool same(float a, float b)
@@ -265,7 +275,7 @@ static void test_embed(void)
             bad += cmp_f32(got, want, (size_t)n * k, why, sizeof why);
         }
         ok(bad == 0, "embed %s: %d rows of %d values, unscaled and times ob_embd_scale%s%s",
-           ob_type_name(t), n, k, why, e ? ob_errmsg() : "");
+           ob_type_name(t), n, k, why, errs(e));
         rt->free(q, dw);
         rt->free(q, dt);
         rt->free(q, dx);
@@ -304,7 +314,7 @@ static void test_actq(void)
                     at = i;
         }
         ok(!e && bad == 0, "actq %s: %d rows of %d values (zeros, ties, huge, tiny, NaN, Inf): "
-           "%ld bytes differ%s%s", names[fmt], n, k, bad, e ? ob_errmsg() : "",
+           "%ld bytes differ%s%s", names[fmt], n, k, bad, errs(e),
            bad ? " (first at byte" : "");
         if (bad)
             printf("# first difference at byte %zu of %zu\n", at, stride * n);
@@ -358,11 +368,13 @@ static void matmul_case(uint32_t t, int N, int k, bool raw, int wide)
     char why[256] = "";
     int e = 0, bad_w = 0, bad_pass = 0;
     /* passes 1..: the tiles' widths again with dp4a instead of the tensor cores (OB_HRX_MMA=0:
-     * HIP's product, and CUDA's below sm_80), and with each split of their classes
+     * HIP's product, and CUDA's below sm_80), with the stage's plain copies instead of the
+     * asynchronous ones (OB_HRX_ASYNC=0), and with each split of their classes
      * (OB_HRX_SPLIT: 1 is none; the default picks one from the launch's blocks) */
     static const char *const pass_env[][2] = {{NULL, NULL}, {"OB_HRX_MMA", "0"},
-        {"OB_HRX_SPLIT", "1"}, {"OB_HRX_SPLIT", "2"}, {"OB_HRX_SPLIT", "4"}, {"OB_HRX_SPLIT", "8"}};
-    for (int pass = 0; pass < 6 && !e; pass++) {
+        {"OB_HRX_ASYNC", "0"}, {"OB_HRX_SPLIT", "1"}, {"OB_HRX_SPLIT", "2"}, {"OB_HRX_SPLIT", "4"},
+        {"OB_HRX_SPLIT", "8"}};
+    for (int pass = 0; pass < (int)(sizeof pass_env / sizeof pass_env[0]) && !e; pass++) {
         const char *name = pass_env[pass][0], *was = name ? getenv(name) : NULL;
         char *keep = was ? strdup(was) : NULL;
         if (name)
@@ -394,9 +406,10 @@ static void matmul_case(uint32_t t, int N, int k, bool raw, int wide)
         free(keep);
     }
     ok(!e && bad == 0, "matmul %s %s rows: %d x %d, width%s %d, with and without bias (from 16 "
-       "rows: tensor cores and dp4a, classes split 1 to 8 ways): %ld differ%s", ob_type_name(t),
+       "rows: tensor cores and dp4a, copies asynchronous and not, classes split 1 to 8 ways): "
+       "%ld differ%s", ob_type_name(t),
        raw ? "raw (NaN/Inf/subnormal scales)" : "valid", N, k, wide ? "" : "s 1..", R, bad,
-       e ? ob_errmsg() : why);
+       e ? errs(e) : why);
     if (bad)
         printf("# first difference at width %d%s%s%s%s\n", bad_w, bad_pass ? " with " : "",
                bad_pass ? pass_env[bad_pass][0] : "", bad_pass ? "=" : "",
@@ -430,7 +443,7 @@ static void matmul_case(uint32_t t, int N, int k, bool raw, int wide)
             }
         }
         ok(!e && ebad == 0, "matmul %s %d x %d folding add, swiglu, geglu into the result: %ld "
-           "differ%s", ob_type_name(t), N, k, ebad, e ? ob_errmsg() : why);
+           "differ%s", ob_type_name(t), N, k, ebad, e ? errs(e) : why);
         free(y0);
         free(wante);
     }
@@ -498,7 +511,7 @@ static void test_rmsnorm(void)
             bad += cmp_f32(got2, want2, (size_t)n * k, why, sizeof why);
         }
         ok(!e && bad == 0, "rmsnorm of %d values, gathered rows, rows in order and in place%s%s",
-           k, why, e ? ob_errmsg() : "");
+           k, why, errs(e));
         rt->free(q, dx);
         rt->free(q, dw);
         rt->free(q, dy);
@@ -550,7 +563,7 @@ static void test_rmsnorm_q(void)
                     qbad += gq[b] != wq[b];
         }
         ok(!e && bad == 0 && qbad == 0, "rmsnorm_q %s: %d rows of %d values: %ld values, %ld "
-           "quantised bytes differ%s%s", names[fmt], n, k, bad, qbad, why, e ? ob_errmsg() : "");
+           "quantised bytes differ%s%s", names[fmt], n, k, bad, qbad, why, errs(e));
         rt->free(q, dx);
         rt->free(q, dw);
         rt->free(q, dy);
@@ -615,7 +628,7 @@ static void test_qk_rope(void)
         }
         ok(bad == 0, "qk_rope: head_dim %d, %d rotated, %s pairs, %s norm%s%s", hd,
            cs_[c].n_rot, cs_[c].neox ? "NEOX" : "NORM", cs_[c].norm ? "with" : "no", why,
-           e ? ob_errmsg() : "");
+           errs(e));
         void *ptrs[] = {dQ, dK, dwq, dwk, dcs, dsn, dp};
         for (int i = 0; i < 7; i++)
             rt->free(q, ptrs[i]);
@@ -715,7 +728,7 @@ static void test_matmul_multi(void)
             }
         ok(!e && bad == 0, "matmul_multi %s: 3, 2 and 1 matrices of %d values, one of %s "
            "among them, widths 1, 3, 8, 37: %ld differ%s", ob_type_name(t), k,
-           ob_type_name(other[ti]), bad, e ? ob_errmsg() : why);
+           ob_type_name(other[ti]), bad, e ? errs(e) : why);
         /* the gated unit: gate = matrix 0, up = matrix 2 of the same shape (valid rows) */
         void *wu = weights(t, Ns[0], k, false, &rb[3]), *dwu = dput(wu, rb[3] * Ns[0]);
         float *wantu = malloc((size_t)R * Ns[0] * 4);
@@ -763,7 +776,7 @@ static void test_matmul_multi(void)
             }
         ok(!e && gbad == 0, "matmul_multi %s: gate and up of %d x %d into the gated unit (silu, "
            "gelu; with and without biases), widths 1, 3, 8, 37: %ld differ%s", ob_type_name(t),
-           Ns[0], k, gbad, e ? ob_errmsg() : why);
+           Ns[0], k, gbad, e ? errs(e) : why);
         for (int j = 0; j < 4; j++) {
             rt->free(q, dw[j]);
             free(w[j]);
@@ -859,7 +872,7 @@ static void test_rope_kv(void)
         ok(bad == 0 && cbad == 0, "rope_kv: head_dim %d, %d rotated, %s pairs, %s norm: Q, "
            "K unchanged, %ld cache values differ%s%s", hd, cs_[c].n_rot,
            cs_[c].neox ? "NEOX" : "NORM", cs_[c].norm ? "with" : "no", cbad, why,
-           e ? ob_errmsg() : "");
+           errs(e));
         void *ptrs[] = {dQ, dK, dV, dwq, dwk, dcs, dsn, dp, ds, dkc, dvc};
         for (int i = 0; i < 11; i++)
             rt->free(q, ptrs[i]);
@@ -928,7 +941,7 @@ static void test_attention(void)
                 }
         }
         ok(bad == 0, "kv_store: %d positions of %d values in two slots%s", n_ctx, kvw,
-           e ? ob_errmsg() : "");
+           errs(e));
         /* queries at positions 0 .. maxpos in both slots */
         int n = 9;
         int32_t qp[9] = {0, 1, 63, 64, 65, 127, 128, 200, 299}, qs[9];
@@ -969,7 +982,7 @@ static void test_attention(void)
             }
             ok(bad == 0, "attention (%s): %d heads of %d over %d kv heads, positions up to %d%s%s%s",
                a.whole ? "whole" : "split", nh, hd, nkv, cs_[c].maxpos, wd, why,
-               e ? ob_errmsg() : "");
+               errs(e));
         }
         /* attention_q: the same rows, and their blocks for the next product (split, whole) */
         for (int fmt = OB_HRX_ACT_Q8K; fmt <= OB_HRX_ACT_A8; fmt++) {
@@ -998,7 +1011,7 @@ static void test_attention(void)
                 ok(bad == 0 && qbad == 0, "attention_q %s (%s): %d heads of %d, positions up to "
                    "%d%s: %ld quantised bytes differ%s%s", fmt == OB_HRX_ACT_Q8K ? "Q8_K" : "A8",
                    a.whole ? "whole" : "split", nh, hd, cs_[c].maxpos, wd, qbad, why,
-                   e ? ob_errmsg() : "");
+                   errs(e));
             }
             rt->free(q, dq);
             free(wq);
@@ -1036,7 +1049,7 @@ static void test_elementwise(void)
     char why[200] = "";
     int e = rt->k->swiglu(q, dg, du, n);
     long bad = e ? -1 : (dget(got, dg, n * 4), cmp_f32_op(got, want, act, u, n, why, sizeof why));
-    ok(bad == 0, "swiglu of %zu values%s%s", n, why, e ? ob_errmsg() : "");
+    ok(bad == 0, "swiglu of %zu values%s%s", n, why, errs(e));
     /* geglu: gate values past ob_gelu's cut-offs (|x| > 1e4) and its tails too */
     float *g2 = malloc(n * 4);
     for (size_t i = 0; i < n; i++)
@@ -1048,14 +1061,14 @@ static void test_elementwise(void)
     rt->h2d(q, dg, g2, n * 4);
     e = rt->k->geglu(q, dg, du, n);
     bad = e ? -1 : (dget(got, dg, n * 4), cmp_f32_op(got, want, act, u, n, why, sizeof why));
-    ok(bad == 0, "geglu of %zu values%s%s", n, why, e ? ob_errmsg() : "");
+    ok(bad == 0, "geglu of %zu values%s%s", n, why, errs(e));
     free(g2);
     for (size_t i = 0; i < n; i++)
         want[i] = g[i] + u[i];
     rt->h2d(q, dg, g, n * 4);
     e = rt->k->add(q, dg, du, n);
     bad = e ? -1 : (dget(got, dg, n * 4), cmp_f32_op(got, want, g, u, n, why, sizeof why));
-    ok(bad == 0, "add of %zu values%s%s", n, why, e ? ob_errmsg() : "");
+    ok(bad == 0, "add of %zu values%s%s", n, why, errs(e));
     rt->free(q, dg);
     rt->free(q, du);
     free(g);
@@ -1092,7 +1105,7 @@ static void test_graph(void)
             bad += got[i] != y[i];
     }
     ok(!e && bad == 0, "graph: two launches recorded, none run yet (%ld changed)%s", bad,
-       e ? ob_errmsg() : "");
+       errs(e));
     if (!gpu) {                    /* hrx-sim refuses a copy in a recording, as a bug */
         void *g2 = NULL;
         int ec = rt->graph_begin(q), eh = ec ? 0 : rt->h2d(q, dx, x, 4);
@@ -1112,7 +1125,7 @@ static void test_graph(void)
             bad += got[i] != y[i] + (float)(i < n / 2 ? 5 : 3) * x[i];
     }
     ok(!e && bad == 0, "graph: two replays then one launch, in queue order (%ld differ)%s", bad,
-       e ? ob_errmsg() : "");
+       errs(e));
     if (g)
         rt->graph_free(q, g);
     rt->free(q, dx);
