@@ -36,7 +36,9 @@
  * N rows. k_gm_q takes its integer sums from the tensor cores (ob_mma_s8: mma.sync's int8
  * 16 x 8 tiles, CUDA from sm_80, and hrx-sim) or, on HIP and under OB_HRX_MMA=0, from dp4a;
  * where its tiles are too few for the GPU, a tile's classes of blocks are split over blocks
- * and their partials folded after (k_gm_fold, OB_HRX_SPLIT). All compute the bits above:
+ * and their partials folded after (k_gm_fold, OB_HRX_SPLIT). Its stages take the words that
+ * need no unpacking (the activations', and Q4_K's raw for the tensor cores) by asynchronous
+ * copies (ob_cp4: cp.async from sm_80), unless OB_HRX_ASYNC=0. All compute the bits above:
  * integer sums are exact in any order, and the float sums keep the reference's order.
  */
 #include <stdio.h>
@@ -884,6 +886,31 @@ struct gm_q4_k {
     __device__ static void wmeta(const W *w, int, uint32_t *m) { gm_k4meta(w->scales, w->d, w->dmin, m); }
 };
 
+/*
+ * A type whose stage may hold its weight words raw (gm_raw<G>::V), as they are in memory, so
+ * that they go by ob_cp4 like the activations and no thread unpacks them: WORDS words a
+ * block, word rw from src(w, rw); get(row, wd) is then word wd of the unpacked block, as
+ * G::unpack would have stored it. The tensor cores' kernels take this (the unpacking costs a
+ * shift and a mask a fragment word); dp4a's reads each word 4 J times, so it keeps unpack.
+ * Q4_K: unpacked word wd = 16 c + 8 h + l is the low (h = 0) or high nibbles of raw word
+ * 8 c + l (gm_q4_k::unpack).
+ */
+template <class G>
+struct gm_raw {
+    enum { V = 0, WORDS = 0 };
+    __device__ static const void *src(const typename G::W *w, int rw) { return w; }
+    __device__ static uint32_t get(const uint32_t *row, int wd) { return row[wd]; }
+};
+template <>
+struct gm_raw<gm_q4_k> {
+    enum { V = 1, WORDS = 32 };
+    __device__ static const void *src(const gm_q4_k::W *w, int rw) { return w->qs + 4 * rw; }
+    __device__ static uint32_t get(const uint32_t *row, int wd)
+    {
+        return row[(wd >> 4) * 8 + (wd & 7)] >> (4 * ((wd >> 3) & 1)) & 0x0F0F0F0Fu;
+    }
+};
+
 struct gm_q5_k {
     GM_K(q5_k, 8, 8)
     __device__ static int val(const W *w, int f)
@@ -998,24 +1025,35 @@ __device__ static inline void gm_fold(int o, float p, float *a, float *b, float 
 /*
  * The stage of blocks u + 8 (c0 + c), c < CB, of class u's nc (past the class: its last block)
  * for the tile's GM_TN weight rows from n0 and TR activation rows from r0: values into sw and
- * sa (rows of LD words), scales, mins, sums and d into gm_wm and gm_am. With async the
- * activations' words, which need no unpacking, go by ob_cp4 (the caller waits with ob_cp_wait
- * before its __syncthreads()): on a GPU with cp.async they are in flight while the thread
- * reads and unpacks the weights, where a load and a store a word took a round trip to memory
- * per few words (the SASS of sm_90: 16 words a thread in four rounds for TR = 64). The
+ * sa (rows of LD words; with RAW the weights' words as they are, gm_raw), scales, mins, sums
+ * and d into gm_wm and gm_am. With async the words that need no unpacking (the activations',
+ * raw weights) go by ob_cp4 (the caller waits with ob_cp_wait before its __syncthreads()): on
+ * a GPU with cp.async they are in flight while the thread reads what it must unpack, where a
+ * load and a store a word took a round trip to memory per few words (the SASS of sm_90: 16
+ * words a thread in four rounds for TR = 64). The
  * activations' sums go to the threads from GM_THREADS / 2 on, the weights' scales and mins
  * (64 of them for a K-quant) to those from 0, so that no warp waits for both.
  */
-template <class G, int TR, int LD>
+template <class G, int TR, int LD, bool RAW>
 __device__ static inline void gm_stage(const struct ob_hrx_mat &w, const char *xq, size_t stride,
                                        int n, int n0, int r0, int u, int c0, int nc,
                                        uint32_t (*sw)[LD], uint32_t (*sa)[LD], bool async)
 {
     typedef typename G::W W;
     typedef typename G::T::A A;
-    enum { CB = G::CB, WPB = GM_WORDS / CB };
+    enum { CB = G::CB, WPB = GM_WORDS / CB, RW = gm_raw<G>::WORDS };
     int t = (int)threadIdx.x;
-    for (int it = t; it < GM_TN * CB * G::UNITS; it += GM_THREADS) {
+    for (int it = t; RAW && it < GM_TN * CB * RW; it += GM_THREADS) {   /* raw words (gm_raw) */
+        int i = it / (CB * RW), c = it / RW % CB, rw = it % RW;
+        int wn = n0 + i < w.n ? n0 + i : w.n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
+        const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
+        const void *p = gm_raw<G>::src(wr + u + 8 * bc, rw);
+        if (async)
+            ob_cp4(&sw[i][c * WPB + rw], p);
+        else
+            sw[i][c * WPB + rw] = ob_ld4(p);
+    }
+    for (int it = t; !RAW && it < GM_TN * CB * G::UNITS; it += GM_THREADS) {
         int i = it / (CB * G::UNITS), c = it / G::UNITS % CB, un = it % G::UNITS;
         int wn = n0 + i < w.n ? n0 + i : w.n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
         const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
@@ -1087,13 +1125,20 @@ __device__ static inline float gm_rb(int c, int wi, int ai, int is)
  * result is the pairs of weight rows 16 (v % 4) + g + 8 i (WIS = 8) and activation rows
  * an0 + 8 (j / 2) + 2 t + j % 2 (2 x 2 J pairs). The same integers either way.
  */
+/* word wd of a staged weight row: unpacked, or from the raw words (gm_raw) */
+template <class G, bool RAW>
+__device__ static inline uint32_t gm_wword(const uint32_t *row, int wd)
+{
+    return RAW ? gm_raw<G>::get(row, wd) : row[wd];
+}
+
 template <bool MMA>
 __device__ static inline int gm_ai(int ai0, int j)
 {
     return MMA ? ai0 + 8 * (j >> 1) + (j & 1) : ai0 + 16 * j;
 }
 
-template <class G, int J, bool MMA, int LD, int NI, int NJ>
+template <class G, int J, bool MMA, bool RAW, int LD, int NI, int NJ>
 __device__ static inline void gm_isums(const uint32_t (*sw)[LD], const uint32_t (*sa)[LD], int c,
                                        int wi0, int ai0, int an0, int (*is)[NJ])
 {
@@ -1116,7 +1161,7 @@ __device__ static inline void gm_isums(const uint32_t (*sw)[LD], const uint32_t 
                 uint32_t wv[NI], av[NJ];
                 OB_UNROLL
                 for (int i = 0; i < NI; i++)
-                    wv[i] = sw[wi0 + WIS * i][kb + k];
+                    wv[i] = gm_wword<G, RAW>(sw[wi0 + WIS * i], kb + k);
                 OB_UNROLL
                 for (int j = 0; j < NJ; j++)
                     av[j] = sa[gm_ai<MMA>(ai0, j)][kb + k];
@@ -1131,10 +1176,10 @@ __device__ static inline void gm_isums(const uint32_t (*sw)[LD], const uint32_t 
         else {
             int tq = (int)threadIdx.x & 3, gr = ((int)threadIdx.x & 31) >> 2;
             uint32_t af[4], bf[2];
-            af[0] = sw[wi0][kb + tq];
-            af[1] = sw[wi0 + 8][kb + tq];
-            af[2] = WPG == 8 ? sw[wi0][kb + tq + 4] : 0;
-            af[3] = WPG == 8 ? sw[wi0 + 8][kb + tq + 4] : 0;
+            af[0] = gm_wword<G, RAW>(sw[wi0], kb + tq);
+            af[1] = gm_wword<G, RAW>(sw[wi0 + 8], kb + tq);
+            af[2] = WPG == 8 ? gm_wword<G, RAW>(sw[wi0], kb + tq + 4) : 0;
+            af[3] = WPG == 8 ? gm_wword<G, RAW>(sw[wi0 + 8], kb + tq + 4) : 0;
             OB_UNROLL
             for (int jt = 0; jt < NJ / 2; jt++) {
                 int c4[4];
@@ -1172,7 +1217,7 @@ __global__ static void GM_BOUNDS k_gm_q(struct ob_hrx_mat w, const char *xq, siz
                               int async)
 {
     enum { TR = 16 * J, CB = G::CB, LD = MMA ? GM_LDM : GM_LD, NI = MMA ? 2 : 4,
-           NJ = MMA ? 2 * J : J, WIS = MMA ? 8 : 16 };
+           NJ = MMA ? 2 * J : J, WIS = MMA ? 8 : 16, RAW = MMA && gm_raw<G>::V };
     uint32_t (*sw)[LD] = (uint32_t (*)[LD])gm_sv;
     uint32_t (*sa)[LD] = (uint32_t (*)[LD])(gm_sv + GM_TN * LD);
     int t = (int)threadIdx.x, v = t >> 5, lane = t & 31;
@@ -1195,12 +1240,12 @@ __global__ static void GM_BOUNDS k_gm_q(struct ob_hrx_mat w, const char *xq, siz
             for (int j = 0; j < NJ; j++)
                 P[i][j] = 0.0f;
         for (int c0 = 0; c0 < nc; c0 += CB) {
-            gm_stage<G, TR, LD>(w, xq, stride, n, n0, r0, u, c0, nc, sw, sa, async != 0);
+            gm_stage<G, TR, LD, RAW>(w, xq, stride, n, n0, r0, u, c0, nc, sw, sa, async != 0);
             ob_cp_wait();
             __syncthreads();
             for (int c = 0; c < CB && c0 + c < nc; c++) {
                 int is[NI][NJ];
-                gm_isums<G, J, MMA, LD, NI, NJ>(sw, sa, c, wi0, ai0, an0, is);
+                gm_isums<G, J, MMA, RAW, LD, NI, NJ>(sw, sa, c, wi0, ai0, an0, is);
                 OB_UNROLL
                 for (int i = 0; i < NI; i++)
                     OB_UNROLL
