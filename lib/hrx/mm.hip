@@ -49,19 +49,27 @@
 #include "hrx/warp.h"
 #include "arith/dot.h"
 
-/* the result of row i, v, into *y: the bias, then the epilogue (hrx.h: OB_HRX_EPI_*), each
- * one rounding as the separate ops (ob_add_f32, ob_swiglu, ob_geglu) would do it */
-__device__ static inline void mm_put(float *y, float v, const float *bias, int i, int op)
+/* the result v into *y: the bias b (if bias), then the epilogue (hrx.h: OB_HRX_EPI_*) with
+ * y0, *y as it was, each one rounding as the separate ops (ob_add_f32, ob_swiglu, ob_geglu)
+ * would do it; b and y0 read by the caller (ahead of time where it pays) */
+__device__ static inline void mm_put_v(float *y, float v, float y0, const float *bias, float b,
+                                       int op)
 {
     if (bias)
-        v = v + bias[i];
+        v = v + b;
     if (op == OB_HRX_EPI_ADD)
-        v = *y + v;
+        v = y0 + v;
     else if (op == OB_HRX_EPI_SILU)
-        v = ob_silu(*y) * v;
+        v = ob_silu(y0) * v;
     else if (op == OB_HRX_EPI_GELU)
-        v = ob_gelu(*y) * v;
+        v = ob_gelu(y0) * v;
     *y = v;
+}
+
+/* the same for the result of row i, reading bias[i] and *y now */
+__device__ static inline void mm_put(float *y, float v, const float *bias, int i, int op)
+{
+    mm_put_v(y, v, op != OB_HRX_EPI_STORE ? *y : 0.0f, bias, bias ? bias[i] : 0.0f, op);
 }
 
 #define MM_THREADS 128             /* threads of a block; pairs of a tile: at most this */
@@ -128,13 +136,23 @@ extern "C" int OB_HRX_FN(actq)(struct ob_hrx_q *q, int fmt, const float *x, int 
 
 /* ---- quantised weights ------------------------------------------------------------------------ */
 
+/* a K-quant block's epilogue operands: d and dmin of the weight block (fp16 bits; Q3_K and
+ * Q6_K have no dmin: 0), d of the activation block */
+struct mm_eo {
+    uint16_t d, dmin;
+    float ad;
+};
+
 /*
  * A weight type: its block and activation block, values a block (QK), parts a block (S), and
  *   S == 1:  blk(w, a)                      the canonical block value, ob_blk_<type>;
  *   S == 8:  part(w, a, p, &is, &ms)        the integer sums of part p (32 values, 8 of the
  *                                           16-value sub-blocks of Q2_K, Q3_K, Q6_K: two);
- *            epi(w, a, is, ms)              the block value from the summed parts, the float
- *                                           epilogue of ob_blk_<type> operation by operation.
+ *            epi(eo(w, a), is, ms)          the block value from the summed parts, the float
+ *                                           epilogue of ob_blk_<type> operation by operation;
+ *                                           eo reads its operands (the block's d and dmin, the
+ *                                           activation's d), so that a kernel may read them
+ *                                           with the values, before the parts' shuffles.
  * Each part function is the loop body of its ob_blk_<type> (lib/arith/dot.h) for its own
  * sub-blocks.
  */
@@ -145,7 +163,8 @@ extern "C" int OB_HRX_FN(actq)(struct ob_hrx_q *q, int fmt, const float *x, int 
         enum { QK = 32, S = 1 };                                                         \
         __device__ static float blk(const W *w, const A *a) { return ob_blk_##name(w, a); } \
         __device__ static void part(const W *, const A *, int, int *, int *) {}          \
-        __device__ static float epi(const W *, const A *, int, int) { return 0.0f; }     \
+        __device__ static mm_eo eo(const W *, const A *) { return mm_eo(); }             \
+        __device__ static float epi(const mm_eo &, int, int) { return 0.0f; }            \
     };
 #define MM_A8(NAME, name, id, blck, bytes, ftype) MM_TYPE32(name, struct ob_block_##name)
 OB_TYPES_A8(MM_A8)                 /* the 32-value types of the list (types.h) */
@@ -181,9 +200,10 @@ struct t_q2_k {
         *is = isum;
         *ms = msum;
     }
-    __device__ static float epi(const W *w, const A *a, int is, int ms)
+    __device__ static mm_eo eo(const W *w, const A *a) { return mm_eo{w->d, w->dmin, a->d}; }
+    __device__ static float epi(const mm_eo &e, int is, int ms)
     {
-        return mm_epi_min(w->d, w->dmin, a->d, is, ms);
+        return mm_epi_min(e.d, e.dmin, e.ad, is, ms);
     }
 };
 
@@ -204,9 +224,10 @@ struct t_q3_k {
         *is = isum;
         *ms = 0;
     }
-    __device__ static float epi(const W *w, const A *a, int is, int ms)
+    __device__ static mm_eo eo(const W *w, const A *a) { return mm_eo{w->d, 0, a->d}; }
+    __device__ static float epi(const mm_eo &e, int is, int ms)
     {
-        return (ob_fp16_to_f32(w->d) * a->d) * (float)is;
+        return (ob_fp16_to_f32(e.d) * e.ad) * (float)is;
     }
 };
 
@@ -224,9 +245,10 @@ struct t_q4_k {
         *is = sc * s;
         *ms = m * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
     }
-    __device__ static float epi(const W *w, const A *a, int is, int ms)
+    __device__ static mm_eo eo(const W *w, const A *a) { return mm_eo{w->d, w->dmin, a->d}; }
+    __device__ static float epi(const mm_eo &e, int is, int ms)
     {
-        return mm_epi_min(w->d, w->dmin, a->d, is, ms);
+        return mm_epi_min(e.d, e.dmin, e.ad, is, ms);
     }
 };
 
@@ -245,9 +267,10 @@ struct t_q5_k {
         *is = sc * s;
         *ms = m * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
     }
-    __device__ static float epi(const W *w, const A *a, int is, int ms)
+    __device__ static mm_eo eo(const W *w, const A *a) { return mm_eo{w->d, w->dmin, a->d}; }
+    __device__ static float epi(const mm_eo &e, int is, int ms)
     {
-        return mm_epi_min(w->d, w->dmin, a->d, is, ms);
+        return mm_epi_min(e.d, e.dmin, e.ad, is, ms);
     }
 };
 
@@ -269,9 +292,10 @@ struct t_q6_k {
         *is = isum;
         *ms = 0;
     }
-    __device__ static float epi(const W *w, const A *a, int is, int ms)
+    __device__ static mm_eo eo(const W *w, const A *a) { return mm_eo{w->d, 0, a->d}; }
+    __device__ static float epi(const mm_eo &e, int is, int ms)
     {
-        return (ob_fp16_to_f32(w->d) * a->d) * (float)is;
+        return (ob_fp16_to_f32(e.d) * e.ad) * (float)is;
     }
 };
 #undef MM_TYPEK
@@ -321,7 +345,7 @@ __global__ static void k_mm_q(struct ob_hrx_mat w, const char *xq, size_t stride
                     is += part_is[it * T::S + p];
                     ms += part_ms[it * T::S + p];
                 }
-                rb[it] = T::epi(wb, ab, is, ms);
+                rb[it] = T::epi(T::eo(wb, ab), is, ms);
             }
         }
         __syncthreads();
@@ -452,11 +476,14 @@ __device__ static inline void mv_acc(const typename T::W *wr, int nb,
                 rb[r] = live ? T::blk(wr + b, ar[r] + b) : 0.0f;
         } else {
             int is[TR], ms[TR];
+            mm_eo e[TR];
             if (live) {
                 const A *ab[TR];
                 OB_UNROLL
-                for (int r = 0; r < TR; r++)
+                for (int r = 0; r < TR; r++) {
                     ab[r] = ar[r] + b;
+                    e[r] = T::eo(wr + b, ab[r]);   /* read with the values, not after the shuffles */
+                }
                 mv_part<T, TR>::run(wr + b, ab, p, is, ms);
             } else {
                 OB_UNROLL
@@ -470,7 +497,7 @@ __device__ static inline void mv_acc(const typename T::W *wr, int nb,
                     is[r] += ob_shfl_xor(is[r], s);
                     ms[r] += ob_shfl_xor(ms[r], s);
                 }
-                rb[r] = live ? T::epi(wr + b, ar[r] + b, is[r], ms[r]) : 0.0f;
+                rb[r] = live ? T::epi(e[r], is[r], ms[r]) : 0.0f;
             }
         }
         /* partial u (lane u < 8) takes this round's blocks b = u mod 8, in increasing b */
@@ -511,10 +538,18 @@ __global__ static void k_mv_q(struct ob_hrx_mat w, const char *xq, size_t stride
         return;                    /* the whole warp: no shuffle is left half-reached */
     const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
     const A *ar[TR];
-    float acc[TR];
+    float acc[TR], b0 = 0.0f, y0[TR];
     OB_UNROLL
     for (int r = 0; r < TR; r++)
         ar[r] = (const A *)(xq + (size_t)(r0 + r < n ? r0 + r : n - 1) * stride);
+    /* lane 0's bias and y (for the epilogue op) read now, beside the weights, rather than
+     * after the row's shuffles: one wait for memory less a launch (decode's are mostly that) */
+    OB_UNROLL
+    for (int r = 0; r < TR; r++)
+        y0[r] = lane == 0 && op != OB_HRX_EPI_STORE && r0 + r < n ? y[(size_t)(r0 + r) * ldy + wn]
+                                                               : 0.0f;
+    if (lane == 0 && bias)
+        b0 = bias[wn];
     mv_acc<T, TR>(wr, nb, ar, lane, acc);
     OB_UNROLL
     for (int r = 0; r < TR; r++) {
@@ -524,7 +559,7 @@ __global__ static void k_mv_q(struct ob_hrx_mat w, const char *xq, size_t stride
             pp[u] = ob_shfl(acc[r], u);
         if (lane == 0 && r0 + r < n) {
             float v = ob_fold8(pp);
-            mm_put(&y[(size_t)(r0 + r) * ldy + wn], v, bias, wn, op);
+            mm_put_v(&y[(size_t)(r0 + r) * ldy + wn], v, y0[r], bias, b0, op);
         }
     }
 }
