@@ -1065,9 +1065,9 @@ __device__ static inline void gm_fold(int o, float p, float *a, float *b, float 
  * raw weights) go by ob_cp4 (the caller waits with ob_cp_wait before its __syncthreads()): on
  * a GPU with cp.async they are in flight while the thread reads what it must unpack, where a
  * load and a store a word took a round trip to memory per few words (the SASS of sm_90: 16
- * words a thread in four rounds for TR = 64). The
- * activations' sums go to the threads from GM_THREADS / 2 on, the weights' scales and mins
- * (64 of them for a K-quant) to those from 0, so that no warp waits for both.
+ * words a thread in four rounds for TR = 64). The activations' sums go to the threads from
+ * GM_THREADS / 2 on, the weights' scales and mins (64 of them for a K-quant) to those from 0,
+ * so that no warp waits for both.
  */
 template <class G, int TR, int LD, bool RAW>
 __device__ static inline void gm_stage(const struct ob_hrx_mat &w, const char *xq, size_t stride,
@@ -1150,6 +1150,13 @@ __device__ static inline float gm_rb(int c, int wi, int ai, int is)
 #define GM_BOUNDS
 #endif
 
+/* word wd of a staged weight row: unpacked, or from the raw words (gm_raw) */
+template <class G, bool RAW>
+__device__ static inline uint32_t gm_wword(const uint32_t *row, int wd)
+{
+    return RAW ? gm_raw<G>::get(row, wd) : row[wd];
+}
+
 /*
  * The integer sums of block c of the stage, group by group times its scale (K-quants), for the
  * thread's NI x NJ pairs: weight rows wi0 + WIS i, activation rows gm_ai<MMA>(ai0, j), of the
@@ -1160,13 +1167,6 @@ __device__ static inline float gm_rb(int c, int wi, int ai, int is)
  * result is the pairs of weight rows 16 (v % 4) + g + 8 i (WIS = 8) and activation rows
  * an0 + 8 (j / 2) + 2 t + j % 2 (2 x 2 J pairs). The same integers either way.
  */
-/* word wd of a staged weight row: unpacked, or from the raw words (gm_raw) */
-template <class G, bool RAW>
-__device__ static inline uint32_t gm_wword(const uint32_t *row, int wd)
-{
-    return RAW ? gm_raw<G>::get(row, wd) : row[wd];
-}
-
 template <bool MMA>
 __device__ static inline int gm_ai(int ai0, int j)
 {
@@ -1345,8 +1345,8 @@ static bool gm_mma(struct ob_hrx_q *q)
     return OB_HRX_FN(has_mma)(q) && !(e && !strcmp(e, "0"));
 }
 
-/* the stage's activations by asynchronous copies (gm_stage's async) unless OB_HRX_ASYNC is 0:
- * the same bits either way; the knob lets a device check time both */
+/* the stage's words that need no unpacking by asynchronous copies (gm_stage's async) unless
+ * OB_HRX_ASYNC is 0: the same bits either way; the knob lets a device check time both */
 static int gm_async(void)
 {
     const char *e = getenv("OB_HRX_ASYNC");
