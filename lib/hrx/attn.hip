@@ -479,8 +479,12 @@ __global__ static void k_att_combine_q(struct ob_hrx_attn a, const int32_t *pos,
             lh = h;
         }
         v[u] = as_out(w, hd, d, l);
-        out[(size_t)i * a.n_head * hd + at] = v[u];
     }
+    /* stored after all V are computed: a store before the next value's reads made nvcc wait
+     * for each value's round trip in turn (out may alias what it reads, as far as it knows) */
+    OB_UNROLL
+    for (int u = 0; u < V; u++)
+        out[(size_t)i * a.n_head * hd + b * V * OB_WARP + lane * V + u] = v[u];
     ob_warp_actq<V>(v, lane, xq + (size_t)i * stride, b);
 }
 

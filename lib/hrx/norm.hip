@@ -97,8 +97,21 @@ __global__ static void k_rmsnorm(const float *x, const int32_t *rows, int n, int
     const float *xr = x + (size_t)(rows ? rows[j] : j) * k;
     float *yr = y + (size_t)j * k;
     float r = ob_rms_factor(ob_warp_fold32(lane_sumsq(xr, k, lane)), k, eps);
-    for (int i = lane; i < k; i += OB_WARP)
-        yr[i] = (xr[i] * r) * w[i];
+    /* 8 values a lane at a time, read before any is written: y may be x (in place), so the
+     * compiler would otherwise wait for each read after the previous store */
+    for (int i0 = lane; i0 < k; i0 += 8 * OB_WARP) {
+        float xv[8], wv[8];
+        OB_UNROLL
+        for (int u = 0; u < 8; u++) {
+            bool in = i0 + u * OB_WARP < k;
+            xv[u] = in ? xr[i0 + u * OB_WARP] : 0.0f;
+            wv[u] = in ? w[i0 + u * OB_WARP] : 0.0f;
+        }
+        OB_UNROLL
+        for (int u = 0; u < 8; u++)
+            if (i0 + u * OB_WARP < k)
+                yr[i0 + u * OB_WARP] = (xv[u] * r) * wv[u];
+    }
 }
 
 extern "C" int OB_HRX_FN(rmsnorm)(struct ob_hrx_q *q, const float *x, const int32_t *rows, int n,
@@ -130,12 +143,16 @@ __global__ static void k_rmsnorm_q(const float *x, int n, int k, const float *w,
     float *yr = y + (size_t)j * k;
     float r = ob_rms_factor(ob_warp_fold32(lane_sumsq(xr, k, lane)), k, eps);
     for (int b = 0; b < k / BL; b++) {
-        float v[V];
+        float v[V], xv[V], wv[V];
+        OB_UNROLL
+        for (int i = 0; i < V; i++) {  /* every read before a write (y may be x): one wait */
+            xv[i] = xr[b * BL + lane * V + i];
+            wv[i] = w[b * BL + lane * V + i];
+        }
         OB_UNROLL
         for (int i = 0; i < V; i++) {
-            int at = b * BL + lane * V + i;
-            v[i] = (xr[at] * r) * w[at];
-            yr[at] = v[i];
+            v[i] = (xv[i] * r) * wv[i];
+            yr[b * BL + lane * V + i] = v[i];
         }
         ob_warp_actq<V>(v, lane, xq + (size_t)j * stride, b);
     }
@@ -192,8 +209,16 @@ __global__ static void k_qk_rope(struct ob_hrx_rope r, float *Q, float *K, const
         size_t at = ((size_t)kv.seq[i] * kv.n_ctx + pos[i]) * kvw + (size_t)(h - r.n_head) * r.hd;
         const float *v = kv.V + ((size_t)i * r.n_head_kv + (h - r.n_head)) * r.hd;
         hk = kv.kc + at;
-        for (int d = lane; d < r.hd; d += OB_WARP)
-            kv.vc[at + d] = ob_f32_to_fp16(v[d]);
+        for (int d0 = lane; d0 < r.hd; d0 += 4 * OB_WARP) {   /* 4 reads, then 4 writes */
+            float vv[4];
+            OB_UNROLL
+            for (int u = 0; u < 4; u++)
+                vv[u] = d0 + u * OB_WARP < r.hd ? v[d0 + u * OB_WARP] : 0.0f;
+            OB_UNROLL
+            for (int u = 0; u < 4; u++)
+                if (d0 + u * OB_WARP < r.hd)
+                    kv.vc[at + d0 + u * OB_WARP] = ob_f32_to_fp16(vv[u]);
+        }
     }
     /* the norm first (its sum needs every original value: read before any lane writes) */
     float f = 0.0f;
@@ -201,21 +226,39 @@ __global__ static void k_qk_rope(struct ob_hrx_rope r, float *Q, float *K, const
         f = ob_rms_factor(ob_warp_fold32(lane_sumsq(x, r.hd, lane)), r.hd, r.eps);
     int half = r.n_rot / 2;
     const float *cs = r.cs + (size_t)pos[i] * half, *sn = r.sn + (size_t)pos[i] * half;
-    for (int p = lane; p < half; p += OB_WARP) {
-        int a = r.neox ? p : 2 * p, b = r.neox ? p + half : 2 * p + 1;
-        float x0 = x[a], x1 = x[b];
-        if (nw) {
-            x0 = (x0 * f) * nw[a];
-            x1 = (x1 * f) * nw[b];
+    /* 4 pairs a lane at a time, every read before a write (the rotation is in place, so the
+     * compiler would otherwise wait for each pair's reads after the previous pair's stores) */
+    for (int p0 = lane; p0 < half; p0 += 4 * OB_WARP) {
+        float x0[4], x1[4], n0[4], n1[4], c[4], s[4];
+        OB_UNROLL
+        for (int u = 0; u < 4; u++) {
+            int p = p0 + u * OB_WARP, a = r.neox ? p : 2 * p, b = r.neox ? p + half : 2 * p + 1;
+            bool in = p < half;
+            x0[u] = in ? x[a] : 0.0f;
+            x1[u] = in ? x[b] : 0.0f;
+            n0[u] = in && nw ? nw[a] : 0.0f;
+            n1[u] = in && nw ? nw[b] : 0.0f;
+            c[u] = in ? cs[p] : 0.0f;
+            s[u] = in ? sn[p] : 0.0f;
         }
-        float c = cs[p], s = sn[p];
-        float t0 = x0 * c, t1 = x1 * s, t2 = x0 * s, t3 = x1 * c;
-        if (KV && hk) {
-            hk[a] = ob_f32_to_fp16(t0 - t1);
-            hk[b] = ob_f32_to_fp16(t2 + t3);
-        } else {
-            x[a] = t0 - t1;
-            x[b] = t2 + t3;
+        OB_UNROLL
+        for (int u = 0; u < 4; u++) {
+            int p = p0 + u * OB_WARP, a = r.neox ? p : 2 * p, b = r.neox ? p + half : 2 * p + 1;
+            if (p >= half)
+                continue;
+            float y0 = x0[u], y1 = x1[u];
+            if (nw) {
+                y0 = (y0 * f) * n0[u];
+                y1 = (y1 * f) * n1[u];
+            }
+            float t0 = y0 * c[u], t1 = y1 * s[u], t2 = y0 * s[u], t3 = y1 * c[u];
+            if (KV && hk) {
+                hk[a] = ob_f32_to_fp16(t0 - t1);
+                hk[b] = ob_f32_to_fp16(t2 + t3);
+            } else {
+                x[a] = t0 - t1;
+                x[b] = t2 + t3;
+            }
         }
     }
     if (KV && hk)                  /* the values past n_rot: normalised or as they are */
