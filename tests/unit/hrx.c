@@ -383,7 +383,7 @@ static void matmul_case(uint32_t t, int N, int k, bool raw, int wide)
             for (int with_b = 0; with_b < 2 && !e; with_b++) {
                 int n = widths[wi];
                 if ((pass > 0 && n < 16) || (pass > 1 && n != 17 && n != 64))
-                    continue;       /* the splits: one width of each tile height */
+                    continue;       /* passes 2..: one width of each tile height */
                 if ((e = rt->k->matmul(q, m, dq, stride, n, with_b ? db : NULL, dy, ldy,
                                        OB_HRX_EPI_STORE)))
                     break;
