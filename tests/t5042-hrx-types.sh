@@ -5,10 +5,11 @@
 # with 5-token prefill chunks, 1b-agree cpu hrx-sim exits 0, with hrx-sim's large tiles and
 # with the GPU's launch geometry (OB_HRX_SIM_TILES=gpu), and once more three at a time in
 # 16-token chunks with the GPU's tiled product at every width (OB_HRX_GEMM=1: k_gm_q). The list is checked against the cpu
-# route's own (tests/unit/hrx.c checks that hrx has kernels for exactly those types).
+# route's own (tests/unit/hrx.c checks that hrx has kernels for exactly those types). And the
+# launches OB_HRX_FUSE=3 saves, counted.
 . "$(dirname "$0")/lib.sh"
 types=(f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k)
-plan $(( ${#types[@]} + 1 ))
+plan $(( ${#types[@]} + 2 ))
 cd "$T" || exit 1
 cat > req.jsonl <<'EOT'
 {"id":"a","prompt":"Once upon a time","max_tokens":12,"top_logprobs":3}
@@ -32,6 +33,26 @@ for t in "${types[@]}"; do
     ok $? "$t weights ($got): hrx-sim = cpu (its tiles, the GPU's shapes, the GPU's tiled product), 1b-agree exit $rc: $(grep -m1 'A-B' <<<"$out" | tr -s ' ')" ||
         { sed 's/^/# /' <<<"$out" | head -8; head -3 err.txt | sed 's/^/# /'; }
 done
+# OB_HRX_FUSE=3 (the default) makes 3 launches a layer fewer than level 2 in every step of up
+# to 15 rows (the layer-0 attention norm stays: 3 L - 1 a step), with the same records: the
+# norms and GATE's quantisation really done by the products' last blocks (counted by
+# OB_HRX_SIM_TRACE), on a K-quant (Q8_K activations) and a 32-value type (A8)
+fused=""
+for t in q4_k q8_0; do
+    for f in 2 3; do
+        OB_HRX_SIM_TRACE=1 OB_HRX_SIM_TILES=gpu OB_HRX_FUSE=$f 1b-gen -m "$t.gguf" -t 2 \
+            --parallel 2 --chunk 5 -d hrx-sim < req.jsonl 2> "trace$f.txt" |
+            jq -c 'del(.timing)' > "fuse$f.jsonl"
+        eval "n$f=\$(grep -c '^hrx-sim: launch' trace$f.txt)"
+    done
+    steps=$(grep -c '^hrx-sim: launch k_embed' trace3.txt)
+    L=$(1b-load "$t.gguf" | jq .hparams.n_layer)
+    want=$(( steps * (3 * L - 1) ))
+    cmp -s fuse2.jsonl fuse3.jsonl && [ -s fuse3.jsonl ] && [ "$steps" -gt 5 ] &&
+        [ $(( n2 - n3 )) -eq "$want" ] || fused+=" $t: $n2 -> $n3 launches in $steps steps of $L layers (want $want fewer)"
+done
+[ -z "$fused" ]
+ok $? "OB_HRX_FUSE=3: 3 L - 1 launches a step fewer than level 2 (q4_k, q8_0), the same records${fused:+:$fused}"
 # the types above are every type the cpu route has a dot product for
 want=$("$UNIT/hrx" --types | tr ' ' '\n' | grep . | sort | tr '\n' ' ')
 have=$(printf '%s\n' "${seen[@]}" | sort | tr '\n' ' ')

@@ -69,8 +69,9 @@ struct ob_be {
     const struct ob_hrx_kernels *k;    /* the kernels the ops call: rt->k, or dry_kernels */
     struct ob_hrx_q *q;
     const struct ob_be_ops *ops;   /* ob_be_hrx or ob_be_hrx_sim: for ob_forward_layer */
-    int fuse;                      /* OB_HRX_FUSE: 0 op by op, 1 the fused layer, 2 (unset) with
-                                    * q/k/v, gate/up and rope/kv store in a launch each */
+    int fuse;                      /* OB_HRX_FUSE: 0 op by op, 1 the fused layer, 2 with q/k/v,
+                                    * gate/up and rope/kv store in a launch each, 3 (unset)
+                                    * with the norms and GATE's quantisation in the products */
     bool att_whole;                /* attention a block a (head, row) (OB_HRX_ATT_SPLIT=0) */
     bool graphs;                   /* replay a step's launches as a graph (rt has graphs) */
     enum step_mode mode;
@@ -83,7 +84,10 @@ struct ob_be {
     int width[OB_BCOUNT];
     float *buf[OB_BCOUNT];
     uint64_t version[OB_BCOUNT];   /* bumped whenever a buffer is written */
-    void *xq;                      /* the quantised copy of one buffer's rows */
+    void *xq;                      /* the quantised copy of one buffer's rows: xqb[xqi] */
+    void *xqb[2];                  /* a product's last block writes the other one (level 3) */
+    int xqi;
+    int xn_for;                    /* XN and xq hold layer xn_for's attention norm, or -1 */
     int xq_buf, xq_fmt, xq_rows;
     uint64_t xq_version;
     size_t xq_stride;
@@ -468,7 +472,11 @@ static int hrx_open(const struct ob_model *m, const struct ob_be_params *p, bool
     be->k = rt->k;
     const char *gr = getenv("OB_HRX_GRAPHS"), *fu = getenv("OB_HRX_FUSE");
     be->graphs = rt->graph_begin && !(gr && !strcmp(gr, "0"));
-    be->fuse = !fu || !*fu ? 2 : !strcmp(fu, "0") ? 0 : !strcmp(fu, "1") ? 1 : 2;
+    be->fuse = !fu || !*fu      ? 3
+               : !strcmp(fu, "0") ? 0
+               : !strcmp(fu, "1") ? 1
+               : !strcmp(fu, "2") ? 2
+                                  : 3;
     const char *as = getenv("OB_HRX_ATT_SPLIT"), *pn = getenv("OB_HRX_PINNED");
     be->att_whole = as && !strcmp(as, "0");
     be->no_pinned = pn && !strcmp(pn, "0");
@@ -503,9 +511,11 @@ static int hrx_open(const struct ob_model *m, const struct ob_be_params *p, bool
         be->buf[i] = v;
     }
     /* a quantised row takes at most 4 bytes a value (float32; Q8_K and A8 take less) */
-    if ((e = dev_alloc(be, R * maxw * sizeof(float), &be->xq)))
-        goto fail;
-    be->xq_buf = -1;
+    for (int i = 0; i < 2; i++)
+        if ((e = dev_alloc(be, R * maxw * sizeof(float), &be->xqb[i])))
+            goto fail;
+    be->xq = be->xqb[0];
+    be->xq_buf = be->xn_for = -1;
     int32_t **ids[4] = {&be->d_tok, &be->d_pos, &be->d_seq, &be->d_rows};
     for (int i = 0; i < 4; i++) {
         if ((e = dev_alloc(be, R * sizeof(int32_t), &v)))
@@ -572,6 +582,11 @@ static int hrx_begin(struct ob_be *be, const struct ob_batch *b)
     if ((e = step_end(be)))        /* the previous step's launches, if it had no logits */
         return e;
     be->b = *b;
+    /* every step starts from the same buffers, so that a graph's replay writes where the host
+     * side believes it does */
+    be->xqi = 0;
+    be->xq = be->xqb[0];
+    be->xq_buf = be->xn_for = -1;
     size_t n = (size_t)b->n * sizeof(int32_t);
     if ((e = be->rt->h2d(be->q, be->d_tok, b->tok, n)) ||
         (e = be->rt->h2d(be->q, be->d_pos, b->pos, n)) ||
@@ -636,7 +651,7 @@ static int matmul_op(struct ob_be *be, int l, int role, int src, int dst, int op
     if ((e = quantised(be, src, w->type, w->k, be->b.n)))
         return e;
     e = be->k->matmul(be->q, *w, be->xq, be->xq_stride, be->b.n, be->L[l].bias[role],
-                      be->buf[dst], (size_t)be->width[dst], op);
+                      be->buf[dst], (size_t)be->width[dst], op, NULL);
     be->version[dst]++;
     return e;
 }
@@ -772,7 +787,7 @@ static int multi_op(struct ob_be *be, int l, const int *roles, const int *dst, i
         }
         if (!(e = quantised(be, src, wa->type, wa->k, be->b.n)))
             e = be->k->matmul_multi(be->q, m, be->xq, be->xq_stride, be->b.n,
-                                    OB_HRX_EPI_STORE);
+                                    OB_HRX_EPI_STORE, NULL);
     }
     return e;
 }
@@ -805,8 +820,45 @@ static int rope_kv_op(struct ob_be *be, int l)
     return e;
 }
 
+/* ---- OB_HRX_FUSE=3: what needs a whole row or block, done by a product's last block ---------- */
+
+/* the quantised-copy buffer that matmul_op's products do not read: where their last block may
+ * write while other blocks still read be->xq */
+static void *xq_next(struct ob_be *be) { return be->xqb[!be->xqi]; }
+
+/* after a launch wrote xq_next (e: how that went): it becomes be->xq, holding what xq_holds
+ * says */
+static int xq_swap(struct ob_be *be, int e, int src, int fmt, int n, size_t stride)
+{
+    be->xqi = !be->xqi;
+    be->xq = be->xqb[be->xqi];
+    return xq_holds(be, e, src, fmt, n, stride);
+}
+
+/* X = X + W src (W layer l's matrix of role), then XN = rmsnorm(X) with weights norm and its
+ * rows quantised for weights of type wtype: in the product's launch on a GPU (its last block
+ * of each row group), else a launch after it */
+static int add_norm_op(struct ob_be *be, int l, int role, int src, const float *norm,
+                       uint32_t wtype)
+{
+    const struct ob_hrx_mat *w = &be->L[l].w[role];
+    int e;
+    if ((e = quantised(be, src, w->type, w->k, be->b.n)))
+        return e;
+    int k = be->width[OB_BX], fmt = ob_type_actfmt(wtype), n = be->b.n;
+    size_t stride = ob_act_row_bytes(fmt, k);
+    struct ob_hrx_then t = {OB_HRX_THEN_NORM_Q, norm, be->m->hp.rms_eps, be->buf[OB_BXN], fmt,
+                            xq_next(be), stride};
+    e = be->k->matmul(be->q, *w, be->xq, be->xq_stride, n, be->L[l].bias[role], be->buf[OB_BX],
+                      (size_t)k, OB_HRX_EPI_ADD, &t);
+    be->version[OB_BX]++;
+    be->version[OB_BXN]++;
+    return xq_swap(be, e, OB_BXN, fmt, n, stride);
+}
+
 /* GATE = act(gate XN) * (up XN): one launch where gate and up share weight type and shape
- * (level 2), else the gate's product, then the up product folding the gated unit in */
+ * (level 2; level 3 also quantises GATE for the down product there), else the gate's
+ * product, then the up product folding the gated unit in */
 static int glu_op(struct ob_be *be, int l, int glu)
 {
     const struct hrx_layer *L = &be->L[l];
@@ -818,9 +870,13 @@ static int glu_op(struct ob_be *be, int l, int glu)
                                  {(size_t)be->width[OB_BGATE], 0}};
         if ((e = quantised(be, OB_BXN, g->type, g->k, be->b.n)))
             return e;
-        e = be->k->matmul_multi(be->q, m, be->xq, be->xq_stride, be->b.n, glu);
+        int fmt = ob_type_actfmt(L->w[OB_W_DOWN].type), n = be->b.n;
+        size_t stride = ob_act_row_bytes(fmt, g->n);
+        struct ob_hrx_then t = {OB_HRX_THEN_ACTQ, NULL, 0.0f, NULL, fmt, xq_next(be), stride};
+        e = be->k->matmul_multi(be->q, m, be->xq, be->xq_stride, n, glu,
+                                be->fuse > 2 ? &t : NULL);
         be->version[OB_BGATE]++;
-        return e;
+        return be->fuse > 2 ? xq_swap(be, e, OB_BGATE, fmt, n, stride) : e;
     }
     e = matmul_op(be, l, OB_W_GATE, OB_BXN, OB_BGATE, OB_HRX_EPI_STORE);
     return e ? e : matmul_op(be, l, OB_W_UP, OB_BXN, OB_BGATE, glu);
@@ -831,13 +887,18 @@ static int glu_op(struct ob_be *be, int l, int glu)
  * rmsnorm and the quantisation of its rows (rmsnorm_q), the residual adds into the output and
  * down products (X = X + OUT as the matmul's last rounding), swiglu / geglu into the up product
  * (GATE = act(GATE) * UP with the gate's product already in GATE). OUT and UP are not written.
- * 14 launches a layer (OB_HRX_FUSE=1). By default (OB_HRX_FUSE=2) also Q, K and V in one
- * launch, gate, up and the gated unit in one, q/k norm, RoPE and the KV store in one, and the
+ * 14 launches a layer (OB_HRX_FUSE=1). OB_HRX_FUSE=2 also puts Q, K and V in one launch,
+ * gate, up and the gated unit in one, q/k norm, RoPE and the KV store in one, and the
  * quantisation of ATT in attention's last launch (attention_q): 11 launches a layer with
  * attention split over blocks (three), where Q, K, V share a weight type and gate and up do
  * (12 where V's type differs, as in Q4_K_M files), on a GPU at up to 16 rows (matmul_multi in
- * hrx.h). Gemma 3's post norms (which normalise OUT before the add) take the ops one by one,
- * and so does every layer under OB_HRX_FUSE=0.
+ * hrx.h). By default (OB_HRX_FUSE=3) the products also do what needs their whole result
+ * (hrx.h's ob_hrx_then, by the block that finishes it last): the output product the
+ * feed-forward rmsnorm_q, the down product the next layer's attention rmsnorm_q, the gated
+ * unit's launch GATE's quantisation: 8 launches a layer (9 where V's type differs; layer 0
+ * one more, its attention norm), on a GPU at up to 15 rows. Gemma 3's post norms (which
+ * normalise OUT before the add) take the ops one by one, and so does every layer under
+ * OB_HRX_FUSE=0.
  */
 static int layer_ops(struct ob_be *be, int l)
 {
@@ -845,13 +906,28 @@ static int layer_ops(struct ob_be *be, int l)
     if (!be->fuse || hp->post_norms)
         return ob_forward_layer(be->ops, be, hp, l);
     int glu = hp->ffn_act == OB_ACT_GELU ? OB_HRX_EPI_GELU : OB_HRX_EPI_SILU, e;
-    if ((e = rmsnorm_q(be, l, OB_W_ATTN_NORM, OB_BX, OB_BXN, OB_W_Q)) ||
-        (e = qkv_op(be, l)) || (e = rope_kv_op(be, l)) || (e = attention_q(be, l)) ||
-        (e = matmul_op(be, l, OB_W_O, OB_BATT, OB_BX, OB_HRX_EPI_ADD)) ||
-        (e = rmsnorm_q(be, l, OB_W_FFN_NORM, OB_BX, OB_BXN, OB_W_GATE)) ||
-        (e = glu_op(be, l, glu)) ||
-        (e = matmul_op(be, l, OB_W_DOWN, OB_BGATE, OB_BX, OB_HRX_EPI_ADD)))
+    if ((be->xn_for != l && (e = rmsnorm_q(be, l, OB_W_ATTN_NORM, OB_BX, OB_BXN, OB_W_Q))) ||
+        (e = qkv_op(be, l)) || (e = rope_kv_op(be, l)) || (e = attention_q(be, l)))
         return e;
+    be->xn_for = -1;
+    if (be->fuse < 3) {
+        if ((e = matmul_op(be, l, OB_W_O, OB_BATT, OB_BX, OB_HRX_EPI_ADD)) ||
+            (e = rmsnorm_q(be, l, OB_W_FFN_NORM, OB_BX, OB_BXN, OB_W_GATE)) ||
+            (e = glu_op(be, l, glu)))
+            return e;
+        return matmul_op(be, l, OB_W_DOWN, OB_BGATE, OB_BX, OB_HRX_EPI_ADD);
+    }
+    /* level 3: each norm in the product before it, the next layer's attention norm too */
+    const struct hrx_layer *L = be->L;
+    if ((e = add_norm_op(be, l, OB_W_O, OB_BATT, L[l].ffn_norm, L[l].w[OB_W_GATE].type)) ||
+        (e = glu_op(be, l, glu)))
+        return e;
+    if (l + 1 == (int)hp->n_layer)
+        return matmul_op(be, l, OB_W_DOWN, OB_BGATE, OB_BX, OB_HRX_EPI_ADD);
+    if ((e = add_norm_op(be, l, OB_W_DOWN, OB_BGATE, L[l + 1].attn_norm,
+                         L[l + 1].w[OB_W_Q].type)))
+        return e;
+    be->xn_for = l + 1;
     return 0;
 }
 
@@ -883,7 +959,7 @@ static int hrx_logits(struct ob_be *be, const int32_t *rows, int nrows, float *o
                                 hp->rms_eps, be->logit_x)) ||
             (e = be->k->actq(be->q, fmt, be->logit_x, nj, E, be->logit_q, stride)) ||
             (e = be->k->matmul(be->q, *w, be->logit_q, stride, nj, NULL, be->logits, V,
-                               OB_HRX_EPI_STORE)) ||
+                               OB_HRX_EPI_STORE, NULL)) ||
             (e = be->rt->d2h(be->q, out32 + (size_t)j0 * V, be->logits, (size_t)nj * V * 4)))
             return e;
     }

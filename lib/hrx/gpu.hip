@@ -38,6 +38,7 @@
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
 #define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemsetAsync cudaMemsetAsync
 #define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
 #define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
@@ -78,6 +79,7 @@
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
 #define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemsetAsync hipMemsetAsync
 #define gpuMemcpyHostToDevice hipMemcpyHostToDevice
 #define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
@@ -123,6 +125,7 @@ struct gpu_queue {
     int cc;                        /* compute capability, 10 major + minor (CUDA; 0 on HIP) */
     int sms;                       /* multiprocessors */
     float *ws;                     /* the workspace (shim.h), NULL if it could not be had */
+    unsigned *ctr;                 /* OB_HRX_CTRS arrival counters (shim.h), or NULL */
     gpuStream_t s;
     bool prof;
     bool events;                   /* OB_HRX_PROFILE=events */
@@ -156,6 +159,12 @@ float *OB_HRX_FN(workspace)(struct ob_hrx_q *q, size_t *n)
 {
     *n = Q(q)->ws ? OB_HRX_WS_FLOATS : 0;
     return Q(q)->ws;
+}
+
+unsigned *OB_HRX_FN(counters)(struct ob_hrx_q *q, int *n)
+{
+    *n = Q(q)->ctr ? OB_HRX_CTRS : 0;
+    return Q(q)->ctr;
 }
 
 /* the line of `name` in the profile's table */
@@ -302,6 +311,8 @@ static void gpu_close(ob_hrx_q *q)
         (void)gpuEventDestroy(g->ev[i]);
     if (g->ws)
         (void)gpuFree(g->ws);
+    if (g->ctr)
+        (void)gpuFree(g->ctr);
     if (g->ev_prev)
         (void)gpuEventDestroy(g->ev_prev);
     (void)gpuStreamDestroy(g->s);
@@ -330,6 +341,14 @@ static int gpu_open(int index, int n_threads, ob_hrx_q **out)
     /* unknown: no tensor-core product (dp4a tiles), no split products; no workspace: the same */
     if (gpuMalloc((void **)&g->ws, OB_HRX_WS_FLOATS * sizeof(float)) != gpuSuccess)
         g->ws = NULL;
+    /* zeroed in the stream's order, before any launch; none: each product's `then` is a
+     * launch of its own */
+    if (gpuMalloc((void **)&g->ctr, OB_HRX_CTRS * sizeof(unsigned)) != gpuSuccess)
+        g->ctr = NULL;
+    else if (gpuMemsetAsync(g->ctr, 0, OB_HRX_CTRS * sizeof(unsigned), g->s) != gpuSuccess) {
+        (void)gpuFree(g->ctr);
+        g->ctr = NULL;
+    }
     (void)gpuGetLastError();
     const char *pr = getenv("OB_HRX_PROFILE");
     g->prof = pr && *pr && strcmp(pr, "0");

@@ -36,6 +36,9 @@ extern "C" {
 /* floats of a queue's workspace (16 MiB): the partials of a product split over the classes of
  * its blocks (mm.hip's k_gm_q) */
 #define OB_HRX_WS_FLOATS ((size_t)4 << 20)
+/* a queue's arrival counters (unsigned, zero between launches): the last block of a launch to
+ * finish a group of its results does what needs the whole group (struct ob_hrx_then) */
+#define OB_HRX_CTRS 4096
 
 struct ob_hrx_q;                   /* a queue: a GPU stream on one device, or hrx-sim's threads */
 
@@ -67,6 +70,27 @@ struct ob_hrx_multi {
     const float *b[OB_HRX_MULTI];
     float *y[OB_HRX_MULTI];
     size_t ldy[OB_HRX_MULTI];
+};
+
+/*
+ * What a matmul or matmul_multi launch does with its result y once every value of a row (or
+ * of a block of 256 columns) is there: nothing (then NULL, or op OB_HRX_THEN_NONE); the next
+ * layer part's rmsnorm_q of y's rows (OB_HRX_THEN_NORM_Q: ny = rmsnorm of y with weights w
+ * and eps, quantised in format fmt into xq, rows stride bytes apart; the product's epilogue is
+ * OB_HRX_EPI_ADD and y's rows are w.n values); or actq of y's rows (OB_HRX_THEN_ACTQ: the
+ * gated unit's GATE, in format fmt into xq). The bits of the launches one after the other; on
+ * a GPU at up to 15 rows one launch, the block that arrives last (ob_last_block) doing it.
+ * xq must not be the launch's own activation rows: other blocks may still be reading them.
+ */
+enum { OB_HRX_THEN_NONE = 0, OB_HRX_THEN_NORM_Q = 1, OB_HRX_THEN_ACTQ = 2 };
+struct ob_hrx_then {
+    int op;
+    const float *w;                /* NORM_Q: the norm's weights */
+    float eps;
+    float *ny;                     /* NORM_Q: the normalised rows */
+    int fmt;                       /* OB_HRX_ACT_Q8K or OB_HRX_ACT_A8 */
+    void *xq;
+    size_t stride;
 };
 
 /* Per-head q/k norm and RoPE of one layer (ob_rmsnorm over head_dim values, then ob_rope). */
@@ -108,7 +132,7 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
  *   rmsnorm_q  rmsnorm (rows NULL) into y, then actq of y into xq: one launch on a GPU
  *   matmul     y[r * ldy + i] = dot(w row i, xq row r) (+ b[i] when b), r < n, i < w.n
  *              (lib/arith/dot.h: ob_dot_<type>), or that value folded into y by epi
- *              (OB_HRX_EPI_*)
+ *              (OB_HRX_EPI_*); then what `then` says (NULL: nothing), above
  *   matmul_multi  matmul of each matrix of m (epi OB_HRX_EPI_STORE), the bits of a matmul
  *              launch each, in one launch on a GPU where the matrices share type and k (a warp
  *              a weight row, the row picking its matrix); or, epi OB_HRX_EPI_SILU / GELU with
@@ -116,7 +140,7 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
  *              matmul(gate, STORE) into y[0] then matmul(up, epi) into y[0], in one launch
  *              where gate and up share type, n and k (y[1] unused). Elsewhere (hrx-sim's own
  *              tiles, float weights, more than 16 rows, mixed types) it makes those matmul
- *              launches itself
+ *              launches itself. Then what `then` says (gated unit only: ACTQ of y[0])
  *   qk_rope    each head of Q (n_head * hd per row) and K (n_head_kv * hd): q/k norm, then
  *              RoPE at pos[i]
  *   kv_store   kc/vc[(seq[i] * n_ctx + pos[i]) * kvw ..] = fp16 of K/V row i (ob_kv_put)
@@ -141,9 +165,9 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
     X(rmsnorm_q, (struct ob_hrx_q *q, const float *x, int n, int k, const float *w, float eps,  \
                   float *y, int fmt, void *xq, size_t stride))                               \
     X(matmul, (struct ob_hrx_q *q, struct ob_hrx_mat w, const void *xq, size_t stride, int n, \
-               const float *b, float *y, size_t ldy, int epi))                               \
+               const float *b, float *y, size_t ldy, int epi, const struct ob_hrx_then *then)) \
     X(matmul_multi, (struct ob_hrx_q *q, struct ob_hrx_multi m, const void *xq,              \
-                     size_t stride, int n, int epi))                                         \
+                     size_t stride, int n, int epi, const struct ob_hrx_then *then))         \
     X(qk_rope, (struct ob_hrx_q *q, struct ob_hrx_rope r, float *Q, float *K,                \
                 const int32_t *pos, int n))                                                  \
     X(kv_store, (struct ob_hrx_q *q, const float *K, const float *V, int kvw,                \

@@ -454,6 +454,75 @@ struct mv_part<t_q6_k, TR> {
  */
 #define MV_WARPS 4
 
+/* ---- what a product's last block does after it (hrx.h: struct ob_hrx_then) ------------------ */
+
+/* ob_hrx_then as the kernels take it: op NONE where the launcher runs it as a launch of its own */
+struct mm_then {
+    int op;
+    unsigned *ctr;                 /* the queue's arrival counters */
+    const float *w;
+    float eps;
+    float *ny;
+    int fmt;
+    char *xq;
+    size_t stride;
+};
+
+#define MM_THEN_COLS 256           /* ACTQ: the columns of a group (a Q8_K block, 8 A8 blocks) */
+
+/*
+ * NORM_Q at the end of a k_mv_q launch: the last of the gridDim.x blocks of row group
+ * blockIdx.y (rows r0 .. r0 + tr - 1 below n) to arrive does rmsnorm_q of those rows of y
+ * (k values a row), a warp a row (warp.h's, k_rmsnorm_q's bits). Every thread of the block
+ * calls it. Not inlined: one copy, not one in each of k_mv_q's instances.
+ */
+__device__ static OB_NOINLINE void mm_then_norm(struct mm_then t, const float *y, int k, int r0,
+                                                int tr, int n)
+{
+    if (!ob_last_block(t.ctr + blockIdx.y, gridDim.x))
+        return;
+    for (int r = (int)threadIdx.x / OB_WARP; r < tr && r0 + r < n; r += MV_WARPS) {
+        size_t row = (size_t)(r0 + r);
+        if (t.fmt == OB_HRX_ACT_Q8K)
+            ob_warp_rmsnorm_q<8>(y + row * k, k, t.w, t.eps, t.ny + row * k, t.xq + row * t.stride);
+        else
+            ob_warp_rmsnorm_q<1>(y + row * k, k, t.w, t.eps, t.ny + row * k, t.xq + row * t.stride);
+    }
+}
+
+/*
+ * ACTQ at the end of a gated k_mv_multi launch: the last of the blocks that write columns c0 ..
+ * c0 + 255 of rows r0 .. r0 + tr - 1 (`per` blocks; counter blockIdx.y * groups + c0 / 256)
+ * quantises those columns of those rows of y (rows ldy apart) into xq: one Q8_K block a row,
+ * or 8 A8 blocks, a warp a block (ob_warp_actq: k_actq_w's bits). Every thread calls it.
+ */
+__device__ static OB_NOINLINE void mm_then_actq(struct mm_then t, const float *y, size_t ldy,
+                                                int groups, int c0, int per, int r0, int tr,
+                                                int n)
+{
+    if (!ob_last_block(t.ctr + blockIdx.y * (unsigned)groups + (unsigned)(c0 / MM_THEN_COLS),
+                       (unsigned)per))
+        return;
+    int lane = (int)threadIdx.x & (OB_WARP - 1), sub = t.fmt == OB_HRX_ACT_Q8K ? 1 : 8;
+    for (int task = (int)threadIdx.x / OB_WARP; task < tr * sub; task += MV_WARPS) {
+        int r = task / sub, s = task % sub;
+        if (r0 + r >= n)
+            break;                 /* the warp's later tasks are later rows */
+        const float *src = y + (size_t)(r0 + r) * ldy + c0;
+        char *row = t.xq + (size_t)(r0 + r) * t.stride;
+        if (t.fmt == OB_HRX_ACT_Q8K) {
+            float v[8];
+            OB_UNROLL
+            for (int i = 0; i < 8; i++)
+                v[i] = src[lane * 8 + i];
+            ob_warp_actq<8>(v, lane, row, c0 / 256);
+        } else {
+            float v[1] = {src[32 * s + lane]};
+            ob_warp_actq<1>(v, lane, row, c0 / 32 + s);
+        }
+    }
+}
+
 /* the loop of k_mv_q: weight row wr (nb blocks) against activation rows ar[0 .. TR); lane u < 8
  * ends with partial u of each row in acc[r] (every lane of the warp must call it) */
 template <class T, int TR>
@@ -526,16 +595,14 @@ __device__ static inline void mv_acc(const typename T::W *wr, int nb,
 }
 
 template <class T, int TR>
-__global__ static void k_mv_q(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
-                              const float *bias, float *y, size_t ldy, int op)
+__device__ static inline void mv_row(const struct ob_hrx_mat &w, const char *xq, size_t stride,
+                                     int n, const float *bias, float *y, size_t ldy, int op,
+                                     int wn, int r0)
 {
     typedef typename T::W W;
     typedef typename T::A A;
     int lane = (int)threadIdx.x & (OB_WARP - 1);
-    int wn = (int)blockIdx.x * MV_WARPS + (int)threadIdx.x / OB_WARP, r0 = (int)blockIdx.y * TR;
     int nb = w.k / T::QK;
-    if (wn >= w.n)
-        return;                    /* the whole warp: no shuffle is left half-reached */
     const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
     const A *ar[TR];
     float acc[TR], b0 = 0.0f, y0[TR];
@@ -564,21 +631,101 @@ __global__ static void k_mv_q(struct ob_hrx_mat w, const char *xq, size_t stride
     }
 }
 
+template <class T, int TR>
+__global__ static void k_mv_q(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
+                              const float *bias, float *y, size_t ldy, int op, struct mm_then t)
+{
+    int wn = (int)blockIdx.x * MV_WARPS + (int)threadIdx.x / OB_WARP, r0 = (int)blockIdx.y * TR;
+    if (wn < w.n)                  /* the whole warp: no shuffle is left half-reached */
+        mv_row<T, TR>(w, xq, stride, n, bias, y, ldy, op, wn, r0);
+    if (t.op == OB_HRX_THEN_NORM_Q)
+        mm_then_norm(t, y, w.n, r0, TR, n);
+}
+
+/* a quantised type: one k_mv_q and k_gm_q take */
+static bool mm_quant(uint32_t type)
+{
+    switch (type) {
+#define MM_Q(NAME, name, id, blck, bytes, ftype) case OB_##NAME: return true;
+    OB_TYPES_QUANT(MM_Q)
+#undef MM_Q
+    }
+    return false;
+}
+
+/* activation rows a pass of k_mv_q and k_mv_multi */
+static int mv_tr(int n) { return n >= 5 ? 8 : n >= 3 ? 4 : n; }
+
 template <class T>
 static void mv_launch(struct ob_hrx_q *q, struct ob_hrx_mat w, const char *x, size_t stride,
-                      int n, const float *b, float *y, size_t ldy, int op)
+                      int n, const float *b, float *y, size_t ldy, int op, struct mm_then t)
 {
-    int tr = n >= 5 ? 8 : n >= 3 ? 4 : n;
+    int tr = mv_tr(n);
     dim3 grid((unsigned)((w.n + MV_WARPS - 1) / MV_WARPS), (unsigned)((n + tr - 1) / tr));
     dim3 block(MV_WARPS * OB_WARP);
 #define MV_K(T, TR) k_mv_q<T, TR>  /* one macro argument for the template's two */
     switch (tr) {
-    case 1: OB_LAUNCH(q, MV_K(T, 1), grid, block, w, x, stride, n, b, y, ldy, op); break;
-    case 2: OB_LAUNCH(q, MV_K(T, 2), grid, block, w, x, stride, n, b, y, ldy, op); break;
-    case 4: OB_LAUNCH(q, MV_K(T, 4), grid, block, w, x, stride, n, b, y, ldy, op); break;
-    default: OB_LAUNCH(q, MV_K(T, 8), grid, block, w, x, stride, n, b, y, ldy, op); break;
+    case 1: OB_LAUNCH(q, MV_K(T, 1), grid, block, w, x, stride, n, b, y, ldy, op, t); break;
+    case 2: OB_LAUNCH(q, MV_K(T, 2), grid, block, w, x, stride, n, b, y, ldy, op, t); break;
+    case 4: OB_LAUNCH(q, MV_K(T, 4), grid, block, w, x, stride, n, b, y, ldy, op, t); break;
+    default: OB_LAUNCH(q, MV_K(T, 8), grid, block, w, x, stride, n, b, y, ldy, op, t); break;
     }
 #undef MV_K
+}
+
+/*
+ * `then` as a kernel takes it where its launch of `groups` counters can do it: a GPU's
+ * geometry, the queue's counters there and enough of them, rows (k values) in whole units of
+ * `unit` columns; else op NONE, and then_after runs it as a launch of its own.
+ */
+static struct mm_then then_in(struct ob_hrx_q *q, const struct ob_hrx_then *then, int k,
+                              long groups, int unit)
+{
+    struct mm_then t = {OB_HRX_THEN_NONE, NULL, NULL, 0.0f, NULL, 0, NULL, 0};
+    int nc = 0;
+    unsigned *ctr = OB_HRX_FN(counters)(q, &nc);
+    if (!then || then->op == OB_HRX_THEN_NONE || !ctr || groups > nc ||
+        OB_HRX_FN(big_tiles)(q) || k % unit ||
+        (then->fmt != OB_HRX_ACT_Q8K && then->fmt != OB_HRX_ACT_A8))
+        return t;
+    t.op = then->op;
+    t.ctr = ctr;
+    t.w = then->w;
+    t.eps = then->eps;
+    t.ny = then->ny;
+    t.fmt = then->fmt;
+    t.xq = (char *)then->xq;
+    t.stride = then->stride;
+    return t;
+}
+
+/* `then` after a product whose launch did not do it: y's n rows of k values */
+static int then_after(struct ob_hrx_q *q, const struct ob_hrx_then *then, float *y, int n, int k)
+{
+    if (then->op == OB_HRX_THEN_NORM_Q)
+        return OB_HRX_FN(rmsnorm_q)(q, y, n, k, then->w, then->eps, then->ny, then->fmt,
+                                    then->xq, then->stride);
+    return OB_HRX_FN(actq)(q, then->fmt, y, n, k, then->xq, then->stride);
+}
+
+/* `then` is one these products can take: y's rows k values apart; NORM_Q after the
+ * residual add only where `norm` */
+static int then_check(const char *fn, const struct ob_hrx_then *then, size_t ldy, int k,
+                      bool norm)
+{
+    if (!then || then->op == OB_HRX_THEN_NONE)
+        return 0;
+    if ((then->op != OB_HRX_THEN_NORM_Q && then->op != OB_HRX_THEN_ACTQ) ||
+        (then->op == OB_HRX_THEN_NORM_Q && !norm) || ldy != (size_t)k)
+        return ob_seterr(OB_EUSAGE, "hrx %s: then %d after rows %zu apart of %d values", fn,
+                         then->op, ldy, k);
+    return 0;
+}
+
+/* the name of a product's launch in OB_HRX_PROFILE's table, with what its last block did */
+static const char *then_tag(struct mm_then t)
+{
+    return t.op == OB_HRX_THEN_NORM_Q ? " +norm_q" : t.op == OB_HRX_THEN_ACTQ ? " +actq" : "";
 }
 
 /* ---- several matrices of one launch (matmul_multi) ------------------------------------------ */
@@ -605,7 +752,7 @@ __device__ static inline X mv_pick(int j, X a, X b, X c)
 
 template <class T, int TR>
 __global__ static void k_mv_multi(struct ob_hrx_multi m, const char *xq, size_t stride, int n,
-                                  int op)
+                                  int op, struct mm_then t)
 {
     typedef typename T::W W;
     typedef typename T::A A;
@@ -673,13 +820,17 @@ __global__ static void k_mv_multi(struct ob_hrx_multi m, const char *xq, size_t 
                     op == OB_HRX_EPI_SILU ? ob_silu(g) * u : ob_gelu(g) * u;
         }
     }
+    if (t.op == OB_HRX_THEN_ACTQ)
+        mm_then_actq(t, m.y[0], m.ldy[0], m.w[0].n / MM_THEN_COLS,
+                     (int)blockIdx.x * HALF / MM_THEN_COLS * MM_THEN_COLS, MM_THEN_COLS / HALF,
+                     r0, TR, n);
 }
 
 template <class T>
 static void mvm_launch(struct ob_hrx_q *q, const struct ob_hrx_multi &m, const char *x,
-                       size_t stride, int n, int op)
+                       size_t stride, int n, int op, struct mm_then t)
 {
-    int tr = n >= 5 ? 8 : n >= 3 ? 4 : n;
+    int tr = mv_tr(n);
     long rows = op == OB_HRX_EPI_STORE ? 0 : m.w[0].n;
     if (op == OB_HRX_EPI_STORE)
         for (int j = 0; j < m.count; j++)
@@ -689,55 +840,64 @@ static void mvm_launch(struct ob_hrx_q *q, const struct ob_hrx_multi &m, const c
     dim3 block(MV_WARPS * OB_WARP);
 #define MVM_K(T, TR) k_mv_multi<T, TR>
     switch (tr) {
-    case 1: OB_LAUNCH(q, MVM_K(T, 1), grid, block, m, x, stride, n, op); break;
-    case 2: OB_LAUNCH(q, MVM_K(T, 2), grid, block, m, x, stride, n, op); break;
-    case 4: OB_LAUNCH(q, MVM_K(T, 4), grid, block, m, x, stride, n, op); break;
-    default: OB_LAUNCH(q, MVM_K(T, 8), grid, block, m, x, stride, n, op); break;
+    case 1: OB_LAUNCH(q, MVM_K(T, 1), grid, block, m, x, stride, n, op, t); break;
+    case 2: OB_LAUNCH(q, MVM_K(T, 2), grid, block, m, x, stride, n, op, t); break;
+    case 4: OB_LAUNCH(q, MVM_K(T, 4), grid, block, m, x, stride, n, op, t); break;
+    default: OB_LAUNCH(q, MVM_K(T, 8), grid, block, m, x, stride, n, op, t); break;
     }
 #undef MVM_K
 }
 
 extern "C" int OB_HRX_FN(matmul_multi)(struct ob_hrx_q *q, struct ob_hrx_multi m,
-                                       const void *xq, size_t stride, int n, int op)
+                                       const void *xq, size_t stride, int n, int op,
+                                       const struct ob_hrx_then *then)
 {
     bool glu = op == OB_HRX_EPI_SILU || op == OB_HRX_EPI_GELU;
     if (m.count < 1 || m.count > OB_HRX_MULTI || (op != OB_HRX_EPI_STORE && !glu) ||
         (glu && (m.count != 2 || m.w[0].n != m.w[1].n)))
         return ob_seterr(OB_EUSAGE, "hrx matmul_multi: %d matrices, op %d", m.count, op);
+    bool after = then && then->op != OB_HRX_THEN_NONE;
+    if (after && !glu)
+        return ob_seterr(OB_EUSAGE, "hrx matmul_multi: then %d without the gated unit",
+                         then->op);
+    int e = then_check("matmul_multi", then, m.ldy[0], m.w[0].n, false);
+    if (e)
+        return e;
     int rows = 0;
     for (int j = 0; j < m.count; j++)
         rows += m.w[j].n;
     if (n <= 0 || rows <= 0)
         return 0;
-    bool one = !OB_HRX_FN(big_tiles)(q) && n <= MV_MULTI_ROWS, quant = false;
+    bool one = !OB_HRX_FN(big_tiles)(q) && n <= MV_MULTI_ROWS && mm_quant(m.w[0].type);
     for (int j = 1; j < m.count; j++)
         one = one && m.w[j].type == m.w[0].type && m.w[j].k == m.w[0].k;
-    switch (m.w[0].type) {
-#define MM_Q(NAME, name, id, blck, bytes, ftype) case OB_##NAME: quant = true; break;
-    OB_TYPES_QUANT(MM_Q)
-#undef MM_Q
-    }
-    if (!one || !quant) {          /* a matmul launch a matrix, as the ops one by one */
-        int e = 0;
+    if (!one) {          /* a matmul launch a matrix, as the ops one by one */
         for (int j = 0; j < m.count && !e; j++)
             e = OB_HRX_FN(matmul)(q, m.w[j], xq, stride, n, m.b[j], glu ? m.y[0] : m.y[j],
-                                  glu ? m.ldy[0] : m.ldy[j], glu && j ? op : OB_HRX_EPI_STORE);
-        return e;
+                                  glu ? m.ldy[0] : m.ldy[j], glu && j ? op : OB_HRX_EPI_STORE,
+                                  NULL);
+        return e || !after ? e : then_after(q, then, m.y[0], n, m.w[0].n);
     }
     const char *x = (const char *)xq;
+    int tr = mv_tr(n);
+    struct mm_then t = then_in(q, then, m.w[0].n,
+                               (long)((n + tr - 1) / tr) * (m.w[0].n / MM_THEN_COLS), MM_THEN_COLS);
     switch (m.w[0].type) {
 #define MM_Q(NAME, name, id, blck, bytes, ftype)                                        \
-    case OB_##NAME: mvm_launch<t_##name>(q, m, x, stride, n, op); break;
+    case OB_##NAME: mvm_launch<t_##name>(q, m, x, stride, n, op, t); break;
     OB_TYPES_QUANT(MM_Q)
 #undef MM_Q
     }
-    if (!OB_HRX_FN(profiling)(q))
-        return OB_HRX_FN(launched)(q, glu ? "matmul_glu" : "matmul_multi");
-    char name[56];                 /* its own line in OB_HRX_PROFILE's table */
-    snprintf(name, sizeof name, "matmul %s %s %dx%d %s", glu ? "glu" : "multi",
-             ob_type_name(m.w[0].type), rows, m.w[0].k,
-             n == 1 ? "w1" : n <= 8 ? "w2-8" : "w9+");
-    return OB_HRX_FN(launched)(q, name);
+    if (!OB_HRX_FN(profiling)(q)) {
+        e = OB_HRX_FN(launched)(q, glu ? "matmul_glu" : "matmul_multi");
+    } else {
+        char name[64];             /* its own line in OB_HRX_PROFILE's table */
+        snprintf(name, sizeof name, "matmul %s %s %dx%d %s%s", glu ? "glu" : "multi",
+                 ob_type_name(m.w[0].type), rows, m.w[0].k,
+                 n == 1 ? "w1" : n <= 8 ? "w2-8" : "w9+", then_tag(t));
+        e = OB_HRX_FN(launched)(q, name);
+    }
+    return e || !after || t.op ? e : then_after(q, then, m.y[0], n, m.w[0].n);
 }
 
 /* ---- quantised weights on a GPU, many activation rows: tiles in shared memory ---------------- */
@@ -1474,8 +1634,11 @@ __global__ static void k_mm_f(struct ob_hrx_mat w, const char *xq, size_t stride
 
 extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const void *xq,
                                  size_t stride, int n, const float *b, float *y, size_t ldy,
-                                 int op)
+                                 int op, const struct ob_hrx_then *then)
 {
+    int e = then_check("matmul", then, ldy, w.n, true);
+    if (e)
+        return e;
     if (n <= 0 || w.n <= 0)
         return 0;
     int S = ob_type_blck(w.type) == 256 ? 8 : 1;
@@ -1487,16 +1650,21 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
     dim3 block(MM_THREADS);
     const char *x = (const char *)xq;
     bool tiles = OB_HRX_FN(big_tiles)(q);   /* hrx-sim's own geometry: the tiled kernel */
+    bool mv = mm_quant(w.type) && !tiles && n < gm_min_rows();
+    /* NORM_Q by k_mv_q's last block of each row group (rows whole blocks of the format) */
+    struct mm_then t = then_in(q, mv && then && then->op == OB_HRX_THEN_NORM_Q ? then : NULL,
+                               w.n, (n + mv_tr(n) - 1) / mv_tr(n),
+                               then && then->fmt == OB_HRX_ACT_Q8K ? 256 : 32);
     switch (w.type) {
 #define MM_Q(NAME, name, id, blck, bytes, ftype)                                        \
     case OB_##NAME:                                                                     \
         if (tiles)                                                                      \
             OB_LAUNCH(q, k_mm_q<t_##name>, grid, block, w, x, stride, n, b, y, ldy, op,  \
                       g);                                                               \
-        else if (n >= gm_min_rows())                                                    \
+        else if (!mv)                                                                   \
             gm_launch<gm_##name>(q, w, x, stride, n, b, y, ldy, op);                    \
         else                                                                            \
-            mv_launch<t_##name>(q, w, x, stride, n, b, y, ldy, op);                     \
+            mv_launch<t_##name>(q, w, x, stride, n, b, y, ldy, op, t);                  \
         break;
     OB_TYPES_QUANT(MM_Q)
 #undef MM_Q
@@ -1509,11 +1677,14 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
     default:
         return ob_seterr(OB_EUNSUPP, "hrx: no kernel for %s weights", ob_type_name(w.type));
     }
-    if (!OB_HRX_FN(profiling)(q))
-        return OB_HRX_FN(launched)(q, "matmul");
-    char name[56];                 /* the matmul's own line in OB_HRX_PROFILE's table */
-    snprintf(name, sizeof name, "matmul %s %dx%d %s%s", ob_type_name(w.type), w.n, w.k,
-             n == 1 ? "w1" : n <= 8 ? "w2-8" : n < GM_MIN_ROWS ? "w9-15" : "w16+",
-             n >= gm_min_rows() && gm_mma(q) ? " mma" : "");
-    return OB_HRX_FN(launched)(q, name);
+    if (!OB_HRX_FN(profiling)(q)) {
+        e = OB_HRX_FN(launched)(q, "matmul");
+    } else {
+        char name[64];             /* the matmul's own line in OB_HRX_PROFILE's table */
+        snprintf(name, sizeof name, "matmul %s %dx%d %s%s%s", ob_type_name(w.type), w.n, w.k,
+                 n == 1 ? "w1" : n <= 8 ? "w2-8" : n < GM_MIN_ROWS ? "w9-15" : "w16+",
+                 n >= gm_min_rows() && gm_mma(q) ? " mma" : "", then_tag(t));
+        e = OB_HRX_FN(launched)(q, name);
+    }
+    return e || !then || !then->op || t.op ? e : then_after(q, then, y, n, w.n);
 }

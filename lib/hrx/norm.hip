@@ -78,15 +78,6 @@ extern "C" int OB_HRX_FN(embed)(struct ob_hrx_q *q, struct ob_hrx_mat w, const i
 
 /* ---- rmsnorm ------------------------------------------------------------------------------------ */
 
-/* this lane's partial of ob_dot_f32(x, x, k) */
-__device__ static inline float lane_sumsq(const float *x, int k, int lane)
-{
-    float p = 0.0f;
-    for (int i = lane; i < k; i += OB_WARP)
-        p = fmaf(x[i], x[i], p);
-    return p;
-}
-
 __global__ static void k_rmsnorm(const float *x, const int32_t *rows, int n, int k,
                                  const float *w, float eps, float *y)
 {
@@ -96,7 +87,7 @@ __global__ static void k_rmsnorm(const float *x, const int32_t *rows, int n, int
         return;                    /* the whole warp: no lane of it shuffles */
     const float *xr = x + (size_t)(rows ? rows[j] : j) * k;
     float *yr = y + (size_t)j * k;
-    float r = ob_rms_factor(ob_warp_fold32(lane_sumsq(xr, k, lane)), k, eps);
+    float r = ob_rms_factor(ob_warp_fold32(ob_lane_sumsq(xr, k, lane)), k, eps);
     /* 8 values a lane at a time, read before any is written: y may be x (in place), so the
      * compiler would otherwise wait for each read after the previous store */
     for (int i0 = lane; i0 < k; i0 += 8 * OB_WARP) {
@@ -124,38 +115,15 @@ extern "C" int OB_HRX_FN(rmsnorm)(struct ob_hrx_q *q, const float *x, const int3
     return OB_HRX_FN(launched)(q, "rmsnorm");
 }
 
-/*
- * rmsnorm and the quantisation of its rows in one launch (a GPU): the warp of a row takes
- * rmsnorm's sum, then, block by block of the row, each lane computes its V values as
- * k_rmsnorm would ((x * r) * w), stores them, and the warp quantises the block from them
- * (warp.h): no lane reads another's value from memory.
- */
+/* rmsnorm and the quantisation of its rows in one launch (a GPU): a warp a row (warp.h) */
 template <int V>
 __global__ static void k_rmsnorm_q(const float *x, int n, int k, const float *w, float eps,
                                    float *y, char *xq, size_t stride)
 {
-    enum { BL = V * OB_WARP };
     int j = (int)(blockIdx.x * (blockDim.x / OB_WARP) + threadIdx.x / OB_WARP);
-    int lane = (int)threadIdx.x % OB_WARP;
     if (j >= n)
         return;                    /* the whole warp */
-    const float *xr = x + (size_t)j * k;
-    float *yr = y + (size_t)j * k;
-    float r = ob_rms_factor(ob_warp_fold32(lane_sumsq(xr, k, lane)), k, eps);
-    for (int b = 0; b < k / BL; b++) {
-        float v[V], xv[V], wv[V];
-        OB_UNROLL
-        for (int i = 0; i < V; i++) {  /* every read before a write (y may be x): one wait */
-            xv[i] = xr[b * BL + lane * V + i];
-            wv[i] = w[b * BL + lane * V + i];
-        }
-        OB_UNROLL
-        for (int i = 0; i < V; i++) {
-            v[i] = (xv[i] * r) * wv[i];
-            yr[b * BL + lane * V + i] = v[i];
-        }
-        ob_warp_actq<V>(v, lane, xq + (size_t)j * stride, b);
-    }
+    ob_warp_rmsnorm_q<V>(x + (size_t)j * k, k, w, eps, y + (size_t)j * k, xq + (size_t)j * stride);
 }
 
 extern "C" int OB_HRX_FN(rmsnorm_q)(struct ob_hrx_q *q, const float *x, int n, int k,
@@ -223,7 +191,7 @@ __global__ static void k_qk_rope(struct ob_hrx_rope r, float *Q, float *K, const
     /* the norm first (its sum needs every original value: read before any lane writes) */
     float f = 0.0f;
     if (nw)
-        f = ob_rms_factor(ob_warp_fold32(lane_sumsq(x, r.hd, lane)), r.hd, r.eps);
+        f = ob_rms_factor(ob_warp_fold32(ob_lane_sumsq(x, r.hd, lane)), r.hd, r.eps);
     int half = r.n_rot / 2;
     const float *cs = r.cs + (size_t)pos[i] * half, *sn = r.sn + (size_t)pos[i] * half;
     /* 4 pairs a lane at a time, every read before a write (the rotation is in place, so the

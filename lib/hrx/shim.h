@@ -20,8 +20,11 @@
  *   OB_LAUNCH(q, kernel, grid, block, args...)   a launch on queue q (struct ob_hrx_q)
  *   ob_cp4(dst, src), ob_cp_wait()      a copy of a word from device memory into shared memory
  *                                       that completes at the thread's next ob_cp_wait()
+ *   ob_last_block(ctr, count)           whether this block arrived last of count (below)
  *   OB_UNROLL                           before a loop of constant count: unroll it (so that a
  *                                       small array indexed by its counter stays in registers)
+ *   OB_NOINLINE                         a device function kept out of line (one copy of code
+ *                                       that many kernels call)
  *   OB_HRX_FN(name)                     the target's name of a launcher or table
  * and the arithmetic of lib/arith/ (OB_INLINE functions compile for the device too).
  *
@@ -99,8 +102,10 @@ static inline void ob_sim_launch_args(struct ob_hrx_q *q, const char *name, dim3
 
 #if defined(OB_HRX_SIM)
 #define OB_UNROLL _Pragma("GCC unroll 32")
+#define OB_NOINLINE __attribute__((noinline))
 #else
 #define OB_UNROLL _Pragma("unroll")
+#define OB_NOINLINE __noinline__
 #endif
 
 #if defined(OB_HRX_CUDA) || defined(OB_HRX_HIP)
@@ -131,6 +136,15 @@ static inline int OB_HRX_FN(sms)(struct ob_hrx_q *q) { return 132; }
 #else
 float *OB_HRX_FN(workspace)(struct ob_hrx_q *q, size_t *n);
 int OB_HRX_FN(sms)(struct ob_hrx_q *q);
+#endif
+
+/* the queue's arrival counters (*n of them, OB_HRX_CTRS or 0: none), zero between launches
+ * (ob_last_block below puts back each one it takes) */
+#if defined(OB_HRX_SIM)
+unsigned *ob_sim_counters(struct ob_hrx_q *q, int *n);
+static inline unsigned *OB_HRX_FN(counters)(struct ob_hrx_q *q, int *n) { return ob_sim_counters(q, n); }
+#else
+unsigned *OB_HRX_FN(counters)(struct ob_hrx_q *q, int *n);
 #endif
 
 /* the warp's int8 matrix product (ob_mma_s8, below) is there: hrx-sim, and a CUDA device of
@@ -213,6 +227,47 @@ __device__ static inline void ob_cp_wait(void)
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
+}
+
+/*
+ * Whether this block is the last of `count` blocks of the launch to arrive at *ctr: true in
+ * every thread of that block (and only of that one), which then sees every write the others
+ * made before they arrived, so it may do what needs all of their results (a row's norm, a
+ * block's quantisation) in the same launch. Every thread of the block calls it, once (1-D
+ * blocks). Each thread's writes are fenced before the block's arrival (one atomic add by thread
+ * 0), and the last block fences again before it reads; it puts the counter back to 0 for the
+ * next launch, a graph's replay included. hrx-sim runs a launch's blocks in a scrambled order
+ * (sim.cc's ob_sim_run), so a group's last block is not the one a count in order would make it.
+ */
+__device__ static inline bool ob_last_block(unsigned *ctr, unsigned count)
+{
+    __shared__ int last;
+#if defined(OB_HRX_SIM)
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#else
+    __threadfence();
+#endif
+    __syncthreads();
+    if (threadIdx.x == 0) {
+#if defined(OB_HRX_SIM)
+        unsigned before = __atomic_fetch_add(ctr, 1u, __ATOMIC_ACQ_REL);
+#else
+        unsigned before = atomicAdd(ctr, 1u);
+#endif
+        last = before == count - 1;
+        if (last)
+            *ctr = 0;              /* every other block has arrived: nobody else touches it */
+    }
+    __syncthreads();
+    bool mine = last != 0;
+    if (mine) {
+#if defined(OB_HRX_SIM)
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#else
+        __threadfence();
+#endif
+    }
+    return mine;
 }
 
 /* ---- the warp's integer matrix product (int8 tensor cores; CUDA and hrx-sim) ---------------- */

@@ -482,8 +482,11 @@ struct ob_hrx_q {
     exec **ex;                     /* [n_threads], made when a thread first runs a block */
     pthread_mutex_t mu;
     bool big_tiles;                /* launch geometry (shim.h): not OB_HRX_SIM_TILES=gpu */
+    bool trace;                    /* OB_HRX_SIM_TRACE=1: a line on stderr a launch run */
     float *ws;                     /* the workspace (shim.h), made when first asked for */
     bool ws_failed;
+    unsigned ctr[OB_HRX_CTRS];     /* the arrival counters (shim.h's ob_last_block) */
+    uint64_t perm;                 /* the launch's order of blocks (ob_sim_run) */
     int err;                       /* the first failure of the last launch */
     char msg[512];
     /* the launch being run */
@@ -507,6 +510,16 @@ static void q_fail(ob_hrx_q *q, int err, const char *fmt, ...)
     pthread_mutex_unlock(&q->mu);
 }
 
+static uint64_t gcd(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
 static void block_task(void *ctx, int i, int t)
 {
     ob_hrx_q *q = (ob_hrx_q *)ctx;
@@ -521,6 +534,7 @@ static void block_task(void *ctx, int i, int t)
     x->body = q->body;
     x->arg = q->arg;
     unsigned gx = q->grid.x, gy = q->grid.y;
+    i = (int)((uint64_t)i * q->perm % ((uint64_t)gx * gy * q->grid.z));
     dim3 b((unsigned)i % gx, (unsigned)i / gx % gy, (unsigned)i / (gx * gy));
     if (!run_block(x, q->grid, q->block, b))
         q_fail(q, OB_EINTERNAL, "hrx-sim: kernel %s, block (%u,%u,%u) of (%u,%u,%u) x (%u,%u,%u) "
@@ -541,6 +555,17 @@ void ob_sim_run(ob_hrx_q *q, const char *kernel, dim3 grid, dim3 block, ob_sim_b
                grid.x, grid.y, grid.z, block.x, block.y, block.z);
         return;
     }
+    /* The blocks in a scrambled order: task i runs block i * perm mod nb (perm near 0.62 nb,
+     * coprime to it), so neighbours run far apart. A GPU promises no order, so a kernel may
+     * assume none: a last block to arrive (ob_last_block) is then neither the highest nor
+     * the lowest of its group, and a group's blocks arrive among other groups'. */
+    uint64_t perm = nb * 5 / 8 + 1;
+    while (gcd(perm, nb) != 1)
+        perm++;
+    q->perm = perm;
+    if (q->trace)
+        fprintf(stderr, "hrx-sim: launch %s (%u,%u,%u) x (%u,%u,%u)\n", kernel, grid.x, grid.y,
+                grid.z, block.x, block.y, block.z);
     q->kernel = kernel;
     q->grid = grid;
     q->block = block;
@@ -557,6 +582,12 @@ float *ob_sim_workspace(ob_hrx_q *q, size_t *n)
         q->ws_failed = true;       /* no workspace: products are not split */
     *n = q->ws ? OB_HRX_WS_FLOATS : 0;
     return q->ws;
+}
+
+unsigned *ob_sim_counters(ob_hrx_q *q, int *n)
+{
+    *n = OB_HRX_CTRS;
+    return q->ctr;
 }
 
 bool ob_sim_recording(ob_hrx_q *q) { return q->rec != NULL; }
@@ -587,6 +618,7 @@ extern "C" int ob_hrx_sim_launched(ob_hrx_q *q, const char *kernel)
         return 0;
     int e = ob_seterr(q->err, "%s", q->msg);
     q->err = 0;
+    memset(q->ctr, 0, sizeof q->ctr);   /* a failed launch's blocks may not all have arrived */
     return e;
 }
 
@@ -640,6 +672,8 @@ static int sim_open(int index, int n_threads, ob_hrx_q **out)
     pthread_mutex_init(&q->mu, NULL);
     const char *tiles = getenv("OB_HRX_SIM_TILES");
     q->big_tiles = !tiles || strcmp(tiles, "gpu") != 0;
+    const char *trace = getenv("OB_HRX_SIM_TRACE");
+    q->trace = trace && *trace && strcmp(trace, "0") != 0;
     q->n_threads = n_threads < 1 ? 1 : n_threads;
     if (!(q->ex = (exec **)calloc((size_t)q->n_threads, sizeof *q->ex))) {
         sim_close(q);

@@ -3,7 +3,7 @@
  * executed on host threads. Included by shim.h for the SIM target only.
  *
  * A launch runs the blocks of its grid on the queue's host threads (each block whole on one
- * thread). Within a block, every GPU thread is a fiber with a stack of its own; the fibers run
+ * thread), in a scrambled order (a GPU promises none). Within a block, every GPU thread is a fiber with a stack of its own; the fibers run
  * in turn and switch only where a GPU thread would wait for others: at __syncthreads() (every
  * thread of the block) and at a warp shuffle (the 32 lanes of its warp). A kernel with neither
  * runs thread after thread with no switch in between.

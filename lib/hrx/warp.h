@@ -1,6 +1,7 @@
 /*
  * warp.h — device code more than one kernel file runs: the activation quantiser of one block
- * by one warp (mm.hip's actq, norm.hip's rmsnorm_q on a GPU).
+ * by one warp (mm.hip's actq, norm.hip's rmsnorm_q on a GPU), and rmsnorm_q's row (norm.hip,
+ * and mm.hip's products that end with it).
  */
 #ifndef OB_HRX_WARP_H
 #define OB_HRX_WARP_H
@@ -57,6 +58,45 @@ __device__ static inline void ob_warp_actq(const float *v, int lane, char *row, 
             y->d = amax / 127.0f;
             y->sum = sum;
         }
+    }
+}
+
+/* this lane's partial of ob_dot_f32(x, x, k): the fmaf chain over x[lane], x[lane + 32], ... */
+__device__ static inline float ob_lane_sumsq(const float *x, int k, int lane)
+{
+    float p = 0.0f;
+    for (int i = lane; i < k; i += OB_WARP)
+        p = fmaf(x[i], x[i], p);
+    return p;
+}
+
+/*
+ * rmsnorm of the row at x (k values, a multiple of 32 V) with weights w into y, and its
+ * activation blocks quantised into the row at xq, by one warp: rmsnorm's sum (ob_warp_fold32
+ * of the lanes' partials gives ob_fold32's), then, block by block, each lane computes its V
+ * values as k_rmsnorm would ((x * r) * w), stores them, and the warp quantises the block from
+ * them: no lane reads another's value from memory. y may be x. Every lane calls it.
+ */
+template <int V>
+__device__ static inline void ob_warp_rmsnorm_q(const float *x, int k, const float *w, float eps,
+                                                float *y, char *xq)
+{
+    enum { BL = V * OB_WARP };
+    int lane = (int)threadIdx.x % OB_WARP;
+    float r = ob_rms_factor(ob_warp_fold32(ob_lane_sumsq(x, k, lane)), k, eps);
+    for (int b = 0; b < k / BL; b++) {
+        float v[V], xv[V], wv[V];
+        OB_UNROLL
+        for (int i = 0; i < V; i++) {  /* every read before a write (y may be x): one wait */
+            xv[i] = x[b * BL + lane * V + i];
+            wv[i] = w[b * BL + lane * V + i];
+        }
+        OB_UNROLL
+        for (int i = 0; i < V; i++) {
+            v[i] = (xv[i] * r) * wv[i];
+            y[b * BL + lane * V + i] = v[i];
+        }
+        ob_warp_actq<V>(v, lane, xq, b);
     }
 }
 

@@ -385,7 +385,7 @@ static void matmul_case(uint32_t t, int N, int k, bool raw, int wide)
                 if ((pass > 0 && n < 16) || (pass > 1 && n != 17 && n != 64))
                     continue;       /* passes 2..: one width of each tile height */
                 if ((e = rt->k->matmul(q, m, dq, stride, n, with_b ? db : NULL, dy, ldy,
-                                       OB_HRX_EPI_STORE)))
+                                       OB_HRX_EPI_STORE, NULL)))
                     break;
                 dget(got, dy, (size_t)n * ldy * 4);
                 for (int r = 0; r < n; r++) {
@@ -429,7 +429,7 @@ static void matmul_case(uint32_t t, int N, int k, bool raw, int wide)
             for (int wi = 0; wi < nw && !e; wi += quick ? 1 : 4) {
                 int n = widths[wi];
                 rt->h2d(q, dy, y0, (size_t)n * ldy * 4);
-                if ((e = rt->k->matmul(q, m, dq, stride, n, db, dy, ldy, op)))
+                if ((e = rt->k->matmul(q, m, dq, stride, n, db, dy, ldy, op, NULL)))
                     break;
                 dget(got, dy, (size_t)n * ldy * 4);
                 for (int r = 0; r < n; r++) {
@@ -707,7 +707,7 @@ static void test_matmul_multi(void)
                     m.y[j] = dy[j];
                     m.ldy[j] = (size_t)N + 3;
                 }
-                if ((e = rt->k->matmul_multi(q, m, dq, stride, n, OB_HRX_EPI_STORE)))
+                if ((e = rt->k->matmul_multi(q, m, dq, stride, n, OB_HRX_EPI_STORE, NULL)))
                     break;
                 for (int j = 0; j < m.count; j++) {
                     int mj = cs_[c].mat[j], N = m.w[j].n;
@@ -754,7 +754,7 @@ static void test_matmul_multi(void)
                 struct ob_hrx_multi m = {2, {{t, Ns[0], k, rb[3], dwg}, {t, Ns[0], k, rb[3], dwu}},
                                          {with_b ? db[0] : NULL, with_b ? dub : NULL},
                                          {dy[0], NULL}, {ldy, 0}};
-                if ((e = rt->k->matmul_multi(q, m, dq, stride, n, op)))
+                if ((e = rt->k->matmul_multi(q, m, dq, stride, n, op, NULL)))
                     break;
                 dget(got, dy[0], (size_t)n * ldy * 4);
                 for (int r = 0; r < n; r++)
@@ -803,6 +803,129 @@ static void test_matmul_multi(void)
 
 /* rope_kv against ob_rmsnorm, ob_rope and ob_kv_put: Q rotated in place, the rotated K rows and
  * the V rows in the caches at (slot, position), nothing else of the caches written, K unchanged */
+/*
+ * What a product does after it (hrx.h's ob_hrx_then): X + W a then rmsnorm_q of those rows
+ * (NORM_Q), and the gated unit then the quantisation of its rows (ACTQ), against the reference
+ * ops one after the other (the dot, ob_add_f32's y + v, ob_rmsnorm, ob_act_quantize): the
+ * rows, the normalised rows and the quantised bytes. Up to 15 rows a GPU's launch does it
+ * all, its last block the `then` (each row group's, or each 256 columns'); wider batches and
+ * rows not whole blocks of the format take a launch after. Each launch runs twice: a counter
+ * the first left wrong would show in the second.
+ */
+static void then_case(uint32_t t, int N, int k, int fmt, int flavour)
+{
+    static const int widths_all[] = {1, 3, 8, 13, 16, 37}, widths_quick[] = {1, 8, 17};
+    const int *widths = quick ? widths_quick : widths_all;
+    int nw = quick ? 3 : 6, R = widths[nw - 1];
+    bool glu = flavour == OB_HRX_THEN_ACTQ;
+    size_t rb, astride = ob_act_row_bytes(ob_type_actfmt(t), k);
+    size_t stride = ob_act_row_bytes(fmt, N);
+    uint32_t ft = fmt == OB_HRX_ACT_Q8K ? OB_Q4_K : OB_Q8_0;   /* a weight type of format fmt */
+    void *w = weights(t, N, k, false, &rb), *w2 = weights(t, N, k, false, &rb);
+    float *x = malloc((size_t)R * k * 4), *y0 = malloc((size_t)R * N * 4);
+    float *nw_ = malloc((size_t)N * 4), *bias = malloc((size_t)N * 4);
+    float *want = malloc((size_t)R * N * 4), *wantn = malloc((size_t)R * N * 4);
+    float *got = malloc((size_t)R * N * 4);
+    char *xq = malloc(astride * R);
+    uint8_t *wq = calloc(stride, R), *gq = malloc(stride * R);
+    activations(x, (size_t)R * k, false);
+    activations(y0, (size_t)R * N, false);
+    for (int i = 0; i < N; i++) {
+        nw_[i] = gauss();
+        bias[i] = gauss();
+    }
+    for (int r = 0; r < R; r++)
+        ob_act_quantize(OB_ISA_SCALAR, t, x + (size_t)r * k, k, xq + (size_t)r * astride);
+    const struct ob_kernel_table *ref = ob_kernels(OB_ISA_SCALAR);
+    for (int r = 0; r < R; r++) {
+        float *yr = want + (size_t)r * N;
+        for (int i = 0; i < N; i++) {
+            float v, u;
+            ref->dot[t]((char *)w + (size_t)i * rb, xq + (size_t)r * astride, astride, 1, k, &v);
+            v = v + bias[i];
+            if (glu) {             /* gate w, up w2 with the same bias */
+                ref->dot[t]((char *)w2 + (size_t)i * rb, xq + (size_t)r * astride, astride, 1,
+                            k, &u);
+                yr[i] = ob_silu(v) * (u + bias[i]);
+            } else {
+                yr[i] = y0[(size_t)r * N + i] + v;
+            }
+        }
+        float *qsrc = yr;
+        if (!glu) {
+            ob_rmsnorm(yr, nw_, wantn + (size_t)r * N, N, 1e-6f);
+            qsrc = wantn + (size_t)r * N;
+        }
+        ob_act_quantize(OB_ISA_SCALAR, ft, qsrc, N, wq + (size_t)r * stride);
+    }
+    void *dw = dput(w, rb * N), *dw2 = dput(w2, rb * N), *dq = dput(xq, astride * R);
+    float *db = dput(bias, (size_t)N * 4), *dnw = dput(nw_, (size_t)N * 4);
+    float *dy = dput(NULL, (size_t)R * N * 4), *dny = dput(NULL, (size_t)R * N * 4);
+    void *dtq = dput(NULL, stride * R);
+    struct ob_hrx_then th = {flavour, dnw, 1e-6f, dny, fmt, dtq, stride};
+    long bad = 0;
+    char why[256] = "";
+    int e = 0;
+    for (int wi = 0; wi < nw && !e; wi++)
+        for (int run = 0; run < 2 && !e; run++) {
+            int n = widths[wi];
+            /* the outputs filled with what no run writes: a `then` not done shows */
+            memset(gq, 0xa5, stride * R);
+            memset(got, 0xa5, (size_t)R * N * 4);
+            rt->h2d(q, dy, y0, (size_t)n * N * 4);
+            rt->h2d(q, dtq, gq, stride * R);
+            rt->h2d(q, dny, got, (size_t)R * N * 4);
+            if (glu) {
+                struct ob_hrx_multi m = {2, {{t, N, k, rb, dw}, {t, N, k, rb, dw2}}, {db, db},
+                                         {dy, NULL}, {(size_t)N, 0}};
+                e = rt->k->matmul_multi(q, m, dq, astride, n, OB_HRX_EPI_SILU, &th);
+            } else {
+                e = rt->k->matmul(q, (struct ob_hrx_mat){t, N, k, rb, dw}, dq, astride, n, db,
+                                  dy, (size_t)N, OB_HRX_EPI_ADD, &th);
+            }
+            if (e)
+                break;
+            long b0 = bad;
+            dget(got, dy, (size_t)n * N * 4);
+            bad += cmp_f32(got, want, (size_t)n * N, bad ? NULL : why, bad ? 0 : sizeof why);
+            if (!glu) {
+                dget(got, dny, (size_t)n * N * 4);
+                bad += cmp_f32(got, wantn, (size_t)n * N, bad ? NULL : why, bad ? 0 : sizeof why);
+            }
+            dget(gq, dtq, stride * n);
+            long qb = 0;
+            for (size_t i = 0; i < stride * n; i++)
+                qb += gq[i] != wq[i];
+            if (qb && !bad)
+                snprintf(why, sizeof why, " (quantised bytes)");
+            bad += qb;
+            if (bad && !b0)
+                snprintf(why + strlen(why), sizeof why - strlen(why), " (width %d, run %d)", n,
+                         run + 1);
+        }
+    ok(!e && bad == 0, "%s %s %d x %d then %s in %s: widths 1..%d, twice each: %ld differ%s",
+       glu ? "matmul_multi gated" : "matmul + add", ob_type_name(t), N, k,
+       glu ? "actq" : "rmsnorm_q", fmt == OB_HRX_ACT_Q8K ? "Q8_K" : "A8", R, bad,
+       e ? errs(e) : why);
+    void *dev[] = {dw, dw2, dq, db, dnw, dy, dny, dtq};
+    for (int i = 0; i < 8; i++)
+        rt->free(q, dev[i]);
+    void *host[] = {w, w2, x, y0, nw_, bias, want, wantn, got, xq, wq, gq};
+    for (int i = 0; i < 12; i++)
+        free(host[i]);
+}
+
+static void test_then(void)
+{
+    then_case(OB_Q4_K, 512, 512, OB_HRX_ACT_Q8K, OB_HRX_THEN_NORM_Q);
+    then_case(OB_Q6_K, 512, 256, OB_HRX_ACT_A8, OB_HRX_THEN_NORM_Q);
+    then_case(OB_Q8_0, 96, 64, OB_HRX_ACT_A8, OB_HRX_THEN_NORM_Q);
+    then_case(OB_F16, 256, 40, OB_HRX_ACT_Q8K, OB_HRX_THEN_NORM_Q);   /* a launch after */
+    then_case(OB_Q4_K, 512, 256, OB_HRX_ACT_Q8K, OB_HRX_THEN_ACTQ);
+    then_case(OB_Q5_0, 512, 64, OB_HRX_ACT_A8, OB_HRX_THEN_ACTQ);
+    then_case(OB_Q4_1, 96, 32, OB_HRX_ACT_A8, OB_HRX_THEN_ACTQ);      /* 96: a launch after */
+}
+
 static void test_rope_kv(void)
 {
     static const struct { int hd, n_rot, neox, norm; } cs_[] = {
@@ -1143,6 +1266,7 @@ static void run_all(const char *name)
     test_actq();
     test_matmul();
     test_matmul_multi();
+    test_then();
     test_rmsnorm();
     test_rmsnorm_q();
     test_qk_rope();
