@@ -368,24 +368,20 @@ __global__ static void k_att_scores(struct ob_hrx_attn a, const float *Q, const 
     }
 }
 
-__global__ static void k_att_chunks(struct ob_hrx_attn a, const uint16_t *vc,
-                                    const int32_t *pos, const int32_t *seq, float *scratch,
-                                    int rows)
+/* k_att_chunks' work for its (head, row) w: the groups of chunks blockIdx.z, + gridDim.z, ...
+ * (every thread of the block; e and shared_m its shared memory) */
+__device__ static inline void as_chunks(const struct ob_hrx_attn &a, const uint16_t *vc,
+                                        const struct as_at &w, float *e, float *shared_m, int t)
 {
-    __shared__ float e[AS_THREADS], shared_m;
-    int h = (int)blockIdx.x, i = (int)blockIdx.y, t = (int)threadIdx.x;
     int hd = a.hd, kvw = a.n_head_kv * hd;
-    struct as_at w = as_where(a, pos, seq, scratch, rows, h, i);
-    if ((int)blockIdx.z >= w.ng)
-        return;
     if (t == 0) {
         float m = w.cm[0];
         for (int c = 1; c < w.nch; c++)
             m = w.cm[c] > m ? w.cm[c] : m;
-        shared_m = m;
+        *shared_m = m;
     }
     __syncthreads();
-    float m = shared_m;
+    float m = *shared_m;
     const uint16_t *v = vc + w.base;
     int G = AS_THREADS / hd < AS_CHUNKS ? AS_THREADS / hd : AS_CHUNKS;
     int mc = t / hd, md = t % hd;  /* this thread's (chunk of the round, dimension) */
@@ -412,6 +408,34 @@ __global__ static void k_att_chunks(struct ob_hrx_attn a, const uint16_t *vc,
         }
         __syncthreads();
     }
+}
+
+/* what k_att_chunks' last block of a row does (attention_q with a.fold): that row's combine
+ * and quantisation, as k_att_combine_q's launch would (fmt's blocks into xq) */
+struct as_fold {
+    unsigned *ctr;                 /* NULL: nothing, a launch of its own does it */
+    float *out;
+    int fmt;
+    char *xq;
+    size_t stride;
+};
+
+__device__ static OB_NOINLINE void as_combine_row(struct ob_hrx_attn a, const int32_t *pos,
+                                                  const int32_t *seq, float *scratch, int rows,
+                                                  int i, struct as_fold f);
+
+__global__ static void k_att_chunks(struct ob_hrx_attn a, const uint16_t *vc,
+                                    const int32_t *pos, const int32_t *seq, float *scratch,
+                                    int rows, struct as_fold f)
+{
+    __shared__ float e[AS_THREADS], shared_m;
+    int h = (int)blockIdx.x, i = (int)blockIdx.y, t = (int)threadIdx.x;
+    struct as_at w = as_where(a, pos, seq, scratch, rows, h, i);
+    if ((int)blockIdx.z < w.ng)    /* the whole block: its barriers are all or none */
+        as_chunks(a, vc, w, e, &shared_m, t);
+    /* every block of the launch arrives, those with no group too */
+    if (f.ctr && ob_last_block(f.ctr + i, (unsigned)a.n_head * gridDim.z))
+        as_combine_row(a, pos, seq, scratch, rows, i, f);
 }
 
 /* l = 0 + l_0 + l_1 ... in increasing chunk order */
@@ -459,15 +483,14 @@ static unsigned as_z(const struct ob_hrx_attn &a, int rows)
  */
 #define AQ_WARPS 4
 
+/* activation block b of row i: each lane's V values as k_att_combine computes them, stored,
+ * and the warp's quantisation of them into the row at xq (every lane of the warp calls it) */
 template <int V>
-__global__ static void k_att_combine_q(struct ob_hrx_attn a, const int32_t *pos,
-                                       const int32_t *seq, float *out, float *scratch, int rows,
-                                       char *xq, size_t stride)
+__device__ static inline void as_combine_q(const struct ob_hrx_attn &a, const int32_t *pos,
+                                           const int32_t *seq, float *out, float *scratch,
+                                           int rows, char *xq, int i, int b, int lane)
 {
-    int i = (int)blockIdx.y, lane = (int)threadIdx.x % OB_WARP, hd = a.hd;
-    int b = (int)blockIdx.x * AQ_WARPS + (int)threadIdx.x / OB_WARP;
-    if (b >= a.n_head * hd / (V * OB_WARP))
-        return;                    /* the whole warp */
+    int hd = a.hd;
     float v[V], l = 0.0f;
     int lh = -1;                   /* the head whose l is in l */
     OB_UNROLL
@@ -485,7 +508,33 @@ __global__ static void k_att_combine_q(struct ob_hrx_attn a, const int32_t *pos,
     OB_UNROLL
     for (int u = 0; u < V; u++)
         out[(size_t)i * a.n_head * hd + b * V * OB_WARP + lane * V + u] = v[u];
-    ob_warp_actq<V>(v, lane, xq + (size_t)i * stride, b);
+    ob_warp_actq<V>(v, lane, xq, b);
+}
+
+template <int V>
+__global__ static void k_att_combine_q(struct ob_hrx_attn a, const int32_t *pos,
+                                       const int32_t *seq, float *out, float *scratch, int rows,
+                                       char *xq, size_t stride)
+{
+    int i = (int)blockIdx.y, lane = (int)threadIdx.x % OB_WARP;
+    int b = (int)blockIdx.x * AQ_WARPS + (int)threadIdx.x / OB_WARP;
+    if (b >= a.n_head * a.hd / (V * OB_WARP))
+        return;                    /* the whole warp */
+    as_combine_q<V>(a, pos, seq, out, scratch, rows, xq + (size_t)i * stride, i, b, lane);
+}
+
+/* row i's blocks, a warp a block (k_att_chunks' last block of the row: AS_WARPS warps) */
+__device__ static OB_NOINLINE void as_combine_row(struct ob_hrx_attn a, const int32_t *pos,
+                                                  const int32_t *seq, float *scratch, int rows,
+                                                  int i, struct as_fold f)
+{
+    int lane = (int)threadIdx.x % OB_WARP, V = f.fmt == OB_HRX_ACT_Q8K ? 8 : 1;
+    char *row = f.xq + (size_t)i * f.stride;
+    for (int b = (int)threadIdx.x / OB_WARP; b < a.n_head * a.hd / (V * OB_WARP); b += AS_WARPS)
+        if (V == 8)
+            as_combine_q<8>(a, pos, seq, f.out, scratch, rows, row, i, b, lane);
+        else
+            as_combine_q<1>(a, pos, seq, f.out, scratch, rows, row, i, b, lane);
 }
 
 /* the rows [r0, r0 + rows) of attention (and of attention_q where xq: fmt's blocks too) */
@@ -506,7 +555,13 @@ static int att_rows(struct ob_hrx_q *q, const struct ob_hrx_attn &a, const float
         OB_LAUNCH(q, k_att_scores, grid, dim3(AS_THREADS), a, Q, kc, pos, seq, scratch, rows);
         if ((e = OB_HRX_FN(launched)(q, "attention scores")))
             return e;
-        OB_LAUNCH(q, k_att_chunks, grid, dim3(AS_THREADS), a, vc, pos, seq, scratch, rows);
+        /* the combine and quantisation by the chunks launch's last block of each row */
+        int nc = 0;
+        unsigned *ctr = xq && a.fold ? OB_HRX_FN(counters)(q, &nc) : NULL;
+        struct as_fold f = {ctr && nc >= rows ? ctr : NULL, out, fmt, xq, stride};
+        OB_LAUNCH(q, k_att_chunks, grid, dim3(AS_THREADS), a, vc, pos, seq, scratch, rows, f);
+        if (f.ctr)
+            return OB_HRX_FN(launched)(q, "attention chunks +combine_q");
         if ((e = OB_HRX_FN(launched)(q, "attention chunks")))
             return e;
         if (xq) {

@@ -708,7 +708,7 @@ static struct ob_hrx_attn attn_shape(const struct ob_be *be, int l)
     struct ob_hrx_attn a = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim,
                             be->p.n_ctx, ob_attn_scale((int)hp->attn_scale_dim),
                             ob_hparams_layer_swa(hp, (uint32_t)l) ? (int)hp->n_swa : 0,
-                            be->att_whole};
+                            be->att_whole, be->fuse > 2};
     return a;
 }
 
@@ -892,11 +892,12 @@ static int glu_op(struct ob_be *be, int l, int glu)
  * quantisation of ATT in attention's last launch (attention_q): 11 launches a layer with
  * attention split over blocks (three), where Q, K, V share a weight type and gate and up do
  * (12 where V's type differs, as in Q4_K_M files), on a GPU at up to 16 rows (matmul_multi in
- * hrx.h). By default (OB_HRX_FUSE=3) the products also do what needs their whole result
- * (hrx.h's ob_hrx_then, by the block that finishes it last): the output product the
- * feed-forward rmsnorm_q, the down product the next layer's attention rmsnorm_q, the gated
- * unit's launch GATE's quantisation: 8 launches a layer (9 where V's type differs; layer 0
- * one more, its attention norm), on a GPU at up to 15 rows. Gemma 3's post norms (which
+ * hrx.h). By default (OB_HRX_FUSE=3) launches also do what needs their whole result, by
+ * the block that finishes it last (hrx.h's ob_hrx_then, ob_hrx_attn's fold): the output
+ * product the feed-forward rmsnorm_q, the down product the next layer's attention rmsnorm_q,
+ * the gated unit's launch GATE's quantisation, attention's chunks launch the combine and
+ * attention_q's quantisation: 7 launches a layer (8 where V's type differs; layer 0 one
+ * more, its attention norm), on a GPU at up to 15 rows. Gemma 3's post norms (which
  * normalise OUT before the add) take the ops one by one, and so does every layer under
  * OB_HRX_FUSE=0.
  */

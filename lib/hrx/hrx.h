@@ -108,6 +108,9 @@ struct ob_hrx_attn {
     int window;                    /* a sliding-window layer's hp.n_swa, 0: every key from 0 */
     int whole;                     /* on a GPU: a block a (head, row) for all its keys, not the
                                     * keys split over blocks (OB_HRX_ATT_SPLIT=0) */
+    int fold;                      /* attention_q split over blocks: the chunks launch's last
+                                    * block of a row combines and quantises it (ob_last_block),
+                                    * no third launch (OB_HRX_FUSE=3) */
 };
 
 /* Rows of one attention launch, and the floats of scratch it needs: for that many rows, every

@@ -1118,9 +1118,19 @@ static void test_attention(void)
             for (int i = 0; i < n; i++)
                 ob_act_quantize(OB_ISA_SCALAR, fmt == OB_HRX_ACT_Q8K ? OB_Q4_K : OB_Q8_0,
                                 want + (size_t)i * k, k, wq + (size_t)i * stride);
-            for (a.whole = 0; a.whole < 2; a.whole++) {
+            /* shapes: split, split with the combine in the chunks launch's last block of a
+             * row (a.fold), whole; the outputs filled first with what no run writes */
+            static const char *const shape[] = {"split", "split, combined by a last block",
+                                                "whole"};
+            for (int sh = 0; sh < 3; sh++) {
                 char why[200] = "";
                 long qbad = -1;
+                a.whole = sh == 2;
+                a.fold = sh == 1;
+                memset(gq, 0xa5, stride * n);
+                memset(got, 0xa5, (size_t)n * k * 4);
+                rt->h2d(q, dq, gq, stride * n);
+                rt->h2d(q, dout, got, (size_t)n * k * 4);
                 bad = -1;
                 if (!e && !(e = rt->k->attention_q(q, a, dQ, dkc, dvc, dp, ds, n, dout, scr, fmt,
                                                    dq, stride))) {
@@ -1133,9 +1143,9 @@ static void test_attention(void)
                 }
                 ok(bad == 0 && qbad == 0, "attention_q %s (%s): %d heads of %d, positions up to "
                    "%d%s: %ld quantised bytes differ%s%s", fmt == OB_HRX_ACT_Q8K ? "Q8_K" : "A8",
-                   a.whole ? "whole" : "split", nh, hd, cs_[c].maxpos, wd, qbad, why,
-                   errs(e));
+                   shape[sh], nh, hd, cs_[c].maxpos, wd, qbad, why, errs(e));
             }
+            a.fold = 0;
             rt->free(q, dq);
             free(wq);
             free(gq);
