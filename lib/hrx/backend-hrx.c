@@ -762,9 +762,11 @@ static int hrx_add(struct ob_be *be, int dst, int src)
 /* ---- OB_HRX_FUSE=2: more than one op a launch --------------------------------------------- */
 
 /* the products of src's rows with the matrices of roles[0 .. count) into buffers dst[..]: those
- * of one weight type and k in one matmul_multi launch, the others in launches of their own */
+ * of one weight type and k in one matmul_multi launch, the others in launches of their own;
+ * each launch then does `then` (NULL: nothing) with its matrices' roles (their index in
+ * roles: 0 q, 1 k, 2 v for ROPE_KV) */
 static int multi_op(struct ob_be *be, int l, const int *roles, const int *dst, int count,
-                    int src)
+                    int src, const struct ob_hrx_then *then)
 {
     const struct hrx_layer *L = &be->L[l];
     bool done[OB_HRX_MULTI] = {false};
@@ -774,10 +776,14 @@ static int multi_op(struct ob_be *be, int l, const int *roles, const int *dst, i
             continue;
         const struct ob_hrx_mat *wa = &L->w[roles[a]];
         struct ob_hrx_multi m = {0};
+        struct ob_hrx_then t = {0};
+        if (then)
+            t = *then;
         for (int c = a; c < count; c++) {
             const struct ob_hrx_mat *wc = &L->w[roles[c]];
             if (done[c] || wc->type != wa->type || wc->k != wa->k)
                 continue;
+            t.role[m.count] = c;
             m.w[m.count] = *wc;
             m.b[m.count] = L->bias[roles[c]];
             m.y[m.count] = be->buf[dst[c]];
@@ -787,18 +793,29 @@ static int multi_op(struct ob_be *be, int l, const int *roles, const int *dst, i
         }
         if (!(e = quantised(be, src, wa->type, wa->k, be->b.n)))
             e = be->k->matmul_multi(be->q, m, be->xq, be->xq_stride, be->b.n,
-                                    OB_HRX_EPI_STORE, NULL);
+                                    OB_HRX_EPI_STORE, then ? &t : NULL);
     }
     return e;
 }
 
-/* Q, K and V of XN: one launch where they share weight type and k (level 2), else one each */
+/* Q, K and V of XN: one launch where they share weight type and k (level 2), else one each;
+ * at level 3 those launches also do rope_kv's work (the q/k norm, RoPE, the KV store) */
 static int qkv_op(struct ob_be *be, int l)
 {
     static const int roles[3] = {OB_W_Q, OB_W_K, OB_W_V}, dst[3] = {OB_BQ, OB_BK, OB_BV};
     int e;
+    if (be->fuse > 2) {
+        struct ob_hrx_then t = {OB_HRX_THEN_ROPE_KV};
+        t.r = rope_shape(be, l);
+        t.pos = be->d_pos;
+        t.seq = be->d_seq;
+        t.n_ctx = be->p.n_ctx;
+        t.kc = be->kc[l];
+        t.vc = be->vc[l];
+        return multi_op(be, l, roles, dst, 3, OB_BXN, &t);
+    }
     if (be->fuse > 1)
-        return multi_op(be, l, roles, dst, 3, OB_BXN);
+        return multi_op(be, l, roles, dst, 3, OB_BXN, NULL);
     if ((e = matmul_op(be, l, OB_W_Q, OB_BXN, OB_BQ, OB_HRX_EPI_STORE)) ||
         (e = matmul_op(be, l, OB_W_K, OB_BXN, OB_BK, OB_HRX_EPI_STORE)))
         return e;
@@ -809,6 +826,8 @@ static int qkv_op(struct ob_be *be, int l)
  * BK keeping the unrotated rows, which nothing reads after), else qk_rope then kv_store */
 static int rope_kv_op(struct ob_be *be, int l)
 {
+    if (be->fuse > 2)
+        return 0;                  /* qkv_op's launches did it */
     if (be->fuse < 2) {
         int e = hrx_qk_rope(be, l);
         return e ? e : hrx_kv_store(be, l);
@@ -895,9 +914,10 @@ static int glu_op(struct ob_be *be, int l, int glu)
  * hrx.h). By default (OB_HRX_FUSE=3) launches also do what needs their whole result, by
  * the block that finishes it last (hrx.h's ob_hrx_then, ob_hrx_attn's fold): the output
  * product the feed-forward rmsnorm_q, the down product the next layer's attention rmsnorm_q,
- * the gated unit's launch GATE's quantisation, attention's chunks launch the combine and
- * attention_q's quantisation: 7 launches a layer (8 where V's type differs; layer 0 one
- * more, its attention norm), on a GPU at up to 15 rows. Gemma 3's post norms (which
+ * the gated unit's launch GATE's quantisation, the q, k and v launch rope_kv's work (each
+ * head's last block), attention's chunks launch the combine and attention_q's quantisation:
+ * 6 launches a layer (7 where V's type differs; layer 0 one more, its attention norm), on a
+ * GPU at up to 15 rows. Gemma 3's post norms (which
  * normalise OUT before the add) take the ops one by one, and so does every layer under
  * OB_HRX_FUSE=0.
  */

@@ -72,17 +72,30 @@ struct ob_hrx_multi {
     size_t ldy[OB_HRX_MULTI];
 };
 
+/* Per-head q/k norm and RoPE of one layer (ob_rmsnorm over head_dim values, then ob_rope). */
+struct ob_hrx_rope {
+    int n_head, n_head_kv, hd, n_rot, neox;
+    float eps;
+    const float *q_norm, *k_norm;  /* [hd] each, or NULL: no q/k norm */
+    const float *cs, *sn;          /* [n_ctx][n_rot / 2]: lib/rope.c's tables */
+};
+
 /*
  * What a matmul or matmul_multi launch does with its result y once every value of a row (or
- * of a block of 256 columns) is there: nothing (then NULL, or op OB_HRX_THEN_NONE); the next
- * layer part's rmsnorm_q of y's rows (OB_HRX_THEN_NORM_Q: ny = rmsnorm of y with weights w
- * and eps, quantised in format fmt into xq, rows stride bytes apart; the product's epilogue is
- * OB_HRX_EPI_ADD and y's rows are w.n values); or actq of y's rows (OB_HRX_THEN_ACTQ: the
- * gated unit's GATE, in format fmt into xq). The bits of the launches one after the other; on
- * a GPU at up to 15 rows one launch, the block that arrives last (ob_last_block) doing it.
- * xq must not be the launch's own activation rows: other blocks may still be reading them.
+ * of a block of 256 columns, or of a head) is there: nothing (then NULL, or op
+ * OB_HRX_THEN_NONE); the next layer part's rmsnorm_q of y's rows (OB_HRX_THEN_NORM_Q: ny =
+ * rmsnorm of y with weights w and eps, quantised in format fmt into xq, rows stride bytes
+ * apart; the product's epilogue is OB_HRX_EPI_ADD and y's rows are w.n values); actq of y's
+ * rows (OB_HRX_THEN_ACTQ: the gated unit's GATE, in format fmt into xq); or rope_kv's work on
+ * the heads a matmul_multi (epi STORE) made (OB_HRX_THEN_ROPE_KV: matrix j's n rows are the
+ * heads of role[j], 0 q, 1 k, 2 v; q's heads normalised and rotated in place, k's into kc, v's
+ * converted into vc, at pos[i] of slot seq[i], as rope_kv does). The bits of the launches one
+ * after the other; on a GPU at up to 15 rows (16 for matmul_multi) one launch, the block that
+ * arrives last (ob_last_block) doing it. xq must not be the launch's own activation rows:
+ * other blocks may still be reading them.
  */
-enum { OB_HRX_THEN_NONE = 0, OB_HRX_THEN_NORM_Q = 1, OB_HRX_THEN_ACTQ = 2 };
+enum { OB_HRX_THEN_NONE = 0, OB_HRX_THEN_NORM_Q = 1, OB_HRX_THEN_ACTQ = 2,
+       OB_HRX_THEN_ROPE_KV = 3 };
 struct ob_hrx_then {
     int op;
     const float *w;                /* NORM_Q: the norm's weights */
@@ -91,14 +104,11 @@ struct ob_hrx_then {
     int fmt;                       /* OB_HRX_ACT_Q8K or OB_HRX_ACT_A8 */
     void *xq;
     size_t stride;
-};
-
-/* Per-head q/k norm and RoPE of one layer (ob_rmsnorm over head_dim values, then ob_rope). */
-struct ob_hrx_rope {
-    int n_head, n_head_kv, hd, n_rot, neox;
-    float eps;
-    const float *q_norm, *k_norm;  /* [hd] each, or NULL: no q/k norm */
-    const float *cs, *sn;          /* [n_ctx][n_rot / 2]: lib/rope.c's tables */
+    struct ob_hrx_rope r;          /* ROPE_KV */
+    int role[OB_HRX_MULTI];
+    const int32_t *pos, *seq;
+    int n_ctx;
+    uint16_t *kc, *vc;
 };
 
 /* Attention shapes (ob_attn_head per query head; kv head = head / (n_head / n_head_kv)). */
@@ -143,7 +153,8 @@ static inline size_t ob_hrx_attn_scratch(const struct ob_hrx_attn *a)
  *              matmul(gate, STORE) into y[0] then matmul(up, epi) into y[0], in one launch
  *              where gate and up share type, n and k (y[1] unused). Elsewhere (hrx-sim's own
  *              tiles, float weights, more than 16 rows, mixed types) it makes those matmul
- *              launches itself. Then what `then` says (gated unit only: ACTQ of y[0])
+ *              launches itself. Then what `then` says: ACTQ of y[0] for the gated unit,
+ *              ROPE_KV for the stored products (NULL: nothing)
  *   qk_rope    each head of Q (n_head * hd per row) and K (n_head_kv * hd): q/k norm, then
  *              RoPE at pos[i]
  *   kv_store   kc/vc[(seq[i] * n_ctx + pos[i]) * kvw ..] = fp16 of K/V row i (ob_kv_put)

@@ -750,9 +750,64 @@ __device__ static inline X mv_pick(int j, X a, X b, X c)
     return j == 0 ? a : j == 1 ? b : c;
 }
 
+/* ROPE_KV (hrx.h's ob_hrx_then) as k_mv_multi takes it: on 0 where another launch does it */
+struct mm_rope {
+    int on;
+    unsigned *ctr;
+    int heads[OB_HRX_MULTI];       /* heads of each matrix (n / hd) */
+    int nheads;                    /* of all of them */
+    int role[OB_HRX_MULTI];        /* 0 q, 1 k, 2 v */
+    struct ob_hrx_rope r;
+    const int32_t *pos, *seq;
+    int n_ctx;
+    uint16_t *kc, *vc;
+};
+
+/* head `head` (counting through the matrices in order) of row i by one warp: rope_kv's work
+ * for it (warp.h: ob_warp_rope, ob_warp_fp16); every lane calls it */
+__device__ static inline void mm_rope_head(const struct ob_hrx_multi &m, const struct mm_rope &p,
+                                           int head, int i, int lane)
+{
+    int j = 0, hd = p.r.hd;
+    while (j < m.count - 1 && head >= p.heads[j])
+        head -= p.heads[j++];
+    float *x = mv_pick(j, m.y[0], m.y[1], m.y[2]) + (size_t)i * mv_pick(j, m.ldy[0], m.ldy[1], m.ldy[2]) +
+               (size_t)head * hd;
+    size_t at = ((size_t)p.seq[i] * p.n_ctx + (size_t)p.pos[i]) * (size_t)(p.r.n_head_kv * hd) +
+                (size_t)head * hd;
+    int role = mv_pick(j, p.role[0], p.role[1], p.role[2]);
+    if (role == 2)
+        ob_warp_fp16(x, p.vc + at, hd, lane);
+    else
+        ob_warp_rope(p.r, x, role ? p.r.k_norm : p.r.q_norm, p.pos[i], role ? p.kc + at : NULL,
+                     lane);
+}
+
+/* ROPE_KV at the end of a k_mv_multi launch: the last of a head's hd / 4 blocks (counter
+ * blockIdx.y * nheads + head) does rows r0 .. r0 + tr - 1 of that head, a warp a row */
+__device__ static OB_NOINLINE void mm_then_rope(struct ob_hrx_multi m, struct mm_rope p, int r0,
+                                                int tr, int n)
+{
+    int head = (int)blockIdx.x * MV_WARPS / p.r.hd;
+    if (!ob_last_block(p.ctr + blockIdx.y * (unsigned)p.nheads + (unsigned)head,
+                       (unsigned)(p.r.hd / MV_WARPS)))
+        return;
+    for (int r = (int)threadIdx.x / OB_WARP; r < tr && r0 + r < n; r += MV_WARPS)
+        mm_rope_head(m, p, head, r0 + r, (int)threadIdx.x & (OB_WARP - 1));
+}
+
+/* the same as a launch of its own, a warp a (row, head) (the products made elsewhere) */
+__global__ static void k_rope_heads(struct ob_hrx_multi m, struct mm_rope p, int n)
+{
+    long wi = (long)blockIdx.x * (blockDim.x / OB_WARP) + threadIdx.x / OB_WARP;
+    if (wi >= (long)n * p.nheads)
+        return;                    /* the whole warp */
+    mm_rope_head(m, p, (int)(wi % p.nheads), (int)(wi / p.nheads), (int)threadIdx.x & (OB_WARP - 1));
+}
+
 template <class T, int TR>
 __global__ static void k_mv_multi(struct ob_hrx_multi m, const char *xq, size_t stride, int n,
-                                  int op, struct mm_then t)
+                                  int op, struct mm_then t, struct mm_rope rp)
 {
     typedef typename T::W W;
     typedef typename T::A A;
@@ -770,9 +825,8 @@ __global__ static void k_mv_multi(struct ob_hrx_multi m, const char *xq, size_t 
     }
     struct ob_hrx_mat w = mv_pick(j, m.w[0], m.w[1], m.w[2]);
     const float *bias = mv_pick(j, m.b[0], m.b[1], m.b[2]);
-    bool live = i < w.n;
-    if (op == OB_HRX_EPI_STORE && !live)
-        return;                    /* the whole warp: no shuffle is left half-reached */
+    bool live = i < w.n;           /* else the whole warp skips the product: no shuffle is
+                                    * left half-reached, and the block's barriers are */
     float v[TR];                   /* row i's values (a dead warp of a gated launch: none) */
     OB_UNROLL
     for (int r = 0; r < TR; r++)
@@ -801,8 +855,10 @@ __global__ static void k_mv_multi(struct ob_hrx_multi m, const char *xq, size_t 
         size_t ldy = mv_pick(j, m.ldy[0], m.ldy[1], m.ldy[2]);
         OB_UNROLL
         for (int r = 0; r < TR; r++)
-            if (lane == 0 && r0 + r < n)
+            if (live && lane == 0 && r0 + r < n)
                 y[(size_t)(r0 + r) * ldy + i] = v[r];
+        if (rp.on)
+            mm_then_rope(m, rp, r0, TR, n);
         return;
     }
     if (live && j == 1 && lane == 0) {
@@ -826,9 +882,57 @@ __global__ static void k_mv_multi(struct ob_hrx_multi m, const char *xq, size_t 
                      r0, TR, n);
 }
 
+/*
+ * ROPE_KV's `then` as k_mv_multi takes it (*p; *e an error for a `then` that does not fit m):
+ * on where the launch of `groups` row groups can do it (`one`: a launch of k_mv_multi; the
+ * queue's counters, enough of them; heads of a multiple of 4 rows, so that no block takes
+ * two), else off and rope_after runs it
+ */
+static struct mm_rope rope_in(struct ob_hrx_q *q, const struct ob_hrx_then *then,
+                              const struct ob_hrx_multi &m, bool one, long groups, int *e)
+{
+    struct mm_rope p;
+    memset(&p, 0, sizeof p);
+    p.r = then->r;
+    p.pos = then->pos;
+    p.seq = then->seq;
+    p.n_ctx = then->n_ctx;
+    p.kc = then->kc;
+    p.vc = then->vc;
+    *e = 0;
+    for (int j = 0; j < m.count; j++) {
+        int role = then->role[j], heads = role == 0 ? p.r.n_head : p.r.n_head_kv;
+        if (role < 0 || role > 2 || p.r.hd <= 0 || m.w[j].n != heads * p.r.hd) {
+            *e = ob_seterr(OB_EUSAGE, "hrx matmul_multi: matrix %d of %d rows is not the heads "
+                           "of role %d (%d values a head)", j, m.w[j].n, role, p.r.hd);
+            return p;
+        }
+        p.role[j] = role;
+        p.heads[j] = heads;
+        p.nheads += heads;
+    }
+    int nc = 0;
+    unsigned *ctr = OB_HRX_FN(counters)(q, &nc);
+    if (one && ctr && groups * p.nheads <= nc && p.r.hd % MV_WARPS == 0) {
+        p.on = 1;
+        p.ctr = ctr;
+    }
+    return p;
+}
+
+/* ROPE_KV after products that did not do it: a launch of its own, a warp a (row, head) */
+static int rope_after(struct ob_hrx_q *q, const struct ob_hrx_multi &m, struct mm_rope p, int n)
+{
+    long warps = (long)n * p.nheads;
+    p.on = 0;
+    OB_LAUNCH(q, k_rope_heads, dim3((unsigned)((warps + MV_WARPS - 1) / MV_WARPS)),
+              dim3(MV_WARPS * OB_WARP), m, p, n);
+    return OB_HRX_FN(launched)(q, "rope_kv");
+}
+
 template <class T>
 static void mvm_launch(struct ob_hrx_q *q, const struct ob_hrx_multi &m, const char *x,
-                       size_t stride, int n, int op, struct mm_then t)
+                       size_t stride, int n, int op, struct mm_then t, struct mm_rope rp)
 {
     int tr = mv_tr(n);
     long rows = op == OB_HRX_EPI_STORE ? 0 : m.w[0].n;
@@ -840,10 +944,10 @@ static void mvm_launch(struct ob_hrx_q *q, const struct ob_hrx_multi &m, const c
     dim3 block(MV_WARPS * OB_WARP);
 #define MVM_K(T, TR) k_mv_multi<T, TR>
     switch (tr) {
-    case 1: OB_LAUNCH(q, MVM_K(T, 1), grid, block, m, x, stride, n, op, t); break;
-    case 2: OB_LAUNCH(q, MVM_K(T, 2), grid, block, m, x, stride, n, op, t); break;
-    case 4: OB_LAUNCH(q, MVM_K(T, 4), grid, block, m, x, stride, n, op, t); break;
-    default: OB_LAUNCH(q, MVM_K(T, 8), grid, block, m, x, stride, n, op, t); break;
+    case 1: OB_LAUNCH(q, MVM_K(T, 1), grid, block, m, x, stride, n, op, t, rp); break;
+    case 2: OB_LAUNCH(q, MVM_K(T, 2), grid, block, m, x, stride, n, op, t, rp); break;
+    case 4: OB_LAUNCH(q, MVM_K(T, 4), grid, block, m, x, stride, n, op, t, rp); break;
+    default: OB_LAUNCH(q, MVM_K(T, 8), grid, block, m, x, stride, n, op, t, rp); break;
     }
 #undef MVM_K
 }
@@ -856,35 +960,45 @@ extern "C" int OB_HRX_FN(matmul_multi)(struct ob_hrx_q *q, struct ob_hrx_multi m
     if (m.count < 1 || m.count > OB_HRX_MULTI || (op != OB_HRX_EPI_STORE && !glu) ||
         (glu && (m.count != 2 || m.w[0].n != m.w[1].n)))
         return ob_seterr(OB_EUSAGE, "hrx matmul_multi: %d matrices, op %d", m.count, op);
-    bool after = then && then->op != OB_HRX_THEN_NONE;
-    if (after && !glu)
-        return ob_seterr(OB_EUSAGE, "hrx matmul_multi: then %d without the gated unit",
-                         then->op);
-    int e = then_check("matmul_multi", then, m.ldy[0], m.w[0].n, false);
+    bool rope = then && then->op == OB_HRX_THEN_ROPE_KV;
+    bool after = then && then->op != OB_HRX_THEN_NONE && !rope;
+    if ((after && !glu) || (rope && glu))
+        return ob_seterr(OB_EUSAGE, "hrx matmul_multi: then %d with op %d", then->op, op);
+    int e = rope ? 0 : then_check("matmul_multi", then, m.ldy[0], m.w[0].n, false);
     if (e)
         return e;
     int rows = 0;
     for (int j = 0; j < m.count; j++)
         rows += m.w[j].n;
-    if (n <= 0 || rows <= 0)
-        return 0;
     bool one = !OB_HRX_FN(big_tiles)(q) && n <= MV_MULTI_ROWS && mm_quant(m.w[0].type);
     for (int j = 1; j < m.count; j++)
         one = one && m.w[j].type == m.w[0].type && m.w[j].k == m.w[0].k;
-    if (!one) {          /* a matmul launch a matrix, as the ops one by one */
+    int tr = mv_tr(n);
+    struct mm_rope rp;
+    memset(&rp, 0, sizeof rp);
+    if (rope) {
+        rp = rope_in(q, then, m, one, (long)((n + tr - 1) / tr), &e);
+        if (e)
+            return e;
+    }
+    if (n <= 0 || rows <= 0)
+        return 0;
+    if (!one) {                    /* a matmul launch a matrix, as the ops one by one */
         for (int j = 0; j < m.count && !e; j++)
             e = OB_HRX_FN(matmul)(q, m.w[j], xq, stride, n, m.b[j], glu ? m.y[0] : m.y[j],
                                   glu ? m.ldy[0] : m.ldy[j], glu && j ? op : OB_HRX_EPI_STORE,
                                   NULL);
-        return e || !after ? e : then_after(q, then, m.y[0], n, m.w[0].n);
+        return e        ? e
+               : after ? then_after(q, then, m.y[0], n, m.w[0].n)
+               : rope  ? rope_after(q, m, rp, n)
+                       : 0;
     }
     const char *x = (const char *)xq;
-    int tr = mv_tr(n);
     struct mm_then t = then_in(q, then, m.w[0].n,
                                (long)((n + tr - 1) / tr) * (m.w[0].n / MM_THEN_COLS), MM_THEN_COLS);
     switch (m.w[0].type) {
 #define MM_Q(NAME, name, id, blck, bytes, ftype)                                        \
-    case OB_##NAME: mvm_launch<t_##name>(q, m, x, stride, n, op, t); break;
+    case OB_##NAME: mvm_launch<t_##name>(q, m, x, stride, n, op, t, rp); break;
     OB_TYPES_QUANT(MM_Q)
 #undef MM_Q
     }
@@ -894,10 +1008,13 @@ extern "C" int OB_HRX_FN(matmul_multi)(struct ob_hrx_q *q, struct ob_hrx_multi m
         char name[64];             /* its own line in OB_HRX_PROFILE's table */
         snprintf(name, sizeof name, "matmul %s %s %dx%d %s%s", glu ? "glu" : "multi",
                  ob_type_name(m.w[0].type), rows, m.w[0].k,
-                 n == 1 ? "w1" : n <= 8 ? "w2-8" : "w9+", then_tag(t));
+                 n == 1 ? "w1" : n <= 8 ? "w2-8" : "w9+", rp.on ? " +rope_kv" : then_tag(t));
         e = OB_HRX_FN(launched)(q, name);
     }
-    return e || !after || t.op ? e : then_after(q, then, m.y[0], n, m.w[0].n);
+    return e              ? e
+           : after && !t.op ? then_after(q, then, m.y[0], n, m.w[0].n)
+           : rope && !rp.on ? rope_after(q, m, rp, n)
+                            : 0;
 }
 
 /* ---- quantised weights on a GPU, many activation rows: tiles in shared memory ---------------- */

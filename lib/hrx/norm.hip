@@ -170,71 +170,15 @@ __global__ static void k_qk_rope(struct ob_hrx_rope r, float *Q, float *K, const
     bool is_q = h < r.n_head;
     float *x = is_q ? Q + ((size_t)i * r.n_head + h) * r.hd
                     : K + ((size_t)i * r.n_head_kv + (h - r.n_head)) * r.hd;
-    const float *nw = is_q ? r.q_norm : r.k_norm;
     uint16_t *hk = NULL;           /* rope_kv's K head in the cache: x is then only read */
     if (KV && !is_q) {
         int kvw = r.n_head_kv * r.hd;
         size_t at = ((size_t)kv.seq[i] * kv.n_ctx + pos[i]) * kvw + (size_t)(h - r.n_head) * r.hd;
-        const float *v = kv.V + ((size_t)i * r.n_head_kv + (h - r.n_head)) * r.hd;
         hk = kv.kc + at;
-        for (int d0 = lane; d0 < r.hd; d0 += 4 * OB_WARP) {   /* 4 reads, then 4 writes */
-            float vv[4];
-            OB_UNROLL
-            for (int u = 0; u < 4; u++)
-                vv[u] = d0 + u * OB_WARP < r.hd ? v[d0 + u * OB_WARP] : 0.0f;
-            OB_UNROLL
-            for (int u = 0; u < 4; u++)
-                if (d0 + u * OB_WARP < r.hd)
-                    kv.vc[at + d0 + u * OB_WARP] = ob_f32_to_fp16(vv[u]);
-        }
+        ob_warp_fp16(kv.V + ((size_t)i * r.n_head_kv + (h - r.n_head)) * r.hd, kv.vc + at, r.hd,
+                     lane);
     }
-    /* the norm first (its sum needs every original value: read before any lane writes) */
-    float f = 0.0f;
-    if (nw)
-        f = ob_rms_factor(ob_warp_fold32(ob_lane_sumsq(x, r.hd, lane)), r.hd, r.eps);
-    int half = r.n_rot / 2;
-    const float *cs = r.cs + (size_t)pos[i] * half, *sn = r.sn + (size_t)pos[i] * half;
-    /* 4 pairs a lane at a time, every read before a write (the rotation is in place, so the
-     * compiler would otherwise wait for each pair's reads after the previous pair's stores) */
-    for (int p0 = lane; p0 < half; p0 += 4 * OB_WARP) {
-        float x0[4], x1[4], n0[4], n1[4], c[4], s[4];
-        OB_UNROLL
-        for (int u = 0; u < 4; u++) {
-            int p = p0 + u * OB_WARP, a = r.neox ? p : 2 * p, b = r.neox ? p + half : 2 * p + 1;
-            bool in = p < half;
-            x0[u] = in ? x[a] : 0.0f;
-            x1[u] = in ? x[b] : 0.0f;
-            n0[u] = in && nw ? nw[a] : 0.0f;
-            n1[u] = in && nw ? nw[b] : 0.0f;
-            c[u] = in ? cs[p] : 0.0f;
-            s[u] = in ? sn[p] : 0.0f;
-        }
-        OB_UNROLL
-        for (int u = 0; u < 4; u++) {
-            int p = p0 + u * OB_WARP, a = r.neox ? p : 2 * p, b = r.neox ? p + half : 2 * p + 1;
-            if (p >= half)
-                continue;
-            float y0 = x0[u], y1 = x1[u];
-            if (nw) {
-                y0 = (y0 * f) * n0[u];
-                y1 = (y1 * f) * n1[u];
-            }
-            float t0 = y0 * c[u], t1 = y1 * s[u], t2 = y0 * s[u], t3 = y1 * c[u];
-            if (KV && hk) {
-                hk[a] = ob_f32_to_fp16(t0 - t1);
-                hk[b] = ob_f32_to_fp16(t2 + t3);
-            } else {
-                x[a] = t0 - t1;
-                x[b] = t2 + t3;
-            }
-        }
-    }
-    if (KV && hk)                  /* the values past n_rot: normalised or as they are */
-        for (int d = r.n_rot + lane; d < r.hd; d += OB_WARP)
-            hk[d] = ob_f32_to_fp16(nw ? (x[d] * f) * nw[d] : x[d]);
-    else if (nw)
-        for (int d = r.n_rot + lane; d < r.hd; d += OB_WARP)
-            x[d] = (x[d] * f) * nw[d];
+    ob_warp_rope(r, x, is_q ? r.q_norm : r.k_norm, pos[i], hk, lane);
 }
 
 extern "C" int OB_HRX_FN(qk_rope)(struct ob_hrx_q *q, struct ob_hrx_rope r, float *Q, float *K,

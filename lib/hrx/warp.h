@@ -1,7 +1,7 @@
 /*
  * warp.h — device code more than one kernel file runs: the activation quantiser of one block
- * by one warp (mm.hip's actq, norm.hip's rmsnorm_q on a GPU), and rmsnorm_q's row (norm.hip,
- * and mm.hip's products that end with it).
+ * by one warp (mm.hip's actq, norm.hip's rmsnorm_q on a GPU), rmsnorm_q's row and a head's
+ * q/k norm and RoPE (norm.hip, and mm.hip's products that end with them).
  */
 #ifndef OB_HRX_WARP_H
 #define OB_HRX_WARP_H
@@ -97,6 +97,80 @@ __device__ static inline void ob_warp_rmsnorm_q(const float *x, int k, const flo
             y[b * BL + lane * V + i] = v[i];
         }
         ob_warp_actq<V>(v, lane, xq, b);
+    }
+}
+
+/*
+ * One head of one row by one warp, as qk_rope and rope_kv do it: x's hd values normalised
+ * with nw (ob_rmsnorm over the head; none where nw is NULL), then ob_rope's rotation at
+ * position pos (r's cos / sin tables), a lane a pair; into x in place, or as fp16 into hk
+ * (ob_kv_put's conversion; x then only read). Every lane calls it.
+ */
+__device__ static inline void ob_warp_rope(const struct ob_hrx_rope &r, float *x, const float *nw,
+                                           int pos, uint16_t *hk, int lane)
+{
+    /* the norm first (its sum needs every original value: read before any lane writes) */
+    float f = 0.0f;
+    if (nw)
+        f = ob_rms_factor(ob_warp_fold32(ob_lane_sumsq(x, r.hd, lane)), r.hd, r.eps);
+    int half = r.n_rot / 2;
+    const float *cs = r.cs + (size_t)pos * half, *sn = r.sn + (size_t)pos * half;
+    /* 4 pairs a lane at a time, every read before a write (the rotation is in place, so the
+     * compiler would otherwise wait for each pair's reads after the previous pair's stores) */
+    for (int p0 = lane; p0 < half; p0 += 4 * OB_WARP) {
+        float x0[4], x1[4], n0[4], n1[4], c[4], s[4];
+        OB_UNROLL
+        for (int u = 0; u < 4; u++) {
+            int p = p0 + u * OB_WARP, a = r.neox ? p : 2 * p, b = r.neox ? p + half : 2 * p + 1;
+            bool in = p < half;
+            x0[u] = in ? x[a] : 0.0f;
+            x1[u] = in ? x[b] : 0.0f;
+            n0[u] = in && nw ? nw[a] : 0.0f;
+            n1[u] = in && nw ? nw[b] : 0.0f;
+            c[u] = in ? cs[p] : 0.0f;
+            s[u] = in ? sn[p] : 0.0f;
+        }
+        OB_UNROLL
+        for (int u = 0; u < 4; u++) {
+            int p = p0 + u * OB_WARP, a = r.neox ? p : 2 * p, b = r.neox ? p + half : 2 * p + 1;
+            if (p >= half)
+                continue;
+            float y0 = x0[u], y1 = x1[u];
+            if (nw) {
+                y0 = (y0 * f) * n0[u];
+                y1 = (y1 * f) * n1[u];
+            }
+            float t0 = y0 * c[u], t1 = y1 * s[u], t2 = y0 * s[u], t3 = y1 * c[u];
+            if (hk) {
+                hk[a] = ob_f32_to_fp16(t0 - t1);
+                hk[b] = ob_f32_to_fp16(t2 + t3);
+            } else {
+                x[a] = t0 - t1;
+                x[b] = t2 + t3;
+            }
+        }
+    }
+    if (hk)                        /* the values past n_rot: normalised or as they are */
+        for (int d = r.n_rot + lane; d < r.hd; d += OB_WARP)
+            hk[d] = ob_f32_to_fp16(nw ? (x[d] * f) * nw[d] : x[d]);
+    else if (nw)
+        for (int d = r.n_rot + lane; d < r.hd; d += OB_WARP)
+            x[d] = (x[d] * f) * nw[d];
+}
+
+/* a head's n values as fp16 into dst (ob_kv_put's conversion) by one warp: 4 reads a lane,
+ * then 4 writes */
+__device__ static inline void ob_warp_fp16(const float *v, uint16_t *dst, int n, int lane)
+{
+    for (int d0 = lane; d0 < n; d0 += 4 * OB_WARP) {
+        float vv[4];
+        OB_UNROLL
+        for (int u = 0; u < 4; u++)
+            vv[u] = d0 + u * OB_WARP < n ? v[d0 + u * OB_WARP] : 0.0f;
+        OB_UNROLL
+        for (int u = 0; u < 4; u++)
+            if (d0 + u * OB_WARP < n)
+                dst[d0 + u * OB_WARP] = ob_f32_to_fp16(vv[u]);
     }
 }
 

@@ -915,6 +915,151 @@ static void then_case(uint32_t t, int N, int k, int fmt, int flavour)
         free(host[i]);
 }
 
+/*
+ * matmul_multi's ROPE_KV `then`: Q, K and V of activation rows (one launch where they share a
+ * type, else Q and K in one and V in another), then rope_kv's work on them: Q's heads
+ * normalised and rotated in place, K's into kc, V's into vc, against the reference dots, then
+ * ob_rmsnorm, ob_rope and ob_kv_put. Up to 16 rows the launches' last blocks of each head do
+ * it; 17 rows and float weights take a launch after. Twice each, the caches refilled first.
+ */
+static void qkv_rope_case(uint32_t tq, uint32_t tv)
+{
+    static const int widths_all[] = {1, 3, 8, 16, 17}, widths_quick[] = {1, 8, 17};
+    const int *widths = quick ? widths_quick : widths_all;
+    int nw = quick ? 3 : 5, R = 17, nh = 4, nkv = 2, hd = 64, k = 256, n_ctx = 40, slots = 3;
+    int half = hd / 2, kvw = nkv * hd, N[3] = {nh * hd, kvw, kvw};
+    uint32_t ty[3] = {tq, tq, tv};
+    size_t rb[3], astride = ob_act_row_bytes(ob_type_actfmt(tq), k);
+    size_t cache = (size_t)slots * n_ctx * kvw;
+    void *w[3], *dw[3];
+    float *want[3], *dy[3];
+    float *x = malloc((size_t)R * k * 4), *wq = malloc(hd * 4), *wk = malloc(hd * 4);
+    float *cs = malloc((size_t)n_ctx * half * 4), *sn = malloc((size_t)n_ctx * half * 4);
+    float *got = malloc((size_t)R * N[0] * 4);
+    char *xq = malloc(astride * R);
+    uint16_t *kc_want = malloc(cache * 2), *vc_want = malloc(cache * 2), *fill = malloc(cache * 2);
+    uint16_t *kc = malloc(cache * 2), *vc = malloc(cache * 2);
+    int32_t pos[17], seq[17];
+    activations(x, (size_t)R * k, false);
+    for (int i = 0; i < hd; i++) {
+        wq[i] = gauss();
+        wk[i] = gauss();
+    }
+    for (int i = 0; i < n_ctx * half; i++) {
+        cs[i] = frand();
+        sn[i] = frand();
+    }
+    for (int i = 0; i < R; i++) {
+        pos[i] = (i * 7) % n_ctx; /* distinct (slot, position) places */
+        seq[i] = i % slots;
+    }
+    for (size_t i = 0; i < cache; i++)
+        fill[i] = kc_want[i] = vc_want[i] = (uint16_t)(0x3c00 + i % 97);
+    for (int r = 0; r < R; r++)
+        ob_act_quantize(OB_ISA_SCALAR, tq, x + (size_t)r * k, k, xq + (size_t)r * astride);
+    const struct ob_kernel_table *ref = ob_kernels(OB_ISA_SCALAR);
+    for (int j = 0; j < 3; j++) {
+        w[j] = weights(ty[j], N[j], k, false, &rb[j]);
+        want[j] = malloc((size_t)R * N[j] * 4);
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < N[j]; i++)
+                ref->dot[ty[j]]((char *)w[j] + (size_t)i * rb[j], xq + (size_t)r * astride,
+                                astride, 1, k, &want[j][(size_t)r * N[j] + i]);
+        dw[j] = dput(w[j], rb[j] * N[j]);
+        dy[j] = dput(NULL, (size_t)R * N[j] * 4);
+    }
+    float *kr = malloc((size_t)kvw * 4);
+    for (int i = 0; i < R; i++) {
+        const float *c0 = cs + (size_t)pos[i] * half, *s0 = sn + (size_t)pos[i] * half;
+        for (int h = 0; h < nh; h++) {
+            float *qh = want[0] + ((size_t)i * nh + h) * hd;
+            ob_rmsnorm(qh, wq, qh, hd, 1e-6f);
+            ob_rope(qh, c0, s0, hd, 1);
+        }
+        memcpy(kr, want[1] + (size_t)i * kvw, (size_t)kvw * 4);   /* K itself stays */
+        for (int h = 0; h < nkv; h++) {
+            ob_rmsnorm(kr + h * hd, wk, kr + h * hd, hd, 1e-6f);
+            ob_rope(kr + h * hd, c0, s0, hd, 1);
+        }
+        size_t at = ((size_t)seq[i] * n_ctx + pos[i]) * kvw;
+        ob_kv_put(kc_want + at, kr, kvw);
+        ob_kv_put(vc_want + at, want[2] + (size_t)i * kvw, kvw);
+    }
+    float *dwq = dput(wq, hd * 4), *dwk = dput(wk, hd * 4);
+    float *dcs = dput(cs, (size_t)n_ctx * half * 4), *dsn = dput(sn, (size_t)n_ctx * half * 4);
+    int32_t *dp = dput(pos, sizeof pos), *ds = dput(seq, sizeof seq);
+    uint16_t *dkc = dput(NULL, cache * 2), *dvc = dput(NULL, cache * 2);
+    void *dq = dput(xq, astride * R);
+    struct ob_hrx_then th = {OB_HRX_THEN_ROPE_KV};
+    th.r = (struct ob_hrx_rope){nh, nkv, hd, hd, 1, 1e-6f, dwq, dwk, dcs, dsn};
+    th.pos = dp;
+    th.seq = ds;
+    th.n_ctx = n_ctx;
+    th.kc = dkc;
+    th.vc = dvc;
+    long bad = 0;
+    char why[256] = "";
+    int e = 0;
+    for (int wi = 0; wi < nw && !e; wi++)
+        for (int run = 0; run < 2 && !e; run++) {
+            int n = widths[wi];
+            long b0 = bad;
+            rt->h2d(q, dkc, fill, cache * 2);
+            rt->h2d(q, dvc, fill, cache * 2);
+            /* one launch of the three, or Q and K, then V */
+            for (int j0 = 0; j0 < 3 && !e; j0 += tq == tv ? 3 : 2) {
+                struct ob_hrx_multi m = {0};
+                for (int j = j0; j < (tq == tv ? 3 : j0 ? 3 : 2); j++) {
+                    th.role[m.count] = j;
+                    m.w[m.count] = (struct ob_hrx_mat){ty[j], N[j], k, rb[j], dw[j]};
+                    m.y[m.count] = dy[j];
+                    m.ldy[m.count++] = (size_t)N[j];
+                }
+                e = rt->k->matmul_multi(q, m, dq, astride, n, OB_HRX_EPI_STORE, &th);
+            }
+            if (e)
+                break;
+            for (int j = 0; j < 2; j++) {        /* Q rotated, K as the product left it */
+                dget(got, dy[j], (size_t)n * N[j] * 4);
+                bad += cmp_f32(got, want[j], (size_t)n * N[j], bad ? NULL : why,
+                               bad ? 0 : sizeof why);
+            }
+            dget(kc, dkc, cache * 2);
+            dget(vc, dvc, cache * 2);
+            long cb = 0;
+            for (int i = 0; i < n; i++) {        /* rows past n: the caches untouched */
+                size_t at = ((size_t)seq[i] * n_ctx + pos[i]) * kvw;
+                for (int d = 0; d < kvw; d++) {
+                    cb += kc[at + d] != kc_want[at + d] || vc[at + d] != vc_want[at + d];
+                    kc[at + d] = vc[at + d] = fill[at + d];
+                }
+            }
+            for (size_t i = 0; i < cache; i++)
+                cb += kc[i] != fill[i] || vc[i] != fill[i];
+            if (cb && !bad)
+                snprintf(why, sizeof why, " (caches)");
+            bad += cb;
+            if (bad && !b0)
+                snprintf(why + strlen(why), sizeof why - strlen(why), " (width %d, run %d)", n,
+                         run + 1);
+        }
+    ok(!e && bad == 0, "matmul_multi %s q, k and %s v of %d then rope_kv (%s): widths 1..17, "
+       "twice each: %ld differ%s", ob_type_name(tq), ob_type_name(tv), k,
+       tq == tv ? "one launch" : "two", bad, e ? errs(e) : why);
+    for (int j = 0; j < 3; j++) {
+        rt->free(q, dw[j]);
+        rt->free(q, dy[j]);
+        free(w[j]);
+        free(want[j]);
+    }
+    void *dev[] = {dwq, dwk, dcs, dsn, dp, ds, dkc, dvc, dq};
+    for (int i = 0; i < 9; i++)
+        rt->free(q, dev[i]);
+    void *host[] = {x, wq, wk, cs, sn, got, xq, kc_want, vc_want, fill, kc, vc, kr};
+    for (int i = 0; i < 13; i++)
+        free(host[i]);
+}
+
 static void test_then(void)
 {
     then_case(OB_Q4_K, 512, 512, OB_HRX_ACT_Q8K, OB_HRX_THEN_NORM_Q);
@@ -924,6 +1069,10 @@ static void test_then(void)
     then_case(OB_Q4_K, 512, 256, OB_HRX_ACT_Q8K, OB_HRX_THEN_ACTQ);
     then_case(OB_Q5_0, 512, 64, OB_HRX_ACT_A8, OB_HRX_THEN_ACTQ);
     then_case(OB_Q4_1, 96, 32, OB_HRX_ACT_A8, OB_HRX_THEN_ACTQ);      /* 96: a launch after */
+    qkv_rope_case(OB_Q4_K, OB_Q4_K);
+    qkv_rope_case(OB_Q4_K, OB_Q6_K);
+    qkv_rope_case(OB_Q8_0, OB_Q8_0);
+    qkv_rope_case(OB_F16, OB_F16);                                    /* a launch after */
 }
 
 static void test_rope_kv(void)
