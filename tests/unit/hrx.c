@@ -577,6 +577,19 @@ static void test_rmsnorm_q(void)
     }
 }
 
+/* random q/k norm weights (hd values each) and RoPE tables (n values each) */
+static void rope_inputs(float *wq, float *wk, int hd, float *cs, float *sn, int n)
+{
+    for (int i = 0; i < hd; i++) {
+        wq[i] = gauss();
+        wk[i] = gauss();
+    }
+    for (int i = 0; i < n; i++) {
+        cs[i] = frand();
+        sn[i] = frand();
+    }
+}
+
 static void test_qk_rope(void)
 {
     static const struct { int hd, n_rot, neox, norm; } cs_[] = {
@@ -590,14 +603,7 @@ static void test_qk_rope(void)
         float *cs = malloc((size_t)n_pos * half * 4), *sn = malloc((size_t)n_pos * half * 4);
         activations(Q, qn, false);
         activations(K, kn, false);
-        for (int i = 0; i < hd; i++) {
-            wq[i] = gauss();
-            wk[i] = gauss();
-        }
-        for (int i = 0; i < n_pos * half; i++) {
-            cs[i] = frand();
-            sn[i] = frand();
-        }
+        rope_inputs(wq, wk, hd, cs, sn, n_pos * half);
         int32_t pos[5] = {0, 39, 7, 7, 21};
         float *wantq = malloc(qn * 4), *wantk = malloc(kn * 4);
         memcpy(wantq, Q, qn * 4);
@@ -941,14 +947,7 @@ static void qkv_rope_case(uint32_t tq, uint32_t tv)
     uint16_t *kc = malloc(cache * 2), *vc = malloc(cache * 2);
     int32_t pos[17], seq[17];
     activations(x, (size_t)R * k, false);
-    for (int i = 0; i < hd; i++) {
-        wq[i] = gauss();
-        wk[i] = gauss();
-    }
-    for (int i = 0; i < n_ctx * half; i++) {
-        cs[i] = frand();
-        sn[i] = frand();
-    }
+    rope_inputs(wq, wk, hd, cs, sn, n_ctx * half);
     for (int i = 0; i < R; i++) {
         pos[i] = (i * 7) % n_ctx; /* distinct (slot, position) places */
         seq[i] = i % slots;
@@ -1090,14 +1089,7 @@ static void test_rope_kv(void)
         activations(Q, qn, false);
         activations(K, kn, false);
         activations(V, kn, false);
-        for (int i = 0; i < hd; i++) {
-            wq[i] = gauss();
-            wk[i] = gauss();
-        }
-        for (int i = 0; i < n_ctx * half; i++) {
-            cs[i] = frand();
-            sn[i] = frand();
-        }
+        rope_inputs(wq, wk, hd, cs, sn, n_ctx * half);
         int32_t pos[5] = {0, 39, 7, 7, 21}, seq[5] = {0, 2, 1, 0, 2};
         float *wantq = malloc(qn * 4), *wantk = malloc(kn * 4), *got = malloc(kn * 4);
         uint16_t *kc_want = malloc(cache * 2), *vc_want = malloc(cache * 2);
