@@ -1552,7 +1552,11 @@ __global__ static void GM_BOUNDS k_gm_q(struct ob_hrx_mat w, const char *xq, siz
             for (int j = 0; j < NJ; j++)
                 P[i][j] = 0.0f;
         for (int c0 = 0; c0 < nc; c0 += CB) {
-            gm_stage<G, TR, LD, RAW>(w, xq, stride, n, n0, r0, u, c0, nc, sw, sa, async != 0);
+            /* dp4a's kernels copy plainly: its spare registers went to the copies' addresses
+             * (ptxas sm_90, 64 rows: Q4_K spilled 168 / 164 bytes with them, 4 / 12 without),
+             * and dp4a is the product of GPUs without cp.async (HIP, CUDA below sm_80) */
+            gm_stage<G, TR, LD, RAW>(w, xq, stride, n, n0, r0, u, c0, nc, sw, sa,
+                                     MMA && async != 0);
             ob_cp_wait();
             __syncthreads();
             for (int c = 0; c < CB && c0 + c < nc; c++) {
