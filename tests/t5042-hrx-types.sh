@@ -37,14 +37,15 @@ done
 # to 15 rows (the layer-0 attention norm stays: 5 L - 1 a step), with the same records: the
 # norms, GATE's quantisation, rope_kv and attention's combine really done by last blocks
 # (counted by OB_HRX_SIM_TRACE), on a K-quant (Q8_K activations) and a 32-value type (A8)
-fused=""
+fused="" launches=()
 for t in q4_k q8_0; do
     for f in 2 3; do
         OB_HRX_SIM_TRACE=1 OB_HRX_SIM_TILES=gpu OB_HRX_FUSE=$f 1b-gen -m "$t.gguf" -t 2 \
             --parallel 2 --chunk 5 -d hrx-sim < req.jsonl 2> "trace$f.txt" |
             jq -c 'del(.timing)' > "fuse$f.jsonl"
-        eval "n$f=\$(grep -c '^hrx-sim: launch' trace$f.txt)"
+        launches[f]=$(grep -c '^hrx-sim: launch' "trace$f.txt")
     done
+    n2=${launches[2]} n3=${launches[3]}
     steps=$(grep -c '^hrx-sim: launch k_embed' trace3.txt)
     L=$(1b-load "$t.gguf" | jq .hparams.n_layer)
     want=$(( steps * (5 * L - 1) ))
