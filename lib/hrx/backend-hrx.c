@@ -71,7 +71,8 @@ struct ob_be {
     const struct ob_be_ops *ops;   /* ob_be_hrx or ob_be_hrx_sim: for ob_forward_layer */
     int fuse;                      /* OB_HRX_FUSE: 0 op by op, 1 the fused layer, 2 with q/k/v,
                                     * gate/up and rope/kv store in a launch each, 3 (unset)
-                                    * with the norms and GATE's quantisation in the products */
+                                    * with what needs a whole row, head or block done by the
+                                    * last block of the launch that makes it */
     bool att_whole;                /* attention a block a (head, row) (OB_HRX_ATT_SPLIT=0) */
     bool graphs;                   /* replay a step's launches as a graph (rt has graphs) */
     enum step_mode mode;
@@ -917,9 +918,8 @@ static int glu_op(struct ob_be *be, int l, int glu)
  * the gated unit's launch GATE's quantisation, the q, k and v launch rope_kv's work (each
  * head's last block), attention's chunks launch the combine and attention_q's quantisation:
  * 6 launches a layer (7 where V's type differs; layer 0 one more, its attention norm), on a
- * GPU at up to 15 rows. Gemma 3's post norms (which
- * normalise OUT before the add) take the ops one by one, and so does every layer under
- * OB_HRX_FUSE=0.
+ * GPU at up to 15 rows. Gemma 3's post norms (which normalise OUT before the add) take the
+ * ops one by one, and so does every layer under OB_HRX_FUSE=0.
  */
 static int layer_ops(struct ob_be *be, int l)
 {
