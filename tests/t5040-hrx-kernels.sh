@@ -7,10 +7,10 @@
 #    this build has one and the machine a device (else "# SKIP no device"); on hrx-sim with
 #    its own large tiles and with the GPU's small ones (OB_HRX_SIM_TILES=gpu): the launches a
 #    GPU makes;
-#  - the same kernels under AddressSanitizer and UBSan (bin/san/unit/hrx): no kernel reads or
-#    writes outside what it was given.
+#  - the same kernels under AddressSanitizer and UBSan (bin/san/unit/hrx), in both geometries:
+#    no kernel reads or writes outside what it was given.
 . "$(dirname "$0")/lib.sh"
-plan 5
+plan 6
 # run_unit NAME CMD...: one check for a TAP unit test, its failures shown
 run_unit() {
     local name=$1 out rc; shift
@@ -33,3 +33,4 @@ fi
 OB_HRX_SIM_TILES=gpu run_unit "the same with the GPU's launch geometry (OB_HRX_SIM_TILES=gpu)" "$UNIT/hrx"
 export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 run_unit "the kernels on hrx-sim under ASan and UBSan (--quick)" "$OB_TOP/bin/san/unit/hrx" --quick
+OB_HRX_SIM_TILES=gpu run_unit "the same with the GPU's launch geometry" "$OB_TOP/bin/san/unit/hrx" --quick
