@@ -10,6 +10,8 @@
  *   - ob_mma_s8, the warp's int8 matrix product (K = 32 and 16), against a plain product: its
  *     fragments filled by PTX's element formulas (written here apart from the shim's), mixed
  *     with shuffles, in 2 warps a block; in a partial warp it is a reported bug as a shuffle is;
+ *   - ob_last_block: exactly one last block a group, which sees the others' stores, counters
+ *     put back; the blocks of a launch run in a scrambled order;
  *   - a fiber's stack holds a 16 KiB local array;
  *   - kernel bugs are reported, never a hang or a silent answer: a barrier some threads never
  *     reach (returned, or diverged), a shuffle some lanes never reach, a shuffle in a partial
@@ -114,6 +116,25 @@ __global__ static void k_shuffles(int *xor_out, int *src_out, int *isum_out)
 __global__ static void k_fold(const float *x, float *out)
 {
     out[threadIdx.x] = ob_warp_fold32(x[threadIdx.x]);
+}
+
+/* block (x, y) stores 64 values; the last block of row y of the grid sums the row's, thread
+ * t its column; thread 0 of each block notes when it ran (order[tick]) */
+__global__ static void k_last(unsigned *ctr, int *vals, int *sums, int *lasts, int *order,
+                              int *tick)
+{
+    int x = (int)blockIdx.x, y = (int)blockIdx.y, t = (int)threadIdx.x, gx = (int)gridDim.x;
+    if (t == 0)
+        order[__atomic_fetch_add(tick, 1, __ATOMIC_RELAXED)] = y * gx + x;
+    vals[(y * gx + x) * 64 + t] = 1000 * x + t + 7 * y;
+    if (!ob_last_block(ctr + y, (unsigned)gx))
+        return;
+    if (t == 0)
+        __atomic_add_fetch(&lasts[y], 1, __ATOMIC_RELAXED);
+    int s = 0;
+    for (int i = 0; i < gx; i++)
+        s += vals[(y * gx + i) * 64 + t];
+    sums[y * 64 + t] = s;
 }
 
 __global__ static void k_deep(int *out)
@@ -373,6 +394,37 @@ static void test_cp(void)
                "an asynchronous copy not waited for");
 }
 
+/* ob_last_block: one block of each group of 37 arrives last, once the others' values are
+ * there; the counters are 0 again after the launch (three launches reuse them); the blocks
+ * ran in a scrambled order, not the grid's */
+static void test_last_block(void)
+{
+    enum { GX = 37, GY = 5 };
+    static int vals[GX * GY * 64], sums[GY * 64], lasts[GY], order[GX * GY];
+    int tick = 0, bad = 0, e = 0, nc = 0, rising = 0;
+    unsigned *ctr = OB_HRX_FN(counters)(q, &nc);
+    for (int run = 0; run < 3 && !e; run++) {
+        memset(sums, 0, sizeof sums);
+        memset(lasts, 0, sizeof lasts);
+        tick = 0;
+        OB_LAUNCH(q, k_last, dim3(GX, GY), dim3(64), ctr, vals, sums, lasts, order, &tick);
+        if ((e = launched("last")))
+            break;
+        for (int y = 0; y < GY; y++) {
+            bad += lasts[y] != 1 || ctr[y] != 0;
+            for (int t = 0; t < 64; t++)
+                bad += sums[y * 64 + t] != 1000 * GX * (GX - 1) / 2 + GX * (t + 7 * y);
+        }
+        for (int i = 1; i < GX * GY; i++)
+            rising += order[i] > order[i - 1];
+    }
+    ok(!e && !bad && nc == OB_HRX_CTRS && rising < 3 * (GX * GY - 1) * 3 / 4,
+       "ob_last_block: one last block of each of %d groups of %d sums what the others stored, "
+       "and puts its counter back, three launches (%d wrong); blocks in a scrambled order (%d "
+       "of %d steps to a higher block)%s%s", GY, GX, bad, rising, 3 * (GX * GY - 1),
+       e ? ": " : "", e ? ob_errmsg() : "");
+}
+
 static void test_bugs(void)
 {
     int outs[2048], *out = outs;
@@ -425,6 +477,7 @@ int main(void)
     test_mma();
     test_stack();
     test_cp();
+    test_last_block();
     test_bugs();
     timing();
     ob_hrx_sim_rt.close(q);
