@@ -85,8 +85,8 @@ struct ob_be {
     int width[OB_BCOUNT];
     float *buf[OB_BCOUNT];
     uint64_t version[OB_BCOUNT];   /* bumped whenever a buffer is written */
-    void *xq;                      /* the quantised copy of one buffer's rows: xqb[xqi] */
-    void *xqb[2];                  /* a product's last block writes the other one (level 3) */
+    void *xqb[2];                  /* the quantised copy of one buffer's rows: xqb[xqi] (xq_cur);
+                                    * a product's last block writes the other (level 3) */
     int xqi;
     int xn_for;                    /* XN and xq hold layer xn_for's attention norm, or -1 */
     int xq_buf, xq_fmt, xq_rows;
@@ -515,7 +515,6 @@ static int hrx_open(const struct ob_model *m, const struct ob_be_params *p, bool
     for (int i = 0; i < 2; i++)
         if ((e = dev_alloc(be, R * maxw * sizeof(float), &be->xqb[i])))
             goto fail;
-    be->xq = be->xqb[0];
     be->xq_buf = be->xn_for = -1;
     int32_t **ids[4] = {&be->d_tok, &be->d_pos, &be->d_seq, &be->d_rows};
     for (int i = 0; i < 4; i++) {
@@ -586,7 +585,6 @@ static int hrx_begin(struct ob_be *be, const struct ob_batch *b)
     /* every step starts from the same buffers, so that a graph's replay writes where the host
      * side believes it does */
     be->xqi = 0;
-    be->xq = be->xqb[0];
     be->xq_buf = be->xn_for = -1;
     size_t n = (size_t)b->n * sizeof(int32_t);
     if ((e = be->rt->h2d(be->q, be->d_tok, b->tok, n)) ||
@@ -621,7 +619,10 @@ static int hrx_rmsnorm(struct ob_be *be, int l, int role, int src, int dst)
 
 /* the quantised copy of rows [0, n) of buffer src for weights of type wtype, reused while the
  * buffer is unchanged */
-/* after be->xq was written with rows [0, n) of buffer src in format fmt (e: how that went):
+/* the quantised copy the products read */
+static void *xq_cur(const struct ob_be *be) { return be->xqb[be->xqi]; }
+
+/* after xq_cur was written with rows [0, n) of buffer src in format fmt (e: how that went):
  * what it holds, for the matmuls that may reuse it */
 static int xq_holds(struct ob_be *be, int e, int src, int fmt, int n, size_t stride)
 {
@@ -640,7 +641,7 @@ static int quantised(struct ob_be *be, int src, uint32_t wtype, int k, int n)
         be->xq_rows >= n)
         return 0;
     size_t stride = ob_act_row_bytes(fmt, k);
-    return xq_holds(be, be->k->actq(be->q, fmt, be->buf[src], n, k, be->xq, stride), src, fmt,
+    return xq_holds(be, be->k->actq(be->q, fmt, be->buf[src], n, k, xq_cur(be), stride), src, fmt,
                     n, stride);
 }
 
@@ -651,7 +652,7 @@ static int matmul_op(struct ob_be *be, int l, int role, int src, int dst, int op
     int e;
     if ((e = quantised(be, src, w->type, w->k, be->b.n)))
         return e;
-    e = be->k->matmul(be->q, *w, be->xq, be->xq_stride, be->b.n, be->L[l].bias[role],
+    e = be->k->matmul(be->q, *w, xq_cur(be), be->xq_stride, be->b.n, be->L[l].bias[role],
                       be->buf[dst], (size_t)be->width[dst], op, NULL);
     be->version[dst]++;
     return e;
@@ -671,7 +672,7 @@ static int rmsnorm_q(struct ob_be *be, int l, int role, int src, int dst, int wr
     int k = be->width[src], fmt = ob_type_actfmt(L->w[wrole].type), n = be->b.n;
     size_t stride = ob_act_row_bytes(fmt, k);
     int e = be->k->rmsnorm_q(be->q, be->buf[src], n, k, w, be->m->hp.rms_eps, be->buf[dst],
-                             fmt, be->xq, stride);
+                             fmt, xq_cur(be), stride);
     be->version[dst]++;
     return xq_holds(be, e, dst, fmt, n, stride);
 }
@@ -730,7 +731,7 @@ static int attention_q(struct ob_be *be, int l)
     int k = be->width[OB_BATT], fmt = ob_type_actfmt(be->L[l].w[OB_W_O].type), n = be->b.n;
     size_t stride = ob_act_row_bytes(fmt, k);
     int e = be->k->attention_q(be->q, attn_shape(be, l), be->buf[OB_BQ], be->kc[l], be->vc[l],
-                               be->d_pos, be->d_seq, n, be->buf[OB_BATT], be->att, fmt, be->xq,
+                               be->d_pos, be->d_seq, n, be->buf[OB_BATT], be->att, fmt, xq_cur(be),
                                stride);
     be->version[OB_BATT]++;
     return xq_holds(be, e, OB_BATT, fmt, n, stride);
@@ -793,7 +794,7 @@ static int multi_op(struct ob_be *be, int l, const int *roles, const int *dst, i
             be->version[dst[c]]++;
         }
         if (!(e = quantised(be, src, wa->type, wa->k, be->b.n)))
-            e = be->k->matmul_multi(be->q, m, be->xq, be->xq_stride, be->b.n,
+            e = be->k->matmul_multi(be->q, m, xq_cur(be), be->xq_stride, be->b.n,
                                     OB_HRX_EPI_STORE, then ? &t : NULL);
     }
     return e;
@@ -843,15 +844,14 @@ static int rope_kv_op(struct ob_be *be, int l)
 /* ---- OB_HRX_FUSE=3: what needs a whole row or block, done by a product's last block ---------- */
 
 /* the quantised-copy buffer that matmul_op's products do not read: where their last block may
- * write while other blocks still read be->xq */
+ * write while other blocks still read xq_cur */
 static void *xq_next(struct ob_be *be) { return be->xqb[!be->xqi]; }
 
-/* after a launch wrote xq_next (e: how that went): it becomes be->xq, holding what xq_holds
+/* after a launch wrote xq_next (e: how that went): it becomes xq_cur, holding what xq_holds
  * says */
 static int xq_swap(struct ob_be *be, int e, int src, int fmt, int n, size_t stride)
 {
     be->xqi = !be->xqi;
-    be->xq = be->xqb[be->xqi];
     return xq_holds(be, e, src, fmt, n, stride);
 }
 
@@ -869,7 +869,7 @@ static int add_norm_op(struct ob_be *be, int l, int role, int src, const float *
     size_t stride = ob_act_row_bytes(fmt, k);
     struct ob_hrx_then t = {OB_HRX_THEN_NORM_Q, norm, be->m->hp.rms_eps, be->buf[OB_BXN], fmt,
                             xq_next(be), stride};
-    e = be->k->matmul(be->q, *w, be->xq, be->xq_stride, n, be->L[l].bias[role], be->buf[OB_BX],
+    e = be->k->matmul(be->q, *w, xq_cur(be), be->xq_stride, n, be->L[l].bias[role], be->buf[OB_BX],
                       (size_t)k, OB_HRX_EPI_ADD, &t);
     be->version[OB_BX]++;
     be->version[OB_BXN]++;
@@ -893,7 +893,7 @@ static int glu_op(struct ob_be *be, int l, int glu)
         int fmt = ob_type_actfmt(L->w[OB_W_DOWN].type), n = be->b.n;
         size_t stride = ob_act_row_bytes(fmt, g->n);
         struct ob_hrx_then t = {OB_HRX_THEN_ACTQ, NULL, 0.0f, NULL, fmt, xq_next(be), stride};
-        e = be->k->matmul_multi(be->q, m, be->xq, be->xq_stride, n, glu,
+        e = be->k->matmul_multi(be->q, m, xq_cur(be), be->xq_stride, n, glu,
                                 be->fuse > 2 ? &t : NULL);
         be->version[OB_BGATE]++;
         return be->fuse > 2 ? xq_swap(be, e, OB_BGATE, fmt, n, stride) : e;

@@ -988,13 +988,14 @@ extern "C" int OB_HRX_FN(matmul_multi)(struct ob_hrx_q *q, struct ob_hrx_multi m
             e = OB_HRX_FN(matmul)(q, m.w[j], xq, stride, n, m.b[j], glu ? m.y[0] : m.y[j],
                                   glu ? m.ldy[0] : m.ldy[j], glu && j ? op : OB_HRX_EPI_STORE,
                                   NULL);
-        return e        ? e
-               : after ? then_after(q, then, m.y[0], n, m.w[0].n)
-               : rope  ? rope_after(q, m, rp, n)
-                       : 0;
+        if (e)
+            return e;
+        return after ? then_after(q, then, m.y[0], n, m.w[0].n)
+               : rope ? rope_after(q, m, rp, n)
+                      : 0;
     }
     const char *x = (const char *)xq;
-    struct mm_then t = then_in(q, then, m.w[0].n,
+    struct mm_then t = then_in(q, after ? then : NULL, m.w[0].n,
                                (long)((n + tr - 1) / tr) * (m.w[0].n / MM_THEN_COLS), MM_THEN_COLS);
     switch (m.w[0].type) {
 #define MM_Q(NAME, name, id, blck, bytes, ftype)                                        \
@@ -1011,10 +1012,11 @@ extern "C" int OB_HRX_FN(matmul_multi)(struct ob_hrx_q *q, struct ob_hrx_multi m
                  n == 1 ? "w1" : n <= 8 ? "w2-8" : "w9+", rp.on ? " +rope_kv" : then_tag(t));
         e = OB_HRX_FN(launched)(q, name);
     }
-    return e              ? e
-           : after && !t.op ? then_after(q, then, m.y[0], n, m.w[0].n)
-           : rope && !rp.on ? rope_after(q, m, rp, n)
-                            : 0;
+    if (e)
+        return e;
+    if (after && !t.op)            /* not done by the launch's last blocks: a launch after */
+        return then_after(q, then, m.y[0], n, m.w[0].n);
+    return rope && !rp.on ? rope_after(q, m, rp, n) : 0;
 }
 
 /* ---- quantised weights on a GPU, many activation rows: tiles in shared memory ---------------- */
@@ -1553,8 +1555,9 @@ __global__ static void GM_BOUNDS k_gm_q(struct ob_hrx_mat w, const char *xq, siz
                 P[i][j] = 0.0f;
         for (int c0 = 0; c0 < nc; c0 += CB) {
             /* dp4a's kernels copy plainly: its spare registers went to the copies' addresses
-             * (ptxas sm_90, 64 rows: Q4_K spilled 168 / 164 bytes with them, 4 / 12 without),
-             * and dp4a is the product of GPUs without cp.async (HIP, CUDA below sm_80) */
+             * (ptxas sm_90, 64 rows: Q4_K spilled 168 / 164 bytes with them, 68 / 64
+             * without), and dp4a is the product of GPUs without cp.async (HIP, CUDA below
+             * sm_80) */
             gm_stage<G, TR, LD, RAW>(w, xq, stride, n, n0, r0, u, c0, nc, sw, sa,
                                      MMA && async != 0);
             ob_cp_wait();
@@ -1807,5 +1810,7 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
                  n >= gm_min_rows() && gm_mma(q) ? " mma" : "", then_tag(t));
         e = OB_HRX_FN(launched)(q, name);
     }
-    return e || !then || !then->op || t.op ? e : then_after(q, then, y, n, w.n);
+    if (e || !then || then->op == OB_HRX_THEN_NONE || t.op)
+        return e;
+    return then_after(q, then, y, n, w.n);   /* not done by the launch's last blocks */
 }
