@@ -8,6 +8,7 @@
 # one byte at a time is cut at --body-timeout, a later request on a kept-alive connection has
 # its own header deadline, and a client at a normal pace is served. Cuts are logged and
 # counted in /metrics.
+# tests/run: alone (its deadlines and "/health at once" are timed: nothing beside it)
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
 declare URL_a PID_a URL_b PID_b URL_c PID_c  # set by name (printf -v), which shellcheck cannot see

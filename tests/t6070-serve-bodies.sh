@@ -13,6 +13,7 @@
 #    length): /health and /livez, on new connections and on one kept alive, answer within
 #    1 s meanwhile (a load balancer's probe timeout), because bodies are parsed and tokenized
 #    off the threads that answer them.
+# tests/run: alone (its probes are timed and its memory peaks measured: nothing beside it)
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
 declare URL_a PID_a URL_b PID_b  # set by name (printf -v), which shellcheck cannot see
