@@ -35,7 +35,7 @@ echo 1..1; echo ok 1 - busy
 EOF
 
 : > "$L"
-one=$(cd "$T/tree" && tests/run); rc1=$?
+one=$(cd "$T/tree" && env -u OB_TEST_JOBS tests/run); rc1=$?
 seq1=$(tr '\n' ' ' < "$L")
 : > "$L"
 two=$(cd "$T/tree" && OB_TEST_JOBS=2 tests/run); rc2=$?
