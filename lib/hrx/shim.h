@@ -238,6 +238,10 @@ __device__ static inline void ob_cp_wait(void)
  * 0), and the last block fences again before it reads; it puts the counter back to 0 for the
  * next launch, a graph's replay included. hrx-sim runs a launch's blocks in a scrambled order
  * (sim.cc's ob_sim_run), so a group's last block is not the one a count in order would make it.
+ * The last block must read the others' results through plain loads: the read-only path (__ldg,
+ * or what nvcc makes of a const __restrict__ pointer: ld.global.nc) is not kept coherent with
+ * other blocks' stores within a launch, and no fence helps it; none of the kernels uses it
+ * (the PTX of mm, attn and norm for sm_90 has no ld.global.nc), and hrx-sim could not tell.
  */
 __device__ static inline bool ob_last_block(unsigned *ctr, unsigned count)
 {
