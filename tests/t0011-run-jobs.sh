@@ -22,7 +22,7 @@ mk() {
         printf 'echo %q\n' "$@"
     } > "$T/tree/tests/$name.sh"
 }
-mk t0001-a 1
+mk t0001-a 1.5
 mk t0002-b 0.2
 mk t0003-c 0.2
 sed -i "1i # tests/run: alone (a made-up test)" "$T/tree/tests/t0003-c.sh"
