@@ -617,8 +617,6 @@ static int hrx_rmsnorm(struct ob_be *be, int l, int role, int src, int dst)
     return e;
 }
 
-/* the quantised copy of rows [0, n) of buffer src for weights of type wtype, reused while the
- * buffer is unchanged */
 /* the quantised copy the products read */
 static void *xq_cur(const struct ob_be *be) { return be->xqb[be->xqi]; }
 
@@ -634,6 +632,8 @@ static int xq_holds(struct ob_be *be, int e, int src, int fmt, int n, size_t str
     return e;
 }
 
+/* the quantised copy of rows [0, n) of buffer src for weights of type wtype, reused while the
+ * buffer is unchanged */
 static int quantised(struct ob_be *be, int src, uint32_t wtype, int k, int n)
 {
     int fmt = ob_type_actfmt(wtype);
