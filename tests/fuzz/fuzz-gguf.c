@@ -3,15 +3,95 @@
  * command would touch (every metadata value as JSON, every tensor's bytes, typed getters), read
  * the hyper-parameters and their checks as 1b-load does, and decode the first row of every
  * tensor with the kernels' block layouts, so that UBSan sees a tensor the reader let through
- * misaligned (general.alignment = 1 once did). Any out-of-bounds read, misaligned load, leak
- * or crash is a bug in lib/gguf.c or lib/hparams.c.
+ * misaligned (general.alignment = 1 once did). Then the file's tokenizer is built as every
+ * command builds it (ob_tok_from_gguf: the token strings, merges, types, scores and special
+ * ids of the metadata), a few texts are encoded and decoded with it, and a conversation is
+ * rendered and tokenized with the file's chat template. Any out-of-bounds read, misaligned
+ * load, leak or crash is a bug in lib/gguf.c, lib/hparams.c, lib/tok.c or lib/chat.c; so is
+ * an id outside the vocabulary, or a failure without a known code.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "1b.h"
+#include "chat.h"
 #include "quant.h"
+#include "tok.h"
+
+static void known(int e)
+{
+    if (e != OB_EFORMAT && e != OB_EUNSUPP && e != OB_ERANGE && e != OB_ENOTFOUND &&
+        e != OB_EUSAGE && e != OB_ENOMEM)
+        abort();
+}
+
+static void ids_in(const struct ob_tok *tok, const int32_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (uint32_t)ids[i] >= ob_tok_n_vocab(tok))
+            abort();
+}
+
+/* what a command does with the file's tokenizer and chat template */
+static void tokenizer(const struct ob_gguf *g)
+{
+    struct ob_tok *tok;
+    int e = ob_tok_from_gguf(g, &tok);
+    if (getenv("OB_FUZZ_GGUF_VERBOSE"))
+        fprintf(stderr, "%s\n", e ? ob_errmsg() : "tokenizer: built");
+    if (e) {
+        known(e);
+        return;
+    }
+    static const char *const texts[] = {
+        "Hello, world! 123 <|im_start|>user\n<s></s><0x41> \xe2\x96\x81x\n\n  \t",
+        "caf\xc3\xa9 \xf0\x9f\x98\x80 \xff\xfe don't I'll",
+        ""};
+    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++)
+        for (int special = 0; special < 2; special++) {
+            int32_t *ids;
+            size_t n;
+            if ((e = ob_tok_encode(tok, texts[t], strlen(texts[t]), special, &ids, &n))) {
+                known(e);
+                continue;
+            }
+            ids_in(tok, ids, n);
+            char *out;
+            size_t len;
+            if (ob_tok_decode(tok, ids, n, &out, &len))
+                abort();                     /* ids of its own encoding decode */
+            free(out);
+            free(ids);
+        }
+    int32_t all[3] = {ob_tok_bos(tok), ob_tok_eos(tok), ob_tok_unk(tok)};
+    for (int i = 0; i < 3; i++)
+        if (all[i] >= (int64_t)ob_tok_n_vocab(tok))
+            abort();
+    char *tmpl = NULL;
+    if (ob_gguf_get_str(g, "tokenizer.chat_template", &tmpl) == 0) {
+        struct ob_chat_msg m[3] = {{"system", "Be brief.", NULL}, {"user", "Hi <think>", NULL},
+                                   {"assistant", "<think>r</think>a", NULL}};
+        int32_t *ids, stops[OB_CHAT_MAX_STOPS];
+        size_t n;
+        e = ob_chat_tokenize(tok, tmpl, m, 2, NULL, &ids, &n);
+        if (getenv("OB_FUZZ_GGUF_VERBOSE"))
+            fprintf(stderr, "chat: %s\n", e ? ob_errmsg() : "tokenized");
+        if (e == 0) {
+            ids_in(tok, ids, n);
+            free(ids);
+        } else {
+            known(e);
+        }
+        if ((e = ob_chat_stops(tok, tmpl, stops, &n)) == 0)
+            ids_in(tok, stops, n);
+        else
+            known(e);
+        free(tmpl);
+    }
+    ob_tok_free(tok);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -60,6 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         struct ob_hparams hp;
         ob_hparams_read(g, &hp);
+        tokenizer(g);
         (void)sink;
         ob_gguf_close(g);
     }
