@@ -115,7 +115,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct ob_chat_opts o = {.add_generation_prompt = buf[0] & 1, .enable_thinking = buf[0] & 2};
     const struct ob_tok *tok = toks[((unsigned char)buf[0] >> 2 & 3) % 3];
     const char *tmpl = buf + 1;
-    char *p = buf + 1 + strlen(tmpl) + 1, *end = buf + size + 1;
+    /* end: the input's end (buf[size], the NUL added, is no role byte); a field that runs to
+     * it ends there, and one that starts past it is empty */
+    char *p = buf + 1 + strlen(tmpl) + 1, *end = buf + size;
 
     static const char *const roles[] = {"system", "user", "assistant", "tool", "nobody"};
     struct ob_chat_msg m[MAX_MSGS];
@@ -125,12 +127,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         unsigned r = (unsigned char)*p++;
         m[n].role = roles[(r & 7) % 5];
         plain_roles &= (r & 7) % 5 < 3;
-        m[n].content = p < end ? p : "";
-        p += p < end ? strlen(p) + 1 : 0;
+        m[n].content = p <= end ? p : "";
+        p += p <= end ? strlen(p) + 1 : 0;
         m[n].reasoning_content = NULL;
         if (r & 8) {
-            m[n].reasoning_content = p < end ? p : "";
-            p += p < end ? strlen(p) + 1 : 0;
+            m[n].reasoning_content = p <= end ? p : "";
+            p += p <= end ? strlen(p) + 1 : 0;
         }
         n++;
     }
