@@ -283,7 +283,7 @@ static int chatml_analyse(const char *t, struct tinfo *ti)
                 gen_prompt = true;
             const char *sys = strstr(lit, "<|im_start|>system\n");
             const char *end = sys ? strstr(sys, "<|im_end|>") : NULL;
-            if (end && end > sys + 19) {
+            if (end) {                 /* "" too: an empty system turn is still a turn */
                 const char *txt = sys + 19;
                 size_t n = (size_t)(end - txt);
                 if (ti->defsys && (strlen(ti->defsys) != n || memcmp(ti->defsys, txt, n))) {

@@ -243,6 +243,18 @@ static void test_chatml(void)
     expect_render(HERMES, u, 1, NULL,
                   "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
                   "chatml: template without a default system message");
+    /* an empty default system message is a turn all the same (jinja2 renders it) */
+    static const char EMPTY_SYS[] =
+        "{%- if messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\n<|im_end|>\\n' }}"
+        "{%- endif %}{%- for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' "
+        "+ message['content'] + '<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt "
+        "%}{{ '<|im_start|>assistant\\n' }}{%- endif %}";
+    expect_render(EMPTY_SYS, u, 1, &nogen,
+                  "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n",
+                  "chatml: an empty default system message renders as an empty system turn");
+    expect_render(EMPTY_SYS, su, 2, &nogen,
+                  "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n",
+                  "chatml: and none when the first message is a system message");
     struct ob_chat_msg think[] = {MSG("user", "q"), MSG("assistant", "<think>r</think>a")};
     struct ob_chat_opts off = OB_CHAT_OPTS_DEFAULT;
     off.enable_thinking = false;
