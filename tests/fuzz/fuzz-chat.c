@@ -49,18 +49,10 @@ static struct ob_tok *make(int which)
     /* each vocabulary's own arrays, kept for the tokenizer's life */
     static struct ob_tok_str ts[3][256 + N_SPECIAL];
     static int32_t tys[3][256 + N_SPECIAL];
-    static char pools[3][1024];
+    static char pools[3][512];
     struct ob_tok_str *t = ts[which];
     int32_t *ty = tys[which];
-    char *pool = pools[which];
-    size_t used = 0;
-    uint32_t n = 0;
-    for (unsigned b = 0; b < 256; b++) {
-        size_t k = bl_char(b, pool + used);
-        t[n] = (struct ob_tok_str){pool + used, k};
-        ty[n++] = OB_TOK_NORMAL;
-        used += k;
-    }
+    uint32_t n = bl_byte_tokens(t, ty, pools[which]);
     int32_t eos = -1, bos = -1;
     for (size_t i = 0; which < 2 && i < N_SPECIAL; i++) {
         if (i == N_SPECIAL - 1 && which == 0)

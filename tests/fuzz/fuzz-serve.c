@@ -35,15 +35,8 @@ static void build(void)
 {
     static struct ob_tok_str t[300];
     static int32_t ty[300];
-    static char pool[4096];
-    size_t used = 0;
-    uint32_t n = 0;
-    for (unsigned b = 0; b < 256; b++) {
-        size_t k = bl_char(b, pool + used);
-        t[n] = (struct ob_tok_str){pool + used, k};
-        ty[n++] = OB_TOK_NORMAL;
-        used += k;
-    }
+    static char pool[512];
+    uint32_t n = bl_byte_tokens(t, ty, pool);
     static const char *special[] = {"<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>",
                                     "</think>"};
     for (int i = 0; i < 5; i++) {

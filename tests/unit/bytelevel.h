@@ -33,4 +33,20 @@ static inline size_t bl_char(unsigned b, char *o)
     return 2;
 }
 
+#ifdef OB_TOK_H
+/* the 256 byte tokens in byte order, NORMAL: t[b] and ty[b] for b = 0..255, their text in
+ * pool (512 bytes at most); returns 256, the count */
+static inline uint32_t bl_byte_tokens(struct ob_tok_str *t, int32_t *ty, char *pool)
+{
+    size_t used = 0;
+    for (unsigned b = 0; b < 256; b++) {
+        size_t k = bl_char(b, pool + used);
+        t[b] = (struct ob_tok_str){pool + used, k};
+        ty[b] = OB_TOK_NORMAL;
+        used += k;
+    }
+    return 256;
+}
+#endif
+
 #endif
