@@ -326,10 +326,11 @@ $(FUZZ_LIB): $(FUZZ_OBJ)
 	rm -f $@
 	$(AR) rcs $@ $^
 
+# linked with UBSan's C++ runtime: the hrx-sim objects (C++) call its handlers
 bin/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB)
 	@mkdir -p bin/fuzz
 	$(FUZZ_CC) $(ALL_CPPFLAGS) $(call ob_fuzz_cflags,$<) -fsanitize=fuzzer \
-	    -o $@ $< $(FUZZ_LIB) $(ALL_LDLIBS)
+	    -fsanitize-link-c++-runtime -o $@ $< $(FUZZ_LIB) $(ALL_LDLIBS)
 
 # ---- benchmarks ------------------------------------------------------------
 BENCH_SRC := $(sort $(wildcard bench/*.c))
