@@ -131,8 +131,13 @@ static void answers(const struct ob_oai_srv_req *q, const int32_t *ids, int n_id
         /* scored with the more alternatives of logprobs and prompt_logprobs, as 1b-serve does */
         int nt = q->top_logprobs > q->prompt_logprobs ? q->top_logprobs : q->prompt_logprobs;
         ti[i].n_top = nt < 3 ? nt : 3;
+        /* distinct ids, as a distribution's best are; at even places the token itself is the
+         * best (prompt_logprobs lists it once), at odd ones it is not among them */
         for (int k = 0; k < ti[i].n_top; k++)
-            ti[i].top[k] = (struct ob_top_lp){.id = ids[(i + k) % n_ids], .logprob = -(float)k};
+            ti[i].top[k] = (struct ob_top_lp){
+                .id = (int32_t)(((uint32_t)ids[i] + (uint32_t)k + (uint32_t)(i & 1)) %
+                                ob_tok_n_vocab(tok)),
+                .logprob = -(float)k};
         const char *p;
         size_t pl;
         if (ob_tok_piece(tok, ids[i], &p, &pl))
