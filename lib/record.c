@@ -576,13 +576,20 @@ cJSON *ob_result_record(const cJSON *req, struct ob_result *r)
     char *reasoning = r->reasoning && *r->reasoning
                           ? ob_utf8_sanitize(r->reasoning, strlen(r->reasoning)) : NULL;
     char *model = r->model ? ob_utf8_sanitize(r->model, strlen(r->model)) : NULL;
+    /* a server's finish_reason and error text may hold any bytes: records are valid UTF-8 */
+    char *finish = r->finish_reason && !r->error
+                       ? ob_utf8_sanitize(r->finish_reason, strlen(r->finish_reason)) : NULL;
+    char *error = r->error ? ob_utf8_sanitize(r->error, strlen(r->error)) : NULL;
     if (!o || !id || (r->text && !text) || (r->reasoning && *r->reasoning && !reasoning) ||
-        (r->model && !model)) {
+        (r->model && !model) || (r->finish_reason && !r->error && !finish) ||
+        (r->error && !error)) {
         cJSON_Delete(o);
         cJSON_Delete(id);
         free(text);
         free(reasoning);
         free(model);
+        free(finish);
+        free(error);
         cJSON_Delete(r->tokens);
         cJSON_Delete(r->timing);
         r->tokens = r->timing = NULL;
@@ -613,10 +620,9 @@ cJSON *ob_result_record(const cJSON *req, struct ob_result *r)
         cJSON_AddStringToObject(o, "reasoning_content", reasoning);
     free(text);
     free(reasoning);
-    if (r->finish_reason)
-        cJSON_AddStringToObject(o, "finish_reason", r->error ? "error" : r->finish_reason);
-    else if (r->error)
-        cJSON_AddStringToObject(o, "finish_reason", "error");
+    if (r->finish_reason || r->error)
+        cJSON_AddStringToObject(o, "finish_reason", r->error ? "error" : finish);
+    free(finish);
     if (r->completion_tokens >= 0)
         ob_json_add_int(o, "completion_tokens", r->completion_tokens);
     if (r->cached_tokens >= 0)
@@ -626,8 +632,9 @@ cJSON *ob_result_record(const cJSON *req, struct ob_result *r)
     if (r->timing)
         cJSON_AddItemToObject(o, "timing", r->timing);
     r->timing = NULL;
-    if (r->error)
-        cJSON_AddStringToObject(o, "error", r->error);
+    if (error)
+        cJSON_AddStringToObject(o, "error", error);
+    free(error);
     return o;
 }
 

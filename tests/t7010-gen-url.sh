@@ -152,11 +152,12 @@ import json
 a, b = [json.loads(l) for l in open("part.jsonl", encoding="utf-8")]
 t = a["tokens"][0]
 assert t["bytes"] == [226, 130] and t["text"] == "\ufffd\ufffd" and a["text"] == "\ufffd\ufffd", t
+assert a["finish_reason"] == "len\ufffdgth", a["finish_reason"]
 assert [x["text"] for x in t["top"]] == ["\ufffd\ufffd", "\ufffd"] and a["model"]["name"] == "m\ufffd\ufffd"
 assert [x["bytes"] for x in b["tokens"]] == [[97], [226]] and b["tokens"][1]["text"] == "\ufffd"
 assert [x["text"] for x in b["tokens"][1]["top"]] == ["\ufffd", "\ufffd\ufffd\ufffd"]
 '
-ok $? "token text that is part of a character: valid JSON, U+FFFD in text, the exact bytes in bytes (both wire forms)"
+ok $? "token text that is part of a character: valid JSON, U+FFFD in text (and finish_reason), the exact bytes in bytes (both wire forms)"
 one nul | 1b-gen --url "$URL_broken" > nul.jsonl 2> nul.txt; rc=$?
 [ $rc -eq 3 ] && jq -e '.error | startswith("the reply cannot be read: \\u0000 at byte")' nul.jsonl > /dev/null &&
     jq -e '.tokens == []' nul.jsonl > /dev/null
