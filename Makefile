@@ -300,9 +300,9 @@ FUZZ_OBJ  := $(patsubst %.c,build/fuzz/%.o,$(LIB_SRC)) $(addprefix build/fuzz/,$
 FUZZ_LIB  := build/fuzz/lib1b.a
 FUZZ_SAN  := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # the flags of one library file in the fuzz build: the same arithmetic flags, ISA sets and guard.
-# The SIMD files go without UBSan's pointer-overflow check: with it, clang 14 took over 30
-# minutes on kq-avx2.c alone (its unrolled address arithmetic), without it 36 s. ASan still
-# checks those files' accesses, and the parsers keep the check
+# The SIMD files go without UBSan's pointer-overflow check: with it, clang 14 had spent 29
+# minutes on kq-avx2.c alone when stopped (its unrolled address arithmetic), without it 36 s.
+# ASan still checks those files' accesses, and the parsers keep the check
 ob_fuzz_cflags = $(FUZZ_CFLAGS) $(OB_EXACT) $(OB_ISA_$(call ob_level,$1)) \
     $(call ob_guard,fuzz,$(FUZZ_CC),$(CPPFLAGS) $(FUZZ_CFLAGS) $(OB_EXACT),$(call ob_level,$1)) \
     -fsanitize=fuzzer-no-link $(FUZZ_SAN) \
