@@ -9,6 +9,10 @@
  * rendered and tokenized with the file's chat template. Any out-of-bounds read, misaligned
  * load, leak or crash is a bug in lib/gguf.c, lib/hparams.c, lib/tok.c or lib/chat.c; so is
  * an id outside the vocabulary, or a failure without a known code.
+ *
+ * The same bytes also go through ob_gguf_scan as archive extraction (lib/archive.c) calls it on
+ * a member still being written: whole, and cut at every length up to 64 bytes and then at the
+ * doubling lengths extraction scans at (scan_prefixes says what must hold).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +21,7 @@
 
 #include "1b.h"
 #include "chat.h"
+#include "model.h"
 #include "quant.h"
 #include "tok.h"
 
@@ -93,6 +98,45 @@ static void tokenizer(const struct ob_gguf *g)
     ob_tok_free(tok);
 }
 
+/* ob_gguf_scan of the first n bytes, from a buffer of exactly n (ASan sees a read past them) */
+static int scan_n(const uint8_t *data, size_t n, uint64_t *min, uint64_t *max, bool *more)
+{
+    uint8_t *p = malloc(n ? n : 1);
+    if (!p)
+        abort();
+    memcpy(p, data, n);
+    int e = ob_gguf_scan(p, n, min, max, more);
+    free(p);
+    if (e)
+        known(e);
+    return e;
+}
+
+/*
+ * What extraction relies on, which reads a member's header as the member grows and stops at
+ * the size the header gives:
+ *  - a file the reader opens scans, and its tensors end within it (min <= size; bytes after
+ *    max the reader takes and extraction refuses);
+ *  - a prefix that scans holds the whole header: it gives the whole input's sizes;
+ *  - a prefix refused outright (*more false) is refused outright whole: a refusal that more
+ *    bytes could lift must say so, or extraction would refuse a file it accepts whole.
+ */
+static void scan_prefixes(const uint8_t *data, size_t size, bool opened)
+{
+    uint64_t min = 0, max = 0, a, z;
+    bool more = false, m;
+    int e = scan_n(data, size, &min, &max, &more);
+    if (getenv("OB_FUZZ_GGUF_VERBOSE"))
+        fprintf(stderr, "scan: %s\n", e ? ob_errmsg() : "sized");
+    if ((opened && (e || min > size)) || (!e && min > max))
+        abort();
+    for (size_t n = 0; n < size; n = n < 64 ? n + 1 : 2 * n) {
+        int en = scan_n(data, n, &a, &z, &m);
+        if ((!en && (e || a != min || z != max)) || (en && !m && (!e || more)))
+            abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct ob_gguf *g;
@@ -101,7 +145,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!buf)
         return 0;
     memcpy(buf, data, size);
-    if (ob_gguf_open_mem(buf, size, &g) == 0) {
+    bool opened = ob_gguf_open_mem(buf, size, &g) == 0;
+    scan_prefixes(data, size, opened);
+    if (opened) {
         volatile uint64_t sink = 0;
         for (uint64_t i = 0; i < ob_gguf_n_kv(g); i++) {
             const struct ob_gguf_kv *kv = ob_gguf_kv_at(g, i);
