@@ -28,16 +28,20 @@
  * resolve the same archive at once extract it once: the second waits for the first.
  *
  * An archive must hold exactly one regular file whose name ends in ".gguf", or one Q4NX pack
- * (lib/npu/pack.c): a manifest.json and the files beside it, at the top or in one directory.
- * A pack is extracted into a temporary directory CACHE/blobs/.extract.XXXXXX (locked like the
- * temporary files), checked whole — opened, and every file's sha256 compared with the
- * manifest's — and renamed to CACHE/blobs/<sha256 of its manifest>.q4nx, a directory the
- * archive's link then names. The first pass over an archive looks for a GGUF; a manifest.json
- * met on the way turns it into a pack, extracted by a second pass.
+ * (lib/npu/pack.c): a manifest.json and the files beside it, at the top or in one directory
+ * (a .gguf there, its meta.gguf, is one of the pack's files). Two models are refused: two
+ * GGUFs, two directories with a manifest.json, or a pack and a .gguf outside its directory,
+ * whatever the order of the members. A pack is extracted into a temporary directory
+ * CACHE/blobs/.extract.XXXXXX (locked like the temporary files), checked whole — opened, and
+ * every file's sha256 compared with the manifest's — and renamed to CACHE/blobs/<sha256 of its
+ * manifest>.q4nx, a directory the archive's link then names. The first pass reads the whole
+ * archive, extracting the first GGUF as it streams by; a manifest.json met on the way turns it
+ * into a pack, extracted by a second pass.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -380,6 +384,37 @@ static int make_tmpdir(const char *blobs, char **tmp, int *dfd)
     return ob_seterr(OB_EIO, "%s: cannot create a temporary directory", blobs);
 }
 
+/* where in an archive a directory prefix ("" or "dir/") is, for messages */
+static const char *place(const char *prefix, size_t n, char *buf, size_t cap)
+{
+    if (!n)
+        return "its top";
+    snprintf(buf, cap, "'%.*s'", (int)n, prefix);
+    return buf;
+}
+
+/* The message of a failure to open the pack extracted into directory tmp, with each "tmp/"
+ * (the files as they were there, gone once it is removed) written as the archive names them:
+ * "manifest.json: meta.gguf: No such file or directory", not the temporary paths. */
+static void member_names(int e, const char *tmp, const char *prefix)
+{
+    char msg[1024], out[2048], from[PATH_MAX + 2];
+    snprintf(msg, sizeof msg, "%s", ob_errmsg());
+    snprintf(from, sizeof from, "%s/", tmp);
+    size_t fl = strlen(from), o = 0;
+    for (const char *m = msg; *m && o + 1 < sizeof out;) {
+        if (strncmp(m, from, fl) == 0) {
+            int k = snprintf(out + o, sizeof out - o, "%s", prefix);
+            o = k < 0 || (size_t)k >= sizeof out - o ? sizeof out - 1 : o + (size_t)k;
+            m += fl;
+        } else {
+            out[o++] = *m++;
+        }
+    }
+    out[o] = 0;
+    ob_seterr(e, "%s", out);
+}
+
 /* One member of a pack into dfd/name, never past the size the archive gives it. */
 static int extract_pack_file(struct archive *ar, struct archive_entry *ent, int dfd,
                              const char *name, const char *apath, const char *tmp)
@@ -481,7 +516,9 @@ static int extract_pack(const char *path, const char *blobs, const char *link,
     }
     uint64_t nan, inf;
     if ((e = ob_pack_open(tmp, &p)) || (e = ob_pack_verify(p, &nan, &inf))) {
-        ob_errprefix(e, "%s: the pack in %s", path, *prefix ? prefix : "its top");
+        char b[512];
+        member_names(e, tmp, prefix);
+        ob_errprefix(e, "%s: the pack in %s", path, place(prefix, pl, b, sizeof b));
         goto out;
     }
     if (asprintf(&blob, "%s/%s.q4nx", blobs, ob_pack_sha256(p)) < 0) {
@@ -517,6 +554,28 @@ out:
     free(tmp);
     free(blob);
     return e;
+}
+
+/* is the member name directly in directory prefix ("" or "dir/") */
+static bool in_dir(const char *name, const char *prefix)
+{
+    size_t pl = strlen(prefix);
+    return strncmp(name, prefix, pl) == 0 && !strchr(name + pl, '/');
+}
+
+/* are two member names in one directory */
+static bool same_dir(const char *a, const char *b)
+{
+    const char *sa = strrchr(a, '/'), *sb = strrchr(b, '/');
+    size_t la = sa ? (size_t)(sa - a) + 1 : 0, lb = sb ? (size_t)(sb - b) + 1 : 0;
+    return la == lb && strncmp(a, b, la) == 0;
+}
+
+static int outside_pack(const char *path, const char *pack, const char *name)
+{
+    char b[512];
+    return ob_seterr(OB_EFORMAT, "%s: holds a Q4NX pack (in %s) and a .gguf file outside it "
+                     "('%s')", path, place(pack, strlen(pack), b, sizeof b), name);
 }
 
 int ob_model_resolve(const char *path, char **out)
@@ -603,9 +662,13 @@ int ob_model_resolve(const char *path, char **out)
                       archive_error_string(ar));
         goto out;
     }
-    char *found = NULL, *pack = NULL;
+    /* found: the first .gguf, extracted as it streams by unless a pack came first; other: the
+     * second; apart: the first one not in found's directory (a pack's files share one) */
+    char *found = NULL, *pack = NULL, *other = NULL, *apart = NULL;
     int n_entries = 0;
     struct extract x = {.apath = path, .blobs = blobs, .md = md, .fd = -1};
+    /* One pass over the whole archive, so that one holding two models (two GGUFs, two packs, or
+     * a pack and a GGUF outside its directory) is refused whatever the order of its members. */
     for (;;) {
         struct archive_entry *ent;
         int r = archive_read_next_header(ar, &ent);
@@ -619,25 +682,43 @@ int ob_model_resolve(const char *path, char **out)
         const char *name = archive_entry_pathname(ent);
         const char *base = name ? strrchr(name, '/') : NULL;
         base = base ? base + 1 : name;
-        if (name && archive_entry_filetype(ent) == AE_IFREG && strcmp(base, "manifest.json") == 0) {
+        bool reg = name && archive_entry_filetype(ent) == AE_IFREG;
+        if (reg && strcmp(base, "manifest.json") == 0) {
             /* a Q4NX pack: its directory (the manifest's) is extracted by a pass of its own */
-            if (!(pack = strndup(name, (size_t)(base - name)))) {
+            size_t dl = (size_t)(base - name);
+            if (pack && (strlen(pack) != dl || strncmp(pack, name, dl) != 0)) {
+                char b1[512], b2[512];
+                e = ob_seterr(OB_EFORMAT, "%s: holds more than one Q4NX pack (in %s and in %s)",
+                              path, place(pack, strlen(pack), b1, sizeof b1),
+                              place(name, dl, b2, sizeof b2));
+                goto out_found;
+            }
+            if (!pack && !(pack = strndup(name, dl))) {
                 e = ob_seterr(OB_ENOMEM, "out of memory");
                 goto out_found;
             }
-            break;
         }
-        if (!name || archive_entry_filetype(ent) != AE_IFREG || !has_suffix(name, ".gguf")) {
+        bool gguf = reg && has_suffix(name, ".gguf");
+        if (gguf && pack && !in_dir(name, pack)) {
+            e = outside_pack(path, pack, name);
+            goto out_found;
+        }
+        if (gguf && found) {
+            if (!other && !(other = strdup(name))) {
+                e = ob_seterr(OB_ENOMEM, "out of memory");
+                goto out_found;
+            }
+            if (!apart && !same_dir(name, found) && !(apart = strdup(name))) {
+                e = ob_seterr(OB_ENOMEM, "out of memory");
+                goto out_found;
+            }
+        }
+        if (!gguf || found || pack) {
             if (archive_read_data_skip(ar) < ARCHIVE_WARN) {
                 e = ob_seterr(OB_EFORMAT, "%s: %s", path, archive_error_string(ar));
                 goto out_found;
             }
             continue;
-        }
-        if (found) {
-            e = ob_seterr(OB_EFORMAT, "%s: holds more than one .gguf file ('%s' and '%s')", path,
-                          found, name);
-            goto out_found;
         }
         if (!(found = strdup(name))) {
             e = ob_seterr(OB_ENOMEM, "out of memory");
@@ -653,6 +734,11 @@ int ob_model_resolve(const char *path, char **out)
             goto out_found;
     }
     if (pack) {
+        /* the .gguf files met before the manifest must be the pack's files too */
+        if ((found && !in_dir(found, pack)) || apart) {
+            e = outside_pack(path, pack, found && !in_dir(found, pack) ? found : apart);
+            goto out_found;
+        }
         if (tmp)                               /* a .gguf met first: the pack's meta file */
             unlink(tmp);
         free(tmp);
@@ -665,6 +751,11 @@ int ob_model_resolve(const char *path, char **out)
     if (!found) {
         e = ob_seterr(OB_EFORMAT, "%s: the archive (%d entries) holds no .gguf file", path,
                       n_entries);
+        goto out_found;
+    }
+    if (other) {
+        e = ob_seterr(OB_EFORMAT, "%s: holds more than one .gguf file ('%s' and '%s')", path,
+                      found, other);
         goto out_found;
     }
     if (fsync(tfd) != 0) {
@@ -693,6 +784,8 @@ int ob_model_resolve(const char *path, char **out)
     e = *out ? 0 : ob_seterr(OB_EIO, "%s: %s", blob, strerror(errno));
 out_found:
     free(found);
+    free(other);
+    free(apart);
     free(pack);
 out:
     if (tmp)
