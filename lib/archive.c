@@ -1,5 +1,6 @@
 /*
- * archive.c — models inside archives (tar, tar.gz, tar.zst, zip, ... anything libarchive reads).
+ * archive.c — models inside archives: tar, zip, 7-Zip or cpio, plain or compressed (gzip, xz,
+ * zstd, ...; see open_formats).
  *
  * A GGUF must be mmapped, so an archived one is extracted once into a content-addressed cache:
  *
@@ -331,7 +332,16 @@ static int extract_member(struct archive *ar, struct extract *x)
 
 static void open_formats(struct archive *ar)
 {
-    archive_read_support_filter_all(ar);
+    /* the compressions libarchive decodes itself: "all" would also run an external program
+     * (lrzip, lzop, grzip) that the file's first bytes choose */
+    archive_read_support_filter_gzip(ar);
+    archive_read_support_filter_bzip2(ar);
+    archive_read_support_filter_compress(ar);
+    archive_read_support_filter_xz(ar);
+    archive_read_support_filter_lzma(ar);
+    archive_read_support_filter_lzip(ar);
+    archive_read_support_filter_lz4(ar);
+    archive_read_support_filter_zstd(ar);
     /* real archive formats only: "all" would include mtree, which reads any text file */
     archive_read_support_format_tar(ar);
     archive_read_support_format_gnutar(ar);

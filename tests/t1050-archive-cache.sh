@@ -2,10 +2,11 @@
 # Models in archives and the extraction cache under hostile input: what extraction may write is
 # bounded by the member's own GGUF header, a member that is not a whole GGUF leaves nothing in
 # the cache, the free space is checked before a large write, partial files of killed processes
-# are removed by the next run (and those of live ones are not), and two processes that resolve
-# the same archive extract it once.
+# are removed by the next run (and those of live ones are not), two processes that resolve
+# the same archive extract it once, and a file's first bytes never make 1b run a program (the
+# compressions libarchive hands to lrzip, lzop or grzip are refused instead).
 . "$(dirname "$0")/lib.sh"
-plan 19
+plan 20
 S=$SHARED/models/stories260K.gguf
 cd "$T" || exit 1
 export OB_CACHE_DIR=$T/cache
@@ -158,3 +159,21 @@ fresh
     ino=$(stat -c %i "$OB_CACHE_DIR"/blobs/*.gguf) && 1b-load m.tar > /dev/null &&
     [ "$(stat -c %i "$OB_CACHE_DIR"/blobs/*.gguf)" = "$ino" ]
 ok $? "a valid archive extracts whole and is reused"
+
+# 12. compressions libarchive can only undo through another program (lrzip, lzop, grzip): the
+# program is not run, even where it is installed, and the file is refused as no archive
+mkdir bin && for p in lrzip lzop grzip; do
+    printf '#!/bin/sh\ntouch "%s/ran-%s"\ncat > /dev/null\nexit 1\n' "$T" "$p" > "bin/$p"
+    chmod +x "bin/$p"
+done
+{ printf 'LRZI\000\006'; head -c 120 /dev/zero; } > x.tar.lrz
+{ printf '\211LZO\000\r\n\032\n'; head -c 120 /dev/zero; } > x.tar.lzo
+{ printf 'GRZipII\000\002\004:)'; head -c 120 /dev/zero; } > x.tar.grz
+fresh
+bad=""
+for f in x.tar.lrz x.tar.lzo x.tar.grz; do
+    out=$(PATH=$T/bin:$PATH 1b-load "$f" 2>&1); rc=$?
+    [ $rc -eq 3 ] && grep -q "$f: not a GGUF file nor a readable archive" <<<"$out" || bad+="$f: $rc $out; "
+done
+[ -z "$bad" ] && [ -z "$(compgen -G "$T/ran-*")" ] && empty_cache
+ok $? "lrzip, lzop and grzip data: refused (exit 3), no program run ($bad$(cd "$T" && echo ran-*))"
