@@ -5,8 +5,8 @@
  *
  * Blocks of a launch are tasks of the queue's thread pool (lib/host/pool.c); each host thread
  * has an executor (struct exec) with a fiber record per GPU thread, 32 warp records and a
- * region of fiber stacks. Within a block the scheduler visits the fibers in thread order,
- * pass after pass: a new fiber is started, a waiting one is resumed when what it waits for is
+ * region of fiber stacks. Within a block the scheduler visits the fibers in thread order (or
+ * the order OB_HRX_SIM_ORDER names: run_block), pass after pass: a new fiber is started, a waiting one is resumed when what it waits for is
  * complete (its barrier reached by all n threads, its shuffle by all 32 lanes). Counters only
  * grow, so the test is arithmetic: the b-th barrier is complete when the block's arrivals
  * reach n * b; the k-th shuffle of a warp uses slot k % 2 and is complete when arrivals at that
@@ -106,6 +106,7 @@ struct exec {
     size_t sched_size;
 #endif
     fiber *cur;
+    int order;                     /* the queue's OB_HRX_SIM_ORDER (ORDER_*) */
     int n, live;                   /* threads of the block, of which not returned */
     unsigned bar_arrived;
     ob_sim_body body;
@@ -389,10 +390,30 @@ static void abandon(exec *x)
         }
 }
 
+/* The order in which a pass visits a block's threads (OB_HRX_SIM_ORDER): thread order; the
+ * reverse; or scrambled, thread i * p mod n (p coprime to n, near 0.62 n), so that neighbours
+ * run far apart. Between two barriers a GPU promises no order among a block's threads, nor
+ * among a warp's lanes between two shuffles, so a kernel's bits may depend on none: a read of
+ * what another thread writes in the same phase (a missing barrier) gives other bits in another
+ * order, and the kernel tests, run in each, see it. */
+enum { ORDER_THREAD, ORDER_REVERSE, ORDER_SCRAMBLE };
+
+static uint64_t gcd(uint64_t a, uint64_t b);
+
+/* a number coprime to n near 0.62 n: i * p mod n visits 0 .. n - 1 scrambled */
+static uint64_t scramble_step(uint64_t n)
+{
+    uint64_t p = n * 5 / 8 + 1;
+    while (gcd(p, n) != 1)
+        p++;
+    return p;
+}
+
 /* run one block; false (with x->msg) on a kernel bug */
 static bool run_block(exec *x, dim3 grid, dim3 block, dim3 bidx)
 {
     int n = (int)(block.x * block.y * block.z);
+    int step = x->order == ORDER_SCRAMBLE ? (int)scramble_step((uint64_t)n) : 1;
     x->n = n;
     x->live = n;
     x->bar_arrived = 0;
@@ -417,7 +438,8 @@ static bool run_block(exec *x, dim3 grid, dim3 block, dim3 bidx)
     }
     for (;;) {
         bool progress = false;
-        for (int i = 0; i < n; i++) {
+        for (int j = 0; j < n; j++) {
+            int i = x->order == ORDER_REVERSE ? n - 1 - j : (int)((int64_t)j * step % n);
             fiber *f = &x->f[i];
             if (f->state == F_NEW) {
                 if (!(f->stack = get_stack(x))) {
@@ -483,6 +505,7 @@ struct ob_hrx_q {
     pthread_mutex_t mu;
     bool big_tiles;                /* launch geometry (shim.h): not OB_HRX_SIM_TILES=gpu */
     bool trace;                    /* OB_HRX_SIM_TRACE=1: a line on stderr a launch run */
+    int order;                     /* OB_HRX_SIM_ORDER: the threads' order in a block */
     float *ws;                     /* the workspace (shim.h), made when first asked for */
     bool ws_failed;
     unsigned ctr[OB_HRX_CTRS];     /* the arrival counters (shim.h's ob_last_block) */
@@ -531,6 +554,7 @@ static void block_task(void *ctx, int i, int t)
         return;
     }
     t_exec = x;
+    x->order = q->order;
     x->body = q->body;
     x->arg = q->arg;
     unsigned gx = q->grid.x, gy = q->grid.y;
@@ -559,10 +583,7 @@ void ob_sim_run(ob_hrx_q *q, const char *kernel, dim3 grid, dim3 block, ob_sim_b
      * coprime to it), so neighbours run far apart. A GPU promises no order, so a kernel may
      * assume none: a last block to arrive (ob_last_block) is then neither the highest nor
      * the lowest of its group, and a group's blocks arrive among other groups'. */
-    uint64_t perm = nb * 5 / 8 + 1;
-    while (gcd(perm, nb) != 1)
-        perm++;
-    q->perm = perm;
+    q->perm = scramble_step(nb);
     if (q->trace)
         fprintf(stderr, "hrx-sim: launch %s (%u,%u,%u) x (%u,%u,%u)\n", kernel, grid.x, grid.y,
                 grid.z, block.x, block.y, block.z);
@@ -663,9 +684,18 @@ static void sim_close(ob_hrx_q *q)
 static int sim_open(int index, int n_threads, ob_hrx_q **out)
 {
     ob_hrx_devinfo info;
-    int e;
+    int e, order;
     if ((e = sim_info(index, &info)))
         return e;
+    const char *o = getenv("OB_HRX_SIM_ORDER");
+    if (!o || !*o || !strcmp(o, "thread"))
+        order = ORDER_THREAD;
+    else if (!strcmp(o, "reverse"))
+        order = ORDER_REVERSE;
+    else if (!strcmp(o, "scramble"))
+        order = ORDER_SCRAMBLE;
+    else
+        return ob_seterr(OB_EUSAGE, "OB_HRX_SIM_ORDER=%s: not thread, reverse or scramble", o);
     ob_hrx_q *q = (ob_hrx_q *)calloc(1, sizeof *q);
     if (!q)
         return ob_seterr(OB_ENOMEM, "out of memory");
@@ -674,6 +704,7 @@ static int sim_open(int index, int n_threads, ob_hrx_q **out)
     q->big_tiles = !tiles || strcmp(tiles, "gpu") != 0;
     const char *trace = getenv("OB_HRX_SIM_TRACE");
     q->trace = trace && *trace && strcmp(trace, "0") != 0;
+    q->order = order;
     q->n_threads = n_threads < 1 ? 1 : n_threads;
     if (!(q->ex = (exec **)calloc((size_t)q->n_threads, sizeof *q->ex))) {
         sim_close(q);

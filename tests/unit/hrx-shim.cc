@@ -13,6 +13,8 @@
  *   - ob_last_block: exactly one last block a group, which sees the others' stores, counters
  *     put back; the blocks of a launch run in a scrambled order;
  *   - a fiber's stack holds a 16 KiB local array;
+ *   - OB_HRX_SIM_ORDER: a block's threads start in thread order, in reverse, or scrambled, and
+ *     a read racing a neighbour's store sees what that order decides; a bad value is refused;
  *   - kernel bugs are reported, never a hang or a silent answer: a barrier some threads never
  *     reach (returned, or diverged), a shuffle some lanes never reach, a shuffle in a partial
  *     warp, a block of 1025 threads, an empty grid; the message names the kernel and the block,
@@ -135,6 +137,20 @@ __global__ static void k_last(unsigned *ctr, int *vals, int *sums, int *lasts, i
     for (int i = 0; i < gx; i++)
         s += vals[(y * gx + i) * 64 + t];
     sums[y * 64 + t] = s;
+}
+
+/* the order the block's threads start in (first[tick] = t); then, after a barrier, each
+ * stores a mark and reads its neighbour's below with no barrier between: what it sees is the
+ * order's (read[t]: 1 when the neighbour's store was there) */
+__global__ static void k_order(int *first, int *tick, int *read)
+{
+    __shared__ int mark[1024];
+    int t = (int)threadIdx.x;
+    first[__atomic_fetch_add(tick, 1, __ATOMIC_RELAXED)] = t;
+    mark[t] = 0;
+    __syncthreads();
+    mark[t] = 1;
+    read[t] = t > 0 ? mark[t - 1] : 1;      /* no barrier between: the race the orders tell */
 }
 
 __global__ static void k_deep(int *out)
@@ -394,6 +410,49 @@ static void test_cp(void)
                "an asynchronous copy not waited for");
 }
 
+/* OB_HRX_SIM_ORDER: the order a pass visits a block's threads in — thread order, the
+ * reverse, or scrambled (neighbours far apart) — so that a read of what another thread writes
+ * between the same two barriers gives other bits in another order; anything else is refused */
+static void test_order(void)
+{
+    enum { N = 96 };
+    static const char *const names[] = {"thread", "reverse", "scramble"};
+    for (int o = 0; o < 3; o++) {
+        int first[N], read[N], tick = 0, *f = first, *r = read, *tk = &tick, seen[N] = {0};
+        int ahead = 0, behind = 0, adjacent = 0, perm = 1, got = 0;
+        ob_hrx_q *q2;
+        setenv("OB_HRX_SIM_ORDER", names[o], 1);
+        int e = ob_hrx_sim_rt.open(0, 1, &q2);
+        if (!e) {
+            OB_LAUNCH(q2, k_order, dim3(1), dim3(N), f, tk, r);
+            e = ob_hrx_sim_launched(q2, "order");
+            ob_hrx_sim_rt.close(q2);
+        }
+        for (int i = 0; i < N && !e; i++) {
+            perm &= first[i] >= 0 && first[i] < N && !seen[first[i]]++;
+            ahead += first[i] == i;
+            behind += first[i] == N - 1 - i;
+            adjacent += i > 0 && (first[i] == first[i - 1] + 1 || first[i] == first[i - 1] - 1);
+            got += read[i];
+        }
+        /* after the barrier the last thread in goes on first (95 in thread order, 0 in
+         * reverse), then the others in the pass's order */
+        bool as_named = o == 0 ? ahead == N && got == N - 1
+                      : o == 1 ? behind == N && got == 2
+                               : ahead < N / 4 && behind < N / 4 && adjacent == 0 && got > 2 &&
+                                     got < N - 1;
+        ok(!e && perm && as_named, "OB_HRX_SIM_ORDER=%s: each thread once (%d in thread order, %d "
+           "reversed, %d next to a neighbour); %d of %d saw the store of the thread below%s%s",
+           names[o], ahead, behind, adjacent, got, N, e ? ": " : "", e ? ob_errmsg() : "");
+    }
+    setenv("OB_HRX_SIM_ORDER", "backwards", 1);
+    ob_hrx_q *q2 = NULL;
+    int e = ob_hrx_sim_rt.open(0, 1, &q2);
+    ok(e == OB_EUSAGE && !q2 && strstr(ob_errmsg(), "OB_HRX_SIM_ORDER=backwards: not thread, "
+       "reverse or scramble"), "OB_HRX_SIM_ORDER=backwards: refused (%s)", ob_errmsg());
+    unsetenv("OB_HRX_SIM_ORDER");
+}
+
 /* ob_last_block: one block of each group of 37 arrives last, once the others' values are
  * there; the counters are 0 again after the launch (three launches reuse them); the blocks
  * ran in a scrambled order, not the grid's */
@@ -478,6 +537,7 @@ int main(void)
     test_stack();
     test_cp();
     test_last_block();
+    test_order();
     test_bugs();
     timing();
     ob_hrx_sim_rt.close(q);
