@@ -6,12 +6,13 @@
  * Blocks of a launch are tasks of the queue's thread pool (lib/host/pool.c); each host thread
  * has an executor (struct exec) with a fiber record per GPU thread, 32 warp records and a
  * region of fiber stacks. Within a block the scheduler visits the fibers in thread order (or
- * the order OB_HRX_SIM_ORDER names: run_block), pass after pass: a new fiber is started, a waiting one is resumed when what it waits for is
- * complete (its barrier reached by all n threads, its shuffle by all 32 lanes). Counters only
- * grow, so the test is arithmetic: the b-th barrier is complete when the block's arrivals
- * reach n * b; the k-th shuffle of a warp uses slot k % 2 and is complete when arrivals at that
- * parity reach 32 * (k / 2 + 1) — a lane can be at most one shuffle ahead of another, so two
- * slots suffice. A pass in which nothing could run while fibers are left is a kernel bug.
+ * the order OB_HRX_SIM_ORDER names: run_block), pass after pass: a new fiber is started, a
+ * waiting one is resumed when what it waits for is complete (its barrier reached by all n
+ * threads, its shuffle by all 32 lanes). Counters only grow, so the test is arithmetic: the
+ * b-th barrier is complete when the block's arrivals reach n * b; the k-th shuffle of a warp
+ * uses slot k % 2 and is complete when arrivals at that parity reach 32 * (k / 2 + 1) — a lane
+ * can be at most one shuffle ahead of another, so two slots suffice. A pass in which nothing
+ * could run while fibers are left is a kernel bug.
  *
  * The switch: x86-64 assembly saving what the ABI says a callee keeps (rbx, rbp, r12-r15,
  * the stack pointer, MXCSR and the x87 control word) — no system call, a few nanoseconds;
@@ -413,7 +414,11 @@ static uint64_t scramble_step(uint64_t n)
 static bool run_block(exec *x, dim3 grid, dim3 block, dim3 bidx)
 {
     int n = (int)(block.x * block.y * block.z);
-    int step = x->order == ORDER_SCRAMBLE ? (int)scramble_step((uint64_t)n) : 1;
+    /* a pass visits i0, i0 + step, ... mod n */
+    int i0 = x->order == ORDER_REVERSE ? n - 1 : 0;
+    int step = x->order == ORDER_REVERSE    ? n - 1
+             : x->order == ORDER_SCRAMBLE ? (int)(scramble_step((uint64_t)n) % (uint64_t)n)
+                                          : 1;
     x->n = n;
     x->live = n;
     x->bar_arrived = 0;
@@ -438,8 +443,7 @@ static bool run_block(exec *x, dim3 grid, dim3 block, dim3 bidx)
     }
     for (;;) {
         bool progress = false;
-        for (int j = 0; j < n; j++) {
-            int i = x->order == ORDER_REVERSE ? n - 1 - j : (int)((int64_t)j * step % n);
+        for (int j = 0, i = i0; j < n; j++, i = i + step < n ? i + step : i + step - n) {
             fiber *f = &x->f[i];
             if (f->state == F_NEW) {
                 if (!(f->stack = get_stack(x))) {
