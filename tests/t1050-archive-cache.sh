@@ -175,5 +175,6 @@ for f in x.tar.lrz x.tar.lzo x.tar.grz; do
     out=$(PATH=$T/bin:$PATH 1b-load "$f" 2>&1); rc=$?
     [ $rc -eq 3 ] && grep -q "$f: not a GGUF file nor a readable archive" <<<"$out" || bad+="$f: $rc $out; "
 done
-[ -z "$bad" ] && [ -z "$(compgen -G "$T/ran-*")" ] && empty_cache
-ok $? "lrzip, lzop and grzip data: refused (exit 3), no program run ($bad$(cd "$T" && echo ran-*))"
+ran=$(cd "$T" && compgen -G 'ran-*' | tr '\n' ' ')
+[ -z "$bad" ] && [ -z "$ran" ] && empty_cache
+ok $? "lrzip, lzop and grzip data: refused (exit 3), no program run ($bad${ran:-none ran})"
