@@ -667,9 +667,20 @@ int ob_model_resolve(const char *path, char **out)
         goto out;
     }
     open_formats(ar);
+    /* the compressions open_formats leaves out (they run a program): say which it is */
+    static const struct {
+        char magic[5];
+        const char *why;
+    } progs[] = {{"LRZI", "compressed with lrzip, which 1b does not read: decompress it first"},
+                 {"\x89LZO", "compressed with lzop, which 1b does not read: decompress it first"},
+                 {"GRZi", "compressed with grzip, which 1b does not read: decompress it first"}};
+    const char *external = NULL;
+    for (size_t i = 0; i < sizeof progs / sizeof *progs; i++)
+        if (got == 4 && memcmp(magic, progs[i].magic, 4) == 0)
+            external = progs[i].why;
     if (archive_read_open_filename(ar, path, 1 << 16) != ARCHIVE_OK) {
         e = ob_seterr(OB_EFORMAT, "%s: not a GGUF file nor a readable archive: %s", path,
-                      archive_error_string(ar));
+                      external ? external : archive_error_string(ar));
         goto out;
     }
     /* found: the first .gguf, extracted as it streams by unless a pack came first; other: the

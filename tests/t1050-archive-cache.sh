@@ -161,7 +161,8 @@ fresh
 ok $? "a valid archive extracts whole and is reused"
 
 # 12. compressions libarchive can only undo through another program (lrzip, lzop, grzip): the
-# program is not run, even where it is installed, and the file is refused as no archive
+# program is not run, even where it is installed, and the file is refused as no archive, the
+# message naming the compression
 mkdir bin && for p in lrzip lzop grzip; do
     printf '#!/bin/sh\ntouch "%s/ran-%s"\ncat > /dev/null\nexit 1\n' "$T" "$p" > "bin/$p"
     chmod +x "bin/$p"
@@ -171,10 +172,12 @@ done
 { printf 'GRZipII\000\002\004:)'; head -c 120 /dev/zero; } > x.tar.grz
 fresh
 bad=""
-for f in x.tar.lrz x.tar.lzo x.tar.grz; do
-    out=$(PATH=$T/bin:$PATH 1b-load "$f" 2>&1); rc=$?
-    [ $rc -eq 3 ] && grep -q "$f: not a GGUF file nor a readable archive" <<<"$out" || bad+="$f: $rc $out; "
+for f in lrzip:x.tar.lrz lzop:x.tar.lzo grzip:x.tar.grz; do
+    out=$(PATH=$T/bin:$PATH 1b-load "${f#*:}" 2>&1); rc=$?
+    [ $rc -eq 3 ] && [ "$(wc -l <<<"$out")" -eq 1 ] &&
+        grep -q "${f#*:}: not a GGUF file nor a readable archive: compressed with ${f%:*}, which 1b does not read" <<<"$out" ||
+        bad+="${f#*:}: $rc $out; "
 done
 ran=$(cd "$T" && compgen -G 'ran-*' | tr '\n' ' ')
 [ -z "$bad" ] && [ -z "$ran" ] && empty_cache
-ok $? "lrzip, lzop and grzip data: refused (exit 3), no program run ($bad${ran:-none ran})"
+ok $? "lrzip, lzop and grzip data: refused (exit 3, the compression named), no program run ($bad${ran:-none ran})"
