@@ -394,6 +394,13 @@ static int make_tmpdir(const char *blobs, char **tmp, int *dfd)
     return ob_seterr(OB_EIO, "%s: cannot create a temporary directory", blobs);
 }
 
+/* is the member name directly in directory prefix ("" or "dir/") */
+static bool in_dir(const char *name, const char *prefix)
+{
+    size_t pl = strlen(prefix);
+    return strncmp(name, prefix, pl) == 0 && !strchr(name + pl, '/');
+}
+
 /* where in an archive a directory prefix ("" or "dir/") is, for messages */
 static const char *place(const char *prefix, size_t n, char *buf, size_t cap)
 {
@@ -513,8 +520,8 @@ static int extract_pack(const char *path, const char *blobs, const char *link,
             goto out;
         }
         const char *name = archive_entry_pathname(ent), *rest = name ? name + pl : NULL;
-        if (!name || archive_entry_filetype(ent) != AE_IFREG || strncmp(name, prefix, pl) != 0 ||
-            !*rest || *rest == '.' || strchr(rest, '/')) {
+        if (!name || archive_entry_filetype(ent) != AE_IFREG || !in_dir(name, prefix) ||
+            !*rest || *rest == '.') {
             if (archive_read_data_skip(ar) < ARCHIVE_WARN) {
                 e = ob_seterr(OB_EFORMAT, "%s: %s", path, archive_error_string(ar));
                 goto out;
@@ -564,13 +571,6 @@ out:
     free(tmp);
     free(blob);
     return e;
-}
-
-/* is the member name directly in directory prefix ("" or "dir/") */
-static bool in_dir(const char *name, const char *prefix)
-{
-    size_t pl = strlen(prefix);
-    return strncmp(name, prefix, pl) == 0 && !strchr(name + pl, '/');
 }
 
 /* are two member names in one directory */
@@ -667,20 +667,19 @@ int ob_model_resolve(const char *path, char **out)
         goto out;
     }
     open_formats(ar);
-    /* the compressions open_formats leaves out (they run a program): say which it is */
-    static const struct {
-        char magic[5];
-        const char *why;
-    } progs[] = {{"LRZI", "compressed with lrzip, which 1b does not read: decompress it first"},
-                 {"\x89LZO", "compressed with lzop, which 1b does not read: decompress it first"},
-                 {"GRZi", "compressed with grzip, which 1b does not read: decompress it first"}};
-    const char *external = NULL;
-    for (size_t i = 0; i < sizeof progs / sizeof *progs; i++)
-        if (got == 4 && memcmp(magic, progs[i].magic, 4) == 0)
-            external = progs[i].why;
     if (archive_read_open_filename(ar, path, 1 << 16) != ARCHIVE_OK) {
+        /* the compressions open_formats leaves out (they run a program): say which it is */
+        static const char progs[][2][6] = {{"LRZI", "lrzip"}, {"\x89LZO", "lzop"},
+                                           {"GRZi", "grzip"}};
+        for (size_t i = 0; i < sizeof progs / sizeof *progs; i++)
+            if (got == 4 && memcmp(magic, progs[i][0], 4) == 0) {
+                e = ob_seterr(OB_EFORMAT, "%s: not a GGUF file nor a readable archive: "
+                              "compressed with %s, which 1b does not read: decompress it first",
+                              path, progs[i][1]);
+                goto out;
+            }
         e = ob_seterr(OB_EFORMAT, "%s: not a GGUF file nor a readable archive: %s", path,
-                      external ? external : archive_error_string(ar));
+                      archive_error_string(ar));
         goto out;
     }
     /* found: the first .gguf, extracted as it streams by unless a pack came first; other: the
@@ -756,8 +755,9 @@ int ob_model_resolve(const char *path, char **out)
     }
     if (pack) {
         /* the .gguf files met before the manifest must be the pack's files too */
-        if ((found && !in_dir(found, pack)) || apart) {
-            e = outside_pack(path, pack, found && !in_dir(found, pack) ? found : apart);
+        const char *away = found && !in_dir(found, pack) ? found : apart;
+        if (away) {
+            e = outside_pack(path, pack, away);
             goto out_found;
         }
         if (tmp)                               /* a .gguf met first: the pack's meta file */
