@@ -107,7 +107,6 @@ struct exec {
     size_t sched_size;
 #endif
     fiber *cur;
-    int order;                     /* the queue's OB_HRX_SIM_ORDER (ORDER_*) */
     int n, live;                   /* threads of the block, of which not returned */
     unsigned bar_arrived;
     ob_sim_body body;
@@ -410,15 +409,15 @@ static uint64_t scramble_step(uint64_t n)
     return p;
 }
 
-/* run one block; false (with x->msg) on a kernel bug */
-static bool run_block(exec *x, dim3 grid, dim3 block, dim3 bidx)
+/* run one block, its threads in order (ORDER_*); false (with x->msg) on a kernel bug */
+static bool run_block(exec *x, dim3 grid, dim3 block, dim3 bidx, int order)
 {
     int n = (int)(block.x * block.y * block.z);
     /* a pass visits i0, i0 + step, ... mod n */
-    int i0 = x->order == ORDER_REVERSE ? n - 1 : 0;
-    int step = x->order == ORDER_REVERSE    ? n - 1
-             : x->order == ORDER_SCRAMBLE ? (int)(scramble_step((uint64_t)n) % (uint64_t)n)
-                                          : 1;
+    int i0 = order == ORDER_REVERSE ? n - 1 : 0;
+    int step = order == ORDER_REVERSE    ? n - 1
+             : order == ORDER_SCRAMBLE ? (int)(scramble_step((uint64_t)n) % (uint64_t)n)
+                                       : 1;
     x->n = n;
     x->live = n;
     x->bar_arrived = 0;
@@ -558,13 +557,12 @@ static void block_task(void *ctx, int i, int t)
         return;
     }
     t_exec = x;
-    x->order = q->order;
     x->body = q->body;
     x->arg = q->arg;
     unsigned gx = q->grid.x, gy = q->grid.y;
     i = (int)((uint64_t)i * q->perm % ((uint64_t)gx * gy * q->grid.z));
     dim3 b((unsigned)i % gx, (unsigned)i / gx % gy, (unsigned)i / (gx * gy));
-    if (!run_block(x, q->grid, q->block, b))
+    if (!run_block(x, q->grid, q->block, b, q->order))
         q_fail(q, OB_EINTERNAL, "hrx-sim: kernel %s, block (%u,%u,%u) of (%u,%u,%u) x (%u,%u,%u) "
                "threads: %s", q->kernel, b.x, b.y, b.z, q->grid.x, q->grid.y, q->grid.z,
                q->block.x, q->block.y, q->block.z, x->msg);
