@@ -35,8 +35,11 @@ __global__ static void k_attention(struct ob_hrx_attn a, const float *Q, const u
                                    const uint16_t *vc, const int32_t *pos, const int32_t *seq,
                                    float *out, float *scratch)
 {
-    __shared__ float e[AT_THREADS], cand[AT_THREADS], shared_m, shared_l;
-    __shared__ int cand_at[AT_THREADS];
+    OB_SHARED(float, e, [AT_THREADS]);
+    OB_SHARED(float, cand, [AT_THREADS]);
+    OB_SHARED(float, shared_m, );
+    OB_SHARED(float, shared_l, );
+    OB_SHARED(int, cand_at, [AT_THREADS]);
     int h = (int)blockIdx.x, i = (int)blockIdx.y, t = (int)threadIdx.x;
     int hd = a.hd, kvw = a.n_head_kv * hd, group = a.n_head / a.n_head_kv;
     int k0 = ob_attn_first_key(pos[i], a.window), nk = pos[i] + 1 - k0;
@@ -142,9 +145,12 @@ __global__ static void k_attention_w(struct ob_hrx_attn a, const float *Q, const
                                      const uint16_t *vc, const int32_t *pos, const int32_t *seq,
                                      float *out, float *scratch)
 {
-    __shared__ float e[AW_G * OB_ATT_CHUNK], oc[AW_THREADS], lc[AW_G], cand[AW_WARPS];
-    __shared__ int cand_at[AW_WARPS];
-    __shared__ float shared_m;
+    OB_SHARED(float, e, [AW_G * OB_ATT_CHUNK]);
+    OB_SHARED(float, oc, [AW_THREADS]);
+    OB_SHARED(float, lc, [AW_G]);
+    OB_SHARED(float, cand, [AW_WARPS]);
+    OB_SHARED(int, cand_at, [AW_WARPS]);
+    OB_SHARED(float, shared_m, );
     int h = (int)blockIdx.x, i = (int)blockIdx.y, t = (int)threadIdx.x;
     int lane = t & (OB_WARP - 1), wp = t / OB_WARP;
     int hd = a.hd, kvw = a.n_head_kv * hd, group = a.n_head / a.n_head_kv;
@@ -296,7 +302,9 @@ __global__ static void k_att_scores(struct ob_hrx_attn a, const float *Q, const 
                                     const int32_t *pos, const int32_t *seq, float *scratch,
                                     int rows)
 {
-    __shared__ float qh[AT_MAXD * AT_THREADS], sc[AS_THREADS], cand[AS_WARPS];
+    OB_SHARED(float, qh, [AT_MAXD * AT_THREADS]);
+    OB_SHARED(float, sc, [AS_THREADS]);
+    OB_SHARED(float, cand, [AS_WARPS]);
     int h = (int)blockIdx.x, i = (int)blockIdx.y, t = (int)threadIdx.x;
     int lane = t & (OB_WARP - 1), wp = t / OB_WARP, hd = a.hd, kvw = a.n_head_kv * hd;
     struct as_at w = as_where(a, pos, seq, scratch, rows, h, i);
@@ -428,7 +436,8 @@ __global__ static void k_att_chunks(struct ob_hrx_attn a, const uint16_t *vc,
                                     const int32_t *pos, const int32_t *seq, float *scratch,
                                     int rows, struct as_fold f)
 {
-    __shared__ float e[AS_THREADS], shared_m;
+    OB_SHARED(float, e, [AS_THREADS]);
+    OB_SHARED(float, shared_m, );
     int h = (int)blockIdx.x, i = (int)blockIdx.y, t = (int)threadIdx.x;
     struct as_at w = as_where(a, pos, seq, scratch, rows, h, i);
     if ((int)blockIdx.z < w.ng)    /* the whole block: its barriers are all or none */

@@ -309,8 +309,10 @@ template <class T>
 __global__ static void k_mm_q(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
                               const float *bias, float *y, size_t ldy, int op, struct mm_tile g)
 {
-    __shared__ int part_is[MM_ITEMS], part_ms[MM_ITEMS];
-    __shared__ float rb[MM_ITEMS], acc[MM_THREADS][8];
+    OB_SHARED(int, part_is, [MM_ITEMS]);
+    OB_SHARED(int, part_ms, [MM_ITEMS]);
+    OB_SHARED(float, rb, [MM_ITEMS]);
+    OB_SHARED(float, acc, [MM_THREADS][8]);
     int t = (int)threadIdx.x, pairs = g.tn * g.tr, cb = g.cb, nb = w.k / T::QK;
     int n0 = (int)blockIdx.x * g.tn, r0 = (int)blockIdx.y * g.tr;
     if (t < pairs)
@@ -812,7 +814,7 @@ __global__ static void k_mv_multi(struct ob_hrx_multi m, const char *xq, size_t 
     typedef typename T::W W;
     typedef typename T::A A;
     enum { HALF = MV_WARPS / 2 };
-    __shared__ float up[HALF][TR];
+    OB_SHARED(float, up, [HALF][TR]);
     int lane = (int)threadIdx.x & (OB_WARP - 1), warp = (int)threadIdx.x / OB_WARP;
     int r0 = (int)blockIdx.y * TR, i, j;
     if (op == OB_HRX_EPI_STORE) {
@@ -1315,11 +1317,12 @@ GM_A8(q5_1, 1, ob_q4_nib(w->qs, f) + 16 * ob_q5_bit(w->qh, f))
 GM_A8(q8_0, 0, w->qs[f])
 #undef GM_A8
 
-/* the stage in shared memory (one set for every instantiation: hrx-sim keeps __shared__ per
- * host thread): gm_sv holds GM_TN weight rows, then 64 activation rows, of LD words each (LD
+/* the stage in shared memory (one set for every instantiation, k_gm_q's; hrx-sim keeps shared
+ * memory per host thread): gm_sv holds GM_TN weight rows, then 64 activation rows, of LD words each (LD
  * is the kernel's: GM_LD for dp4a, GM_LDM for the tensor cores) */
-__shared__ uint32_t gm_sv[(GM_TN + 64) * GM_LDM];
-__shared__ uint32_t gm_wm[GM_WSLOTS][GM_TN], gm_am[GM_ASLOTS][64];
+OB_SHARED_FILE(uint32_t, gm_sv, [(GM_TN + 64) * GM_LDM]);
+OB_SHARED_FILE(uint32_t, gm_wm, [GM_WSLOTS][GM_TN]);
+OB_SHARED_FILE(uint32_t, gm_am, [GM_ASLOTS][64]);
 
 /* a class's partial P joins the fold (the class order of the comment above: o = 0 .. 7) */
 __device__ static inline void gm_fold(int o, float p, float *a, float *b, float *c)
@@ -1357,15 +1360,17 @@ __device__ static inline void gm_stage(const struct ob_hrx_mat &w, const char *x
     typedef typename G::T::A A;
     enum { CB = G::CB, WPB = GM_WORDS / CB, RW = gm_raw<G>::WORDS };
     int t = (int)threadIdx.x;
-    for (int it = t; RAW && it < GM_TN * CB * RW; it += GM_THREADS) {   /* raw words (gm_raw) */
-        int i = it / (CB * RW), c = it / RW % CB, rw = it % RW;
-        int wn = n0 + i < w.n ? n0 + i : w.n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
-        const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
-        const void *p = gm_raw<G>::src(wr + u + 8 * bc, rw);
-        if (async)
-            ob_cp4(&sw[i][c * WPB + rw], p);
-        else
-            sw[i][c * WPB + rw] = ob_ld4(p);
+    if constexpr (RAW) {           /* raw words (gm_raw; none where RW is 0) */
+        for (int it = t; it < GM_TN * CB * RW; it += GM_THREADS) {
+            int i = it / (CB * RW), c = it / RW % CB, rw = it % RW;
+            int wn = n0 + i < w.n ? n0 + i : w.n - 1, bc = c0 + c < nc ? c0 + c : nc - 1;
+            const W *wr = (const W *)((const char *)w.data + (size_t)wn * w.row_bytes);
+            const void *p = gm_raw<G>::src(wr + u + 8 * bc, rw);
+            if (async)
+                ob_cp4(&sw[i][c * WPB + rw], p);
+            else
+                sw[i][c * WPB + rw] = ob_ld4(p);
+        }
     }
     for (int it = t; !RAW && it < GM_TN * CB * G::UNITS; it += GM_THREADS) {
         int i = it / (CB * G::UNITS), c = it / G::UNITS % CB, un = it % G::UNITS;
@@ -1532,6 +1537,9 @@ __global__ static void GM_BOUNDS k_gm_q(struct ob_hrx_mat w, const char *xq, siz
 {
     enum { TR = 16 * J, CB = G::CB, LD = MMA ? GM_LDM : GM_LD, NI = MMA ? 2 : 4,
            NJ = MMA ? 2 * J : J, WIS = MMA ? 8 : 16, RAW = MMA && gm_raw<G>::V };
+    OB_SHARED_FRESH(gm_sv);
+    OB_SHARED_FRESH(gm_wm);
+    OB_SHARED_FRESH(gm_am);
     uint32_t (*sw)[LD] = (uint32_t (*)[LD])gm_sv;
     uint32_t (*sa)[LD] = (uint32_t (*)[LD])(gm_sv + GM_TN * LD);
     int t = (int)threadIdx.x, v = t >> 5, lane = t & 31;
@@ -1730,7 +1738,7 @@ template <int TYPE>
 __global__ static void k_mm_f(struct ob_hrx_mat w, const char *xq, size_t stride, int n,
                               const float *bias, float *y, size_t ldy, int op, struct mm_tile g)
 {
-    __shared__ float part[MM_THREADS][OB_WARP + 1];
+    OB_SHARED(float, part, [MM_THREADS][OB_WARP + 1]);
     int tn = g.tn, t = (int)threadIdx.x, pairs = g.tn * g.tr;
     int n0 = (int)blockIdx.x * tn, r0 = (int)blockIdx.y * g.tr;
     for (int it = t; it < pairs * OB_WARP; it += MM_THREADS) {

@@ -7,7 +7,11 @@
  *                                      names ob_hrx_sim_*
  *
  * What kernel code may use (and nothing else of CUDA or HIP):
- *   __global__ __device__ __shared__   (static sizes only; no extern __shared__)
+ *   __global__ __device__
+ *   OB_SHARED(T, name, dims)            a block's shared variable in a kernel or a device
+ *                                       function: `__shared__ T name dims` (static sizes only)
+ *   OB_SHARED_FILE(T, name, dims)       one at file scope, each kernel that uses it calling
+ *   OB_SHARED_FRESH(name)               OB_SHARED_FRESH(name) before anything else (below)
  *   threadIdx blockIdx blockDim gridDim, dim3
  *   __syncthreads()
  *   ob_shfl_xor(v, m), ob_shfl(v, lane)  a 32-lane warp shuffle of an int or a float, in 1-D
@@ -32,6 +36,14 @@
  * __syncthreads() and at a shuffle, so a kernel without either runs each thread to its end in
  * turn. __shared__ is `static thread_local` there: the fibers of a block share one host thread,
  * and the blocks a host thread runs come one after another.
+ *
+ * A GPU gives a block shared memory whose contents are undefined (what an earlier block on the
+ * SM left, or anything), where a thread_local would hold the previous block's values, often
+ * plausible ones. So hrx-sim fills each shared variable with all-ones bytes (a float's NaN, an
+ * int's -1) when the first thread of a block reaches its declaration (OB_SHARED) or the
+ * kernel's OB_SHARED_FRESH: a kernel that reads what no thread of its block wrote computes
+ * wrong bits in the bitwise tests. A plain __shared__, which would escape this, does not
+ * compile for hrx-sim.
  */
 #ifndef OB_HRX_SHIM_H
 #define OB_HRX_SHIM_H
@@ -72,7 +84,15 @@ __device__ static inline int ob_shfl(int v, int l) { return __shfl(v, l, 32); }
 #define __global__
 #define __device__
 #define __host__
-#define __shared__ static thread_local
+/* (shared variables are OB_SHARED's: a plain __shared__ fails to compile) */
+#define __shared__ static thread_local __shared___in_a_function_is_OB_SHARED_in_hrx_kernels
+#define OB_SHARED_FILE(T, name, dims) \
+    static thread_local T name dims;  \
+    static thread_local uint64_t name##_ob_block
+#define OB_SHARED_FRESH(name) ob_sim_fresh(&name, sizeof name, &name##_ob_block)
+#define OB_SHARED(T, name, dims) \
+    OB_SHARED_FILE(T, name, dims); \
+    OB_SHARED_FRESH(name)
 #define threadIdx (ob_sim_self->thread)
 #define blockIdx (ob_sim_self->block)
 #define blockDim (ob_sim_self->bdim)
@@ -98,6 +118,12 @@ static inline void ob_sim_launch_args(struct ob_hrx_q *q, const char *name, dim3
 {
     ob_sim_launch(q, name, grid, block, [=]() { kernel(args...); });
 }
+#endif
+
+#if !defined(OB_HRX_SIM)
+#define OB_SHARED_FILE(T, name, dims) __shared__ T name dims
+#define OB_SHARED_FRESH(name) ((void)0)
+#define OB_SHARED(T, name, dims) __shared__ T name dims
 #endif
 
 #if defined(OB_HRX_SIM)
@@ -245,7 +271,7 @@ __device__ static inline void ob_cp_wait(void)
  */
 __device__ static inline bool ob_last_block(unsigned *ctr, unsigned count)
 {
-    __shared__ int last;
+    OB_SHARED(int, last, );
 #if defined(OB_HRX_SIM)
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 #else

@@ -56,6 +56,7 @@ extern "C" {
 #endif
 
 __thread const ob_sim_thread *ob_sim_self;
+__thread uint64_t ob_sim_block_serial;
 
 enum { F_NEW, F_RUN, F_BAR, F_SHFL, F_DONE, F_FAILED };
 
@@ -421,6 +422,7 @@ static bool run_block(exec *x, dim3 grid, dim3 block, dim3 bidx, int order)
     x->n = n;
     x->live = n;
     x->bar_arrived = 0;
+    ob_sim_block_serial++;         /* its shared variables are filled afresh (shim.h) */
     x->failed = false;
     for (int w = 0; w * OB_WARP < n; w++) {
         x->w[w].arrived[0] = x->w[w].arrived[1] = 0;

@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hrx/hrx.h"
 
@@ -36,6 +37,18 @@ struct ob_sim_thread {
 
 /* the running GPU thread of this host thread (set by the executor at every switch) */
 extern __thread const ob_sim_thread *ob_sim_self;
+
+/* the block this host thread runs: a number of its own, never 0 (a new block, a new number) */
+extern __thread uint64_t ob_sim_block_serial;
+/* shim.h's OB_SHARED_FRESH: the first time a thread of a block asks, the n bytes at p become
+ * all-ones (a GPU's shared memory holds anything when a block starts); *mark remembers the block */
+static inline void ob_sim_fresh(void *p, size_t n, uint64_t *mark)
+{
+    if (*mark != ob_sim_block_serial) {
+        memset(p, 0xff, n);
+        *mark = ob_sim_block_serial;
+    }
+}
 
 void ob_sim_syncthreads();
 /* the value v of lane src (0..31) of this thread's warp, once every lane has offered its own */

@@ -4,7 +4,9 @@
  *   - indices: threadIdx, blockIdx, blockDim, gridDim of 3-D grids and blocks, every thread once;
  *   - __syncthreads: rounds of write, barrier, read a neighbour's value, in blocks of 1 to 1024
  *     threads, blocks spread over both host threads;
- *   - __shared__ memory is the block's own (concurrent blocks on two host threads);
+ *   - shared memory is the block's own (concurrent blocks on two host threads), and each
+ *     block finds it all-ones, not what the previous block on its host thread left (OB_SHARED
+ *     and OB_SHARED_FILE with OB_SHARED_FRESH);
  *   - warp shuffles: ob_shfl_xor over every mask, ob_shfl from any lane, ob_warp_isum, and
  *     ob_warp_fold32 equal to lib/arith's ob_fold32 in every lane;
  *   - ob_mma_s8, the warp's int8 matrix product (K = 32 and 16), against a plain product: its
@@ -79,7 +81,7 @@ __global__ static void k_indices(unsigned *seen)
 /* rounds: s[t] = v; barrier; v = s[(t + 1) % n] + round; barrier */
 __global__ static void k_rounds(int rounds, int *out)
 {
-    __shared__ int s[1024];
+    OB_SHARED(int, s, [1024]);
     int t = (int)threadIdx.x, n = (int)blockDim.x;
     int v = t + 1000 * (int)blockIdx.x;
     for (int r = 0; r < rounds; r++) {
@@ -93,7 +95,7 @@ __global__ static void k_rounds(int rounds, int *out)
 
 __global__ static void k_own_shared(int *bad)
 {
-    __shared__ int mine;
+    OB_SHARED(int, mine, );
     if (threadIdx.x == 0)
         mine = (int)blockIdx.x;
     __syncthreads();
@@ -102,6 +104,25 @@ __global__ static void k_own_shared(int *bad)
             __atomic_add_fetch(bad, 1, __ATOMIC_RELAXED);
         __syncthreads();
     }
+}
+
+/* each block reads its shared variables before any thread writes them (all-ones bytes, as
+ * every block finds them in hrx-sim), then leaves its own values there */
+OB_SHARED_FILE(int, file_s, [64]);
+__global__ static void k_fresh(int *bad)
+{
+    OB_SHARED_FRESH(file_s);
+    OB_SHARED(int, s, [64]);
+    OB_SHARED(float, f, );
+    int t = (int)threadIdx.x;
+    uint32_t fb;
+    memcpy(&fb, &f, 4);
+    if (s[t] != -1 || file_s[t] != -1 || fb != 0xffffffffu)
+        __atomic_add_fetch(bad, 1, __ATOMIC_RELAXED);
+    __syncthreads();
+    s[t] = file_s[t] = (int)blockIdx.x;
+    if (t == 0)
+        f = 1.0f;
 }
 
 __global__ static void k_shuffles(int *xor_out, int *src_out, int *isum_out)
@@ -144,7 +165,7 @@ __global__ static void k_last(unsigned *ctr, int *vals, int *sums, int *lasts, i
  * order's (read[t]: 1 when the neighbour's store was there) */
 __global__ static void k_order(int *first, int *tick, int *read)
 {
-    __shared__ int mark[1024];
+    OB_SHARED(int, mark, [1024]);
     int t = (int)threadIdx.x;
     first[__atomic_fetch_add(tick, 1, __ATOMIC_RELAXED)] = t;
     mark[t] = 0;
@@ -211,7 +232,8 @@ __global__ static void k_switches(int n, int *out)
  * many, 40 words of its own: more than hrx-sim keeps before it performs the first ones) */
 __global__ static void k_cp(const uint32_t *src, uint32_t *early, uint32_t *late, int many)
 {
-    __shared__ uint32_t buf[64], own[64 * 40];
+    OB_SHARED(uint32_t, buf, [64]);
+    OB_SHARED(uint32_t, own, [64 * 40]);
     int t = (int)threadIdx.x, n = (int)blockDim.x;
     buf[t] = 0xdeadu;
     __syncthreads();
@@ -228,7 +250,7 @@ __global__ static void k_cp(const uint32_t *src, uint32_t *early, uint32_t *late
 
 __global__ static void k_cp_unwaited(const uint32_t *src)
 {
-    __shared__ uint32_t buf[64];
+    OB_SHARED(uint32_t, buf, [64]);
     ob_cp4(&buf[threadIdx.x], &src[threadIdx.x]);
 }
 
@@ -284,8 +306,13 @@ static void test_own_shared(void)
     int bad = 0;
     OB_LAUNCH(q, k_own_shared, dim3(64), dim3(96), &bad);
     int e = launched("own_shared");
-    ok(!e && !bad, "__shared__ memory is each block's own (64 blocks on 2 host threads: %d "
+    ok(!e && !bad, "shared memory is each block's own (64 blocks on 2 host threads: %d "
        "reads of another block's value)", bad);
+    bad = 0;
+    OB_LAUNCH(q, k_fresh, dim3(64), dim3(64), &bad);
+    e = launched("fresh");
+    ok(!e && !bad, "each block finds its shared variables all-ones, not the previous block's "
+       "values (64 blocks of 64 threads on 2 host threads: %d reads of other bytes)", bad);
 }
 
 static void test_shuffles(void)
