@@ -7,7 +7,9 @@
 # without a GPU, -d hrx exits 4 with one line naming what each runtime said (with one: it must
 # equal cpu); hrx-sim and the kernel tests still pass in them; and those flags cannot change the
 # arithmetic: the device code of the kernels has no approximate or flush-to-zero instruction
-# (the build's own PTX) and no fast-math flag (LLVM IR).
+# (the build's own PTX) and no fast-math flag (LLVM IR). What hrx-sim cannot see, read in the
+# PTX: each launch whose last block reads the others' results fences before and after its
+# arrival, and no kernel reads through the non-coherent read-only path.
 # A toolchain that is not installed skips its checks ("optional toolchain").
 . "$(dirname "$0")/lib.sh"
 S=$SHARED/models/stories260K.gguf
@@ -15,7 +17,7 @@ mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make "$@"; }   # a make of its ow
 knobs=() names=()
 command -v nvcc > /dev/null && knobs+=(CUDA=1) && names+=(cuda)
 command -v hipcc > /dev/null && knobs+=(HIP=1) && names+=(hip)
-plan 8
+plan 9
 
 # the architectures are the user's to name (CUDA_ARCH, HIP_ARCH): device code for those only;
 # the defaults are sm_80 + sm_90 and gfx90a + gfx1030 (no toolchain needed: the command lines)
@@ -29,7 +31,7 @@ one=$(mk -s -C "$OB_TOP" print-cflags CUDA=1 HIP=1 CUDA_ARCH=90 HIP_ARCH=gfx1151
 ok $? "CUDA_ARCH / HIP_ARCH: defaults ($arch), CUDA_ARCH=90 HIP_ARCH=gfx1151 ($one)"
 
 if [ ${#knobs[@]} -eq 0 ]; then
-    for i in $(seq 7); do skip "GPU build check $i" "optional toolchain: neither nvcc nor hipcc"; done
+    for i in $(seq 8); do skip "GPU build check $i" "optional toolchain: neither nvcc nor hipcc"; done
     exit 0
 fi
 cd "$T" || exit 1
@@ -86,6 +88,7 @@ if command -v nvcc > /dev/null; then
 else
     skip "NVCCFLAGS=--use_fast_math: exact PTX" "optional toolchain: no nvcc"
 fi
+
 if command -v hipcc > /dev/null; then
     cmd=$(mk -s -C src print-cflags HIP=1 HIPCCFLAGS="$hipf" |
           sed -n 's|^lib/hrx/hip-mm.o: ||p' | sed 's/--offload-arch=gfx1030//')
@@ -102,4 +105,42 @@ if command -v hipcc > /dev/null; then
     ok $? "HIPCCFLAGS=-ffast-math: the kernels' device IR has no fast-math flag or flushed denormals${bad:+ ($bad)}"
 else
     skip "HIPCCFLAGS=-ffast-math: exact device IR" "optional toolchain: no hipcc"
+fi
+
+# what hrx-sim cannot see (on x86 every load is coherent, and a store is seen in order): a
+# launch whose last block reads the others' results (shim.h's ob_last_block, its arrival an
+# atomic add) must fence at the device's scope before the add and after it, in nvcc's PTX and
+# in hipcc's IR; and no kernel reads memory through CUDA's read-only path (ld.global.nc, what
+# nvcc makes of __ldg or a const __restrict__ pointer), which other blocks' stores in the same
+# launch do not reach
+# (each function, kernel or not, that arrives: a fence before its arrival and one after it)
+fenced() {
+    awk 'function end() { if (name != "" && atom && !(pre && post)) print name }
+         /^(\.visible |\.weak )?\.(entry|func) |^define / {
+             end(); atom = pre = post = 0
+             name = match($0, /[A-Za-z_$][A-Za-z0-9_$]*\(/) ? substr($0, RSTART, RLENGTH - 1) : $0 }
+         /membar\.gl|fence\.(sc|acq_rel)\.gpu|fence (syncscope\("agent"\) )?(seq_cst|acq_rel)/ {
+             if (atom) post = 1; else pre = 1 }
+         /atom(\.global)?\.add|atomicrmw add/ { atom = 1; post = 0 }
+         END { end() }' "$@" 2>/dev/null | head -3 | tr '\n' ' '
+}
+arrivals() { cat "$@" 2>/dev/null | grep -cE 'atom(\.global)?\.add|atomicrmw add'; }
+if [ ${#knobs[@]} -gt 0 ]; then
+    ptx=(keep/*.ptx) ll=(mm.ll norm.ll attn.ll) bad="" seen=""
+    if command -v nvcc > /dev/null; then
+        n=$(arrivals "${ptx[@]}") f=$(fenced "${ptx[@]}")
+        nc=$(grep -l 'ld\.global\.nc' "${ptx[@]}" 2>/dev/null | xargs -r -n1 basename | tr '\n' ' ')
+        seen+="PTX $n "
+        [ "$n" -ge 3 ] || bad+="PTX: $n arrivals; "
+        [ -z "$f" ] || bad+="PTX, not fenced: $f; "
+        [ -z "$nc" ] || bad+="ld.global.nc in: $nc; "
+    fi
+    if command -v hipcc > /dev/null; then
+        n=$(arrivals "${ll[@]}") f=$(fenced "${ll[@]}")
+        seen+="IR $n "
+        [ "$n" -ge 3 ] || bad+="IR: $n arrivals; "
+        [ -z "$f" ] || bad+="IR, not fenced: $f; "
+    fi
+    [ $built -eq 0 ] && [ -z "$bad" ]
+    ok $? "last-block launches fence before and after arriving (${seen% }), no ld.global.nc${bad:+ ($bad)}"
 fi
