@@ -34,8 +34,8 @@
  *
  * The SIM target runs each GPU thread of a block as a fiber (sim.cc); a fiber switches only at
  * __syncthreads() and at a shuffle, so a kernel without either runs each thread to its end in
- * turn. __shared__ is `static thread_local` there: the fibers of a block share one host thread,
- * and the blocks a host thread runs come one after another.
+ * turn. Shared memory is `static thread_local` there: the fibers of a block share one host
+ * thread, and the blocks a host thread runs come one after another.
  *
  * A GPU gives a block shared memory whose contents are undefined (what an earlier block on the
  * SM left, or anything), where a thread_local would hold the previous block's values, often
@@ -85,7 +85,7 @@ __device__ static inline int ob_shfl(int v, int l) { return __shfl(v, l, 32); }
 #define __device__
 #define __host__
 /* (shared variables are OB_SHARED's: a plain __shared__ fails to compile) */
-#define __shared__ static thread_local __shared___in_a_function_is_OB_SHARED_in_hrx_kernels
+#define __shared__ static thread_local __shared___is_OB_SHARED_in_hrx_kernels
 #define OB_SHARED_FILE(T, name, dims) \
     static thread_local T name dims;  \
     static thread_local uint64_t name##_ob_block
