@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The hrx kernels (lib/hrx/*.hip) and hrx-sim, the executor that runs them on the host:
 #  - the SIMT shim (tests/unit/hrx-shim.cc): thread and block indices, barriers, warp shuffles,
-#    per-block shared memory, fiber stacks, and kernel bugs reported (a barrier or a shuffle
-#    that not every thread reaches, a partial warp, a bad launch shape) instead of a hang;
+#    per-block shared memory (all-ones when a block starts: what a kernel reads of it unwritten
+#    is NaN in the bitwise tests below), fiber stacks, and kernel bugs reported (a barrier or a
+#    shuffle that not every thread reaches, a partial warp, a bad launch shape) instead of a hang;
 #  - every kernel against lib/arith/ bit for bit (tests/unit/hrx.c): hrx-sim, and a GPU when
 #    this build has one and the machine a device (else "# SKIP no device"); on hrx-sim with
 #    its own large tiles and with the GPU's small ones (OB_HRX_SIM_TILES=gpu): the launches a
