@@ -1318,8 +1318,8 @@ GM_A8(q8_0, 0, w->qs[f])
 #undef GM_A8
 
 /* the stage in shared memory (one set for every instantiation, k_gm_q's; hrx-sim keeps shared
- * memory per host thread): gm_sv holds GM_TN weight rows, then 64 activation rows, of LD words each (LD
- * is the kernel's: GM_LD for dp4a, GM_LDM for the tensor cores) */
+ * memory per host thread): gm_sv holds GM_TN weight rows, then 64 activation rows, of LD words
+ * each (LD is the kernel's: GM_LD for dp4a, GM_LDM for the tensor cores) */
 OB_SHARED_FILE(uint32_t, gm_sv, [(GM_TN + 64) * GM_LDM]);
 OB_SHARED_FILE(uint32_t, gm_wm, [GM_WSLOTS][GM_TN]);
 OB_SHARED_FILE(uint32_t, gm_am, [GM_ASLOTS][64]);
