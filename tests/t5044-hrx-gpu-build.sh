@@ -8,8 +8,8 @@
 # equal cpu); hrx-sim and the kernel tests still pass in them; and those flags cannot change the
 # arithmetic: the device code of the kernels has no approximate or flush-to-zero instruction
 # (the build's own PTX) and no fast-math flag (LLVM IR). What hrx-sim cannot see, read in the
-# PTX: each launch whose last block reads the others' results fences before and after its
-# arrival, and no kernel reads through the non-coherent read-only path.
+# PTX and the IR: each launch whose last block reads the others' results fences before and
+# after its arrival, and no kernel reads through CUDA's non-coherent read-only path.
 # A toolchain that is not installed skips its checks ("optional toolchain").
 . "$(dirname "$0")/lib.sh"
 S=$SHARED/models/stories260K.gguf
