@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # tests/run with OB_TEST_JOBS (its header): N files at a time, their lines still in file order
 # and the same counts as one at a time; a file marked "# tests/run: alone" runs with nothing
-# beside it; a failing file's lines are shown; each line gives the file's CPU time beside its
+# beside it; one marked "# tests/run: long" starts before the others, its line still in place; a failing file's lines are shown; each line gives the file's CPU time beside its
 # wall time; a bad OB_TEST_JOBS is a usage error. Made-up test files that log when they start
 # and end, in one shared log.
 . "$(dirname "$0")/lib.sh"
-plan 7
+plan 8
 mkdir -p "$T/tree/tests"
 cp "$OB_TOP/tests/run" "$T/tree/tests/run"
 L=$T/log
@@ -33,6 +33,8 @@ cat > "$T/tree/tests/t0006-f.sh" <<'EOF'
 end=$((SECONDS + 2)); while [ $SECONDS -lt $end ]; do :; done
 echo 1..1; echo ok 1 - busy
 EOF
+mk t0007-g 0.5
+sed -i "1i # tests/run: long (a made-up test)" "$T/tree/tests/t0007-g.sh"
 
 : > "$L"
 one=$(cd "$T/tree" && env -u OB_TEST_JOBS tests/run); rc1=$?
@@ -41,16 +43,18 @@ seq1=$(tr '\n' ' ' < "$L")
 two=$(cd "$T/tree" && OB_TEST_JOBS=2 tests/run); rc2=$?
 seq2=$(tr '\n' ' ' < "$L")
 
-[ "$seq1" = "t0001-a start t0001-a end t0002-b start t0002-b end t0003-c start t0003-c end t0004-d start t0004-d end t0005-e start t0005-e end " ]
-ok $? "OB_TEST_JOBS unset: one file at a time ($seq1)"
-{ [[ $seq2 == "t0001-a start t0002-b start "* ]] || [[ $seq2 == "t0002-b start t0001-a start "* ]]; } &&
+[ "$seq1" = "t0007-g start t0007-g end t0001-a start t0001-a end t0002-b start t0002-b end t0003-c start t0003-c end t0004-d start t0004-d end t0005-e start t0005-e end " ]
+ok $? "OB_TEST_JOBS unset: one file at a time, the long one first ($seq1)"
+[[ $seq2 == "t0007-g start t0001-a start "* ]]
+ok $? "OB_TEST_JOBS=2: the long file g starts first, a beside it ($seq2)"
+[[ $seq2 == *"t0002-b start"* ]] &&
     [[ $seq2 == *" t0002-b end t0001-a end t0003-c start t0003-c end t0004-d "* ||
        $seq2 == *" t0002-b end t0001-a end t0003-c start t0003-c end t0005-e "* ]]
 ok $? "OB_TEST_JOBS=2: a and b side by side, c (alone) after both and before d and e ($seq2)"
 names() { grep -o '^tests/t[0-9a-z-]*\.sh' <<<"$1" | tr '\n' ' '; }
-[ "$(names "$two")" = "tests/t0001-a.sh tests/t0002-b.sh tests/t0003-c.sh tests/t0004-d.sh tests/t0005-e.sh tests/t0006-f.sh " ]
+[ "$(names "$two")" = "tests/t0001-a.sh tests/t0002-b.sh tests/t0003-c.sh tests/t0004-d.sh tests/t0005-e.sh tests/t0006-f.sh tests/t0007-g.sh " ]
 ok $? "the lines in file order: $(names "$two")"
-[ "$(tail -1 <<<"$one")" = "6 passed, 2 failed, 0 skipped" ] && [ "$(tail -1 <<<"$two")" = "6 passed, 2 failed, 0 skipped" ] &&
+[ "$(tail -1 <<<"$one")" = "7 passed, 2 failed, 0 skipped" ] && [ "$(tail -1 <<<"$two")" = "7 passed, 2 failed, 0 skipped" ] &&
     [ $rc1 -eq 1 ] && [ $rc2 -eq 1 ]
 ok $? "the same counts and exit status either way ($(tail -1 <<<"$two"), exit $rc2)"
 grep -q '^    not ok 2 - broken$' <<<"$two" && grep -q '^tests/t0005-e.sh .*(planned 3, ran 1)$' <<<"$two" &&

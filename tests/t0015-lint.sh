@@ -4,6 +4,7 @@
 # finding a tool gets wrong is answered where it is, with its reason). Each tool is first
 # shown a planted finding, so that a gate that cannot fail is a failure. A missing tool is a
 # skip (scripts/setup installs clang and shellcheck), which OB_REQUIRE_ALL=1 makes a failure.
+# tests/run: long (minutes: started first)
 . "$(dirname "$0")/lib.sh"
 plan 4
 mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$OB_TOP" "$@"; }   # a make of its own

@@ -23,6 +23,7 @@
 # and a server: the examples' port 8080 (and 8000, another engine's) is a 1b-serve on a free
 # port, stories260K with four slots, or the one a page starts itself (`1b-serve ... &`, run
 # on a free port and waited for).
+# tests/run: long (minutes: started first)
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
 declare URL_base  # set by name (printf -v), which shellcheck cannot see

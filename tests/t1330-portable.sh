@@ -23,6 +23,7 @@
 # OB_PORTABLE_ONLY=ERE checks only the Makefile's sets whose "OBJECT [composition]" matches, and
 # none of the hand-picked or GPU builds (t1328 runs the SIMD kernels' sets so under OB_CPU_LACKS,
 # t1329 under OB_CPU_EMU: the builds run, and CPUID is asked, on an emulated CPU).
+# tests/run: long (minutes: started first)
 . "$(dirname "$0")/lib.sh"
 P=$OB_TOP/tests/portable
 CF=(-std=gnu11 -ffp-contract=off -I"$OB_TOP/lib")

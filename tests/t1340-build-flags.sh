@@ -7,6 +7,7 @@
 # (-Ofast, x87 arithmetic) is refused; the command line cannot drop the fixed flags. A build
 # whose CFLAGS ask for more than this CPU runs (-march=native under OB_CPU_LACKS=avx512, say:
 # tests/lib.sh isa_lacks) is built and checked, and its runs are skips, "cpu lacks LEVEL".
+# tests/run: long (minutes: started first)
 . "$(dirname "$0")/lib.sh"
 S=$SHARED/models/stories260K.gguf
 mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make "$@"; }   # a make of its own, not make check's

@@ -12,6 +12,7 @@
 # each other, the others for themselves), in the same configurations the whole result records
 # are those of plain decoding, and drafts were both accepted and rejected; and so on SmolLM2, a
 # real model, editing code.
+# tests/run: long (minutes: started first)
 . "$(dirname "$0")/lib.sh"
 TOK=$SHARED/models/qwen3-tokenizer/tokenizer.json
 REQ=$OB_TOP/tests/data/contract-requests.jsonl

@@ -6,6 +6,7 @@
 # scoring, main serve and route tests (the request interface too) run against the sanitized
 # commands. A sanitizer report (a use after free, a leak at exit, undefined behaviour) fails
 # the check whose command wrote it: reports go to files under $T/san, which must stay empty.
+# tests/run: long (minutes: started first)
 . "$(dirname "$0")/lib.sh"
 . "$OB_TOP/tests/py/serve_env.sh"
 SAN=$OB_TOP/bin/san

@@ -15,6 +15,7 @@
 #    higher thread's);
 #  - the same kernels under AddressSanitizer and UBSan (bin/san/unit/hrx), in both geometries:
 #    no kernel reads or writes outside what it was given.
+# tests/run: long (minutes: started first)
 . "$(dirname "$0")/lib.sh"
 plan 8
 # run_unit NAME CMD...: one check for a TAP unit test, its failures shown

@@ -13,6 +13,7 @@
 # window, the warm cache, 1 thread, speculation). Then the other
 # in-process commands on hrx-sim: 1b-logprobs scores the cpu route's tokens to the cpu
 # route's bits, 1b-batchrep finds one state for copies batched together.
+# tests/run: long (minutes: started first)
 . "$(dirname "$0")/lib.sh"
 TOK=$SHARED/models/qwen3-tokenizer/tokenizer.json
 REQ=$OB_TOP/tests/data/contract-requests.jsonl

@@ -7,6 +7,7 @@
 # 16-token chunks with the GPU's tiled product at every width (OB_HRX_GEMM=1: k_gm_q). The list is checked against the cpu
 # route's own (tests/unit/hrx.c checks that hrx has kernels for exactly those types). And the
 # launches OB_HRX_FUSE=3 saves, counted.
+# tests/run: long (minutes: started first)
 . "$(dirname "$0")/lib.sh"
 types=(f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k)
 plan $(( ${#types[@]} + 2 ))

@@ -11,6 +11,7 @@
 # PTX and the IR: each launch whose last block reads the others' results fences before and
 # after its arrival, and no kernel reads through CUDA's non-coherent read-only path.
 # A toolchain that is not installed skips its checks ("optional toolchain").
+# tests/run: long (minutes: started first)
 . "$(dirname "$0")/lib.sh"
 S=$SHARED/models/stories260K.gguf
 mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make "$@"; }   # a make of its own
