@@ -189,11 +189,12 @@ struct t_q2_k {
     {
         int isum = 0, msum = 0;
         for (int k = 2 * p; k < 2 * p + 2; k++) {
-            int s = 0;
-            for (int i = 0; i < 16; i++) {
-                int f = 16 * k + i, h = f >> 7, sh = (f >> 5) & 3, l = f & 31;
-                s += ((w->qs[h * 32 + l] >> (2 * sh)) & 3) * a->qs[f];
-            }
+            /* values f = 16 k + i: h = f >> 7, sh = (f >> 5) & 3, l = f & 31, fixed but l's i */
+            const uint8_t *q = w->qs + (k >> 3) * 32 + 16 * (k & 1);
+            const int8_t *x = a->qs + 16 * k;
+            int sh = 2 * ((k >> 1) & 3), s = 0;
+            for (int i = 0; i < 16; i++)
+                s += ((q[i] >> sh) & 3) * x[i];
             isum += (w->scales[k] & 15) * s;
             msum += (w->scales[k] >> 4) * a->bsums[k];
         }
@@ -213,12 +214,12 @@ struct t_q3_k {
     {
         int isum = 0;
         for (int k = 2 * p; k < 2 * p + 2; k++) {
-            int s = 0;
-            for (int i = 0; i < 16; i++) {
-                int f = 16 * k + i, h = f >> 7, sh = (f >> 5) & 3, l = f & 31;
-                int q = ((w->qs[h * 32 + l] >> (2 * sh)) & 3) - (((w->hmask[l] >> (f >> 5)) & 1) ? 0 : 4);
-                s += q * a->qs[f];
-            }
+            /* as Q2_K's, and the high bit f >> 5 of hmask[l] */
+            const uint8_t *q = w->qs + (k >> 3) * 32 + 16 * (k & 1), *m = w->hmask + 16 * (k & 1);
+            const int8_t *x = a->qs + 16 * k;
+            int sh = 2 * ((k >> 1) & 3), hb = k >> 1, s = 0;
+            for (int i = 0; i < 16; i++)
+                s += (((q[i] >> sh) & 3) - (((m[i] >> hb) & 1) ? 0 : 4)) * x[i];
             isum += ob_q3k_scale(k, w->scales) * s;
         }
         *is = isum;
@@ -237,11 +238,12 @@ struct t_q4_k {
     {
         uint8_t sc, m;
         ob_k4_scale_min(j, w->scales, &sc, &m);
-        int s = 0;
-        for (int l = 0; l < 32; l++) {
-            int f = 32 * j + l, c = f >> 6, hi = (f >> 5) & 1;
-            s += ((w->qs[c * 32 + l] >> (4 * hi)) & 15) * a->qs[f];
-        }
+        /* values f = 32 j + l: the nibble 4 hi (hi = (f >> 5) & 1) of qs[(f >> 6) 32 + l] */
+        const uint8_t *q = w->qs + (j >> 1) * 32;
+        const int8_t *x = a->qs + 32 * j;
+        int sh = 4 * (j & 1), s = 0;
+        for (int l = 0; l < 32; l++)
+            s += ((q[l] >> sh) & 15) * x[l];
         *is = sc * s;
         *ms = m * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
     }
@@ -258,12 +260,12 @@ struct t_q5_k {
     {
         uint8_t sc, m;
         ob_k4_scale_min(j, w->scales, &sc, &m);
-        int s = 0;
-        for (int l = 0; l < 32; l++) {
-            int f = 32 * j + l, c = f >> 6, hi = (f >> 5) & 1;
-            int q = ((w->qs[c * 32 + l] >> (4 * hi)) & 15) + 16 * ((w->qh[l] >> j) & 1);
-            s += q * a->qs[f];
-        }
+        /* as Q4_K's, and the fifth bit j of qh[l] */
+        const uint8_t *q = w->qs + (j >> 1) * 32;
+        const int8_t *x = a->qs + 32 * j;
+        int sh = 4 * (j & 1), s = 0;
+        for (int l = 0; l < 32; l++)
+            s += (((q[l] >> sh) & 15) + 16 * ((w->qh[l] >> j) & 1)) * x[l];
         *is = sc * s;
         *ms = m * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
     }
@@ -280,13 +282,14 @@ struct t_q6_k {
     {
         int isum = 0;
         for (int k = 2 * p; k < 2 * p + 2; k++) {
-            int s = 0;
-            for (int i = 0; i < 16; i++) {
-                int f = 16 * k + i, h = f >> 7, r = f & 127;
-                int lo = (w->ql[h * 64 + (r & 63)] >> (4 * (r >> 6))) & 15;
-                int hi = (w->qh[h * 32 + (r & 31)] >> (2 * (r >> 5))) & 3;
-                s += (lo + 16 * hi - 32) * a->qs[f];
-            }
+            /* values f = 16 k + i, h = f >> 7, r = f & 127: the low nibble 4 (r >> 6) of
+             * ql[64 h + (r & 63)], the high bits 2 (r >> 5) of qh[32 h + (r & 31)] */
+            const uint8_t *ql = w->ql + (k >> 3) * 64 + 16 * (k & 3);
+            const uint8_t *qh = w->qh + (k >> 3) * 32 + 16 * (k & 1);
+            const int8_t *x = a->qs + 16 * k;
+            int sl = 4 * ((k >> 2) & 1), sh = 2 * ((k >> 1) & 3), s = 0;
+            for (int i = 0; i < 16; i++)
+                s += (((ql[i] >> sl) & 15) + 16 * ((qh[i] >> sh) & 3) - 32) * x[i];
             isum += w->scales[k] * s;
         }
         *is = isum;
