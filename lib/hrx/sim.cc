@@ -12,7 +12,11 @@
  * b-th barrier is complete when the block's arrivals reach n * b; the k-th shuffle of a warp
  * uses slot k % 2 and is complete when arrivals at that parity reach 32 * (k / 2 + 1) — a lane
  * can be at most one shuffle ahead of another, so two slots suffice. A pass in which nothing
- * could run while fibers are left is a kernel bug.
+ * could run while fibers are left is a kernel bug. A fiber that stops to wait hands over to the
+ * next one of the pass itself (next_ready), without a return to the scheduler in between: the
+ * same fibers in the same order, one switch a resumption instead of two (a warp shuffle is 32
+ * resumptions). The scheduler takes over at the end of a pass, when a fiber returns, and on a
+ * kernel bug.
  *
  * The switch: x86-64 assembly saving what the ABI says a callee keeps (rbx, rbp, r12-r15,
  * the stack pointer, MXCSR and the x87 control word) — no system call, a few nanoseconds;
@@ -106,9 +110,12 @@ struct exec {
     void *fake;
     const void *sched_lo;
     size_t sched_size;
+    bool from_sched;               /* the fiber being entered comes from the scheduler */
 #endif
     fiber *cur;
     int n, live;                   /* threads of the block, of which not returned */
+    int pass_j, pass_i, step;      /* the pass: fibers visited, the next one, the stride */
+    bool progress;                 /* the pass has run a fiber */
     unsigned bar_arrived;
     ob_sim_body body;
     const void *arg;
@@ -162,6 +169,7 @@ static void enter(exec *x, fiber *f)
     x->cur = f;
     ob_sim_self = &f->t;
 #ifdef OB_ASAN
+    x->from_sched = true;
     __sanitizer_start_switch_fiber(&x->fake, f->stack, STACK_BYTES);
 #endif
 #if defined(__x86_64__)
@@ -191,12 +199,47 @@ static void leave(exec *x, fiber *f)
 #endif
 }
 
+/* fiber f -> fiber g, the next of the pass; returns when f is resumed */
+static void hand_over(exec *x, fiber *f, fiber *g)
+{
+    x->cur = g;
+    ob_sim_self = &g->t;
+#ifdef OB_ASAN
+    x->from_sched = false;
+    __sanitizer_start_switch_fiber(&f->fake, g->stack, STACK_BYTES);
+#endif
+#if defined(__x86_64__)
+    ob_hrx_sim_swap(&f->sp, g->sp);
+#else
+    swapcontext(&f->uc, &g->uc);
+#endif
+#ifdef OB_ASAN
+    __sanitizer_finish_switch_fiber(f->fake, NULL, NULL);
+#endif
+}
+
+static fiber *next_ready(exec *x);
+
+/* fiber f waits (its state says for what): the next fiber of the pass runs, or the scheduler
+ * at the pass's end; returns when f is resumed */
+static void wait_turn(exec *x, fiber *f)
+{
+    fiber *g = next_ready(x);
+    if (g)
+        hand_over(x, f, g);
+    else
+        leave(x, f);
+}
+
 static void fiber_entry()
 {
     exec *x = t_exec;
     fiber *f = x->cur;
 #ifdef OB_ASAN
-    __sanitizer_finish_switch_fiber(NULL, &x->sched_lo, &x->sched_size);
+    if (x->from_sched)
+        __sanitizer_finish_switch_fiber(NULL, &x->sched_lo, &x->sched_size);
+    else
+        __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
 #endif
     f->state = F_RUN;
     x->body(x->arg);
@@ -308,7 +351,7 @@ void ob_sim_syncthreads()
     if (++x->bar_arrived >= (unsigned)x->n * f->nbar)
         return;                              /* the last one in goes on at once */
     f->state = F_BAR;
-    leave(x, f);
+    wait_turn(x, f);
     f->state = F_RUN;
 }
 
@@ -332,7 +375,7 @@ static void warp_wait(exec *x, fiber *f, warp_state *w, unsigned k)
 {
     if (++w->arrived[k & 1] < OB_WARP * (k / 2 + 1)) {
         f->state = F_SHFL;
-        leave(x, f);
+        wait_turn(x, f);
         f->state = F_RUN;
     }
 }
@@ -410,15 +453,49 @@ static uint64_t scramble_step(uint64_t n)
     return p;
 }
 
+/* the next fiber of the pass that can run (a new one given its stack), the pass advanced past
+ * it; NULL at the pass's end, or when a new fiber gets no stack (x->failed, x->msg) */
+static fiber *next_ready(exec *x)
+{
+    int n = x->n;
+    while (x->pass_j < n) {
+        int i = x->pass_i;
+        fiber *f = &x->f[i];
+        x->pass_j++;
+        x->pass_i = i + x->step < n ? i + x->step : i + x->step - n;
+        if (f->state == F_NEW) {
+            if (!(f->stack = get_stack(x))) {
+                if (!x->failed)
+                    snprintf(x->msg, sizeof x->msg, "no memory for the stack of thread %d", i);
+                x->failed = true;
+                return NULL;
+            }
+            prepare(x, f);
+        } else if (f->state == F_BAR) {
+            if (x->bar_arrived < (unsigned)n * f->nbar)
+                continue;
+        } else if (f->state == F_SHFL) {
+            unsigned k = f->nshfl - 1;
+            if (x->w[f->warp].arrived[k & 1] < OB_WARP * (k / 2 + 1))
+                continue;
+        } else {
+            continue;
+        }
+        x->progress = true;
+        return f;
+    }
+    return NULL;
+}
+
 /* run one block, its threads in order (ORDER_*); false (with x->msg) on a kernel bug */
 static bool run_block(exec *x, dim3 grid, dim3 block, dim3 bidx, int order)
 {
     int n = (int)(block.x * block.y * block.z);
     /* a pass visits i0, i0 + step, ... mod n */
     int i0 = order == ORDER_REVERSE ? n - 1 : 0;
-    int step = order == ORDER_REVERSE    ? n - 1
-             : order == ORDER_SCRAMBLE ? (int)(scramble_step((uint64_t)n) % (uint64_t)n)
-                                       : 1;
+    x->step = order == ORDER_REVERSE    ? n - 1
+            : order == ORDER_SCRAMBLE ? (int)(scramble_step((uint64_t)n) % (uint64_t)n)
+                                      : 1;
     x->n = n;
     x->live = n;
     x->bar_arrived = 0;
@@ -443,36 +520,20 @@ static bool run_block(exec *x, dim3 grid, dim3 block, dim3 bidx, int order)
         f->stack = NULL;
     }
     for (;;) {
-        bool progress = false;
-        for (int j = 0, i = i0; j < n; j++, i = i + step < n ? i + step : i + step - n) {
-            fiber *f = &x->f[i];
-            if (f->state == F_NEW) {
-                if (!(f->stack = get_stack(x))) {
-                    snprintf(x->msg, sizeof x->msg, "no memory for the stack of thread %d", i);
-                    abandon(x);
-                    return false;
-                }
-                prepare(x, f);
-            } else if (f->state == F_BAR) {
-                if (x->bar_arrived < (unsigned)n * f->nbar)
-                    continue;
-            } else if (f->state == F_SHFL) {
-                unsigned k = f->nshfl - 1;
-                if (x->w[f->warp].arrived[k & 1] < OB_WARP * (k / 2 + 1))
-                    continue;
-            } else {
-                continue;
-            }
+        x->pass_j = 0;
+        x->pass_i = i0;
+        x->progress = false;
+        /* each fiber entered hands over to the next until the pass ends or one returns */
+        fiber *f;
+        while (!x->failed && (f = next_ready(x)))
             enter(x, f);
-            progress = true;
-            if (x->failed) {
-                abandon(x);
-                return false;
-            }
+        if (x->failed) {
+            abandon(x);
+            return false;
         }
         if (x->live == 0)
             return true;
-        if (!progress) {
+        if (!x->progress) {
             int bar = 0, shfl = 0, done = n - x->live;
             for (int i = 0; i < n; i++) {
                 bar += x->f[i].state == F_BAR;
