@@ -163,22 +163,22 @@ asm(".text\n"
 static void fiber_entry();
 static void fail_here(exec *x, fiber *f, const char *what);
 
-/* scheduler -> fiber f */
-static void enter(exec *x, fiber *f)
+/* the scheduler (f NULL) or fiber f -> fiber g; returns when the one that switched is resumed */
+static void run_fiber(exec *x, fiber *f, fiber *g)
 {
-    x->cur = f;
-    ob_sim_self = &f->t;
+    x->cur = g;
+    ob_sim_self = &g->t;
 #ifdef OB_ASAN
-    x->from_sched = true;
-    __sanitizer_start_switch_fiber(&x->fake, f->stack, STACK_BYTES);
+    x->from_sched = !f;
+    __sanitizer_start_switch_fiber(f ? &f->fake : &x->fake, g->stack, STACK_BYTES);
 #endif
 #if defined(__x86_64__)
-    ob_hrx_sim_swap(&x->sched_sp, f->sp);
+    ob_hrx_sim_swap(f ? &f->sp : &x->sched_sp, g->sp);
 #else
-    swapcontext(&x->sched_uc, &f->uc);
+    swapcontext(f ? &f->uc : &x->sched_uc, &g->uc);
 #endif
 #ifdef OB_ASAN
-    __sanitizer_finish_switch_fiber(x->fake, NULL, NULL);
+    __sanitizer_finish_switch_fiber(f ? f->fake : x->fake, NULL, NULL);
 #endif
 }
 
@@ -199,25 +199,6 @@ static void leave(exec *x, fiber *f)
 #endif
 }
 
-/* fiber f -> fiber g, the next of the pass; returns when f is resumed */
-static void hand_over(exec *x, fiber *f, fiber *g)
-{
-    x->cur = g;
-    ob_sim_self = &g->t;
-#ifdef OB_ASAN
-    x->from_sched = false;
-    __sanitizer_start_switch_fiber(&f->fake, g->stack, STACK_BYTES);
-#endif
-#if defined(__x86_64__)
-    ob_hrx_sim_swap(&f->sp, g->sp);
-#else
-    swapcontext(&f->uc, &g->uc);
-#endif
-#ifdef OB_ASAN
-    __sanitizer_finish_switch_fiber(f->fake, NULL, NULL);
-#endif
-}
-
 static fiber *next_ready(exec *x);
 
 /* fiber f waits (its state says for what): the next fiber of the pass runs, or the scheduler
@@ -226,7 +207,7 @@ static void wait_turn(exec *x, fiber *f)
 {
     fiber *g = next_ready(x);
     if (g)
-        hand_over(x, f, g);
+        run_fiber(x, f, g);
     else
         leave(x, f);
 }
@@ -526,7 +507,7 @@ static bool run_block(exec *x, dim3 grid, dim3 block, dim3 bidx, int order)
         /* each fiber entered hands over to the next until the pass ends or one returns */
         fiber *f;
         while (!x->failed && (f = next_ready(x)))
-            enter(x, f);
+            run_fiber(x, NULL, f);
         if (x->failed) {
             abandon(x);
             return false;
