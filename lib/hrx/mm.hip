@@ -303,9 +303,11 @@ struct t_q6_k {
 };
 #undef MM_TYPEK
 
-/* tile geometry: tn weight rows x tr activation rows, cb blocks a chunk */
+/* tile geometry: tn weight rows x tr activation rows, cb blocks a chunk; tn and cb are powers
+ * of two, ltn and lcb their logarithms (an item's indices are then shifts and masks, not
+ * divisions, which cost a host core most of k_mm_q's time outside the sums) */
 struct mm_tile {
-    int tn, tr, cb;
+    int tn, tr, cb, ltn, lcb;
 };
 
 template <class T>
@@ -325,8 +327,8 @@ __global__ static void k_mm_q(struct ob_hrx_mat w, const char *xq, size_t stride
         int nc = nb - b0 < cb ? nb - b0 : cb;
         if (T::S > 1) {
             for (int it = t; it < pairs * cb * T::S; it += MM_THREADS) {
-                int pr = it / (cb * T::S), j = it / T::S % cb, p = it % T::S;
-                int wn = n0 + pr % g.tn, ar = r0 + pr / g.tn;
+                int pr = (it / T::S) >> g.lcb, j = (it / T::S) & (cb - 1), p = it % T::S;
+                int wn = n0 + (pr & (g.tn - 1)), ar = r0 + (pr >> g.ltn);
                 if (j < nc && wn < w.n && ar < n)
                     T::part((const typename T::W *)((const char *)w.data + (size_t)wn * w.row_bytes) + b0 + j,
                             (const typename T::A *)(xq + (size_t)ar * stride) + b0 + j, p,
@@ -335,8 +337,8 @@ __global__ static void k_mm_q(struct ob_hrx_mat w, const char *xq, size_t stride
             __syncthreads();
         }
         for (int it = t; it < pairs * cb; it += MM_THREADS) {
-            int pr = it / cb, j = it % cb;
-            int wn = n0 + pr % g.tn, ar = r0 + pr / g.tn;
+            int pr = it >> g.lcb, j = it & (cb - 1);
+            int wn = n0 + (pr & (g.tn - 1)), ar = r0 + (pr >> g.ltn);
             if (j >= nc || wn >= w.n || ar >= n)
                 continue;
             const typename T::W *wb =
@@ -1781,6 +1783,8 @@ extern "C" int OB_HRX_FN(matmul)(struct ob_hrx_q *q, struct ob_hrx_mat w, const 
     g.tr = n >= 4 ? 4 : n >= 2 ? 2 : 1;
     g.tn = OB_HRX_FN(big_tiles)(q) ? MM_THREADS / g.tr : 8;
     g.cb = MM_ITEMS / (g.tn * g.tr * S);
+    g.ltn = __builtin_ctz((unsigned)g.tn);
+    g.lcb = __builtin_ctz((unsigned)g.cb);
     dim3 grid((unsigned)((w.n + g.tn - 1) / g.tn), (unsigned)((n + g.tr - 1) / g.tr));
     dim3 block(MM_THREADS);
     const char *x = (const char *)xq;
