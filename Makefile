@@ -250,13 +250,14 @@ tests/unit/%.o: tests/unit/%.cc
 # a file at -O2 for the SIMD kernels and hrx-sim's mm under ASan (its dataflow over the
 # instrumented code), about one at -O1; the build of make check was most of CI's time
 SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-# a library file's flags in this build. The SIMD files go without UBSan's pointer-overflow check
-# (as in the fuzz build) and with line tables alone for debug information (-g1: an ASan report
-# still names file, line and function), which took GCC 12 most of their compile: the four
-# largest, kq and a8 at both levels, took 226 s; all ten now take 120 s (a Zen 4). ASan still
-# checks every access they make
+# a library file's flags in this build. The kernels (the SIMD files, hrx-sim's *.hip) go without
+# UBSan's pointer-overflow check (as in the fuzz build) and with line tables alone for debug
+# information (-g1: an ASan report still names file, line and function), which took GCC 12 most
+# of their compile: the four largest SIMD files, kq and a8 at both levels, took 226 s, all ten
+# now 120 s; sim-mm 39 s, now 23 s (a Zen 4). ASan still checks every access they make
+SAN_KERNEL := -fno-sanitize=pointer-overflow -g1
 ob_san_cflags = $(call ob_cflags,$1) $(SAN_FLAGS) \
-    $(if $(filter base,$(call ob_level,$1)),,-fno-sanitize=pointer-overflow -g1)
+    $(if $(filter base,$(call ob_level,$1)),,$(SAN_KERNEL))
 SAN_OBJ   := $(patsubst %.c,build/san/%.o,$(LIB_SRC)) $(addprefix build/san/,$(HRX_SIM_OBJ))
 SAN_LIB   := build/san/lib1b.a
 
@@ -266,7 +267,7 @@ build/san/%.o: %.c
 
 build/san/lib/hrx/sim-%.o: lib/hrx/%.hip
 	@mkdir -p $(dir $@)
-	$(CXX) $(ALL_CPPFLAGS) $(call ob_cxxflags,$<) $(SAN_FLAGS) -x c++ -c -o $@ $<
+	$(CXX) $(ALL_CPPFLAGS) $(call ob_cxxflags,$<) $(SAN_FLAGS) $(SAN_KERNEL) -x c++ -c -o $@ $<
 build/san/lib/hrx/%.o: lib/hrx/%.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(ALL_CPPFLAGS) $(call ob_cxxflags,$<) $(SAN_FLAGS) -c -o $@ $<
@@ -413,7 +414,7 @@ bench: all $(BENCHES)
 print-cflags:
 	@$(foreach f,$(LIB_SRC) $(CMD_SRC) $(UNIT_SRC) $(BENCH_SRC),echo '$(f:.c=.o): $(strip $(CC) $(call ob_cflags,$f))';)
 	@$(foreach f,$(HRX_SIM_OBJ) $(UNIT_CXX:.cc=.o),echo '$f: $(strip $(CXX) $(call ob_cxxflags,$f))';)
-	@$(foreach f,$(HRX_SIM_OBJ),echo 'build/san/$f: $(strip $(CXX) $(call ob_cxxflags,$f) $(SAN_FLAGS))';)
+	@$(foreach f,$(HRX_SIM_OBJ),echo 'build/san/$f: $(strip $(CXX) $(call ob_cxxflags,$f) $(SAN_FLAGS) $(if $(filter %/sim.o,$f),,$(SAN_KERNEL)))';)
 	@$(foreach f,$(HRX_SIM_OBJ),echo 'build/fuzz/$f: $(strip $(FUZZ_CXX) $(ob_fuzz_cxxflags))';)
 	@$(foreach f,$(filter lib/hrx/cuda-%,$(HRX_GPU_OBJ)),echo '$f: $(strip $(NVCC) $(NVCCFLAGS) $(OB_EXACT_NVCC))';)
 	@$(foreach f,$(filter lib/hrx/hip-%,$(HRX_GPU_OBJ)),echo '$f: $(strip $(HIPCC) $(HIPCCFLAGS) $(OB_EXACT_HIPCC))';)
