@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # tests/run with OB_TEST_JOBS (its header): N files at a time, their lines still in file order
 # and the same counts as one at a time; a file marked "# tests/run: alone" runs with nothing
-# beside it; one marked "# tests/run: long" starts before the others, its line still in place; a failing file's lines are shown; each line gives the file's CPU time beside its
-# wall time; a bad OB_TEST_JOBS is a usage error. Made-up test files that log when they start
-# and end, in one shared log.
+# beside it; one marked "# tests/run: long" starts before the others, its line still in place;
+# a failing file's lines are shown; each line gives the file's CPU time beside its wall time;
+# a bad OB_TEST_JOBS is a usage error. Made-up test files that log when they start and end, in
+# one shared log.
 . "$(dirname "$0")/lib.sh"
 plan 8
 mkdir -p "$T/tree/tests"
