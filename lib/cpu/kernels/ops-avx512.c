@@ -7,12 +7,14 @@
  * exp: exp16 (lib/host/avx512.h), ob_expf's bits lane by lane; tails go through the same lanes
  * under a mask (first16).
  *
- * attention: two query heads of a group share every key and value load. A score is the
- * reference's 32-partial fmaf dot: two registers of 16 partials per key, folded by 16 and 8,
- * then 8 keys at a time transposed so that the steps 4, 2, 1 run lane-wise, key j in lane j.
- * Value sums run lane-wise over the head dimension with fmadd in increasing key order (the
- * reference's per-dimension fmaf chain), per chunk of OB_ATT_CHUNK keys from zero, then added
- * to the running sum; the chunk's sum of e and the final sums are scalar in its order. Head
+ * attention: the query heads of a group share the key and value loads, two heads a pass over
+ * the keys for the scores and up to four for the value sums. A score is the reference's
+ * 32-partial fmaf dot: two registers of 16 partials per key, added (the fold by 16), then 16
+ * keys at a time folded by 8, 4, 2 and 1 with two keys' registers taken apart and together
+ * at each step, so that one addition serves both (fold_by8 .. fold_by1). Value sums run
+ * lane-wise over the head dimension with fmadd in increasing key order (the reference's
+ * per-dimension fmaf chain), per chunk of OB_ATT_CHUNK keys from zero, then added to the
+ * running sum; the chunk's sum of e and the final sums are scalar in its order. Head
  * dimensions that are not multiples of 32 (or above 256) take the reference.
  */
 #include <immintrin.h>
@@ -88,120 +90,161 @@ AI __m512 load_h16(const uint16_t *p)
 }
 
 /*
- * Scores of up to two heads against keys [t0, t0 + m), m <= 8, head dimension 32 NI (NI > 0:
- * the query rows held in registers; NI = 0: any multiple of 32, from memory). Per key the 32
- * partials fold by 16 (the two registers) and 8 (the two halves) into 8 lanes; 8 keys
- * transposed, the steps 4, 2, 1 lane-wise.
+ * The reference's fold of one key's 32 score partials, 16 keys at once. A register of key j
+ * starts with p[l] + p[l + 16] in lane l (the first step, a0 + a1); each further step takes
+ * two registers apart and together so that one addition does that step for the keys of both:
+ * + 8 (two keys a register), + 4 (four), + 2 (eight), + 1 (sixteen), the lower partial always
+ * the first operand, as in ob_fold32. Key j ends in lane 4 (j & 3) + j / 4 (score_order).
  */
-AI void scores8(const float *qa, const float *qb, const uint16_t *k, long kv_stride, int t0,
-                int m, int hd, float scale, float *sa, float *sb, int NI)
+AI __m512 fold_by8(__m512 a, __m512 b)       /* 16 lanes of a key each -> 8 of 2 keys each */
 {
-    __m256i fa[8], fb[8];
-    __m512 QA[8], QB[8];
-    UNROLL
-    for (int i = 0; i < 2 * NI; i++) {
-        QA[i] = _mm512_loadu_ps(qa + 16 * i);
-        QB[i] = qb ? _mm512_loadu_ps(qb + 16 * i) : QA[i];
-    }
-    for (int j = 0; j < 8; j++) {
-        if (j >= m) {
-            fa[j] = fb[j] = _mm256_setzero_si256();
-            continue;
-        }
-        const uint16_t *kr = k + (long)(t0 + j) * kv_stride;
-        /* the key 8 positions on (prefetching past the last key reads nothing) */
-        _mm_prefetch((const char *)(kr + 8 * kv_stride), _MM_HINT_T0);
-        if (hd > 64)
-            _mm_prefetch((const char *)(kr + 8 * kv_stride + 64), _MM_HINT_T0);
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-        if (NI) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+}
+
+AI __m512 fold_by4(__m512 a, __m512 b)       /* 8 lanes -> 4, 128-bit lane i: key i */
+{
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xdd));
+}
+
+AI __m512 fold_by2(__m512 a, __m512 b)       /* 4 lanes -> 2: keys i and 4 + i in lane i */
+{
+    __m512d x = _mm512_castps_pd(a), y = _mm512_castps_pd(b);
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+}
+
+AI __m512 fold_by1(__m512 a, __m512 b)       /* 2 lanes -> 1: lane 4 i + r holds key 4 r + i */
+{
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xdd));
+}
+
+/* key j's score from lane 4 (j & 3) + j / 4 into lane j */
+AI __m512 score_order(__m512 e)
+{
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(idx, e);
+}
+
+/*
+ * Scores of M (1 or 2) query rows against keys [t0, t0 + m), m <= 16, head dimension hd (a
+ * multiple of 32): per key two registers of 16 fmadd partials from zero in dimension order
+ * (the query rows in registers up to 128 dimensions), the key's halfs converted once for both
+ * rows; the fold as above, each step as soon as its two registers exist, so that few are live.
+ */
+AI void scores16(const float *const *q, const uint16_t *k, long kv_stride, int t0, int m,
+                 int hd, float scale, float *const *s, int M)
+{
+    __m512 B[2][2], C[2][2], D[2][2], Q[2][8];
+    const bool qr = hd <= 128;                /* the query rows in registers */
+    if (qr)
+        UNROLL
+        for (int h = 0; h < M; h++)
             UNROLL
-            for (int i = 0; i < NI; i++) {
-                __m512 k0 = load_h16(kr + 32 * i), k1 = load_h16(kr + 32 * i + 16);
-                a0 = _mm512_fmadd_ps(QA[2 * i], k0, a0);
-                a1 = _mm512_fmadd_ps(QA[2 * i + 1], k1, a1);
-                if (qb) {
-                    b0 = _mm512_fmadd_ps(QB[2 * i], k0, b0);
-                    b1 = _mm512_fmadd_ps(QB[2 * i + 1], k1, b1);
-                }
-            }
-        } else {
-            for (int i = 0; i < hd; i += 32) {
-                __m512 k0 = load_h16(kr + i), k1 = load_h16(kr + i + 16);
-                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qa + i), k0, a0);
-                a1 = _mm512_fmadd_ps(_mm512_loadu_ps(qa + i + 16), k1, a1);
-                if (qb) {
-                    b0 = _mm512_fmadd_ps(_mm512_loadu_ps(qb + i), k0, b0);
-                    b1 = _mm512_fmadd_ps(_mm512_loadu_ps(qb + i + 16), k1, b1);
-                }
-            }
-        }
-        __m512 a = _mm512_add_ps(a0, a1), b = _mm512_add_ps(b0, b1);
-        fa[j] = _mm256_castps_si256(_mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1)));
-        fb[j] = _mm256_castps_si256(_mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1)));
-    }
-    const __m256 sc = _mm256_set1_ps(scale);
-    for (int h = 0; h < (qb ? 2 : 1); h++) {
-        __m256i *T = h ? fb : fa;
-        tr8x8_32(T);
-        __m256 e = _mm256_add_ps(_mm256_add_ps(_mm256_castsi256_ps(T[0]), _mm256_castsi256_ps(T[4])),
-                                 _mm256_add_ps(_mm256_castsi256_ps(T[2]), _mm256_castsi256_ps(T[6])));
-        __m256 o = _mm256_add_ps(_mm256_add_ps(_mm256_castsi256_ps(T[1]), _mm256_castsi256_ps(T[5])),
-                                 _mm256_add_ps(_mm256_castsi256_ps(T[3]), _mm256_castsi256_ps(T[7])));
-        _mm256_mask_storeu_ps((h ? sb : sa) + t0, mask8(m), _mm256_mul_ps(_mm256_add_ps(e, o), sc));
-    }
-}
-
-/* all n scores of up to two heads, the query rows in registers where hd <= 128 */
-AI void scores_all(const float *qa, const float *qb, const uint16_t *k, long kv_stride, int n,
-                   int hd, float scale, float *sa, float *sb, int NI)
-{
-    for (int t0 = 0; t0 < n; t0 += 8)
-        scores8(qa, qb, k, kv_stride, t0, n - t0 < 8 ? n - t0 : 8, hd, scale, sa, sb, NI);
-}
-
-/* the value sums of keys [c0, c1) for dimensions [d0, d0 + 16 NW): fmadd chains from zero in
- * key order, then added to the running sums oa, ob. One pass over each value row (NW up to 8:
- * the rows of a position lie kv_stride halfs apart, often 2 KB, and a second pass over a chunk
- * would find them evicted from L1 by the set conflicts of that stride). */
-AI void values(const float *sa, const float *sb, const uint16_t *v, long kv_stride, int c0,
-               int c1, int d0, float *oa, float *ob, float *lca, float *lcb, int NW)
-{
-    float la = 0.0f, lb = 0.0f;
-    __m512 a[8], b[8];
+            for (int i = 0; i < hd / 16; i++)
+                Q[h][i] = _mm512_loadu_ps(q[h] + 16 * i);
     UNROLL
-    for (int i = 0; i < NW; i++)
-        a[i] = b[i] = _mm512_setzero_ps();
+    for (int jp = 0; jp < 8; jp++) {
+        __m512 A[2][2];
+        UNROLL
+        for (int u = 0; u < 2; u++) {
+            int j = 2 * jp + u;
+            __m512 a0[2], a1[2];
+            UNROLL
+            for (int h = 0; h < M; h++)
+                a0[h] = a1[h] = _mm512_setzero_ps();
+            if (j < m) {
+                const uint16_t *kr = k + (long)(t0 + j) * kv_stride;
+                /* the key 8 positions on (prefetching past the last key reads nothing) */
+                _mm_prefetch((const char *)(kr + 8 * kv_stride), _MM_HINT_T0);
+                if (hd > 64)
+                    _mm_prefetch((const char *)(kr + 8 * kv_stride + 64), _MM_HINT_T0);
+                UNROLL
+                for (int i = 0; i < hd; i += 32) {
+                    __m512 k0 = load_h16(kr + i), k1 = load_h16(kr + i + 16);
+                    UNROLL
+                    for (int h = 0; h < M; h++) {
+                        a0[h] = _mm512_fmadd_ps(qr ? Q[h][i / 16] : _mm512_loadu_ps(q[h] + i),
+                                                k0, a0[h]);
+                        a1[h] = _mm512_fmadd_ps(qr ? Q[h][i / 16 + 1]
+                                                   : _mm512_loadu_ps(q[h] + i + 16), k1, a1[h]);
+                    }
+                }
+            }
+            UNROLL
+            for (int h = 0; h < M; h++)
+                A[h][u] = _mm512_add_ps(a0[h], a1[h]);
+        }
+        UNROLL
+        for (int h = 0; h < M; h++) {
+            B[h][jp & 1] = fold_by8(A[h][0], A[h][1]);
+            if (jp & 1)
+                C[h][(jp >> 1) & 1] = fold_by4(B[h][0], B[h][1]);
+            if ((jp & 3) == 3)
+                D[h][jp >> 2] = fold_by2(C[h][0], C[h][1]);
+        }
+    }
+    const __m512 sc = _mm512_set1_ps(scale);
+    UNROLL
+    for (int h = 0; h < M; h++)
+        _mm512_mask_storeu_ps(s[h] + t0, first16((size_t)m),
+                              _mm512_mul_ps(score_order(fold_by1(D[h][0], D[h][1])), sc));
+}
+
+/* all n scores of query rows q[0 .. M - 1] into s[0 .. M - 1] */
+AI void scores_rows(const float *const *q, const uint16_t *k, long kv_stride, int n, int hd,
+                    float scale, float *const *s, int M)
+{
+    for (int t0 = 0; t0 < n; t0 += 16)
+        scores16(q, k, kv_stride, t0, n - t0 < 16 ? n - t0 : 16, hd, scale, s, M);
+}
+
+/*
+ * The value sums of keys [c0, c1) for dimensions [d0, d0 + 16 NW) of M heads (weights e[h]):
+ * fmadd chains from zero in key order, then added to the running sums o[h]; with lc, the
+ * chunk's sums of e in key order (scalar chains, one a head). One pass over each value row
+ * for all M heads (M NW <= 16 registers of sums; the rows of a position lie kv_stride halfs
+ * apart, often 2 KB, and a second pass over a chunk would find them evicted from L1 by the set
+ * conflicts of that stride).
+ */
+AI void values(const float *const *e, const uint16_t *v, long kv_stride, int c0, int c1,
+               int d0, float *const *o, float *lc, int M, int NW)
+{
+    float l[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    __m512 a[4][8];
+    UNROLL
+    for (int h = 0; h < M; h++)
+        UNROLL
+        for (int i = 0; i < NW; i++)
+            a[h][i] = _mm512_setzero_ps();
     for (int t = c0; t < c1; t++) {
         const uint16_t *vr = v + (long)t * kv_stride + d0;
         _mm_prefetch((const char *)(vr + 8 * kv_stride), _MM_HINT_T0);
         if (NW > 4)
             _mm_prefetch((const char *)(vr + 8 * kv_stride + 64), _MM_HINT_T0);
-        __m512 ea = _mm512_set1_ps(sa[t]);
-        __m512 eb = sb ? _mm512_set1_ps(sb[t]) : ea;
-        /* the chunk's sums of e in key order, riding along (a scalar chain of adds) */
-        if (lca) {
-            la = la + sa[t];
-            if (sb)
-                lb = lb + sb[t];
+        __m512 ev[4];
+        UNROLL
+        for (int h = 0; h < M; h++) {
+            ev[h] = _mm512_set1_ps(e[h][t]);
+            if (lc)
+                l[h] = l[h] + e[h][t];
         }
         UNROLL
         for (int i = 0; i < NW; i++) {
             __m512 vv = load_h16(vr + 16 * i);
-            a[i] = _mm512_fmadd_ps(ea, vv, a[i]);
-            if (sb)
-                b[i] = _mm512_fmadd_ps(eb, vv, b[i]);
+            UNROLL
+            for (int h = 0; h < M; h++)
+                a[h][i] = _mm512_fmadd_ps(ev[h], vv, a[h][i]);
         }
     }
-    if (lca) {
-        *lca = la;
-        *lcb = lb;
-    }
     UNROLL
-    for (int i = 0; i < NW; i++) {
-        _mm512_storeu_ps(oa + d0 + 16 * i, _mm512_add_ps(_mm512_loadu_ps(oa + d0 + 16 * i), a[i]));
-        if (sb)
-            _mm512_storeu_ps(ob + d0 + 16 * i, _mm512_add_ps(_mm512_loadu_ps(ob + d0 + 16 * i), b[i]));
+    for (int h = 0; h < M; h++) {
+        if (lc)
+            lc[h] = l[h];
+        UNROLL
+        for (int i = 0; i < NW; i++) {
+            float *p = o[h] + d0 + 16 * i;
+            _mm512_storeu_ps(p, _mm512_add_ps(_mm512_loadu_ps(p), a[h][i]));
+        }
     }
 }
 
@@ -229,58 +272,65 @@ AI float max_n(const float *s, int n)
     return _mm_cvtss_f32(q);
 }
 
-/*
- * Up to two heads sharing each key and value load. The reference per head: scores, max,
- * e = exp(s - max), per chunk of OB_ATT_CHUNK keys the sum of e and the fmaf chains
- * o_c[d] += e_t v_t[d] in key order, then l and o summed over chunks in order, out = o / l.
- */
-static void attn_pair(const float *qa, const float *qb, const uint16_t *k, const uint16_t *v,
-                      long kv_stride, int n, int hd, float scale, float *sa, float *sb,
-                      float *oa, float *ob, float *outa, float *outb)
+/* the weights e = exp(s - max) of the n scores at s, in place */
+AI void weights(float *s, int n)
 {
-    switch (hd) {
-    case 32: scores_all(qa, qb, k, kv_stride, n, hd, scale, sa, sb, 1); break;
-    case 64: scores_all(qa, qb, k, kv_stride, n, hd, scale, sa, sb, 2); break;
-    case 96: scores_all(qa, qb, k, kv_stride, n, hd, scale, sa, sb, 3); break;
-    case 128: scores_all(qa, qb, k, kv_stride, n, hd, scale, sa, sb, 4); break;
-    default: scores_all(qa, qb, k, kv_stride, n, hd, scale, sa, sb, 0); break;
+    const __m512 mv = _mm512_set1_ps(max_n(s, n));
+    int t = 0;
+    for (; t + 16 <= n; t += 16)
+        _mm512_storeu_ps(s + t, exp16(_mm512_sub_ps(_mm512_loadu_ps(s + t), mv)));
+    if (t < n) {
+        __mmask16 km = first16((size_t)(n - t));
+        _mm512_mask_storeu_ps(s + t, km, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(km, s + t), mv)));
     }
-    float la = 0.0f, lb = 0.0f;
-    for (int h = 0; h < (qb ? 2 : 1); h++) {
-        float *s = h ? sb : sa, m = max_n(s, n);
-        const __m512 mv = _mm512_set1_ps(m);
-        int t = 0;
-        for (; t + 16 <= n; t += 16)
-            _mm512_storeu_ps(s + t, exp16(_mm512_sub_ps(_mm512_loadu_ps(s + t), mv)));
-        if (t < n) {
-            __mmask16 km = first16((size_t)(n - t));
-            _mm512_mask_storeu_ps(s + t, km, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(km, s + t), mv)));
-        }
-    }
-    for (int d = 0; d < hd; d++)
-        oa[d] = ob[d] = 0.0f;
-    for (int c0 = 0; c0 < n; c0 += OB_ATT_CHUNK) {
-        int c1 = c0 + OB_ATT_CHUNK < n ? c0 + OB_ATT_CHUNK : n;
-        float lca = 0.0f, lcb = 0.0f;
-        for (int d0 = 0; d0 < hd; d0 += 128) {
-            float *pa = d0 ? NULL : &lca, *pb = &lcb;      /* the sums in the first pass */
-            switch (hd - d0 < 128 ? hd - d0 : 128) {
-            case 32: values(sa, qb ? sb : NULL, v, kv_stride, c0, c1, d0, oa, ob, pa, pb, 2); break;
-            case 64: values(sa, qb ? sb : NULL, v, kv_stride, c0, c1, d0, oa, ob, pa, pb, 4); break;
-            case 96: values(sa, qb ? sb : NULL, v, kv_stride, c0, c1, d0, oa, ob, pa, pb, 6); break;
-            default: values(sa, qb ? sb : NULL, v, kv_stride, c0, c1, d0, oa, ob, pa, pb, 8); break;
-            }
-        }
-        la = la + lca;
-        lb = lb + lcb;
-    }
-    for (int d = 0; d < hd; d++)
-        outa[d] = oa[d] / la;
-    if (qb)
-        for (int d = 0; d < hd; d++)
-            outb[d] = ob[d] / lb;
 }
 
+/* scores of query rows h0 .. h0 + M - 1, the head dimension a constant where it is common */
+static void scores_pass(const float *const *q, const uint16_t *k, long kv_stride, int n, int hd,
+                        float scale, float *const *s, int M)
+{
+#define SCORES(HD)                                                                        \
+    (M == 2 ? scores_rows(q, k, kv_stride, n, HD, scale, s, 2)                            \
+            : scores_rows(q, k, kv_stride, n, HD, scale, s, 1))
+    switch (hd) {
+    case 64: SCORES(64); break;
+    case 128: SCORES(128); break;
+    case 256: SCORES(256); break;
+    default: SCORES(hd); break;
+    }
+#undef SCORES
+}
+
+/* the value sums of one chunk for M heads, in passes of at most 128 dimensions */
+static void values_pass(const float *const *e, const uint16_t *v, long kv_stride, int c0,
+                        int c1, int hd, float *const *o, float *lc, int M)
+{
+    for (int d0 = 0; d0 < hd; d0 += 128) {
+        float *l = d0 ? NULL : lc;               /* the sums in the first pass */
+        switch ((hd - d0 < 128 ? hd - d0 : 128) / 32 * 4 + M - 1) {
+        case 4: values(e, v, kv_stride, c0, c1, d0, o, l, 1, 2); break;
+        case 5: values(e, v, kv_stride, c0, c1, d0, o, l, 2, 2); break;
+        case 6: values(e, v, kv_stride, c0, c1, d0, o, l, 3, 2); break;
+        case 7: values(e, v, kv_stride, c0, c1, d0, o, l, 4, 2); break;
+        case 8: values(e, v, kv_stride, c0, c1, d0, o, l, 1, 4); break;
+        case 9: values(e, v, kv_stride, c0, c1, d0, o, l, 2, 4); break;
+        case 10: values(e, v, kv_stride, c0, c1, d0, o, l, 3, 4); break;
+        case 11: values(e, v, kv_stride, c0, c1, d0, o, l, 4, 4); break;
+        case 12: values(e, v, kv_stride, c0, c1, d0, o, l, 1, 6); break;
+        case 13: values(e, v, kv_stride, c0, c1, d0, o, l, 2, 6); break;
+        case 16: values(e, v, kv_stride, c0, c1, d0, o, l, 1, 8); break;
+        default: values(e, v, kv_stride, c0, c1, d0, o, l, 2, 8); break;
+        }
+    }
+}
+
+/*
+ * The query heads of a group: scores two heads a pass over the keys, then per chunk of
+ * OB_ATT_CHUNK keys the value sums of as many heads a pass as 16 registers of sums hold (four
+ * of 64 dimensions, two of 128). The reference per head: scores, max, e = exp(s - max), per
+ * chunk the sum of e and the fmaf chains o_c[d] += e_t v_t[d] in key order, then l and o
+ * summed over chunks in order, out = o / l.
+ */
 static void attn_group_avx512(const float *q, int nq, const uint16_t *k, const uint16_t *v,
                               long kv_stride, int n, int hd, float scale, float *s, float *oc,
                               float *out)
@@ -291,12 +341,39 @@ static void attn_group_avx512(const float *q, int nq, const uint16_t *k, const u
                          oc, out + (size_t)h * hd);
         return;
     }
+    /* oc: the heads' running sums o (nq * hd), then their l (nq) */
+    float *l = oc + (size_t)nq * hd;
     for (int h = 0; h < nq; h += 2) {
-        bool two = h + 1 < nq;
-        attn_pair(q + (size_t)h * hd, two ? q + (size_t)(h + 1) * hd : NULL, k, v, kv_stride, n,
-                  hd, scale, s + (size_t)h * n, two ? s + (size_t)(h + 1) * n : NULL, oc,
-                  oc + hd, out + (size_t)h * hd, two ? out + (size_t)(h + 1) * hd : NULL);
+        int M = nq - h < 2 ? 1 : 2;
+        const float *qh[2] = {q + (size_t)h * hd, q + (size_t)(h + M - 1) * hd};
+        float *sh[2] = {s + (size_t)h * n, s + (size_t)(h + M - 1) * n};
+        scores_pass(qh, k, kv_stride, n, hd, scale, sh, M);
     }
+    for (int h = 0; h < nq; h++) {
+        weights(s + (size_t)h * n, n);
+        l[h] = 0.0f;
+    }
+    for (size_t d = 0; d < (size_t)nq * hd; d++)
+        oc[d] = 0.0f;
+    int per = hd <= 64 ? 4 : 2;                  /* heads a values pass */
+    for (int c0 = 0; c0 < n; c0 += OB_ATT_CHUNK) {
+        int c1 = c0 + OB_ATT_CHUNK < n ? c0 + OB_ATT_CHUNK : n;
+        for (int h = 0; h < nq; h += per) {
+            int M = nq - h < per ? nq - h : per;
+            const float *eh[4];
+            float *oh[4], lc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int i = 0; i < M; i++) {
+                eh[i] = s + (size_t)(h + i) * n;
+                oh[i] = oc + (size_t)(h + i) * hd;
+            }
+            values_pass(eh, v, kv_stride, c0, c1, hd, oh, lc, M);
+            for (int i = 0; i < M; i++)
+                l[h + i] = l[h + i] + lc[i];
+        }
+    }
+    for (int h = 0; h < nq; h++)
+        for (int d = 0; d < hd; d++)
+            out[(size_t)h * hd + d] = oc[(size_t)h * hd + d] / l[h];
     _mm256_zeroupper();
 }
 
