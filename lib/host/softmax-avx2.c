@@ -11,7 +11,7 @@
 #include "host/softmax.h"
 
 /* exp8 on each 8 values, the reference on the tail */
-void ob_exp_avx2(const float *x, float *y, size_t n)
+static void exp_avx2(const float *x, float *y, size_t n)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -89,7 +89,7 @@ static void scale_avx2(const float *z, size_t n, float m, float T, float *y)
 
 void ob_softmax_avx2(struct ob_softmax *t)
 {
-    t->exp = ob_exp_avx2;
+    t->exp = exp_avx2;
     t->expsum = expsum_avx2;
     t->row_max = row_max_avx2;
     t->scale = scale_avx2;

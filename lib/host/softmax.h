@@ -42,8 +42,6 @@ static inline float ob_row_max_zero(const float *z, size_t n, float r, int bad)
  * the one below */
 const struct ob_softmax *ob_softmax(int isa);
 void ob_softmax_avx2(struct ob_softmax *t);
-/* the AVX2 level's exp entry, which the cpu route's AVX2 attention calls too (x86-64 only) */
-void ob_exp_avx2(const float *x, float *y, size_t n);
 void ob_softmax_avx512(struct ob_softmax *t);
 
 #endif

@@ -4,15 +4,16 @@
  * References: ob_kv_put, ob_silu, ob_gelu, ob_attn_head (lib/arith/arith.h); each must be
  * equal to them bit for bit.
  *
- * exp: exp8 (lib/host/avx2.h), ob_expf's bits lane by lane; over a row, the host's
- * ob_exp_avx2 (host/softmax.h).
+ * exp: exp8 (lib/host/avx2.h), ob_expf's bits lane by lane.
  *
- * attention: two query heads of a group share every key and value load. Scores are the
- * reference's 32-partial fmaf dot (four registers of 8 partials), folded for 8 keys at once
- * after a transpose, for head dimensions that are multiples of 32 (others take the
- * reference); the value sums run lane-wise over the head dimension with fmadd in increasing
- * key order, exactly the reference's per-dimension fmaf chain; chunk and final sums are
- * scalar in its order.
+ * attention: the query heads of a group share the key and value loads, two heads a pass over
+ * the keys for the scores and up to three for the value sums. Scores are the reference's
+ * 32-partial fmaf dot (four registers of 8 partials), folded 8 keys at once two keys'
+ * registers together at each step, for head dimensions that are multiples of 32 (others take
+ * the reference); a row's maximum is the host's row_max (the reference's where a NaN or +Inf
+ * is in the row); the value sums run lane-wise over the head dimension with fmadd in
+ * increasing key order, exactly the reference's per-dimension fmaf chain; chunk and final
+ * sums are scalar in its order.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -21,6 +22,7 @@
 #include "arith/arith.h"
 #include "cpu/kernels/avx2.h"
 #include "cpu/kernels/ops.h"
+#include "host/simd.h"
 #include "host/softmax.h"
 
 /*
@@ -96,134 +98,168 @@ static inline __m256 load_h(const uint16_t *p)
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-/* 8x8 transpose: lane j of out[l] = lane l of in[j] (avx2.h's, on the float bits) */
-static inline void transpose8(const __m256 in[8], __m256 out[8])
+/*
+ * The reference's fold of one key's 32 score partials, 8 keys at once. A key's register
+ * starts with its folds by 16 and 8, (a0 + a2) + (a1 + a3) (lane l: partials l, l + 8, l + 16,
+ * l + 24 in ob_fold32's order); each further step takes two registers apart and together so
+ * that one addition does that step for the keys of both: by 4 (two keys a register), 2
+ * (four), 1 (eight), the lower partial always the first operand. Key j ends in lane
+ * 4 (j & 1) + j / 2 (score_order).
+ */
+AI __m256 fold_by4(__m256 a, __m256 b)       /* 8 lanes of a key each -> 4 of 2 keys each */
 {
-    __m256i r[8];
-    for (int i = 0; i < 8; i++)
-        r[i] = _mm256_castps_si256(in[i]);
-    tr8x8_32(r);
-    for (int i = 0; i < 8; i++)
-        out[i] = _mm256_castsi256_ps(r[i]);
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+AI __m256 fold_by2(__m256 a, __m256 b)       /* 4 lanes -> 2, four keys */
+{
+    __m256d x = _mm256_castps_pd(a), y = _mm256_castps_pd(b);
+    return _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(x, y)),
+                         _mm256_castpd_ps(_mm256_unpackhi_pd(x, y)));
+}
+
+AI __m256 fold_by1(__m256 a, __m256 b)       /* 2 lanes -> 1: lane 4 i + r holds key 2 r + i */
+{
+    return _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xdd));
+}
+
+/* key j's score from lane 4 (j & 1) + j / 2 into lane j */
+AI __m256 score_order(__m256 e)
+{
+    return _mm256_permutevar8x32_ps(e, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 /*
- * Scores of up to two heads against keys [t0, t0 + m), m <= 8. For each key the four
- * registers of 32 partials fold by s = 16, 8 into one register (lane l: partials l and l + 8,
- * l + 16, l + 24 in ob_fold32's order); the registers of 8 keys are transposed so that the
- * remaining steps (4, 2, 1) run lane-wise, key j in lane j, in the reference's order.
+ * Scores of M (1 or 2) query rows against keys [t0, t0 + m), m <= 8, head dimension hd (a
+ * multiple of 32): per key four registers of 8 fmadd partials from zero in dimension order,
+ * each 8 halfs of the key converted once for both rows; the fold as above, each step as soon
+ * as its two registers exist.
  */
-static inline void scores8(const float *qa, const float *qb, const uint16_t *k, long kv_stride,
-                           int t0, int m, int hd, float scale, float *sa, float *sb)
+AI void scores8(const float *const *q, const uint16_t *k, long kv_stride, int t0, int m,
+                int hd, float scale, float *const *s, int M)
 {
-    __m256 fa[8], fb[8], ta[8], tb[8];
-    for (int j = 0; j < 8; j++) {
-        if (j >= m) {
-            fa[j] = fb[j] = _mm256_setzero_ps();
-            continue;
-        }
-        const uint16_t *kr = k + (long)(t0 + j) * kv_stride;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-        for (int i = 0; i < hd; i += 32) {
-            __m256 k0 = load_h(kr + i), k1 = load_h(kr + i + 8);
-            __m256 k2 = load_h(kr + i + 16), k3 = load_h(kr + i + 24);
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qa + i), k0, a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qa + i + 8), k1, a1);
-            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(qa + i + 16), k2, a2);
-            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(qa + i + 24), k3, a3);
-            if (qb) {
-                b0 = _mm256_fmadd_ps(_mm256_loadu_ps(qb + i), k0, b0);
-                b1 = _mm256_fmadd_ps(_mm256_loadu_ps(qb + i + 8), k1, b1);
-                b2 = _mm256_fmadd_ps(_mm256_loadu_ps(qb + i + 16), k2, b2);
-                b3 = _mm256_fmadd_ps(_mm256_loadu_ps(qb + i + 24), k3, b3);
+    __m256 P[2][2], R[2][2];
+    UNROLL
+    for (int jp = 0; jp < 4; jp++) {
+        __m256 A[2][2];
+        UNROLL
+        for (int u = 0; u < 2; u++) {
+            int j = 2 * jp + u;
+            __m256 a[2][4];
+            UNROLL
+            for (int h = 0; h < M; h++)
+                UNROLL
+                for (int c = 0; c < 4; c++)
+                    a[h][c] = _mm256_setzero_ps();
+            if (j < m) {
+                const uint16_t *kr = k + (long)(t0 + j) * kv_stride;
+                for (int i = 0; i < hd; i += 32)
+                    UNROLL
+                    for (int c = 0; c < 4; c++) {
+                        __m256 kc = load_h(kr + i + 8 * c);
+                        UNROLL
+                        for (int h = 0; h < M; h++)
+                            a[h][c] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + i + 8 * c), kc,
+                                                      a[h][c]);
+                    }
             }
+            UNROLL
+            for (int h = 0; h < M; h++)
+                A[h][u] = _mm256_add_ps(_mm256_add_ps(a[h][0], a[h][2]),
+                                        _mm256_add_ps(a[h][1], a[h][3]));
         }
-        fa[j] = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
-        fb[j] = _mm256_add_ps(_mm256_add_ps(b0, b2), _mm256_add_ps(b1, b3));
+        UNROLL
+        for (int h = 0; h < M; h++) {
+            P[h][jp & 1] = fold_by4(A[h][0], A[h][1]);
+            if (jp & 1)
+                R[h][jp >> 1] = fold_by2(P[h][0], P[h][1]);
+        }
     }
     const __m256 sc = _mm256_set1_ps(scale);
-    float tmp[8];
-    for (int h = 0; h < (qb ? 2 : 1); h++) {
-        transpose8(h ? fb : fa, h ? tb : ta);
-        __m256 *T = h ? tb : ta;
-        __m256 e = _mm256_add_ps(_mm256_add_ps(T[0], T[4]), _mm256_add_ps(T[2], T[6]));
-        __m256 o = _mm256_add_ps(_mm256_add_ps(T[1], T[5]), _mm256_add_ps(T[3], T[7]));
-        _mm256_storeu_ps(tmp, _mm256_mul_ps(_mm256_add_ps(e, o), sc));
-        float *dst = (h ? sb : sa) + t0;
-        for (int j = 0; j < m; j++)
-            dst[j] = tmp[j];
+    UNROLL
+    for (int h = 0; h < M; h++) {
+        __m256 e = _mm256_mul_ps(score_order(fold_by1(R[h][0], R[h][1])), sc);
+        if (m == 8) {
+            _mm256_storeu_ps(s[h] + t0, e);
+        } else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, e);
+            for (int j = 0; j < m; j++)
+                s[h][t0 + j] = tmp[j];
+        }
+    }
+}
+
+/* all n scores of query rows q[0 .. M - 1] into s[0 .. M - 1], the head dimension a constant
+ * where it is common */
+static void scores_pass(const float *const *q, const uint16_t *k, long kv_stride, int n, int hd,
+                        float scale, float *const *s, int M)
+{
+#define SCORES(HD)                                                                        \
+    for (int t0 = 0; t0 < n; t0 += 8)                                                     \
+        if (M == 2)                                                                       \
+            scores8(q, k, kv_stride, t0, n - t0 < 8 ? n - t0 : 8, HD, scale, s, 2);       \
+        else                                                                              \
+            scores8(q, k, kv_stride, t0, n - t0 < 8 ? n - t0 : 8, HD, scale, s, 1)
+    switch (hd) {
+    case 64: SCORES(64); break;
+    case 128: SCORES(128); break;
+    default: SCORES(hd); break;
+    }
+#undef SCORES
+}
+
+/*
+ * The value sums of keys [c0, c1) for dimensions [d0, d0 + 32) of M (1 to 3) heads (weights
+ * e[h]): fmadd chains from zero in key order, then added to the running sums o[h]; each value
+ * register converted once for all M heads. With lc, the chunk's sums of e in key order
+ * (scalar chains, one a head, side by side).
+ */
+AI void values(const float *const *e, const uint16_t *v, long kv_stride, int c0, int c1,
+               int d0, float *const *o, float *lc, int M)
+{
+    float l[3] = {0.0f, 0.0f, 0.0f};
+    __m256 a[3][4];
+    UNROLL
+    for (int h = 0; h < M; h++)
+        UNROLL
+        for (int c = 0; c < 4; c++)
+            a[h][c] = _mm256_setzero_ps();
+    for (int t = c0; t < c1; t++) {
+        const uint16_t *vr = v + (long)t * kv_stride + d0;
+        __m256 ev[3];
+        UNROLL
+        for (int h = 0; h < M; h++) {
+            ev[h] = _mm256_set1_ps(e[h][t]);
+            if (lc)
+                l[h] = l[h] + e[h][t];
+        }
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            __m256 vv = load_h(vr + 8 * c);
+            UNROLL
+            for (int h = 0; h < M; h++)
+                a[h][c] = _mm256_fmadd_ps(ev[h], vv, a[h][c]);
+        }
+    }
+    UNROLL
+    for (int h = 0; h < M; h++) {
+        if (lc)
+            lc[h] = l[h];
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            float *p = o[h] + d0 + 8 * c;
+            _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), a[h][c]));
+        }
     }
 }
 
 /*
- * Up to two heads sharing each key and value load. The reference per head: scores, max,
- * e = exp(s - max), per chunk of OB_ATT_CHUNK keys the sum of e and the fmaf chains
- * o_c[d] += e_t v_t[d] in key order, then l and o summed over chunks in order, out = o / l.
+ * The query heads of a group: scores two heads a pass over the keys, then per chunk of
+ * OB_ATT_CHUNK keys the value sums of up to three heads a pass. The reference per head: scores, max,
+ * e = exp(s - max), per chunk the sum of e and the fmaf chains o_c[d] += e_t v_t[d] in key
+ * order, then l and o summed over chunks in order, out = o / l.
  */
-static void attn_pair(const float *qa, const float *qb, const uint16_t *k, const uint16_t *v,
-                      long kv_stride, int n, int hd, float scale, float *sa, float *sb,
-                      float *oa, float *ob, float *outa, float *outb)
-{
-    for (int t0 = 0; t0 < n; t0 += 8)
-        scores8(qa, qb, k, kv_stride, t0, n - t0 < 8 ? n - t0 : 8, hd, scale, sa, sb);
-    float la = 0.0f, lb = 0.0f;
-    for (int h = 0; h < (qb ? 2 : 1); h++) {
-        float *s = h ? sb : sa, m = ob_max_f32(s, n);
-        for (int t = 0; t < n; t++)
-            s[t] = s[t] - m;
-        ob_exp_avx2(s, s, (size_t)n);
-    }
-    for (int d = 0; d < hd; d++)
-        oa[d] = ob[d] = 0.0f;
-    for (int c0 = 0; c0 < n; c0 += OB_ATT_CHUNK) {
-        int c1 = c0 + OB_ATT_CHUNK < n ? c0 + OB_ATT_CHUNK : n;
-        float lca = 0.0f, lcb = 0.0f;
-        for (int t = c0; t < c1; t++) {
-            lca = lca + sa[t];
-            if (qb)
-                lcb = lcb + sb[t];
-        }
-        la = la + lca;
-        lb = lb + lcb;
-        for (int d0 = 0; d0 < hd; d0 += 32) {
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-            for (int t = c0; t < c1; t++) {
-                const uint16_t *vr = v + (long)t * kv_stride + d0;
-                __m256 v0 = load_h(vr), v1 = load_h(vr + 8), v2 = load_h(vr + 16), v3 = load_h(vr + 24);
-                __m256 ea = _mm256_set1_ps(sa[t]);
-                a0 = _mm256_fmadd_ps(ea, v0, a0);
-                a1 = _mm256_fmadd_ps(ea, v1, a1);
-                a2 = _mm256_fmadd_ps(ea, v2, a2);
-                a3 = _mm256_fmadd_ps(ea, v3, a3);
-                if (qb) {
-                    __m256 eb = _mm256_set1_ps(sb[t]);
-                    b0 = _mm256_fmadd_ps(eb, v0, b0);
-                    b1 = _mm256_fmadd_ps(eb, v1, b1);
-                    b2 = _mm256_fmadd_ps(eb, v2, b2);
-                    b3 = _mm256_fmadd_ps(eb, v3, b3);
-                }
-            }
-            _mm256_storeu_ps(oa + d0, _mm256_add_ps(_mm256_loadu_ps(oa + d0), a0));
-            _mm256_storeu_ps(oa + d0 + 8, _mm256_add_ps(_mm256_loadu_ps(oa + d0 + 8), a1));
-            _mm256_storeu_ps(oa + d0 + 16, _mm256_add_ps(_mm256_loadu_ps(oa + d0 + 16), a2));
-            _mm256_storeu_ps(oa + d0 + 24, _mm256_add_ps(_mm256_loadu_ps(oa + d0 + 24), a3));
-            if (qb) {
-                _mm256_storeu_ps(ob + d0, _mm256_add_ps(_mm256_loadu_ps(ob + d0), b0));
-                _mm256_storeu_ps(ob + d0 + 8, _mm256_add_ps(_mm256_loadu_ps(ob + d0 + 8), b1));
-                _mm256_storeu_ps(ob + d0 + 16, _mm256_add_ps(_mm256_loadu_ps(ob + d0 + 16), b2));
-                _mm256_storeu_ps(ob + d0 + 24, _mm256_add_ps(_mm256_loadu_ps(ob + d0 + 24), b3));
-            }
-        }
-    }
-    for (int d = 0; d < hd; d++)
-        outa[d] = oa[d] / la;
-    if (qb)
-        for (int d = 0; d < hd; d++)
-            outb[d] = ob[d] / lb;
-}
-
 static void attn_group_avx2(const float *q, int nq, const uint16_t *k, const uint16_t *v,
                             long kv_stride, int n, int hd, float scale, float *s, float *oc,
                             float *out)
@@ -234,12 +270,58 @@ static void attn_group_avx2(const float *q, int nq, const uint16_t *k, const uin
                          oc, out + (size_t)h * hd);
         return;
     }
+    /* oc: the heads' running sums o (nq * hd), then their l (nq) */
+    float *l = oc + (size_t)nq * hd;
     for (int h = 0; h < nq; h += 2) {
-        bool two = h + 1 < nq;
-        attn_pair(q + (size_t)h * hd, two ? q + (size_t)(h + 1) * hd : NULL, k, v, kv_stride, n,
-                  hd, scale, s + (size_t)h * n, two ? s + (size_t)(h + 1) * n : NULL, oc,
-                  oc + hd, out + (size_t)h * hd, two ? out + (size_t)(h + 1) * hd : NULL);
+        int M = nq - h < 2 ? 1 : 2;
+        const float *qh[2] = {q + (size_t)h * hd, q + (size_t)(h + M - 1) * hd};
+        float *sh[2] = {s + (size_t)h * n, s + (size_t)(h + M - 1) * n};
+        scores_pass(qh, k, kv_stride, n, hd, scale, sh, M);
     }
+    const struct ob_softmax *sm = ob_softmax(OB_ISA_AVX2);
+    for (int h = 0; h < nq; h++) {
+        /* the row's maximum vectorised, the reference's where a NaN or +Inf makes it differ */
+        int bad = 0;
+        float *sh = s + (size_t)h * n, m = sm->row_max(sh, (size_t)n, &bad);
+        if (bad)
+            m = ob_max_f32(sh, n);
+        const __m256 mv = _mm256_set1_ps(m);
+        int t = 0;
+        for (; t + 8 <= n; t += 8)
+            _mm256_storeu_ps(sh + t, exp8(_mm256_sub_ps(_mm256_loadu_ps(sh + t), mv)));
+        for (; t < n; t++)
+            sh[t] = ob_expf(sh[t] - m);
+        l[h] = 0.0f;
+    }
+    for (size_t d = 0; d < (size_t)nq * hd; d++)
+        oc[d] = 0.0f;
+    int passes = (nq + 2) / 3;                   /* of up to three heads, as even as can be */
+    for (int c0 = 0; c0 < n; c0 += OB_ATT_CHUNK) {
+        int c1 = c0 + OB_ATT_CHUNK < n ? c0 + OB_ATT_CHUNK : n;
+        for (int p = 0, h = 0; p < passes; p++) {
+            int M = nq / passes + (p < nq % passes);
+            const float *eh[3];
+            float *oh[3], lc[3] = {0.0f, 0.0f, 0.0f};
+            for (int i = 0; i < M; i++) {
+                eh[i] = s + (size_t)(h + i) * n;
+                oh[i] = oc + (size_t)(h + i) * hd;
+            }
+            for (int d0 = 0; d0 < hd; d0 += 32) {
+                float *lp = d0 ? NULL : lc;      /* the sums in the first pass */
+                switch (M) {
+                case 1: values(eh, v, kv_stride, c0, c1, d0, oh, lp, 1); break;
+                case 2: values(eh, v, kv_stride, c0, c1, d0, oh, lp, 2); break;
+                default: values(eh, v, kv_stride, c0, c1, d0, oh, lp, 3); break;
+                }
+            }
+            for (int i = 0; i < M; i++)
+                l[h + i] = l[h + i] + lc[i];
+            h += M;
+        }
+    }
+    for (int h = 0; h < nq; h++)
+        for (int d = 0; d < hd; d++)
+            out[(size_t)h * hd + d] = oc[(size_t)h * hd + d] / l[h];
 }
 
 void ob_ops_avx2(struct ob_ops *t)
