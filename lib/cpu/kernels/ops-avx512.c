@@ -125,6 +125,20 @@ AI __m512 score_order(__m512 e)
     return _mm512_permutexvar_ps(idx, e);
 }
 
+/* dimensions [i, i + 32) of one key into the partials a0, a1 of M query rows (Q: the rows in
+ * registers, where qr) */
+AI void key_slice(const float *const *q, const __m512 Q[2][8], bool qr, const uint16_t *kr,
+                  int i, __m512 *a0, __m512 *a1, int M)
+{
+    __m512 k0 = load_h16(kr + i), k1 = load_h16(kr + i + 16);
+    UNROLL
+    for (int h = 0; h < M; h++) {
+        a0[h] = _mm512_fmadd_ps(qr ? Q[h][i / 16] : _mm512_loadu_ps(q[h] + i), k0, a0[h]);
+        a1[h] = _mm512_fmadd_ps(qr ? Q[h][i / 16 + 1] : _mm512_loadu_ps(q[h] + i + 16), k1,
+                                a1[h]);
+    }
+}
+
 /*
  * Scores of M (1 or 2) query rows against keys [t0, t0 + m), m <= 16, head dimension hd (a
  * multiple of 32): per key two registers of 16 fmadd partials from zero in dimension order
@@ -135,7 +149,7 @@ AI void scores16(const float *const *q, const uint16_t *k, long kv_stride, int t
                  int hd, float scale, float *const *s, int M)
 {
     __m512 B[2][2], C[2][2], D[2][2], Q[2][8];
-    const bool qr = hd <= 128;                /* the query rows in registers */
+    const bool qr = __builtin_constant_p(hd) && hd <= 128;   /* the query rows in registers */
     if (qr)
         UNROLL
         for (int h = 0; h < M; h++)
@@ -158,17 +172,16 @@ AI void scores16(const float *const *q, const uint16_t *k, long kv_stride, int t
                 _mm_prefetch((const char *)(kr + 8 * kv_stride), _MM_HINT_T0);
                 if (hd > 64)
                     _mm_prefetch((const char *)(kr + 8 * kv_stride + 64), _MM_HINT_T0);
-                UNROLL
-                for (int i = 0; i < hd; i += 32) {
-                    __m512 k0 = load_h16(kr + i), k1 = load_h16(kr + i + 16);
+                /* unrolled for the common head dimensions (constants here), a plain loop
+                 * for the others (the query then from memory) */
+                if (__builtin_constant_p(hd))
                     UNROLL
-                    for (int h = 0; h < M; h++) {
-                        a0[h] = _mm512_fmadd_ps(qr ? Q[h][i / 16] : _mm512_loadu_ps(q[h] + i),
-                                                k0, a0[h]);
-                        a1[h] = _mm512_fmadd_ps(qr ? Q[h][i / 16 + 1]
-                                                   : _mm512_loadu_ps(q[h] + i + 16), k1, a1[h]);
-                    }
-                }
+                    for (int i = 0; i < hd; i += 32)
+                        key_slice(q, Q, qr, kr, i, a0, a1, M);
+                else
+#pragma GCC unroll 1
+                    for (int i = 0; i < hd; i += 32)
+                        key_slice(q, Q, false, kr, i, a0, a1, M);
             }
             UNROLL
             for (int h = 0; h < M; h++)
@@ -294,6 +307,7 @@ static void scores_pass(const float *const *q, const uint16_t *k, long kv_stride
             : scores_rows(q, k, kv_stride, n, HD, scale, s, 1))
     switch (hd) {
     case 64: SCORES(64); break;
+    case 96: SCORES(96); break;
     case 128: SCORES(128); break;
     case 256: SCORES(256); break;
     default: SCORES(hd); break;
