@@ -5,8 +5,9 @@
  * ob_model_weights; OB_WEIGHTS=map reads the mapped file). Buffers are row-major float arrays
  * [max_rows][width]. A matmul quantises its input rows into the weight type's activation
  * format once and keeps them while the buffer is unchanged (q, k and v share one quantised
- * copy of XN). The KV cache holds fp16 keys and values:
- * kc[layer][slot][pos][n_head_kv * hd]. Matmuls and attention run on the thread pool, split
+ * copy of XN). The KV cache holds fp16 keys and values, each key/value head's positions
+ * together: kc[layer][slot][kv head][pos][hd] (attention reads one head's keys in a row, not
+ * n_head_kv * hd halfs apart). Matmuls and attention run on the thread pool, split
  * by output rows and by (row, head); every task computes whole results, so the bits do not
  * depend on the number of threads.
  *
@@ -45,7 +46,7 @@ struct ob_be {
     size_t xq_stride;
     /* kv cache */
     int kvw;                       /* n_head_kv * hd */
-    uint16_t **kc, **vc;           /* [n_layer] -> [n_slots * n_ctx * kvw] */
+    uint16_t **kc, **vc;           /* [n_layer] -> [n_slots][n_head_kv][n_ctx][hd] */
     float *rope_cs, *rope_sn;      /* [n_ctx][n_rot / 2] */
     float *swa_cs, *swa_sn;        /* the same for rope_base_swa (sliding-window layers), or NULL */
     float *scratch;                /* attention: per thread-task scratch, see attention() */
@@ -330,23 +331,25 @@ static int cpu_qk_rope(struct ob_be *be, int l)
     return 0;
 }
 
-static size_t kv_at(const struct ob_be *be, int seq, int pos)
+/* where position pos of key/value head g of slot seq starts in a layer's cache */
+static size_t kv_at(const struct ob_be *be, int seq, int g, int pos)
 {
-    return ((size_t)seq * (size_t)be->p.n_ctx + (size_t)pos) * (size_t)be->kvw;
+    size_t nkv = be->m->hp.n_head_kv, hd = be->m->hp.head_dim;
+    return (((size_t)seq * nkv + (size_t)g) * (size_t)be->p.n_ctx + (size_t)pos) * hd;
 }
 
 static int cpu_kv_store(struct ob_be *be, int l)
 {
     const int32_t *seq = be->b.seq, *pos = be->b.pos;
     int n = be->b.n;
-    for (int i = 0; i < n; i++) {
-        uint16_t *kd = be->kc[l] + kv_at(be, seq[i], pos[i]);
-        uint16_t *vd = be->vc[l] + kv_at(be, seq[i], pos[i]);
-        const float *k = be->buf[OB_BK] + (size_t)i * be->kvw;
-        const float *v = be->buf[OB_BV] + (size_t)i * be->kvw;
-        be->ops->f16_put(kd, k, (size_t)be->kvw);
-        be->ops->f16_put(vd, v, (size_t)be->kvw);
-    }
+    size_t hd = be->m->hp.head_dim;
+    for (int i = 0; i < n; i++)
+        for (int g = 0; g < (int)be->m->hp.n_head_kv; g++) {
+            const float *k = be->buf[OB_BK] + (size_t)i * be->kvw + g * hd;
+            const float *v = be->buf[OB_BV] + (size_t)i * be->kvw + g * hd;
+            be->ops->f16_put(be->kc[l] + kv_at(be, seq[i], g, pos[i]), k, hd);
+            be->ops->f16_put(be->vc[l] + kv_at(be, seq[i], g, pos[i]), v, hd);
+        }
     return 0;
 }
 
@@ -368,11 +371,11 @@ static void att_task(void *ctx, int task, int thread)
     int i = task / nkv, g = task % nkv;
     int k0 = ob_attn_first_key(j->pos[i], j->window), nk = j->pos[i] + 1 - k0;
     float *s = be->scratch + (size_t)thread * be->scratch_per_task;
-    const uint16_t *k = be->kc[j->l] + kv_at(be, j->seq[i], k0) + (size_t)g * hd;
-    const uint16_t *v = be->vc[j->l] + kv_at(be, j->seq[i], k0) + (size_t)g * hd;
+    const uint16_t *k = be->kc[j->l] + kv_at(be, j->seq[i], g, k0);
+    const uint16_t *v = be->vc[j->l] + kv_at(be, j->seq[i], g, k0);
     const float *q = be->buf[OB_BQ] + (size_t)i * be->width[OB_BQ] + (size_t)g * group * hd;
     float *out = be->buf[OB_BATT] + (size_t)i * be->width[OB_BATT] + (size_t)g * group * hd;
-    be->ops->attn_group(q, group, k, v, be->kvw, nk, hd, j->scale, s, s + (size_t)group * nk,
+    be->ops->attn_group(q, group, k, v, hd, nk, hd, j->scale, s, s + (size_t)group * nk,
                         out);
 }
 
@@ -444,11 +447,12 @@ static int cpu_logits(struct ob_be *be, const int32_t *rows, int nrows, float *o
 
 static int cpu_kv_copy(struct ob_be *be, int dst, int src, int n_pos)
 {
-    size_t bytes = (size_t)n_pos * (size_t)be->kvw * sizeof(uint16_t);
-    for (uint32_t l = 0; l < be->m->hp.n_layer; l++) {
-        memmove(be->kc[l] + kv_at(be, dst, 0), be->kc[l] + kv_at(be, src, 0), bytes);
-        memmove(be->vc[l] + kv_at(be, dst, 0), be->vc[l] + kv_at(be, src, 0), bytes);
-    }
+    size_t bytes = (size_t)n_pos * be->m->hp.head_dim * sizeof(uint16_t);
+    for (uint32_t l = 0; l < be->m->hp.n_layer; l++)
+        for (int g = 0; g < (int)be->m->hp.n_head_kv; g++) {
+            memmove(be->kc[l] + kv_at(be, dst, g, 0), be->kc[l] + kv_at(be, src, g, 0), bytes);
+            memmove(be->vc[l] + kv_at(be, dst, g, 0), be->vc[l] + kv_at(be, src, g, 0), bytes);
+        }
     return 0;
 }
 
