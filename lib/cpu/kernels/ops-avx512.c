@@ -214,10 +214,8 @@ AI void scores_rows(const float *const *q, const uint16_t *k, long kv_stride, in
 /*
  * The value sums of keys [c0, c1) for dimensions [d0, d0 + 16 NW) of M heads (weights e[h]):
  * fmadd chains from zero in key order, then added to the running sums o[h]; with lc, the
- * chunk's sums of e in key order (scalar chains, one a head). One pass over each value row
- * for all M heads (M NW <= 16 registers of sums; the rows of a position lie kv_stride halfs
- * apart, often 2 KB, and a second pass over a chunk would find them evicted from L1 by the set
- * conflicts of that stride).
+ * chunk's sums of e in key order (scalar chains, one a head). Each value row is read once
+ * for all M heads (M NW <= 16 registers of sums).
  */
 AI void values(const float *const *e, const uint16_t *v, long kv_stride, int c0, int c1,
                int d0, float *const *o, float *lc, int M, int NW)
@@ -298,7 +296,8 @@ AI void weights(float *s, int n)
     }
 }
 
-/* scores of query rows h0 .. h0 + M - 1, the head dimension a constant where it is common */
+/* the scores of the M query rows q[0 .. M - 1], the head dimension a constant where it is
+ * common */
 static void scores_pass(const float *const *q, const uint16_t *k, long kv_stride, int n, int hd,
                         float scale, float *const *s, int M)
 {
