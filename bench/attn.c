@@ -14,33 +14,19 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "arith/arith.h"
 #include "cpu/kernels/ops.h"
 #include "host/simd.h"
+#include "bench.h"
 
 static uint64_t rng_state;
-static double rnd_unit(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (double)((z ^ (z >> 31)) >> 11) * 0x1p-53;
-}
 
 /* a normal value (Box-Muller) */
 static float rnd_normal(void)
 {
-    double u = rnd_unit(), v = rnd_unit();
+    double u = bench_unit(&rng_state), v = bench_unit(&rng_state);
     return (float)(sqrt(-2.0 * log(u + 0x1p-60)) * cos(6.283185307179586 * v));
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static const struct {
@@ -92,9 +78,9 @@ int main(int argc, char **argv)
             const struct ob_ops *o = ob_ops(isa);
             double t = INFINITY;
             for (long r = 0; r < reps; r++) {
-                double t0 = now();
+                double t0 = bench_now();
                 o->attn_group(q, nq, k, v, hd, (int)n, hd, ob_attn_scale(hd), s, oc, out);
-                double dt = now() - t0;
+                double dt = bench_now() - t0;
                 t = dt < t ? dt : t;
             }
             printf(" %9.2f", t * 1e9 / (double)n / nq);

@@ -7,16 +7,8 @@
 #ifndef OB_BENCH_DECODE_RATE_H
 #define OB_BENCH_DECODE_RATE_H
 
-#include <time.h>
-
+#include "bench.h"
 #include "engine.h"
-
-static inline double bench_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static inline double decode_rate(struct ob_engine *e, int w, const int *const *n)
 {

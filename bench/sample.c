@@ -15,28 +15,18 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "1b.h"
 #include "sample.h"
 #include "host/simd.h"
+#include "bench.h"
 
 #define ROWS 64
 
 static uint64_t rng_state;
 static double rnd_unit(void)
 {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (double)((z ^ (z >> 31)) >> 11) * 0x1p-53;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+    return bench_unit(&rng_state);
 }
 
 struct config {
@@ -66,6 +56,7 @@ int main(int argc, char **argv)
     struct ob_sample_scratch *ss = NULL;
     if (!z || ob_sample_scratch_new(V, &ss)) {
         fprintf(stderr, "sample: out of memory\n");
+        free(z);
         return 5;
     }
     rng_state = (uint64_t)seed;
@@ -98,7 +89,7 @@ int main(int argc, char **argv)
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
         double t_best = 1e30;
         for (int k = 0; k < reps; k++) {
-            double t0 = now();
+            double t0 = bench_now();
             for (int r = 0; r < ROWS; r++) {
                 const float *row = z + (size_t)r * V;
                 struct ob_token_info ti;
@@ -112,7 +103,7 @@ int main(int argc, char **argv)
                     return 1;
                 }
             }
-            double t = (now() - t0) / ROWS;
+            double t = (bench_now() - t0) / ROWS;
             t_best = t < t_best ? t : t_best;
         }
         printf("%-34s %10.1f\n", cs[c].name, t_best * 1e6);
