@@ -142,20 +142,14 @@ AI void key_slice(const float *const *q, const __m512 Q[2][8], bool qr, const ui
 /*
  * Scores of M (1 or 2) query rows against keys [t0, t0 + m), m <= 16, head dimension hd (a
  * multiple of 32): per key two registers of 16 fmadd partials from zero in dimension order
- * (the query rows in registers up to 128 dimensions), the key's halfs converted once for both
- * rows; the fold as above, each step as soon as its two registers exist, so that few are live.
+ * (the query rows Q in registers where qr: up to 128 dimensions), the key's halfs converted
+ * once for both rows; the fold as above, each step as soon as its two registers exist, so
+ * that few are live.
  */
-AI void scores16(const float *const *q, const uint16_t *k, long kv_stride, int t0, int m,
-                 int hd, float scale, float *const *s, int M)
+AI void scores16(const float *const *q, const __m512 Q[2][8], bool qr, const uint16_t *k,
+                 long kv_stride, int t0, int m, int hd, float scale, float *const *s, int M)
 {
-    __m512 B[2][2], C[2][2], D[2][2], Q[2][8];
-    const bool qr = __builtin_constant_p(hd) && hd <= 128;   /* the query rows in registers */
-    if (qr)
-        UNROLL
-        for (int h = 0; h < M; h++)
-            UNROLL
-            for (int i = 0; i < hd / 16; i++)
-                Q[h][i] = _mm512_loadu_ps(q[h] + 16 * i);
+    __m512 B[2][2], C[2][2], D[2][2];
     UNROLL
     for (int jp = 0; jp < 8; jp++) {
         __m512 A[2][2];
@@ -207,8 +201,16 @@ AI void scores16(const float *const *q, const uint16_t *k, long kv_stride, int t
 AI void scores_rows(const float *const *q, const uint16_t *k, long kv_stride, int n, int hd,
                     float scale, float *const *s, int M)
 {
+    __m512 Q[2][8];
+    const bool qr = __builtin_constant_p(hd) && hd <= 128;   /* the query rows in registers */
+    if (qr)
+        UNROLL
+        for (int h = 0; h < M; h++)
+            UNROLL
+            for (int i = 0; i < hd / 16; i++)
+                Q[h][i] = _mm512_loadu_ps(q[h] + 16 * i);
     for (int t0 = 0; t0 < n; t0 += 16)
-        scores16(q, k, kv_stride, t0, n - t0 < 16 ? n - t0 : 16, hd, scale, s, M);
+        scores16(q, Q, qr, k, kv_stride, t0, n - t0 < 16 ? n - t0 : 16, hd, scale, s, M);
 }
 
 /*
