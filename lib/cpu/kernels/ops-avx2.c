@@ -256,9 +256,9 @@ AI void values(const float *const *e, const uint16_t *v, long kv_stride, int c0,
 
 /*
  * The query heads of a group: scores two heads a pass over the keys, then per chunk of
- * OB_ATT_CHUNK keys the value sums of up to three heads a pass. The reference per head: scores, max,
- * e = exp(s - max), per chunk the sum of e and the fmaf chains o_c[d] += e_t v_t[d] in key
- * order, then l and o summed over chunks in order, out = o / l.
+ * OB_ATT_CHUNK keys the value sums of up to three heads a pass. The reference per head:
+ * scores, max, e = exp(s - max), per chunk the sum of e and the fmaf chains
+ * o_c[d] += e_t v_t[d] in key order, then l and o summed over chunks in order, out = o / l.
  */
 static void attn_group_avx2(const float *q, int nq, const uint16_t *k, const uint16_t *v,
                             long kv_stride, int n, int hd, float scale, float *s, float *oc,
